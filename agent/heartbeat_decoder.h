@@ -1,0 +1,26 @@
+#ifndef TRAINSUP_AGENT_HEARTBEAT_DECODER_H_
+#define TRAINSUP_AGENT_HEARTBEAT_DECODER_H_
+
+#include <cstddef>
+#include <variant>
+
+#include "absl/strings/string_view.h"
+#include "daemon/core/reject_reason.h"
+#include "trainsup/v1/heartbeat.pb.h"
+
+namespace trainsup {
+
+// Largest datagram the agent accepts from a rank. A heartbeat is ~300 bytes of
+// JSON; the limit leaves room for an exception message of 1 KiB.
+constexpr size_t kMaxHeartbeatDatagramBytes = 4096;
+
+// Turns one datagram from a rank into a RankHeartbeat, with Protobuf's JSON
+// support (one schema: the proto; no hand-written parser). Refuses, with the
+// reason, what is too large, not JSON of RankHeartbeat, or carries fields the
+// schema does not have. Semantic checks (ranks, steps, names) are the
+// supervisor's, which sees the whole job.
+std::variant<v1::RankHeartbeat, RejectReason> DecodeHeartbeat(absl::string_view datagram);
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_AGENT_HEARTBEAT_DECODER_H_

@@ -1,0 +1,74 @@
+// trainsup-agent: runs a training command on one node under trainsupd.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "common/cli_options.h"
+#include "common/log.h"
+#include "daemon/core/validation.h"
+
+namespace {
+
+std::string Hostname() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace trainsup;
+  SetLogProgramName("trainsup-agent");
+  BlockAgentSignals();  // before any thread starts
+
+  AgentOptions options;
+  options.node = Hostname();
+  if (const char* env = std::getenv("TRAINSUP_SUPERVISOR"); env != nullptr) options.supervisor = env;
+  bool verbose = false;
+
+  CLI::App app{"trainsup-agent: runs a training command (normally torchrun) on this node under "
+               "trainsupd.",
+               "trainsup-agent"};
+  app.footer(ExitCodesHelp());
+  app.set_version_flag("--version", TRAINSUP_VERSION);
+  app.require_subcommand(1);
+  CLI::App* run = app.add_subcommand(
+      "run", "launch COMMAND (after --) and report its ranks; exits with COMMAND's exit code");
+  run->add_option("--supervisor", options.supervisor,
+                  "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
+      ->type_name("HOST:PORT")->check(HostPortValidator());
+  run->add_option("--job", options.job, "job id: 1..128 characters of [A-Za-z0-9._-]")->required();
+  run->add_option("--node", options.node, "node name (default: the hostname)")
+      ->capture_default_str();
+  AddDurationOption(*run, "--report-interval", &options.report_interval,
+                    "how often heartbeats are batched to the supervisor");
+  AddDurationOption(*run, "--stop-grace", &options.stop_grace,
+                    "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
+  AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,
+                    "cap of the reconnect backoff when the supervisor is away");
+  run->add_option("--max-backlog", options.max_backlog,
+                  "heartbeats kept while the supervisor is away (oldest dropped beyond)")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 24));
+  run->add_option("--socket-dir", options.socket_parent,
+                  "parent of the private rank-socket directory (default: $XDG_RUNTIME_DIR or /tmp)");
+  run->add_option("command", options.command, "the command to run, after --")->required();
+  app.add_flag("-v,--verbose", verbose, "log debug lines");
+  if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
+  SetLogVerbose(verbose);
+
+  if (options.supervisor.empty()) {
+    std::fprintf(stderr, "error: --supervisor or $TRAINSUP_SUPERVISOR is required\n");
+    return kExitUsage;
+  }
+  if (!IsValidName(options.job) || !IsValidName(options.node)) {
+    std::fprintf(stderr, "error: job and node must be 1..%zu characters of [A-Za-z0-9._-]\n",
+                 kMaxNameLength);
+    return kExitUsage;
+  }
+  Agent agent(std::move(options));
+  return agent.Run();
+}

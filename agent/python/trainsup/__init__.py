@@ -1,0 +1,227 @@
+"""trainsup rank helper: tells the node's trainsup-agent what this rank is doing.
+
+Standard library only. Two lines in a training script::
+
+    import trainsup
+    hb = trainsup.Heartbeat()            # identity from torchrun's environment
+    for step in range(start, total):
+        with hb.compute():               # the rank's own work, before its collective
+            batch = next(loader); loss = model(batch); loss.backward()
+        all_reduce(...); optimizer.step()
+        hb.step(step, data_wait_s=data_wait, loss=loss, lr=lr)
+        if hb.should_checkpoint(step):
+            with hb.checkpointing(step):
+                save_checkpoint(...)
+
+Guarantees: it never blocks the training loop (one non-blocking datagram per
+event; when the agent is busy or gone the datagram is dropped and counted in
+``hb.dropped``), never raises into it, and is a silent no-op when the process
+does not run under ``trainsup-agent`` (no ``TRAINSUP_SOCKET`` in the environment).
+
+The datagram is the JSON form of ``trainsup.v1.RankHeartbeat``
+(proto/trainsup/v1/heartbeat.proto), with the proto field names.
+"""
+
+import contextlib
+import json
+import math
+import os
+import socket
+import sys
+import time
+
+__all__ = ["Heartbeat"]
+
+# Limits the agent enforces (agent/heartbeat_decoder.h, daemon/core/validation.h).
+_MAX_EXCEPTION_TYPE = 256
+_MAX_EXCEPTION_MESSAGE = 1024
+
+
+def _env_int(name, default=0):
+    try:
+        return int(os.environ.get(name, default))
+    except (TypeError, ValueError):
+        return default
+
+
+def _number(value):
+    """A float for the JSON of a proto double, or None when it is not a number.
+
+    Accepts python numbers and 0-d tensors (anything with ``float()``). JSON has
+    no NaN or infinity; Protobuf's JSON mapping spells them as strings.
+    """
+    if value is None:
+        return None
+    try:
+        f = float(value)
+    except Exception:  # noqa: BLE001 - a helper must never raise
+        return None
+    if math.isnan(f):
+        return "NaN"
+    if math.isinf(f):
+        return "Infinity" if f > 0 else "-Infinity"
+    return f
+
+
+def _truncate_utf8(text, limit):
+    data = text.encode("utf-8", "replace")
+    if len(data) <= limit:
+        return text
+    return data[:limit].decode("utf-8", "ignore")
+
+
+class Heartbeat:
+    """One rank's link to its agent. Create one per rank process."""
+
+    def __init__(self, job=None, rank=None, local_rank=None, world_size=None, start_step=0):
+        env = os.environ
+        self.enabled = bool(env.get("TRAINSUP_SOCKET"))
+        self.sent = 0
+        self.dropped = 0
+        self._path = env.get("TRAINSUP_SOCKET", "")
+        self._identity = {
+            "job": job if job is not None else env.get("TRAINSUP_JOB", ""),
+            "rank": rank if rank is not None else _env_int("RANK"),
+            "local_rank": local_rank if local_rank is not None else _env_int("LOCAL_RANK"),
+            "world_size": world_size if world_size is not None else _env_int("WORLD_SIZE", 1),
+            "pid": os.getpid(),
+            "generation": _env_int("TRAINSUP_GENERATION"),
+            "restart_count": _env_int("TORCHELASTIC_RESTART_COUNT"),
+        }
+        self._last_step = start_step - 1
+        self._last_step_time = None
+        self._pending_compute_s = None
+        self._sock = None
+        if not self.enabled:
+            return
+        try:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sock.setblocking(False)
+        except OSError:
+            self.enabled = False
+            return
+        self._send("HEARTBEAT_KIND_START", step=max(start_step, 0))
+        self._install_excepthook()
+
+    # -- the training loop's calls -------------------------------------------
+
+    def step(self, step, *, step_duration_s=None, data_wait_s=0.0, compute_s=None, loss=None,
+             lr=None, grad_norm=None, samples=None, device_memory_bytes=None):
+        """Reports that training step ``step`` completed. Call once per step.
+
+        ``step_duration_s`` defaults to the time since the previous call (the
+        first call reports no duration). ``compute_s`` defaults to the length of
+        the last ``with hb.compute():`` block.
+        """
+        try:
+            now = time.monotonic()
+            if step_duration_s is None:
+                step_duration_s = 0.0 if self._last_step_time is None else now - self._last_step_time
+            self._last_step_time = now
+            self._last_step = int(step)
+            if compute_s is None:
+                compute_s = self._pending_compute_s
+            self._pending_compute_s = None
+            fields = {
+                "step": int(step),
+                "step_duration_seconds": max(0.0, float(step_duration_s)),
+                "data_wait_seconds": max(0.0, float(data_wait_s or 0.0)),
+            }
+            optional = {
+                "compute_seconds": _number(compute_s),
+                "loss": _number(loss),
+                "learning_rate": _number(lr),
+                "grad_norm": _number(grad_norm),
+            }
+            fields.update({k: v for k, v in optional.items() if v is not None})
+            if samples is not None:
+                fields["samples"] = int(samples)
+            if device_memory_bytes is not None:
+                fields["device_memory_bytes"] = int(device_memory_bytes)
+            self._send("HEARTBEAT_KIND_STEP", **fields)
+        except Exception:  # noqa: BLE001
+            pass
+
+    @contextlib.contextmanager
+    def compute(self, step=None):
+        """Brackets the rank's collective-free work of the next step.
+
+        A rank still inside this block when its peers have left theirs is the
+        one holding up the collective: this is how trainsup names the culprit of
+        a hang, and measures stragglers by their own work instead of the wall
+        step time every rank shares.
+        """
+        current = self._last_step + 1 if step is None else step
+        self._safe_send("HEARTBEAT_KIND_COMPUTE_BEGIN", step=current)
+        begin = time.monotonic()
+        try:
+            yield
+        finally:
+            self._pending_compute_s = time.monotonic() - begin
+            self._safe_send("HEARTBEAT_KIND_COMPUTE_END", step=current)
+
+    def should_checkpoint(self, step):
+        """Whether ``step`` is a checkpoint step under the supervisor's plan.
+
+        The same answer on every rank for the same step. Until the supervisor
+        publishes a plan: False.
+        """
+        return False
+
+    @contextlib.contextmanager
+    def checkpointing(self, step, async_seconds=0.0):
+        """Brackets the part of a checkpoint that blocks the training loop."""
+        self._safe_send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", step=step)
+        begin = time.monotonic()
+        try:
+            yield
+        finally:
+            self._safe_send("HEARTBEAT_KIND_CHECKPOINT_END", step=step,
+                            checkpoint_blocking_seconds=time.monotonic() - begin,
+                            checkpoint_async_seconds=max(0.0, float(async_seconds or 0.0)))
+
+    def close(self):
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+            self.enabled = False
+
+    # -- internals -------------------------------------------------------------
+
+    def _safe_send(self, kind, **fields):
+        try:
+            self._send(kind, **fields)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _send(self, kind, **fields):
+        if not self.enabled or self._sock is None:
+            return
+        message = dict(self._identity)
+        message["kind"] = kind
+        message.update(fields)
+        data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+        try:
+            self._sock.sendto(data, self._path)
+            self.sent += 1
+        except OSError:  # full (EAGAIN), agent gone (ENOENT/ECONNREFUSED), ...
+            self.dropped += 1
+
+    def _install_excepthook(self):
+        previous = sys.excepthook
+
+        def hook(exc_type, exc, tb):
+            try:
+                self._send("HEARTBEAT_KIND_EXCEPTION",
+                           step=max(self._last_step, 0),
+                           exception_type=_truncate_utf8(getattr(exc_type, "__name__", "?"),
+                                                         _MAX_EXCEPTION_TYPE),
+                           exception_message=_truncate_utf8(str(exc), _MAX_EXCEPTION_MESSAGE))
+            except Exception:  # noqa: BLE001
+                pass
+            previous(exc_type, exc, tb)
+
+        sys.excepthook = hook

@@ -1,0 +1,123 @@
+#include "agent/rank_watcher.h"
+
+#include <poll.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_split.h"
+
+namespace trainsup {
+namespace {
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+bool IsReadable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
+}
+
+// The wait status of a zombie, from field 52 of /proc/PID/stat (Linux 3.5+).
+// False when the process is not a zombie (already reaped, or running).
+bool ReadZombieStatus(pid_t pid, int* wait_status) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return false;
+  // The command name (field 2) may hold spaces and parentheses: skip past
+  // the last ')'. Fields from 3 on follow.
+  size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
+  if (fields.empty() || fields[0] != "Z") return false;
+  const size_t kExitCodeField = 52 - 3;
+  if (fields.size() <= kExitCodeField) return false;
+  *wait_status = std::stoi(fields[kExitCodeField]);
+  return true;
+}
+
+}  // namespace
+
+RankWatcher::~RankWatcher() { Clear(); }
+
+bool RankWatcher::Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t generation,
+                        absl::Duration steady_now) {
+  auto it = ranks_.find(rank);
+  if (it != ranks_.end()) {
+    if (it->second.process.pid() == static_cast<uint32_t>(pid) &&
+        it->second.process.generation() == generation) {
+      return false;
+    }
+    if (it->second.pidfd >= 0) close(it->second.pidfd);
+    ranks_.erase(it);
+  }
+  Watched& w = ranks_[rank];
+  w.process.set_rank(rank);
+  w.process.set_local_rank(local_rank);
+  w.process.set_pid(static_cast<uint32_t>(pid));
+  w.process.set_generation(generation);
+  w.process.set_alive(true);
+  w.pidfd = PidfdOpen(pid);
+  if (w.pidfd < 0) MarkDead(w, steady_now);  // gone before we could watch it
+  return true;
+}
+
+std::vector<int> RankWatcher::LiveFds() const {
+  std::vector<int> fds;
+  for (const auto& [rank, w] : ranks_) {
+    if (w.process.alive() && w.pidfd >= 0) fds.push_back(w.pidfd);
+  }
+  return fds;
+}
+
+void RankWatcher::MarkDead(Watched& w, absl::Duration steady_now) {
+  w.process.set_alive(false);
+  w.died_at = steady_now;
+  int status = 0;
+  if (ReadZombieStatus(static_cast<pid_t>(w.process.pid()), &status)) {
+    w.process.set_exit_known(true);
+    if (WIFEXITED(status)) w.process.set_exit_code(WEXITSTATUS(status));
+    if (WIFSIGNALED(status)) w.process.set_signal(WTERMSIG(status));
+  }
+  if (w.pidfd >= 0) {
+    close(w.pidfd);
+    w.pidfd = -1;
+  }
+}
+
+bool RankWatcher::CheckExits(absl::Duration steady_now) {
+  bool any = false;
+  for (auto& [rank, w] : ranks_) {
+    if (!w.process.alive() || w.pidfd < 0) continue;
+    if (IsReadable(w.pidfd)) {
+      MarkDead(w, steady_now);
+      any = true;
+    }
+  }
+  return any;
+}
+
+std::vector<ProcessObservation> RankWatcher::Snapshot() const {
+  std::vector<ProcessObservation> out;
+  out.reserve(ranks_.size());
+  for (const auto& [rank, w] : ranks_) out.push_back(w);
+  return out;
+}
+
+void RankWatcher::Clear() {
+  for (auto& [rank, w] : ranks_) {
+    if (w.pidfd >= 0) close(w.pidfd);
+  }
+  ranks_.clear();
+}
+
+size_t RankWatcher::alive_count() const {
+  size_t n = 0;
+  for (const auto& [rank, w] : ranks_) n += w.process.alive() ? 1 : 0;
+  return n;
+}
+
+}  // namespace trainsup

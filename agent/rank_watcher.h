@@ -1,0 +1,65 @@
+#ifndef TRAINSUP_AGENT_RANK_WATCHER_H_
+#define TRAINSUP_AGENT_RANK_WATCHER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "trainsup/v1/agent.pb.h"
+
+namespace trainsup {
+
+// A rank process as last observed; `died_at` (steady time) is set when
+// !process.alive(). The report adds how long ago that was when it is sent.
+struct ProcessObservation {
+  v1::RankProcess process;
+  absl::Duration died_at;
+};
+
+// Watches the rank processes of this node and notes when each one dies, with
+// its exit status when it can still be read. The agent learns rank pids from
+// their heartbeats. A death is seen through a pidfd (readable the moment the
+// process exits), so the time is exact to the event loop's latency; the exit
+// status comes from /proc/PID/stat while torchrun has not reaped the zombie.
+// Not thread-safe: the agent's event loop owns it.
+class RankWatcher {
+ public:
+  RankWatcher() = default;
+  ~RankWatcher();
+  RankWatcher(const RankWatcher&) = delete;
+  RankWatcher& operator=(const RankWatcher&) = delete;
+
+  // Starts watching `pid` as `rank` (a new pid for a known rank replaces the
+  // old one). Returns true when this changed what is watched.
+  bool Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t generation,
+             absl::Duration steady_now);
+
+  // The pidfds of live watched ranks, to poll for readability.
+  std::vector<int> LiveFds() const;
+
+  // Checks every live rank; records the deaths. Returns true if any died.
+  bool CheckExits(absl::Duration steady_now);
+
+  // Every watched process, by rank.
+  std::vector<ProcessObservation> Snapshot() const;
+
+  // Forgets everything (a new generation starts).
+  void Clear();
+
+  size_t alive_count() const;
+
+ private:
+  struct Watched : ProcessObservation {
+    int pidfd = -1;
+  };
+  void MarkDead(Watched& w, absl::Duration steady_now);
+
+  std::map<uint32_t, Watched> ranks_;  // by rank
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_AGENT_RANK_WATCHER_H_

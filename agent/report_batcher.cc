@@ -1,0 +1,160 @@
+#include "agent/report_batcher.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+namespace trainsup {
+namespace {
+
+bool IsPhase(v1::HeartbeatKind kind) {
+  return kind == v1::HEARTBEAT_KIND_COMPUTE_BEGIN || kind == v1::HEARTBEAT_KIND_COMPUTE_END;
+}
+
+}  // namespace
+
+ReportBatcher::ReportBatcher(size_t max_backlog) : max_backlog_(std::max<size_t>(1, max_backlog)) {}
+
+void ReportBatcher::PushLocked(Entry entry) {
+  if (pending_.size() >= max_backlog_) {
+    pending_.pop_front();
+    ++dropped_;
+  }
+  pending_.push_back(std::move(entry));
+}
+
+void ReportBatcher::AddHeartbeat(v1::RankHeartbeat hb) {
+  absl::MutexLock lock(&mu_);
+  Entry entry{next_seq_++, std::move(hb)};
+  RankLatest& latest = latest_[entry.hb.rank()];
+  if (entry.hb.kind() == v1::HEARTBEAT_KIND_STEP) latest.step = entry;
+  if (IsPhase(entry.hb.kind())) latest.phase = entry;
+  PushLocked(std::move(entry));
+  ++added_;
+  dirty_ = true;
+}
+
+void ReportBatcher::CountReject(RejectReason reason) {
+  absl::MutexLock lock(&mu_);
+  rejected_.Add(reason);
+  dirty_ = true;
+}
+
+void ReportBatcher::SetLauncher(const v1::LauncherStatus& launcher) {
+  absl::MutexLock lock(&mu_);
+  if (launcher_.SerializeAsString() == launcher.SerializeAsString()) return;
+  launcher_ = launcher;
+  dirty_ = true;
+}
+
+void ReportBatcher::SetProcesses(std::vector<ProcessObservation> processes) {
+  absl::MutexLock lock(&mu_);
+  processes_ = std::move(processes);
+  dirty_ = true;
+}
+
+void ReportBatcher::SetGeneration(uint64_t generation) {
+  absl::MutexLock lock(&mu_);
+  if (generation == generation_) return;
+  generation_ = generation;
+  latest_.clear();  // the old generation's state means nothing in the new one
+  dirty_ = true;
+}
+
+uint64_t ReportBatcher::generation() const {
+  absl::MutexLock lock(&mu_);
+  return generation_;
+}
+
+void ReportBatcher::BeginSession() {
+  absl::MutexLock lock(&mu_);
+  resend_latest_ = true;
+  dirty_ = true;
+}
+
+bool ReportBatcher::HasNews() const {
+  absl::MutexLock lock(&mu_);
+  return dirty_ || !pending_.empty();
+}
+
+// Puts in front of the backlog each rank's latest step and phase heartbeats
+// that were already sent (their seq is older than anything pending, so the
+// order per rank stays intact). Resent state is idempotent at the supervisor.
+void ReportBatcher::PrependLatestLocked() {
+  const int64_t first_pending = pending_.empty() ? next_seq_ : pending_.front().seq;
+  std::vector<Entry> resend;
+  for (const auto& [rank, latest] : latest_) {
+    for (const std::optional<Entry>* e : {&latest.step, &latest.phase}) {
+      if (e->has_value() && (*e)->seq < first_pending &&
+          (*e)->hb.generation() == generation_) {
+        resend.push_back(**e);
+      }
+    }
+  }
+  std::sort(resend.begin(), resend.end(), [](const Entry& a, const Entry& b) { return a.seq < b.seq; });
+  for (auto it = resend.rbegin(); it != resend.rend(); ++it) pending_.push_front(*it);
+}
+
+v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
+  absl::MutexLock lock(&mu_);
+  if (resend_latest_) {
+    PrependLatestLocked();
+    resend_latest_ = false;
+  }
+  v1::NodeReport report;
+  report.set_sequence(++sequence_);
+  report.set_generation(generation_);
+  *report.mutable_launcher() = launcher_;
+  report.mutable_heartbeats()->Reserve(static_cast<int>(pending_.size()));
+  for (Entry& e : pending_) *report.add_heartbeats() = std::move(e.hb);
+  pending_.clear();
+  for (const ProcessObservation& p : processes_) {
+    v1::RankProcess* out = report.add_processes();
+    *out = p.process;
+    if (!p.process.alive()) out->set_died_seconds_ago(absl::ToDoubleSeconds(steady_now - p.died_at));
+  }
+  for (int i = 0; i < kRejectReasonCount; ++i) {
+    RejectReason reason = static_cast<RejectReason>(i);
+    if (rejected_.Get(reason) == 0) continue;
+    v1::RejectCount* count = report.add_rejected();
+    count->set_reason(std::string(RejectReasonName(reason)));
+    count->set_count(rejected_.Get(reason));
+  }
+  report.set_dropped_total(dropped_);
+  dirty_ = false;
+  return report;
+}
+
+void ReportBatcher::Restore(v1::NodeReport report) {
+  absl::MutexLock lock(&mu_);
+  auto* hbs = report.mutable_heartbeats();
+  // Oldest first into the front, within the bound: when the backlog is full
+  // the oldest of the restored ones are the ones dropped.
+  size_t room = max_backlog_ > pending_.size() ? max_backlog_ - pending_.size() : 0;
+  size_t n = static_cast<size_t>(hbs->size());
+  size_t keep = std::min(room, n);
+  dropped_ += n - keep;
+  // Restored heartbeats predate everything pending: give them older seqs.
+  int64_t seq = pending_.empty() ? next_seq_ : pending_.front().seq;
+  for (size_t i = 0; i < keep; ++i) {
+    pending_.push_front(Entry{--seq, std::move(*hbs->Mutable(static_cast<int>(n - 1 - i)))});
+  }
+  dirty_ = true;
+}
+
+size_t ReportBatcher::backlog() const {
+  absl::MutexLock lock(&mu_);
+  return pending_.size();
+}
+
+uint64_t ReportBatcher::dropped_total() const {
+  absl::MutexLock lock(&mu_);
+  return dropped_;
+}
+
+uint64_t ReportBatcher::heartbeats_added() const {
+  absl::MutexLock lock(&mu_);
+  return added_;
+}
+
+}  // namespace trainsup

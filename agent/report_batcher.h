@@ -1,0 +1,91 @@
+#ifndef TRAINSUP_AGENT_REPORT_BATCHER_H_
+#define TRAINSUP_AGENT_REPORT_BATCHER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/rank_watcher.h"
+#include "daemon/core/reject_reason.h"
+#include "trainsup/v1/agent.pb.h"
+
+namespace trainsup {
+
+// Collects what the agent will tell the supervisor: heartbeats in arrival
+// order, the rank processes, the launcher, the counts of refused datagrams.
+// The event loop adds; the link takes one NodeReport per tick. While the
+// supervisor is away heartbeats wait in a bounded backlog (the oldest are
+// dropped, and counted, when it is full), so the training job never waits.
+// Thread-safe.
+class ReportBatcher {
+ public:
+  // REQUIRES: max_backlog >= 1.
+  explicit ReportBatcher(size_t max_backlog);
+
+  ReportBatcher(const ReportBatcher&) = delete;
+  ReportBatcher& operator=(const ReportBatcher&) = delete;
+
+  void AddHeartbeat(v1::RankHeartbeat hb);
+  void CountReject(RejectReason reason);
+  void SetLauncher(const v1::LauncherStatus& launcher);
+  void SetProcesses(std::vector<ProcessObservation> processes);
+  void SetGeneration(uint64_t generation);
+  uint64_t generation() const;
+
+  // A new stream begins: the next report re-sends the latest step and phase
+  // of every rank that has nothing newer waiting, so that a supervisor that
+  // restarted learns the current state even of ranks that are silent (hung).
+  void BeginSession();
+
+  // True when a report would carry news (heartbeats, or changed processes or
+  // launcher) since the last TakeReport.
+  bool HasNews() const;
+
+  // Everything since the last report. `steady_now` dates process deaths.
+  v1::NodeReport TakeReport(absl::Duration steady_now);
+
+  // A report that could not be sent: its heartbeats go back in front of the
+  // backlog (within its bound), to be sent on the next stream.
+  void Restore(v1::NodeReport report);
+
+  size_t backlog() const;
+  uint64_t dropped_total() const;
+  uint64_t heartbeats_added() const;
+
+ private:
+  struct Entry {
+    int64_t seq;  // arrival order (restored reports get lower, possibly negative, values)
+    v1::RankHeartbeat hb;
+  };
+  // The last heartbeats of one rank, of the kinds that carry state.
+  struct RankLatest {
+    std::optional<Entry> step;
+    std::optional<Entry> phase;  // COMPUTE_BEGIN / COMPUTE_END
+  };
+  void PushLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PrependLatestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const size_t max_backlog_;
+  mutable absl::Mutex mu_;
+  std::deque<Entry> pending_ ABSL_GUARDED_BY(mu_);
+  std::map<uint32_t, RankLatest> latest_ ABSL_GUARDED_BY(mu_);
+  int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  bool resend_latest_ ABSL_GUARDED_BY(mu_) = false;
+  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
+  uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::LauncherStatus launcher_ ABSL_GUARDED_BY(mu_);
+  std::vector<ProcessObservation> processes_ ABSL_GUARDED_BY(mu_);
+  RejectCounts rejected_ ABSL_GUARDED_BY(mu_);
+  uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t added_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_AGENT_REPORT_BATCHER_H_

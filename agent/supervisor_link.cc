@@ -1,0 +1,192 @@
+#include "agent/supervisor_link.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "common/clock.h"
+#include "common/log.h"
+
+namespace trainsup {
+namespace {
+
+std::shared_ptr<grpc::Channel> MakeChannel(const LinkOptions& options) {
+  grpc::ChannelArguments args;
+  // Notice a vanished supervisor (host down, cable cut) within ~15s even
+  // when no report is due; loopback and RSTs are noticed at once anyway.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Our own loop does the backoff; keep the channel's from adding minutes.
+  const int max_ms = static_cast<int>(absl::ToInt64Milliseconds(options.backoff_max));
+  const int min_ms = static_cast<int>(absl::ToInt64Milliseconds(options.backoff_initial));
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, std::max(min_ms, 1));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::max(min_ms, 1));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(max_ms, 1));
+  args.SetMaxSendMessageSize(16 << 20);
+  return grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
+}
+
+}  // namespace
+
+SupervisorLink::SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello,
+                               CommandFn on_command)
+    : options_(std::move(options)),
+      batcher_(batcher),
+      hello_(std::move(hello)),
+      on_command_(std::move(on_command)) {}
+
+SupervisorLink::~SupervisorLink() { Stop(); }
+
+void SupervisorLink::Start() { thread_ = std::thread([this] { Run(); }); }
+
+void SupervisorLink::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (context_ != nullptr) context_->TryCancel();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool SupervisorLink::connected() const {
+  absl::MutexLock lock(&mu_);
+  return connected_;
+}
+uint64_t SupervisorLink::reports_sent() const {
+  absl::MutexLock lock(&mu_);
+  return reports_sent_;
+}
+uint64_t SupervisorLink::heartbeats_sent() const {
+  absl::MutexLock lock(&mu_);
+  return heartbeats_sent_;
+}
+uint64_t SupervisorLink::sessions() const {
+  absl::MutexLock lock(&mu_);
+  return sessions_;
+}
+
+bool SupervisorLink::Flush(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  if (!connected_) return false;
+  const uint64_t ticket = ++flush_requested_;
+  auto done = [this, ticket]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return flush_done_ >= ticket || !connected_ || stopping_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+  return flush_done_ >= ticket;
+}
+
+void SupervisorLink::Run() {
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(options_);
+  std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
+  std::mt19937_64 rng(std::random_device{}());
+  absl::Duration backoff = options_.backoff_initial;
+  bool warned = false;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    if (RunSession(*stub)) {
+      backoff = options_.backoff_initial;
+      warned = false;
+    } else if (!warned) {
+      TRAINSUP_LOG_WARN("cannot reach the supervisor at %s; training goes on, retrying",
+                        options_.address);
+      warned = true;
+    }
+    // Full jitter in [backoff/2, backoff], so that a thousand agents that lost
+    // the same supervisor do not come back in lockstep.
+    std::uniform_real_distribution<double> jitter(0.5, 1.0);
+    absl::Duration wait = backoff * jitter(rng);
+    backoff = std::min(backoff * 2, options_.backoff_max);
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+    mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+  }
+}
+
+bool SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
+  grpc::ClientContext context;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return false;
+    context_ = &context;
+    session_ended_ = false;
+  }
+  std::unique_ptr<Stream> stream = stub.Connect(&context);
+  v1::AgentMessage hello;
+  *hello.mutable_hello() = hello_();
+  bool welcomed = false;
+  if (stream->Write(hello)) {
+    batcher_->BeginSession();
+    std::thread reader([this, &stream] { ReadCommands(stream.get()); });
+    WriteReports(stream.get());
+    context.TryCancel();  // ends the reader's Read, if the stream is still up
+    reader.join();
+    absl::MutexLock lock(&mu_);
+    welcomed = connected_;  // the reader saw this stream's welcome
+  }
+  grpc::Status status = stream->Finish();
+  absl::MutexLock lock(&mu_);
+  if (connected_ && !stopping_) {
+    TRAINSUP_LOG_WARN("stream to the supervisor ended: %s",
+                      status.ok() ? std::string("closed") : status.error_message());
+  }
+  connected_ = false;
+  context_ = nullptr;
+  return welcomed;
+}
+
+void SupervisorLink::ReadCommands(Stream* stream) {
+  v1::SupervisorMessage message;
+  while (stream->Read(&message)) {
+    if (message.has_welcome()) {
+      absl::MutexLock lock(&mu_);
+      connected_ = true;
+      ++sessions_;
+      TRAINSUP_LOG_INFO("connected to the supervisor at %s (generation %d)", options_.address,
+                        message.welcome().generation());
+    }
+    on_command_(message);
+  }
+  absl::MutexLock lock(&mu_);
+  session_ended_ = true;
+}
+
+void SupervisorLink::WriteReports(Stream* stream) {
+  absl::Duration last_sent = SteadyNow();
+  for (;;) {
+    uint64_t flush_ticket = 0;
+    bool flushing = false;
+    {
+      absl::MutexLock lock(&mu_);
+      auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || session_ended_ || flush_requested_ > flush_done_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&wake), options_.report_interval);
+      if (stopping_ || session_ended_) return;
+      flush_ticket = flush_requested_;
+      flushing = flush_requested_ > flush_done_;
+    }
+    const absl::Duration now = SteadyNow();
+    if (!batcher_->HasNews() && !flushing && now - last_sent < options_.idle_report_interval) {
+      continue;
+    }
+    v1::AgentMessage message;
+    *message.mutable_report() = batcher_->TakeReport(now);
+    const int heartbeats = message.report().heartbeats_size();
+    if (!stream->Write(message)) {
+      batcher_->Restore(std::move(*message.mutable_report()));
+      return;
+    }
+    last_sent = now;
+    absl::MutexLock lock(&mu_);
+    ++reports_sent_;
+    heartbeats_sent_ += static_cast<uint64_t>(heartbeats);
+    flush_done_ = std::max(flush_done_, flush_ticket);
+  }
+}
+
+}  // namespace trainsup

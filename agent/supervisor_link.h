@@ -1,0 +1,94 @@
+#ifndef TRAINSUP_AGENT_SUPERVISOR_LINK_H_
+#define TRAINSUP_AGENT_SUPERVISOR_LINK_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/report_batcher.h"
+#include "trainsup/v1/agent.grpc.pb.h"
+
+namespace trainsup {
+
+struct LinkOptions {
+  // The supervisor's gRPC address, HOST:PORT.
+  std::string address;
+  // How often news is sent. Default: 200ms.
+  absl::Duration report_interval = absl::Milliseconds(200);
+  // A report goes out at least this often even without news. Default: 2s.
+  absl::Duration idle_report_interval = absl::Seconds(2);
+  // Reconnect backoff: starts here, doubles per failed attempt, capped.
+  // Defaults: 100ms, 5s.
+  absl::Duration backoff_initial = absl::Milliseconds(100);
+  absl::Duration backoff_max = absl::Seconds(5);
+};
+
+// The agent's stream to the supervisor, on a thread of its own: connects,
+// says hello, sends the batcher's reports every interval, hands commands to
+// `on_command`, and reconnects with capped exponential backoff (with jitter)
+// whenever the stream breaks. Fail-open: nothing here ever waits on the
+// training job, nor the job on it. Thread-safe.
+class SupervisorLink {
+ public:
+  using HelloFn = std::function<v1::AgentHello()>;
+  // Called on the link's reader thread; must not block for long.
+  using CommandFn = std::function<void(const v1::SupervisorMessage&)>;
+
+  SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello, CommandFn on_command);
+  ~SupervisorLink();
+
+  SupervisorLink(const SupervisorLink&) = delete;
+  SupervisorLink& operator=(const SupervisorLink&) = delete;
+
+  void Start();
+  // Ends the stream and the thread. Idempotent.
+  void Stop();
+
+  // Sends a report now and waits until it was written. False when not
+  // connected or `timeout` passed first.
+  bool Flush(absl::Duration timeout);
+
+  // True between the supervisor's welcome and the end of that stream.
+  bool connected() const;
+  uint64_t reports_sent() const;
+  uint64_t heartbeats_sent() const;
+  uint64_t sessions() const;  // streams that were welcomed
+
+ private:
+  using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::SupervisorMessage>;
+
+  void Run();
+  // One stream, from hello to its end. Returns true if it was welcomed.
+  bool RunSession(v1::AgentService::Stub& stub);
+  void ReadCommands(Stream* stream);
+  // Sends reports until the stream breaks or Stop(). Returns on either.
+  void WriteReports(Stream* stream);
+
+  const LinkOptions options_;
+  ReportBatcher* const batcher_;
+  const HelloFn hello_;
+  const CommandFn on_command_;
+  std::thread thread_;
+
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  bool session_ended_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t reports_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t heartbeats_sent_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sessions_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_AGENT_SUPERVISOR_LINK_H_

@@ -1,0 +1,77 @@
+#include "cli/client.h"
+
+#include <chrono>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
+#include "common/options.h"
+
+namespace trainsup {
+
+OperatorClient::OperatorClient(const std::string& address, absl::Duration timeout)
+    : address_(address),
+      timeout_(timeout),
+      stub_(v1::OperatorService::NewStub(
+          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+
+std::unique_ptr<grpc::ClientContext> OperatorClient::Context() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(absl::ToInt64Milliseconds(timeout_)));
+  return context;
+}
+
+namespace {
+
+// Names the supervisor in "cannot reach" errors; leaves others as they are.
+absl::Status Explain(const grpc::Status& status, const std::string& address) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach the supervisor at ", address, ": ", status.error_message()));
+  }
+  return FromGrpcStatus(status);
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ListJobsResponse> OperatorClient::ListJobs() {
+  v1::ListJobsResponse response;
+  grpc::Status s = stub_->ListJobs(Context().get(), v1::ListJobsRequest(), &response);
+  if (!s.ok()) return Explain(s, address_);
+  return response;
+}
+
+absl::StatusOr<v1::ListRanksResponse> OperatorClient::ListRanks(const std::string& job_id) {
+  v1::ListRanksRequest request;
+  request.set_job_id(job_id);
+  v1::ListRanksResponse response;
+  grpc::Status s = stub_->ListRanks(Context().get(), request, &response);
+  if (!s.ok()) return Explain(s, address_);
+  return response;
+}
+
+absl::StatusOr<v1::ListNodesResponse> OperatorClient::ListNodes() {
+  v1::ListNodesResponse response;
+  grpc::Status s = stub_->ListNodes(Context().get(), v1::ListNodesRequest(), &response);
+  if (!s.ok()) return Explain(s, address_);
+  return response;
+}
+
+int ExitCodeFor(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kOk:
+      return kExitOk;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+      return kExitUnreachable;
+    case absl::StatusCode::kNotFound:
+      return kExitNotFound;
+    default:
+      return kExitFailure;
+  }
+}
+
+}  // namespace trainsup

@@ -1,0 +1,36 @@
+#ifndef TRAINSUP_CLI_CLIENT_H_
+#define TRAINSUP_CLI_CLIENT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "trainsup/v1/operator.grpc.pb.h"
+
+namespace trainsup {
+
+// trainsupctl's calls to OperatorService, each with a deadline.
+class OperatorClient {
+ public:
+  OperatorClient(const std::string& address, absl::Duration timeout);
+
+  absl::StatusOr<v1::ListJobsResponse> ListJobs();
+  absl::StatusOr<v1::ListRanksResponse> ListRanks(const std::string& job_id);
+  absl::StatusOr<v1::ListNodesResponse> ListNodes();
+
+ private:
+  std::unique_ptr<grpc::ClientContext> Context() const;
+
+  const std::string address_;
+  const absl::Duration timeout_;
+  std::unique_ptr<v1::OperatorService::Stub> stub_;
+};
+
+// The exit code for a failed call: kExitUnreachable when the supervisor could
+// not be reached, kExitNotFound for NOT_FOUND, else kExitFailure.
+int ExitCodeFor(const absl::Status& status);
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_CLI_CLIENT_H_

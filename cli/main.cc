@@ -1,0 +1,70 @@
+// trainsupctl: the operator's view of trainsupd.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "cli/client.h"
+#include "cli/render.h"
+#include "common/cli_options.h"
+
+namespace {
+
+using namespace trainsup;
+
+// Prints a result or the error; returns the exit code.
+template <typename Response, typename TableFn>
+int Emit(const absl::StatusOr<Response>& result, bool json, TableFn table) {
+  if (!result.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
+    return ExitCodeFor(result.status());
+  }
+  std::string out = json ? RenderJson(*result) + "\n" : table(*result);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string supervisor = "127.0.0.1:7411";
+  if (const char* env = std::getenv("TRAINSUP_SUPERVISOR"); env != nullptr && *env != '\0') {
+    supervisor = env;
+  }
+  std::string output = "table";
+  absl::Duration timeout = absl::Seconds(5);
+
+  CLI::App app{"trainsupctl: ask trainsupd about jobs, ranks and nodes.", "trainsupctl"};
+  app.footer(ExitCodesHelp());
+  app.set_version_flag("--version", TRAINSUP_VERSION);
+  app.require_subcommand(1);
+  app.add_option("--supervisor", supervisor, "trainsupd gRPC address ($TRAINSUP_SUPERVISOR)")
+      ->capture_default_str()->type_name("HOST:PORT")->check(HostPortValidator());
+  app.add_option("-o,--output", output, "output format")
+      ->capture_default_str()->check(CLI::IsMember({"table", "json"}));
+  AddDurationOption(app, "--timeout", &timeout, "deadline of each call to the supervisor");
+
+  CLI::App* jobs = app.add_subcommand("jobs", "list the jobs the supervisor knows");
+  std::string job_id;
+  std::string sort = "rank";
+  CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
+  ranks->add_option("JOB", job_id, "job id")->required();
+  ranks->add_option("--sort", sort, "row order")
+      ->capture_default_str()->check(CLI::IsMember({"rank", "p99"}));
+  CLI::App* nodes = app.add_subcommand("nodes", "list the nodes and their agents");
+  if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
+
+  const bool json = output == "json";
+  OperatorClient client(supervisor, timeout);
+  if (*jobs) {
+    return Emit(client.ListJobs(), json,
+                [](const v1::ListJobsResponse& r) { return RenderJobsTable(r, absl::Now()); });
+  }
+  if (*ranks) {
+    RankSort order = sort == "p99" ? RankSort::kP99 : RankSort::kRank;
+    return Emit(client.ListRanks(job_id), json,
+                [order](const v1::ListRanksResponse& r) { return RenderRanksTable(r, order); });
+  }
+  if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
+  return kExitUsage;
+}

@@ -1,0 +1,33 @@
+#ifndef TRAINSUP_COMMON_OPTIONS_H_
+#define TRAINSUP_COMMON_OPTIONS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace trainsup {
+
+// Option values shared by all binaries, parsed the same way everywhere.
+
+// "5s", "1m30s", "200ms", "1h": a non-negative duration. A bare number is
+// refused, so that a unit is never guessed.
+absl::StatusOr<absl::Duration> ParseDurationOption(absl::string_view text);
+
+// "HOST:PORT" or "[IPv6]:PORT" with PORT 0..65535 (0: pick a free port).
+absl::Status CheckHostPort(absl::string_view text);
+
+// Process exit codes, each value used once. Listed in every --help and the README.
+enum ExitCode {
+  kExitOk = 0,
+  kExitFailure = 1,       // the request failed (the error line says why)
+  kExitUsage = 2,         // bad command line
+  kExitUnreachable = 3,   // cannot reach the supervisor
+  kExitNotFound = 4,      // no such job / node
+  kExitQuarantined = 75,  // agent: this node is quarantined; do not reschedule here
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_COMMON_OPTIONS_H_

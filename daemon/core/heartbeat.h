@@ -1,0 +1,96 @@
+#ifndef TRAINSUP_DAEMON_CORE_HEARTBEAT_H_
+#define TRAINSUP_DAEMON_CORE_HEARTBEAT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace trainsup {
+
+// The core's own copy of the wire types (proto/trainsup/v1), so that the core
+// depends on Abseil only. The adapters convert; field meanings and units are
+// documented in heartbeat.proto and agent.proto.
+
+enum class HeartbeatKind {
+  kUnspecified = 0,
+  kStep = 1,
+  kComputeBegin = 2,
+  kComputeEnd = 3,
+  kCheckpointBegin = 4,
+  kCheckpointEnd = 5,
+  kException = 6,
+  kStart = 7,
+};
+
+struct Heartbeat {
+  HeartbeatKind kind = HeartbeatKind::kUnspecified;
+  std::string job;
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  uint32_t world_size = 0;
+  uint32_t pid = 0;
+  int64_t step = 0;
+  double step_duration_s = 0;
+  double data_wait_s = 0;
+  std::optional<double> compute_s;
+  std::optional<double> loss;
+  std::optional<double> learning_rate;
+  std::optional<double> grad_norm;
+  std::optional<uint64_t> samples;
+  std::optional<uint64_t> device_memory_bytes;
+  double checkpoint_blocking_s = 0;
+  double checkpoint_async_s = 0;
+  std::string exception_type;
+  std::string exception_message;
+  uint64_t generation = 0;
+  uint32_t restart_count = 0;
+};
+
+enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };
+absl::string_view LauncherStateName(LauncherState state);
+
+struct LauncherInfo {
+  LauncherState state = LauncherState::kUnspecified;
+  uint32_t pid = 0;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+};
+
+struct RankProcessInfo {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  uint32_t pid = 0;
+  uint64_t generation = 0;
+  bool alive = true;
+  bool exit_known = false;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  double died_seconds_ago = 0;
+};
+
+struct AgentHelloInfo {
+  std::string node;
+  std::string job;
+  uint64_t incarnation = 0;
+  uint64_t generation = 0;
+  LauncherInfo launcher;
+  std::string agent_version;
+};
+
+struct NodeReportInfo {
+  uint64_t sequence = 0;
+  uint64_t generation = 0;
+  LauncherInfo launcher;
+  std::vector<Heartbeat> heartbeats;
+  std::vector<RankProcessInfo> processes;
+  // Cumulative since the agent started, by reason name.
+  std::vector<std::pair<std::string, uint64_t>> rejected;
+  uint64_t dropped_total = 0;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_HEARTBEAT_H_

@@ -1,0 +1,65 @@
+#include "daemon/core/validation.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+
+namespace trainsup {
+namespace {
+
+bool IsValidDuration(double seconds) { return std::isfinite(seconds) && seconds >= 0; }
+
+bool IsValidOptionalDuration(const std::optional<double>& seconds) {
+  return !seconds.has_value() || IsValidDuration(*seconds);
+}
+
+bool IsKnownKind(HeartbeatKind kind) {
+  switch (kind) {
+    case HeartbeatKind::kStep:
+    case HeartbeatKind::kComputeBegin:
+    case HeartbeatKind::kComputeEnd:
+    case HeartbeatKind::kCheckpointBegin:
+    case HeartbeatKind::kCheckpointEnd:
+    case HeartbeatKind::kException:
+    case HeartbeatKind::kStart:
+      return true;
+    case HeartbeatKind::kUnspecified:
+      break;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool IsValidName(absl::string_view name) {
+  if (name.empty() || name.size() > kMaxNameLength) return false;
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job) {
+  if (!IsKnownKind(hb.kind)) return RejectReason::kBadKind;
+  if (!IsValidName(hb.job)) return RejectReason::kBadJob;
+  if (hb.job != agent_job) return RejectReason::kJobMismatch;
+  if (hb.world_size == 0 || hb.world_size > kMaxWorldSize) return RejectReason::kBadWorldSize;
+  if (hb.rank >= hb.world_size || hb.local_rank >= hb.world_size) {
+    return RejectReason::kRankOutOfRange;
+  }
+  if (hb.step < 0) return RejectReason::kNegativeStep;
+  if (!IsValidDuration(hb.step_duration_s) || !IsValidDuration(hb.data_wait_s) ||
+      !IsValidOptionalDuration(hb.compute_s) || !IsValidDuration(hb.checkpoint_blocking_s) ||
+      !IsValidDuration(hb.checkpoint_async_s)) {
+    return RejectReason::kBadDuration;
+  }
+  if (hb.exception_type.size() > kMaxExceptionTypeLength ||
+      hb.exception_message.size() > kMaxExceptionMessageLength) {
+    return RejectReason::kTooLong;
+  }
+  return std::nullopt;
+}
+
+}  // namespace trainsup

@@ -1,0 +1,142 @@
+#include "daemon/metrics.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/job_stats.h"
+
+namespace trainsup {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+MetricFamily Family(std::string name, std::string help, MetricType type) {
+  MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+void AddSample(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  if (family.type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family.metric.push_back(std::move(metric));
+}
+
+// The families of one scrape, in exposition order.
+struct Families {
+  MetricFamily build_info = Family("trainsup_build_info",
+      "Always 1; the labels say which trainsup is running.", MetricType::Gauge);
+  MetricFamily agents_connected = Family("trainsup_agents_connected",
+      "Agent streams currently open.", MetricType::Gauge);
+  MetricFamily nodes = Family("trainsup_nodes",
+      "Nodes the supervisor has heard of since it started.", MetricType::Gauge);
+  MetricFamily jobs = Family("trainsup_jobs", "Jobs the supervisor knows.", MetricType::Gauge);
+  MetricFamily reports = Family("trainsup_agent_reports_received_total",
+      "Node reports received from agents.", MetricType::Counter);
+  MetricFamily heartbeats = Family("trainsup_heartbeats_received_total",
+      "Rank heartbeats accepted, all jobs.", MetricType::Counter);
+  MetricFamily rejected = Family("trainsup_heartbeats_rejected_total",
+      "Rank heartbeats refused, by reason (agent-side and supervisor-side).",
+      MetricType::Counter);
+  MetricFamily dropped = Family("trainsup_heartbeats_dropped_total",
+      "Rank heartbeats agents dropped because their backlog was full.", MetricType::Counter);
+  MetricFamily job_generation = Family("trainsup_job_generation",
+      "Current generation of the job (1 for the first launch).", MetricType::Gauge);
+  MetricFamily job_world_size = Family("trainsup_job_world_size",
+      "Ranks in the job's current generation.", MetricType::Gauge);
+  MetricFamily job_step = Family("trainsup_job_step",
+      "Highest training step any rank completed in the current generation.", MetricType::Gauge);
+  MetricFamily job_last_progress = Family("trainsup_job_last_progress_timestamp_seconds",
+      "When any rank's step last advanced (Unix time).", MetricType::Gauge);
+  MetricFamily job_ranks_reporting = Family("trainsup_job_ranks_reporting",
+      "Ranks that sent a heartbeat in the current generation.", MetricType::Gauge);
+  MetricFamily job_ranks_alive = Family("trainsup_job_ranks_alive",
+      "Ranks whose process the agents report alive.", MetricType::Gauge);
+  MetricFamily job_heartbeats = Family("trainsup_job_heartbeats_received_total",
+      "Rank heartbeats accepted for the job.", MetricType::Counter);
+  MetricFamily job_step_duration = Family("trainsup_job_step_duration_seconds",
+      "Median over ranks of each rank's step-time quantile over its recent steps.",
+      MetricType::Gauge);
+  MetricFamily rank_step = Family("trainsup_rank_step",
+      "Last step the rank completed (jobs up to the per-rank cap only).", MetricType::Gauge);
+  MetricFamily rank_step_duration = Family("trainsup_rank_step_duration_seconds",
+      "Step-time quantile of the rank over its recent steps (jobs up to the per-rank cap only).",
+      MetricType::Gauge);
+
+  std::vector<MetricFamily> Take() {
+    std::vector<MetricFamily> out;
+    for (MetricFamily* f :
+         {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
+          &dropped, &job_generation, &job_world_size, &job_step, &job_last_progress,
+          &job_ranks_reporting, &job_ranks_alive, &job_heartbeats, &job_step_duration,
+          &rank_step, &rank_step_duration}) {
+      if (!f->metric.empty()) out.push_back(std::move(*f));
+    }
+    return out;
+  }
+};
+
+void CollectJob(const Job& job, const MetricsOptions& options, Families& f) {
+  const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
+  AddSample(f.job_generation, id, static_cast<double>(job.generation()));
+  AddSample(f.job_world_size, id, job.world_size());
+  AddSample(f.job_step, id, static_cast<double>(job.max_step()));
+  if (job.last_progress() != absl::InfinitePast()) {
+    AddSample(f.job_last_progress, id, absl::ToDoubleSeconds(job.last_progress() - absl::UnixEpoch()));
+  }
+  AddSample(f.job_ranks_reporting, id, job.ranks_reporting());
+  AddSample(f.job_ranks_alive, id, job.ranks_alive());
+  AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
+  JobStepStats stats = ComputeJobStepStats(job);
+  if (stats.ranks_with_samples > 0) {
+    AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
+  }
+  if (job.world_size() > options.max_ranks_per_job) return;
+  for (uint32_t i = 0; i < job.world_size(); ++i) {
+    const RankState& r = job.rank(i);
+    if (!r.seen) continue;
+    const std::string rank = absl::StrCat(i);
+    AddSample(f.rank_step, {{"job_id", job.id()}, {"rank", rank}}, static_cast<double>(r.step));
+    if (r.step_durations.empty()) continue;
+    StepWindow::Quantiles q = r.step_durations.P50P99();
+    AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, q.p50);
+    AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, q.p99);
+  }
+}
+
+}  // namespace
+
+std::vector<MetricFamily> SupervisorCollector::Collect() const {
+  Families f;
+  host_->Read([&](const Supervisor& core, absl::Time) {
+    AddSample(f.build_info, {{"version", TRAINSUP_VERSION}}, 1);
+    AddSample(f.agents_connected, {}, core.agents_connected());
+    AddSample(f.nodes, {}, static_cast<double>(core.nodes().size()));
+    std::vector<const Job*> jobs = core.Jobs();
+    AddSample(f.jobs, {}, static_cast<double>(jobs.size()));
+    AddSample(f.reports, {}, static_cast<double>(core.reports_received()));
+    AddSample(f.heartbeats, {}, static_cast<double>(core.heartbeats_received()));
+    // Every reason, zeros included, so that rate() works from the first scrape.
+    for (int i = 0; i < kRejectReasonCount; ++i) {
+      RejectReason reason = static_cast<RejectReason>(i);
+      AddSample(f.rejected, {{"reason", std::string(RejectReasonName(reason))}},
+                static_cast<double>(core.rejected().Get(reason)));
+    }
+    AddSample(f.dropped, {}, static_cast<double>(core.heartbeats_dropped_by_agents()));
+    for (const Job* job : jobs) CollectJob(*job, options_, f);
+    return 0;
+  });
+  return f.Take();
+}
+
+}  // namespace trainsup

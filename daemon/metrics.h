@@ -1,0 +1,38 @@
+#ifndef TRAINSUP_DAEMON_METRICS_H_
+#define TRAINSUP_DAEMON_METRICS_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "daemon/supervisor_host.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace trainsup {
+
+struct MetricsOptions {
+  // Per-rank series (trainsup_rank_*) are exported only for jobs with at most
+  // this many ranks, so that a 100k-rank job exports per-job aggregates, not
+  // 100k series per metric. Default: 256.
+  uint32_t max_ranks_per_job = 256;
+};
+
+// Renders the supervisor's state as Prometheus metric families at scrape
+// time, from one consistent read of the core (the way kube-state-metrics and
+// node_exporter collectors work). Metric names and labels are documented in
+// docs/metrics.md. Thread-safe.
+class SupervisorCollector : public prometheus::Collectable {
+ public:
+  SupervisorCollector(const SupervisorHost* host, MetricsOptions options)
+      : host_(host), options_(options) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const SupervisorHost* const host_;
+  const MetricsOptions options_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_METRICS_H_

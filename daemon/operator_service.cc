@@ -1,0 +1,114 @@
+#include "daemon/operator_service.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/job_stats.h"
+
+namespace trainsup {
+namespace {
+
+void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
+  const int64_t nanos = absl::ToUnixNanos(t);
+  out->set_seconds(nanos / 1'000'000'000);
+  out->set_nanos(static_cast<int32_t>(nanos % 1'000'000'000));
+}
+
+double SecondsSince(absl::Time then, absl::Time now) {
+  if (then == absl::InfinitePast()) return -1;
+  return absl::ToDoubleSeconds(now - then);
+}
+
+void RenderJob(const Job& job, const Supervisor& core, v1::Job* out) {
+  out->set_job_id(job.id());
+  out->set_generation(job.generation());
+  out->set_world_size(job.world_size());
+  out->set_ranks_reporting(job.ranks_reporting());
+  out->set_ranks_alive(job.ranks_alive());
+  out->set_step(job.max_step());
+  if (job.last_progress() != absl::InfinitePast()) {
+    SetTimestamp(job.last_progress(), out->mutable_last_progress_time());
+  }
+  out->set_heartbeats_received(job.heartbeats_received());
+  uint32_t nodes = 0;
+  for (const NodeRecord& node : core.nodes()) nodes += node.job == job.id() ? 1 : 0;
+  out->set_nodes(nodes);
+  JobStepStats stats = ComputeJobStepStats(job);
+  out->set_step_p50_seconds(stats.median_rank_p50_s);
+  out->set_step_p99_seconds(stats.median_rank_p99_s);
+}
+
+}  // namespace
+
+grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+                                           v1::ListJobsResponse* response) {
+  host_->Read([&](const Supervisor& core, absl::Time) {
+    for (const Job* job : core.Jobs()) RenderJob(*job, core, response->add_jobs());
+    return 0;
+  });
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::ListRanksRequest* request,
+                                            v1::ListRanksResponse* response) {
+  return host_->Read([&](const Supervisor& core, absl::Time now) {
+    const Job* job = core.FindJob(request->job_id());
+    if (job == nullptr) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", request->job_id(), "'"));
+    }
+    response->set_job_id(job->id());
+    response->set_world_size(job->world_size());
+    for (uint32_t i = 0; i < job->world_size(); ++i) {
+      const RankState& r = job->rank(i);
+      if (!r.seen) continue;
+      v1::Rank* out = response->add_ranks();
+      out->set_rank(i);
+      if (r.node != kNoNode) out->set_node(core.node(r.node).name);
+      out->set_local_rank(r.local_rank);
+      out->set_pid(r.pid);
+      out->set_generation(job->generation());
+      out->set_step(r.step);
+      StepWindow::Quantiles q = r.step_durations.P50P99();
+      out->set_step_p50_seconds(q.p50);
+      out->set_step_p99_seconds(q.p99);
+      out->set_last_heartbeat_age_seconds(SecondsSince(r.last_heartbeat, now));
+      out->set_alive(r.alive);
+      if (r.loss) out->set_loss(*r.loss);
+      if (r.learning_rate) out->set_learning_rate(*r.learning_rate);
+      out->set_heartbeats(r.heartbeats);
+    }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+                                            v1::ListNodesResponse* response) {
+  host_->Read([&](const Supervisor& core, absl::Time now) {
+    // Ranks per node, counted once over every job's ranks.
+    std::vector<uint32_t> ranks(core.nodes().size(), 0);
+    for (const Job* job : core.Jobs()) {
+      for (const RankState& r : job->ranks()) {
+        if (r.seen && r.node != kNoNode) ++ranks[r.node];
+      }
+    }
+    for (NodeIndex i = 0; i < core.nodes().size(); ++i) {
+      const NodeRecord& node = core.node(i);
+      v1::Node* out = response->add_nodes();
+      out->set_node(node.name);
+      out->set_job_id(node.job);
+      out->set_connected(node.connected);
+      out->set_agent_incarnation(node.incarnation);
+      out->set_last_report_age_seconds(SecondsSince(node.last_report, now));
+      out->set_ranks(ranks[i]);
+      out->set_launcher_state(std::string(LauncherStateName(node.launcher.state)));
+      out->set_heartbeats_received(node.heartbeats_received);
+    }
+    std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
+              [](const v1::Node& a, const v1::Node& b) { return a.node() < b.node(); });
+    return 0;
+  });
+  return grpc::Status::OK;
+}
+
+}  // namespace trainsup

@@ -1,0 +1,28 @@
+#ifndef TRAINSUP_DAEMON_OPERATOR_SERVICE_H_
+#define TRAINSUP_DAEMON_OPERATOR_SERVICE_H_
+
+#include "daemon/supervisor_host.h"
+#include "trainsup/v1/operator.grpc.pb.h"
+
+namespace trainsup {
+
+// gRPC adapter of OperatorService (trainsupctl's API): reads the core's state
+// under the host's shared lock and renders it as wire messages.
+class OperatorServiceImpl final : public v1::OperatorService::Service {
+ public:
+  explicit OperatorServiceImpl(const SupervisorHost* host) : host_(host) {}
+
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status ListRanks(grpc::ServerContext* context, const v1::ListRanksRequest* request,
+                         v1::ListRanksResponse* response) override;
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+
+ private:
+  const SupervisorHost* const host_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_OPERATOR_SERVICE_H_

@@ -1,0 +1,75 @@
+#include "daemon/server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/options.h"
+#include "prometheus/exposer.h"
+
+namespace trainsup {
+namespace {
+
+std::string HostOf(const std::string& host_port) { return host_port.substr(0, host_port.rfind(':')); }
+
+}  // namespace
+
+Server::Server(const ServerOptions& options, const Clock* clock)
+    : host_(options.core, clock),
+      agent_service_(&host_),
+      operator_service_(&host_),
+      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)) {}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
+                                                      const Clock* clock) {
+  if (absl::Status s = CheckHostPort(options.listen); !s.ok()) return s;
+  if (!options.metrics_listen.empty()) {
+    if (absl::Status s = CheckHostPort(options.metrics_listen); !s.ok()) return s;
+  }
+  std::unique_ptr<Server> server(new Server(options, clock));
+
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&server->agent_service_);
+  builder.RegisterService(&server->operator_service_);
+  // Agents keep their stream alive with pings; allow them (gRPC refuses pings
+  // more often than every 5 minutes by default and would drop the stream).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.SetMaxReceiveMessageSize(16 << 20);
+  server->grpc_server_ = builder.BuildAndStart();
+  if (server->grpc_server_ == nullptr || port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
+                                               " (address in use or not local?)"));
+  }
+  server->grpc_address_ = absl::StrCat(HostOf(options.listen), ":", port);
+
+  if (!options.metrics_listen.empty()) {
+    try {
+      server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
+    }
+    server->exposer_->RegisterCollectable(server->collector_);
+    std::vector<int> ports = server->exposer_->GetListeningPorts();
+    server->metrics_address_ =
+        absl::StrCat(HostOf(options.metrics_listen), ":", ports.empty() ? 0 : ports.front());
+  }
+  return server;
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (grpc_server_ != nullptr) {
+    grpc_server_->Shutdown(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+    grpc_server_->Wait();
+  }
+  exposer_.reset();
+}
+
+}  // namespace trainsup

@@ -1,0 +1,73 @@
+#ifndef TRAINSUP_DAEMON_SERVER_H_
+#define TRAINSUP_DAEMON_SERVER_H_
+
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "daemon/agent_service.h"
+#include "daemon/metrics.h"
+#include "daemon/operator_service.h"
+#include "daemon/supervisor_host.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace trainsup {
+
+struct ServerOptions {
+  // gRPC address of AgentService and OperatorService. Port 0: any free port.
+  // Default: loopback only.
+  std::string listen = "127.0.0.1:7411";
+  // Prometheus exposition at /metrics. Empty: no metrics endpoint.
+  std::string metrics_listen = "127.0.0.1:9741";
+  // SQLite state store. Reserved: not used yet.
+  std::string state_path;
+  SupervisorOptions core;
+  MetricsOptions metrics;
+};
+
+// trainsupd's process-level wiring: the host around the core, the gRPC
+// server with both services, and the metrics endpoint.
+class Server {
+ public:
+  // Binds and starts serving. Errors say which address could not be bound.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
+                                                       const Clock* clock);
+  ~Server();
+
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Addresses actually bound (the ports resolved when 0 was asked for).
+  const std::string& grpc_address() const { return grpc_address_; }
+  const std::string& metrics_address() const { return metrics_address_; }
+  SupervisorHost& host() { return host_; }
+  // The collector behind /metrics, also usable without the HTTP endpoint.
+  const SupervisorCollector& collector() const { return *collector_; }
+
+  // Stops accepting work, ends open streams (waiting up to `grace` for RPCs
+  // in flight) and stops the metrics endpoint. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(2));
+
+ private:
+  Server(const ServerOptions& options, const Clock* clock);
+
+  SupervisorHost host_;
+  AgentServiceImpl agent_service_;
+  OperatorServiceImpl operator_service_;
+  std::shared_ptr<SupervisorCollector> collector_;
+  std::unique_ptr<grpc::Server> grpc_server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string grpc_address_;
+  std::string metrics_address_;
+  bool shut_down_ = false;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_SERVER_H_
