@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The demo: trainsupd and two trainsup-agents, each wrapping a torchrun of 2
+# ranks (gloo on CPU) on this machine, with the live `trainsupctl ranks` table.
+# From a clean clone on Debian 12, as root: installs what it needs and builds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+exec /usr/bin/python3 scripts/demo.py "$@"

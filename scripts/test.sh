@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The whole test suite, from a clean clone on Debian 12 (as root, or with
+# sudo): installs what it needs, builds, and runs unit, integration and
+# end-to-end tests (real torchrun, real Prometheus) through CTest.
+# Usage: scripts/test.sh [ctest options, e.g. -L unit or -R e2e_]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+start=$(date +%s)
+bash scripts/build.sh
+echo "build: $(( $(date +%s) - start ))s"
+ctest --test-dir build --output-on-failure --timeout 900 "$@"
+echo "tests: $(( $(date +%s) - start ))s in all"

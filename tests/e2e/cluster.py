@@ -1,0 +1,247 @@
+"""A trainsup cluster on this machine: trainsupd, and one trainsup-agent per
+"node", each wrapping a real torchrun of the test training script.
+
+Used by the end-to-end tests and by the demo. Every process runs in its own
+process group and is killed on close(); every wait has a deadline.
+
+Binaries come from the environment (CTest sets them), else from build/:
+TRAINSUPD, TRAINSUP_AGENT, TRAINSUPCTL.
+"""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TORCH_PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here, not in a pyenv python
+TORCHRUN = "/usr/bin/torchrun"
+TRAIN_SCRIPT = os.path.join(REPO, "tests", "e2e", "train.py")
+
+
+def binary(env_name, relative):
+    path = os.environ.get(env_name) or os.path.join(REPO, "build", relative)
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"{path} not built (set {env_name} or build into build/)")
+    return path
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(condition, timeout, interval=0.1, what="condition"):
+    """Polls condition() until it returns a truthy value; returns it. Raises
+    TimeoutError naming `what` when `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Process:
+    """A child process in its own process group, output to a file."""
+
+    def __init__(self, name, argv, log_path, env=None):
+        self.name = name
+        self.argv = argv
+        self.log_path = log_path
+        self._log = open(log_path, "ab")
+        self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
+                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def poll(self):
+        return self.popen.poll()
+
+    def wait(self, timeout):
+        return self.popen.wait(timeout=timeout)
+
+    def signal(self, sig):
+        if self.popen.poll() is None:
+            os.kill(self.popen.pid, sig)
+
+    def stop(self, grace=5.0):
+        """SIGTERM (an agent forwards it to its command's group), then SIGKILL."""
+        self.signal(signal.SIGTERM)
+        try:
+            self.popen.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill_group()
+
+    def kill_group(self):
+        try:
+            os.killpg(self.popen.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            self.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._log.close()
+
+    def output(self):
+        with open(self.log_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def tail(self, lines=30):
+        return "\n".join(self.output().splitlines()[-lines:])
+
+
+class Cluster:
+    """trainsupd plus agents on loopback, in a scratch directory."""
+
+    def __init__(self, workdir=None, supervisor_args=()):
+        self.workdir = workdir or tempfile.mkdtemp(prefix="trainsup-e2e-")
+        self.trainsupd = binary("TRAINSUPD", "daemon/trainsupd")
+        self.agent_bin = binary("TRAINSUP_AGENT", "agent/trainsup-agent")
+        self.ctl_bin = binary("TRAINSUPCTL", "cli/trainsupctl")
+        self.supervisor_args = list(supervisor_args)
+        self.supervisor = None
+        self.grpc_address = None
+        self.metrics_address = None
+        self.agents = {}
+        self._restarts = 0
+        # The training script's own per-step log. Its path, which holds the
+        # scratch directory's unique name, is on every rank's command line:
+        # close() finds leftovers by it.
+        self.train_log = os.path.join(self.workdir, "train-log.jsonl")
+
+    # -- supervisor ------------------------------------------------------------
+
+    def start_supervisor(self, listen="127.0.0.1:0", metrics_listen="127.0.0.1:0"):
+        self._restarts += 1
+        log = os.path.join(self.workdir, f"trainsupd.{self._restarts}.log")
+        self.supervisor = Process("trainsupd", [self.trainsupd, "--listen", listen,
+                                                "--metrics-listen", metrics_listen]
+                                  + self.supervisor_args, log)
+        pattern = re.compile(r"listening grpc=(\S+) metrics=(\S+)")
+
+        def listening():
+            if self.supervisor.poll() is not None:
+                raise RuntimeError("trainsupd exited:\n" + self.supervisor.tail())
+            return pattern.search(self.supervisor.output())
+
+        match = wait_for(listening, 20, what="trainsupd to listen")
+        self.grpc_address, self.metrics_address = match.group(1), match.group(2)
+        return self.supervisor
+
+    def kill_supervisor(self, sig=signal.SIGKILL):
+        self.supervisor.signal(sig)
+        self.supervisor.wait(timeout=20)
+        self.supervisor.kill_group()
+
+    # -- agents ----------------------------------------------------------------
+
+    def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
+                  master_port=None):
+        """Starts one agent per node, each wrapping torchrun for its node rank."""
+        master_port = master_port or free_port()
+        for node_rank in range(nodes):
+            node = f"node-{chr(ord('a') + node_rank)}"
+            self.start_agent(job, node, [
+                TORCHRUN, f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}",
+                f"--node_rank={node_rank}", "--master_addr=127.0.0.1",
+                f"--master_port={master_port}", "--max_restarts=0", "--monitor_interval=1",
+                # torch 1.13 on Python 3.11 crashes at start without these.
+                "--redirects=2", "--tee=2",
+                TRAIN_SCRIPT, "--log", self.train_log, *train_args,
+            ], agent_args)
+        return list(self.agents)
+
+    def start_agent(self, job, node, command, agent_args=()):
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.path.join(REPO, "agent", "python") + (
+            ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        argv = [self.agent_bin, "run", "--supervisor", self.grpc_address, "--job", job,
+                "--node", node, *agent_args, "--", *command]
+        log = os.path.join(self.workdir, f"agent-{node}.log")
+        self.agents[node] = Process(f"agent {node}", argv, log, env=env)
+        return self.agents[node]
+
+    def wait_agents(self, timeout):
+        """Waits for every agent to exit; returns {node: exit code}."""
+        deadline = time.monotonic() + timeout
+        codes = {}
+        for node, agent in self.agents.items():
+            codes[node] = agent.wait(timeout=max(0.1, deadline - time.monotonic()))
+        return codes
+
+    # -- trainsupctl and /metrics ----------------------------------------------
+
+    def ctl(self, *args, check=True):
+        """Runs trainsupctl; returns (exit code, stdout, stderr)."""
+        result = subprocess.run([self.ctl_bin, "--supervisor", self.grpc_address, *args],
+                                capture_output=True, text=True, timeout=30)
+        if check and result.returncode != 0:
+            raise RuntimeError(f"trainsupctl {' '.join(args)} exited {result.returncode}: "
+                               f"{result.stderr}")
+        return result.returncode, result.stdout, result.stderr
+
+    def ctl_json(self, *args):
+        return json.loads(self.ctl("-o", "json", *args)[1])
+
+    def ranks(self, job):
+        """The job's ranks from `trainsupctl -o json ranks`, or [] if unknown."""
+        code, out, _ = self.ctl("-o", "json", "ranks", job, check=False)
+        return json.loads(out).get("ranks", []) if code == 0 else []
+
+    def metrics(self):
+        with urllib.request.urlopen(f"http://{self.metrics_address}/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def metric(self, name, **labels):
+        """The value of one series in /metrics, or None."""
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in self.metrics().splitlines():
+            if line.startswith("#"):
+                continue
+            series, _, value = line.rpartition(" ")
+            if series == name or series == f"{name}{{{want}}}":
+                return float(value)
+        return None
+
+    # -- cleanup ---------------------------------------------------------------
+
+    def diagnostics(self):
+        parts = []
+        for p in [self.supervisor, *self.agents.values()]:
+            if p is not None:
+                parts.append(f"--- {p.name} ({p.log_path}) ---\n{p.tail(40)}")
+        return "\n".join(parts)
+
+    def close(self):
+        for agent in self.agents.values():
+            agent.stop()
+        if self.supervisor is not None:
+            self.supervisor.kill_group()
+        # torchrun and ranks whose agent was killed outright.
+        subprocess.run(["pkill", "-KILL", "-f", self.workdir], check=False)
+
+
+def train_log(path):
+    """The training script's own per-step log lines."""
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+if __name__ == "__main__":
+    sys.exit("cluster.py is a library; see demo.py and test_*.py")

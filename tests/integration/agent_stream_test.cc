@@ -1,0 +1,261 @@
+// trainsupd's AgentService and OperatorService over real gRPC on loopback.
+#include <memory>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+
+#include "agent/report_batcher.h"
+#include "agent/supervisor_link.h"
+#include "common/clock.h"
+#include "daemon/server.h"
+#include "tests/support/wait.h"
+#include "trainsup/v1/agent.grpc.pb.h"
+#include "trainsup/v1/operator.grpc.pb.h"
+
+namespace trainsup {
+namespace {
+
+using testing::WaitFor;
+
+std::unique_ptr<Server> StartServer(const Clock* clock, const std::string& listen = "127.0.0.1:0") {
+  ServerOptions options;
+  options.listen = listen;
+  options.metrics_listen = "";  // the HTTP endpoint is covered end to end
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, clock);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+v1::RankHeartbeat Step(const std::string& job, uint32_t rank, uint32_t world, int64_t step,
+                       double seconds) {
+  v1::RankHeartbeat hb;
+  hb.set_kind(v1::HEARTBEAT_KIND_STEP);
+  hb.set_job(job);
+  hb.set_rank(rank);
+  hb.set_local_rank(rank % 2);
+  hb.set_world_size(world);
+  hb.set_pid(1000 + rank);
+  hb.set_step(step);
+  hb.set_step_duration_seconds(seconds);
+  hb.set_generation(1);
+  return hb;
+}
+
+// One agent played by hand over a raw stream.
+class FakeAgent {
+ public:
+  FakeAgent(const std::string& address, const std::string& node, const std::string& job)
+      : stub_(v1::AgentService::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))),
+        stream_(stub_->Connect(&context_)),
+        node_(node),
+        job_(job) {}
+
+  bool SayHello(uint64_t incarnation = 7) {
+    v1::AgentMessage m;
+    m.mutable_hello()->set_node(node_);
+    m.mutable_hello()->set_job(job_);
+    m.mutable_hello()->set_incarnation(incarnation);
+    m.mutable_hello()->set_generation(1);
+    return stream_->Write(m);
+  }
+  bool Send(const v1::NodeReport& report) {
+    v1::AgentMessage m;
+    *m.mutable_report() = report;
+    return stream_->Write(m);
+  }
+  bool Read(v1::SupervisorMessage* m) { return stream_->Read(m); }
+  grpc::Status Finish() {
+    stream_->WritesDone();
+    v1::SupervisorMessage ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    return stream_->Finish();
+  }
+  // Reads until the server ends the stream; returns its status.
+  grpc::Status AwaitEnd() {
+    v1::SupervisorMessage ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    return stream_->Finish();
+  }
+
+ private:
+  grpc::ClientContext context_;
+  std::unique_ptr<v1::AgentService::Stub> stub_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::SupervisorMessage>> stream_;
+  std::string node_;
+  std::string job_;
+};
+
+class AgentStreamTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartServer(&clock_);
+    ASSERT_NE(server_, nullptr);
+    operator_ = v1::OperatorService::NewStub(
+        grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+  }
+
+  grpc::Status ListRanks(const std::string& job, v1::ListRanksResponse* response) {
+    grpc::ClientContext context;
+    v1::ListRanksRequest request;
+    request.set_job_id(job);
+    return operator_->ListRanks(&context, request, response);
+  }
+  // Waits until ListRanks(job) has `n` ranks; returns the last response.
+  v1::ListRanksResponse AwaitRanks(const std::string& job, int n) {
+    v1::ListRanksResponse response;
+    WaitFor([&] {
+      response.Clear();
+      return ListRanks(job, &response).ok() && response.ranks_size() == n;
+    });
+    return response;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<Server> server_;
+  std::unique_ptr<v1::OperatorService::Stub> operator_;
+};
+
+TEST_F(AgentStreamTest, TwoAgentsReportTheirRanksAndRanksAnswersWhatWasSent) {
+  FakeAgent a(server_->grpc_address(), "node-a", "j1");
+  FakeAgent b(server_->grpc_address(), "node-b", "j1");
+  ASSERT_TRUE(a.SayHello());
+  ASSERT_TRUE(b.SayHello());
+  v1::SupervisorMessage welcome;
+  ASSERT_TRUE(a.Read(&welcome));
+  EXPECT_TRUE(welcome.has_welcome());
+  EXPECT_EQ(welcome.welcome().supervisor_incarnation(), server_->host().incarnation());
+
+  v1::NodeReport ra;
+  *ra.add_heartbeats() = Step("j1", 0, 4, 10, 0.5);
+  *ra.add_heartbeats() = Step("j1", 1, 4, 11, 0.25);
+  ASSERT_TRUE(a.Send(ra));
+  v1::NodeReport rb;
+  *rb.add_heartbeats() = Step("j1", 2, 4, 12, 1.0);
+  *rb.add_heartbeats() = Step("j1", 3, 4, 13, 2.0);
+  ASSERT_TRUE(b.Send(rb));
+
+  v1::ListRanksResponse ranks = AwaitRanks("j1", 4);
+  ASSERT_EQ(ranks.ranks_size(), 4);
+  EXPECT_EQ(ranks.world_size(), 4u);
+  const char* nodes[] = {"node-a", "node-a", "node-b", "node-b"};
+  const double seconds[] = {0.5, 0.25, 1.0, 2.0};
+  for (int i = 0; i < 4; ++i) {
+    const v1::Rank& r = ranks.ranks(i);
+    EXPECT_EQ(r.rank(), static_cast<uint32_t>(i));
+    EXPECT_EQ(r.node(), nodes[i]);
+    EXPECT_EQ(r.step(), 10 + i);
+    EXPECT_EQ(r.pid(), 1000u + i);
+    EXPECT_DOUBLE_EQ(r.step_p99_seconds(), seconds[i]);
+  }
+  EXPECT_TRUE(a.Finish().ok());
+  EXPECT_TRUE(b.Finish().ok());
+}
+
+TEST_F(AgentStreamTest, UnknownJobIsNotFound) {
+  v1::ListRanksResponse response;
+  grpc::Status s = ListRanks("nope", &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("nope"), std::string::npos);
+}
+
+TEST_F(AgentStreamTest, ReportBeforeHelloEndsTheStreamWithAClearError) {
+  FakeAgent a(server_->grpc_address(), "node-a", "j1");
+  v1::NodeReport report;
+  *report.add_heartbeats() = Step("j1", 0, 1, 1, 0.1);
+  ASSERT_TRUE(a.Send(report));
+  grpc::Status s = a.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(s.error_message(), "report before hello");
+}
+
+TEST_F(AgentStreamTest, BadNodeNameIsRefusedAtHello) {
+  FakeAgent a(server_->grpc_address(), "node a/../b", "j1");
+  ASSERT_TRUE(a.SayHello());
+  grpc::Status s = a.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("node name"), std::string::npos);
+}
+
+TEST_F(AgentStreamTest, BadHeartbeatsAreCountedAndTheStreamLivesOn) {
+  FakeAgent a(server_->grpc_address(), "node-a", "j1");
+  ASSERT_TRUE(a.SayHello());
+  v1::NodeReport report;
+  *report.add_heartbeats() = Step("j1", 5, 4, 1, 0.1);   // rank out of range
+  *report.add_heartbeats() = Step("other", 0, 4, 1, 0.1);  // not the agent's job
+  *report.add_heartbeats() = Step("j1", 0, 4, 3, 0.1);
+  *report.add_heartbeats() = Step("j1", 0, 4, 2, 0.1);   // backwards
+  ASSERT_TRUE(a.Send(report));
+  v1::ListRanksResponse ranks = AwaitRanks("j1", 1);
+  ASSERT_EQ(ranks.ranks_size(), 1);
+  EXPECT_EQ(ranks.ranks(0).step(), 3);
+  auto count = [&](RejectReason reason) {
+    return server_->host().Read([reason](const Supervisor& s, absl::Time) { return s.rejected().Get(reason); });
+  };
+  EXPECT_EQ(count(RejectReason::kRankOutOfRange), 1u);
+  EXPECT_EQ(count(RejectReason::kJobMismatch), 1u);
+  EXPECT_EQ(count(RejectReason::kStepRegressed), 1u);
+  EXPECT_TRUE(a.Finish().ok());
+}
+
+TEST_F(AgentStreamTest, ASecondConnectionOfTheSameNodeSupersedesTheFirst) {
+  FakeAgent first(server_->grpc_address(), "node-a", "j1");
+  ASSERT_TRUE(first.SayHello(1));
+  v1::SupervisorMessage welcome;
+  ASSERT_TRUE(first.Read(&welcome));
+  FakeAgent second(server_->grpc_address(), "node-a", "j1");
+  ASSERT_TRUE(second.SayHello(2));
+  grpc::Status s = first.AwaitEnd();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
+  ASSERT_TRUE(second.Read(&welcome));
+  EXPECT_TRUE(welcome.has_welcome());
+  EXPECT_TRUE(second.Finish().ok());
+}
+
+// The agent's own link: reports flow, and after a supervisor restart on the
+// same address the new supervisor learns the ranks' state again without any
+// new heartbeat (a hung job must stay visible across a supervisor restart).
+TEST_F(AgentStreamTest, AgentLinkReconnectsAndResendsStateToARestartedSupervisor) {
+  const std::string address = server_->grpc_address();
+  ReportBatcher batcher(1024);
+  batcher.SetGeneration(1);
+  LinkOptions options;
+  options.address = address;
+  options.report_interval = absl::Milliseconds(20);
+  options.backoff_initial = absl::Milliseconds(20);
+  options.backoff_max = absl::Milliseconds(100);
+  SupervisorLink link(
+      options, &batcher,
+      [] {
+        v1::AgentHello hello;
+        hello.set_node("node-a");
+        hello.set_job("j1");
+        hello.set_incarnation(42);
+        hello.set_generation(1);
+        return hello;
+      },
+      [](const v1::SupervisorMessage&) {});
+  link.Start();
+  batcher.AddHeartbeat(Step("j1", 0, 2, 7, 0.1));
+  batcher.AddHeartbeat(Step("j1", 1, 2, 7, 0.1));
+  EXPECT_EQ(AwaitRanks("j1", 2).ranks_size(), 2);
+
+  server_->Shutdown(absl::ZeroDuration());
+  server_.reset();
+  server_ = StartServer(&clock_, address);
+  ASSERT_NE(server_, nullptr);
+  operator_ = v1::OperatorService::NewStub(
+      grpc::CreateChannel(server_->grpc_address(), grpc::InsecureChannelCredentials()));
+  v1::ListRanksResponse ranks = AwaitRanks("j1", 2);
+  ASSERT_EQ(ranks.ranks_size(), 2);
+  EXPECT_EQ(ranks.ranks(0).step(), 7);
+  EXPECT_EQ(ranks.ranks(1).step(), 7);
+  EXPECT_GE(link.sessions(), 2u);
+  link.Stop();
+}
+
+}  // namespace
+}  // namespace trainsup

@@ -1,0 +1,95 @@
+// The whole /metrics text of a known state, checked against a golden file
+// (as node_exporter does), so that every name, label and help text change is
+// a reviewed diff. Regenerate: TRAINSUP_UPDATE_GOLDEN=1 ./metrics_golden_test
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "daemon/metrics.h"
+#include "daemon/supervisor_host.h"
+#include "prometheus/text_serializer.h"
+
+namespace trainsup {
+namespace {
+
+// A channel that drops everything: this test speaks to the host directly.
+class NullChannel : public AgentChannel {
+ public:
+  void Send(const v1::SupervisorMessage&) override {}
+  void Close(const grpc::Status&) override {}
+};
+
+Heartbeat StepHeartbeat(const std::string& job, uint32_t rank, uint32_t world, int64_t step,
+                        double seconds) {
+  Heartbeat hb;
+  hb.kind = HeartbeatKind::kStep;
+  hb.job = job;
+  hb.rank = rank;
+  hb.local_rank = rank;
+  hb.world_size = world;
+  hb.pid = 100 + rank;
+  hb.step = step;
+  hb.step_duration_s = seconds;
+  hb.generation = 1;
+  return hb;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
+  FakeClock clock(absl::FromUnixSeconds(1'800'000'000));
+  SupervisorHost host(SupervisorOptions{}, &clock);
+
+  AgentHelloInfo hello;
+  hello.node = "node-a";
+  hello.job = "small";
+  hello.incarnation = 1;
+  hello.generation = 1;
+  absl::StatusOr<Supervisor::HelloResult> session = host.Hello(hello, std::make_shared<NullChannel>());
+  ASSERT_TRUE(session.ok());
+  NodeReportInfo report;
+  report.generation = 1;
+  for (int step = 1; step <= 4; ++step) {
+    report.heartbeats.push_back(StepHeartbeat("small", 0, 2, step, 0.1 * step));
+    report.heartbeats.push_back(StepHeartbeat("small", 1, 2, step, 0.2 * step));
+  }
+  report.heartbeats.push_back(StepHeartbeat("small", 7, 2, 1, 0.1));  // rank out of range
+  report.rejected = {{"unknown_field", 3}};
+  report.processes.push_back({0, 0, 100, 1, true});
+  report.processes.push_back({1, 1, 101, 1, true});
+  clock.Advance(absl::Milliseconds(1500));
+  ASSERT_TRUE(host.Report(session->session, report).ok());
+
+  // A job above the per-rank cap exports aggregates only.
+  hello.node = "node-b";
+  hello.job = "large";
+  session = host.Hello(hello, std::make_shared<NullChannel>());
+  ASSERT_TRUE(session.ok());
+  NodeReportInfo large;
+  large.generation = 1;
+  large.heartbeats.push_back(StepHeartbeat("large", 0, 1000, 5, 1.0));
+  ASSERT_TRUE(host.Report(session->session, large).ok());
+
+  MetricsOptions options;
+  options.max_ranks_per_job = 256;
+  SupervisorCollector collector(&host, options);
+  const std::string text = prometheus::TextSerializer().Serialize(collector.Collect());
+
+  const std::string golden = std::string(TRAINSUP_TESTDATA_DIR) + "/metrics.golden";
+  if (std::getenv("TRAINSUP_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(golden) << text;
+  }
+  EXPECT_EQ(text, ReadFile(golden)) << "regenerate with TRAINSUP_UPDATE_GOLDEN=1 if intended";
+}
+
+}  // namespace
+}  // namespace trainsup
