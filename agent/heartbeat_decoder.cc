@@ -2,9 +2,27 @@
 
 #include <string>
 
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
+
+namespace {
+
+// True when the JSON object names a field RankHeartbeat does not have (by its
+// proto name or its lowerCamelCase JSON name).
+bool HasUnknownField(const google::protobuf::Struct& object) {
+  const google::protobuf::Descriptor* descriptor = v1::RankHeartbeat::descriptor();
+  for (const auto& [key, value] : object.fields()) {
+    if (descriptor->FindFieldByName(key) == nullptr &&
+        descriptor->FindFieldByCamelcaseName(key) == nullptr) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
 
 std::variant<v1::RankHeartbeat, RejectReason> DecodeHeartbeat(absl::string_view datagram) {
   if (datagram.size() > kMaxHeartbeatDatagramBytes) return RejectReason::kOversize;
@@ -13,13 +31,11 @@ std::variant<v1::RankHeartbeat, RejectReason> DecodeHeartbeat(absl::string_view 
   google::protobuf::util::JsonParseOptions strict;
   strict.ignore_unknown_fields = false;
   if (google::protobuf::util::JsonStringToMessage(text, &hb, strict).ok()) return hb;
-  // Tell "unknown field" from "not JSON of RankHeartbeat": only the former
-  // parses once unknown fields are allowed. This second parse runs on the
-  // error path only.
-  google::protobuf::util::JsonParseOptions lenient;
-  lenient.ignore_unknown_fields = true;
-  v1::RankHeartbeat probe;
-  if (google::protobuf::util::JsonStringToMessage(text, &probe, lenient).ok()) {
+  // The error path only: tell a field the schema does not have from a value
+  // it cannot take (a wrong type, an unknown enum name, not JSON at all) by
+  // reading the datagram as a generic JSON object.
+  google::protobuf::Struct object;
+  if (google::protobuf::util::JsonStringToMessage(text, &object).ok() && HasUnknownField(object)) {
     return RejectReason::kUnknownField;
   }
   return RejectReason::kInvalidJson;

@@ -85,8 +85,10 @@ void ReportBatcher::PrependLatestLocked() {
   std::vector<Entry> resend;
   for (const auto& [rank, latest] : latest_) {
     for (const std::optional<Entry>* e : {&latest.step, &latest.phase}) {
+      // Generation 0 is "the current one" to the rank (as to the supervisor).
+      const uint64_t generation = e->has_value() ? (*e)->hb.generation() : 0;
       if (e->has_value() && (*e)->seq < first_pending &&
-          (*e)->hb.generation() == generation_) {
+          (generation == generation_ || generation == 0)) {
         resend.push_back(**e);
       }
     }
@@ -106,7 +108,11 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
   report.set_generation(generation_);
   *report.mutable_launcher() = launcher_;
   report.mutable_heartbeats()->Reserve(static_cast<int>(pending_.size()));
-  for (Entry& e : pending_) *report.add_heartbeats() = std::move(e.hb);
+  taken_seqs_.clear();
+  for (Entry& e : pending_) {
+    taken_seqs_.push_back(e.seq);
+    *report.add_heartbeats() = std::move(e.hb);
+  }
   pending_.clear();
   for (const ProcessObservation& p : processes_) {
     v1::RankProcess* out = report.add_processes();
@@ -128,17 +134,22 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
 void ReportBatcher::Restore(v1::NodeReport report) {
   absl::MutexLock lock(&mu_);
   auto* hbs = report.mutable_heartbeats();
+  const size_t n = static_cast<size_t>(hbs->size());
   // Oldest first into the front, within the bound: when the backlog is full
   // the oldest of the restored ones are the ones dropped.
-  size_t room = max_backlog_ > pending_.size() ? max_backlog_ - pending_.size() : 0;
-  size_t n = static_cast<size_t>(hbs->size());
-  size_t keep = std::min(room, n);
+  const size_t room = max_backlog_ > pending_.size() ? max_backlog_ - pending_.size() : 0;
+  const size_t keep = std::min(room, n);
   dropped_ += n - keep;
-  // Restored heartbeats predate everything pending: give them older seqs.
+  // The heartbeats go back under the numbers they had when taken, so that
+  // the resend of BeginSession sees them as pending, not as already sent.
+  const bool same_report = taken_seqs_.size() == n;
   int64_t seq = pending_.empty() ? next_seq_ : pending_.front().seq;
   for (size_t i = 0; i < keep; ++i) {
-    pending_.push_front(Entry{--seq, std::move(*hbs->Mutable(static_cast<int>(n - 1 - i)))});
+    const size_t index = n - 1 - i;
+    const int64_t original = same_report ? taken_seqs_[index] : --seq;
+    pending_.push_front(Entry{original, std::move(*hbs->Mutable(static_cast<int>(index)))});
   }
+  taken_seqs_.clear();
   dirty_ = true;
 }
 

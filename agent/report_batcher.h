@@ -59,7 +59,7 @@ class ReportBatcher {
 
  private:
   struct Entry {
-    int64_t seq;  // arrival order (restored reports get lower, possibly negative, values)
+    int64_t seq;  // arrival order
     v1::RankHeartbeat hb;
   };
   // The last heartbeats of one rank, of the kinds that carry state.
@@ -82,6 +82,9 @@ class ReportBatcher {
   v1::LauncherStatus launcher_ ABSL_GUARDED_BY(mu_);
   std::vector<ProcessObservation> processes_ ABSL_GUARDED_BY(mu_);
   RejectCounts rejected_ ABSL_GUARDED_BY(mu_);
+  // The seqs of the heartbeats in the last report taken, in order, so that a
+  // Restore puts them back under their own numbers.
+  std::vector<int64_t> taken_seqs_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t added_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -60,6 +60,34 @@ absl::StatusOr<v1::ListNodesResponse> OperatorClient::ListNodes() {
   return response;
 }
 
+absl::StatusOr<v1::ListEventsResponse> OperatorClient::ListEvents(const std::string& job_id) {
+  v1::ListEventsRequest request;
+  request.set_job_id(job_id);
+  v1::ListEventsResponse response;
+  grpc::Status s = stub_->ListEvents(Context().get(), request, &response);
+  if (!s.ok()) return Explain(s, address_);
+  return response;
+}
+
+absl::Status OperatorClient::WatchEvents(const std::string& job_id, uint64_t after_id,
+                                         const std::function<bool(const v1::Event&)>& on_event) {
+  grpc::ClientContext context;
+  v1::WatchEventsRequest request;
+  request.set_job_id(job_id);
+  request.set_after_id(after_id);
+  std::unique_ptr<grpc::ClientReader<v1::Event>> reader = stub_->WatchEvents(&context, request);
+  v1::Event event;
+  while (reader->Read(&event)) {
+    if (!on_event(event)) {
+      context.TryCancel();
+      break;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok() && s.error_code() != grpc::StatusCode::CANCELLED) return Explain(s, address_);
+  return absl::OkStatus();
+}
+
 int ExitCodeFor(const absl::Status& status) {
   switch (status.code()) {
     case absl::StatusCode::kOk:

@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_CLI_CLIENT_H_
 #define TRAINSUP_CLI_CLIENT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,11 @@ class OperatorClient {
   absl::StatusOr<v1::ListJobsResponse> ListJobs();
   absl::StatusOr<v1::ListRanksResponse> ListRanks(const std::string& job_id);
   absl::StatusOr<v1::ListNodesResponse> ListNodes();
+  absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id);
+  // Streams the events after `after_id`, then new ones, to `on_event` until
+  // the stream ends or `on_event` returns false. No deadline: it follows.
+  absl::Status WatchEvents(const std::string& job_id, uint64_t after_id,
+                           const std::function<bool(const v1::Event&)>& on_event);
 
  private:
   std::unique_ptr<grpc::ClientContext> Context() const;

@@ -52,6 +52,14 @@ int main(int argc, char** argv) {
   ranks->add_option("--sort", sort, "row order")
       ->capture_default_str()->check(CLI::IsMember({"rank", "p99"}));
   CLI::App* nodes = app.add_subcommand("nodes", "list the nodes and their agents");
+  std::string events_job;
+  bool follow = false;
+  CLI::App* events = app.add_subcommand(
+      "events", "list recent events (stall, crash, straggler, ...), of JOB if given");
+  events->add_option("JOB", events_job, "only this job's events");
+  events->add_flag("-f,--follow", follow,
+                   "after the recent events, print new ones as they happen (one per line; "
+                   "-o json: one JSON object per line) until interrupted");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
 
   const bool json = output == "json";
@@ -66,5 +74,19 @@ int main(int argc, char** argv) {
                 [order](const v1::ListRanksResponse& r) { return RenderRanksTable(r, order); });
   }
   if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
+  if (*events && !follow) return Emit(client.ListEvents(events_job), json, RenderEventsTable);
+  if (*events) {
+    absl::Status s = client.WatchEvents(events_job, 0, [json](const v1::Event& e) {
+      std::string line = json ? RenderJsonLine(e) : RenderEventLine(e);
+      std::fwrite(line.data(), 1, line.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    if (!s.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+      return ExitCodeFor(s);
+    }
+    return kExitOk;
+  }
   return kExitUsage;
 }

@@ -46,9 +46,37 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-max-ranks", options.metrics.max_ranks_per_job,
                  "export per-rank series only for jobs with at most this many ranks")
       ->capture_default_str();
+  AddDurationOption(app, "--sweep-interval", &options.sweep_interval,
+                    "how often the detectors run (detection lags a condition by at most this)");
+  SupervisorOptions& core = options.core;
+  AddDurationOption(app, "--stall-floor", &core.stall.floor,
+                    "a job is stalled after max(floor, factor x p99 step time) without progress");
+  app.add_option("--stall-factor", core.stall.factor, "see --stall-floor")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  AddDurationOption(app, "--startup-grace", &core.stall.startup_grace,
+                    "stall threshold before a generation's first step (imports, rendezvous, loading)");
+  AddDurationOption(app, "--checkpoint-grace", &core.stall.checkpoint_grace,
+                    "stall threshold at least this while a rank is blocked in a checkpoint");
+  AddDurationOption(app, "--crash-settle", &core.crash.settle,
+                    "wait this long for all agents' reports before naming a crash's first death");
+  app.add_option("--straggler-window", core.straggler.window,
+                 "steps per straggler window (each rank's p99 compute time over its last N steps)")
+      ->capture_default_str()->check(CLI::Range(4, 100000));
+  app.add_option("--straggler-ratio", core.straggler.ratio,
+                 "slow when p99 > ratio x the job's median p99 (and beyond 3 MADs of it)")
+      ->capture_default_str()->check(CLI::Range(1.0, 1000.0));
+  app.add_option("--straggler-windows", core.straggler.persistence,
+                 "consecutive windows that must agree to flag (and to clear) a straggler")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--event-log-size", core.event_log_size, "events kept in memory")
+      ->capture_default_str()->check(CLI::Range(1, 10000000));
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   options.core.step_window = static_cast<size_t>(step_window);
+  if (options.sweep_interval <= absl::ZeroDuration()) {
+    std::fprintf(stderr, "error: --sweep-interval must be > 0\n");
+    return kExitUsage;
+  }
   SetLogVerbose(verbose);
 
   sigset_t signals = BlockShutdownSignals();

@@ -1,6 +1,8 @@
 #include "daemon/metrics.h"
 
+#include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/job_stats.h"
@@ -63,6 +65,18 @@ struct Families {
       "Ranks whose process the agents report alive.", MetricType::Gauge);
   MetricFamily job_heartbeats = Family("trainsup_job_heartbeats_received_total",
       "Rank heartbeats accepted for the job.", MetricType::Counter);
+  MetricFamily job_stalled = Family("trainsup_job_stalled",
+      "1 while the stall detector holds the job hung (no rank advanced for longer than its "
+      "threshold while every rank process is alive), else 0.", MetricType::Gauge);
+  MetricFamily job_stall_threshold = Family("trainsup_job_stall_threshold_seconds",
+      "The silence after which the job counts as stalled now.", MetricType::Gauge);
+  MetricFamily job_stragglers = Family("trainsup_job_stragglers",
+      "Ranks flagged as stragglers now.", MetricType::Gauge);
+  MetricFamily job_events = Family("trainsup_job_events_total",
+      "Events recorded for the job, by kind.", MetricType::Counter);
+  MetricFamily straggler_compute = Family("trainsup_straggler_compute_seconds",
+      "p99 compute time of each flagged straggler (all of them below the per-rank cap, the "
+      "slowest few above it).", MetricType::Gauge);
   MetricFamily job_step_duration = Family("trainsup_job_step_duration_seconds",
       "Median over ranks of each rank's step-time quantile over its recent steps.",
       MetricType::Gauge);
@@ -71,21 +85,47 @@ struct Families {
   MetricFamily rank_step_duration = Family("trainsup_rank_step_duration_seconds",
       "Step-time quantile of the rank over its recent steps (jobs up to the per-rank cap only).",
       MetricType::Gauge);
+  MetricFamily rank_compute_duration = Family("trainsup_rank_compute_duration_seconds",
+      "Quantile of the rank's own work per step (hb.compute()) over its recent steps (jobs up "
+      "to the per-rank cap only).", MetricType::Gauge);
 
   std::vector<MetricFamily> Take() {
     std::vector<MetricFamily> out;
     for (MetricFamily* f :
          {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &job_generation, &job_world_size, &job_step, &job_last_progress,
-          &job_ranks_reporting, &job_ranks_alive, &job_heartbeats, &job_step_duration,
-          &rank_step, &rank_step_duration}) {
+          &job_ranks_reporting, &job_ranks_alive, &job_heartbeats, &job_stalled,
+          &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
+          &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
     }
     return out;
   }
 };
 
-void CollectJob(const Job& job, const MetricsOptions& options, Families& f) {
+// The flagged stragglers' p99 compute time: every one for jobs below the
+// per-rank cap, else the slowest max_stragglers_per_job.
+void CollectStragglers(const Job& job, const MetricsOptions& options, Families& f) {
+  std::vector<std::pair<double, uint32_t>> flagged;
+  for (uint32_t i = 0; i < job.world_size(); ++i) {
+    const RankState& r = job.rank(i);
+    if (r.straggler) flagged.emplace_back(r.compute_durations.Percentile(0.99), i);
+  }
+  size_t keep = flagged.size();
+  if (job.world_size() > options.max_ranks_per_job) {
+    keep = std::min<size_t>(keep, options.max_stragglers_per_job);
+    std::partial_sort(flagged.begin(), flagged.begin() + keep, flagged.end(),
+                      [](const auto& a, const auto& b) { return a.first > b.first; });
+  }
+  for (size_t k = 0; k < keep; ++k) {
+    AddSample(f.straggler_compute,
+              {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", absl::StrCat(flagged[k].second)}},
+              flagged[k].first);
+  }
+}
+
+void CollectJob(const Job& job, const StallDetector& stall, absl::Time now,
+                const MetricsOptions& options, Families& f) {
   const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
   AddSample(f.job_generation, id, static_cast<double>(job.generation()));
   AddSample(f.job_world_size, id, job.world_size());
@@ -96,6 +136,17 @@ void CollectJob(const Job& job, const MetricsOptions& options, Families& f) {
   AddSample(f.job_ranks_reporting, id, job.ranks_reporting());
   AddSample(f.job_ranks_alive, id, job.ranks_alive());
   AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
+  AddSample(f.job_stalled, id, job.health().stalled ? 1 : 0);
+  if (job.ranks_reporting() > 0) {
+    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(stall.Check(job, now).threshold));
+  }
+  AddSample(f.job_stragglers, id, job.stragglers());
+  for (int k = 0; k < kEventKindCount; ++k) {
+    EventKind kind = static_cast<EventKind>(k);
+    AddSample(f.job_events, {{"job_id", job.id()}, {"kind", std::string(EventKindName(kind))}},
+              static_cast<double>(job.event_count(kind)));
+  }
+  CollectStragglers(job, options, f);
   JobStepStats stats = ComputeJobStepStats(job);
   if (stats.ranks_with_samples > 0) {
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
@@ -111,6 +162,10 @@ void CollectJob(const Job& job, const MetricsOptions& options, Families& f) {
     StepWindow::Quantiles q = r.step_durations.P50P99();
     AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, q.p50);
     AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, q.p99);
+    if (r.compute_durations.empty()) continue;
+    StepWindow::Quantiles c = r.compute_durations.P50P99();
+    AddSample(f.rank_compute_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, c.p50);
+    AddSample(f.rank_compute_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, c.p99);
   }
 }
 
@@ -118,7 +173,7 @@ void CollectJob(const Job& job, const MetricsOptions& options, Families& f) {
 
 std::vector<MetricFamily> SupervisorCollector::Collect() const {
   Families f;
-  host_->Read([&](const Supervisor& core, absl::Time) {
+  host_->Read([&](const Supervisor& core, absl::Time now) {
     AddSample(f.build_info, {{"version", TRAINSUP_VERSION}}, 1);
     AddSample(f.agents_connected, {}, core.agents_connected());
     AddSample(f.nodes, {}, static_cast<double>(core.nodes().size()));
@@ -133,7 +188,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
                 static_cast<double>(core.rejected().Get(reason)));
     }
     AddSample(f.dropped, {}, static_cast<double>(core.heartbeats_dropped_by_agents()));
-    for (const Job* job : jobs) CollectJob(*job, options_, f);
+    for (const Job* job : jobs) CollectJob(*job, core.stall_detector(), now, options_, f);
     return 0;
   });
   return f.Take();

@@ -15,6 +15,9 @@ struct MetricsOptions {
   // this many ranks, so that a 100k-rank job exports per-job aggregates, not
   // 100k series per metric. Default: 256.
   uint32_t max_ranks_per_job = 256;
+  // Above that cap, at most this many flagged stragglers per job are
+  // exported (the slowest first). Default: 10.
+  uint32_t max_stragglers_per_job = 10;
 };
 
 // Renders the supervisor's state as Prometheus metric families at scrape

@@ -37,6 +37,27 @@ void RenderJob(const Job& job, const Supervisor& core, v1::Job* out) {
   JobStepStats stats = ComputeJobStepStats(job);
   out->set_step_p50_seconds(stats.median_rank_p50_s);
   out->set_step_p99_seconds(stats.median_rank_p99_s);
+  out->set_stalled(job.health().stalled);
+  out->set_stragglers(job.stragglers());
+}
+
+std::string ExitText(const RankState& r) {
+  if (!r.death) return "";
+  if (!r.death->exit_known) return "exited, status unknown";
+  if (r.death->signal != 0) return absl::StrCat("signal ", r.death->signal);
+  return absl::StrCat("exit code ", r.death->exit_code);
+}
+
+void RenderEvent(const Event& e, v1::Event* out) {
+  out->set_id(e.id);
+  SetTimestamp(e.time, out->mutable_time());
+  out->set_kind(std::string(EventKindName(e.kind)));
+  out->set_job_id(e.job);
+  out->set_generation(e.generation);
+  if (e.rank) out->set_rank(*e.rank);
+  out->set_node(e.node);
+  out->set_message(e.message);
+  for (const auto& [name, value] : e.figures) (*out->mutable_figures())[name] = value;
 }
 
 }  // namespace
@@ -77,6 +98,17 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::List
       if (r.loss) out->set_loss(*r.loss);
       if (r.learning_rate) out->set_learning_rate(*r.learning_rate);
       out->set_heartbeats(r.heartbeats);
+      StepWindow::Quantiles c = r.compute_durations.P50P99();
+      out->set_compute_p50_seconds(c.p50);
+      out->set_compute_p99_seconds(c.p99);
+      out->set_phase(std::string(StepPhaseName(r.phase)));
+      out->set_straggler(r.straggler);
+      out->set_stall_culprit(job->health().stalled && job->health().stall_culprit == i);
+      out->set_crash_culprit(job->health().crash_rank == i);
+      out->set_exit(ExitText(r));
+      if (!r.exception_type.empty()) {
+        out->set_exception(absl::StrCat(r.exception_type, ": ", r.exception_message));
+      }
     }
     return grpc::Status::OK;
   });
@@ -108,6 +140,38 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::List
               [](const v1::Node& a, const v1::Node& b) { return a.node() < b.node(); });
     return 0;
   });
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::ListEvents(grpc::ServerContext*,
+                                             const v1::ListEventsRequest* request,
+                                             v1::ListEventsResponse* response) {
+  host_->Read([&](const Supervisor& core, absl::Time) {
+    const size_t limit = request->limit() == 0 ? SIZE_MAX : request->limit();
+    for (const Event& e : core.events().Since(request->after_id(), request->job_id(), limit)) {
+      RenderEvent(e, response->add_events());
+    }
+    return 0;
+  });
+  return grpc::Status::OK;
+}
+
+grpc::Status OperatorServiceImpl::WatchEvents(grpc::ServerContext* context,
+                                              const v1::WatchEventsRequest* request,
+                                              grpc::ServerWriter<v1::Event>* writer) {
+  uint64_t after = request->after_id();
+  // Wake up at least every second to notice a client that went away or a
+  // server shutting down.
+  while (!context->IsCancelled()) {
+    uint64_t scanned_to = after;
+    for (const Event& e :
+         host_->WaitForEvents(after, request->job_id(), absl::Seconds(1), &scanned_to)) {
+      v1::Event out;
+      RenderEvent(e, &out);
+      if (!writer->Write(out)) return grpc::Status::OK;
+    }
+    after = scanned_to;
+  }
   return grpc::Status::OK;
 }
 

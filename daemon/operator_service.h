@@ -18,6 +18,10 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                          v1::ListRanksResponse* response) override;
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                          v1::ListNodesResponse* response) override;
+  grpc::Status ListEvents(grpc::ServerContext* context, const v1::ListEventsRequest* request,
+                          v1::ListEventsResponse* response) override;
+  grpc::Status WatchEvents(grpc::ServerContext* context, const v1::WatchEventsRequest* request,
+                           grpc::ServerWriter<v1::Event>* writer) override;
 
  private:
   const SupervisorHost* const host_;

@@ -17,7 +17,18 @@ Server::Server(const ServerOptions& options, const Clock* clock)
     : host_(options.core, clock),
       agent_service_(&host_),
       operator_service_(&host_),
-      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)) {}
+      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)),
+      sweep_interval_(options.sweep_interval) {}
+
+void Server::SweepLoop() {
+  absl::MutexLock lock(&stop_mu_);
+  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_) { return stopping_; };
+  while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), sweep_interval_)) {
+    stop_mu_.Unlock();
+    host_.Sweep();
+    stop_mu_.Lock();
+  }
+}
 
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
 
@@ -58,12 +69,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     server->metrics_address_ =
         absl::StrCat(HostOf(options.metrics_listen), ":", ports.empty() ? 0 : ports.front());
   }
+  server->sweeper_ = std::thread([s = server.get()] { s->SweepLoop(); });
   return server;
 }
 
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stopping_ = true;
+  }
+  if (sweeper_.joinable()) sweeper_.join();
   if (grpc_server_ != nullptr) {
     grpc_server_->Shutdown(std::chrono::system_clock::now() +
                            std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));

@@ -3,10 +3,12 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "daemon/agent_service.h"
 #include "daemon/metrics.h"
@@ -29,6 +31,8 @@ struct ServerOptions {
   std::string state_path;
   SupervisorOptions core;
   MetricsOptions metrics;
+  // How often the detectors run. Default: 1s.
+  absl::Duration sweep_interval = absl::Seconds(1);
 };
 
 // trainsupd's process-level wiring: the host around the core, the gRPC
@@ -56,6 +60,7 @@ class Server {
 
  private:
   Server(const ServerOptions& options, const Clock* clock);
+  void SweepLoop();
 
   SupervisorHost host_;
   AgentServiceImpl agent_service_;
@@ -65,6 +70,10 @@ class Server {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string grpc_address_;
   std::string metrics_address_;
+  const absl::Duration sweep_interval_;
+  std::thread sweeper_;
+  absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   bool shut_down_ = false;
 };
 

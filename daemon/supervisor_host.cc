@@ -1,6 +1,11 @@
 #include "daemon/supervisor_host.h"
 
+#include <algorithm>
 #include <random>
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "common/log.h"
 #include <utility>
 
 namespace trainsup {
@@ -53,6 +58,32 @@ void SupervisorHost::Disconnected(SessionId session) {
     channel = std::move(it->second);
     channels_.erase(it);
   }
+}
+
+std::vector<Event> SupervisorHost::Sweep() {
+  std::vector<Event> events;
+  {
+    absl::MutexLock lock(&mu_);
+    events = core_.Sweep(clock_->Now());
+  }
+  for (const Event& e : events) {
+    TRAINSUP_LOG_INFO("event %d %s job=%s generation=%d: %s", e.id, EventKindName(e.kind), e.job,
+                      e.generation, e.message);
+  }
+  return events;
+}
+
+std::vector<Event> SupervisorHost::WaitForEvents(uint64_t after_id, const std::string& job,
+                                                 absl::Duration timeout,
+                                                 uint64_t* scanned_to) const {
+  auto has_new = [this, after_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return core_.events().last_id() > after_id;
+  };
+  mu_.ReaderLockWhenWithTimeout(absl::Condition(&has_new), timeout);
+  std::vector<Event> events = core_.events().Since(after_id, job);
+  *scanned_to = std::max(after_id, core_.events().last_id());
+  mu_.ReaderUnlock();
+  return events;
 }
 
 }  // namespace trainsup

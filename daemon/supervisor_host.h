@@ -45,6 +45,17 @@ class SupervisorHost {
   absl::Status Report(SessionId session, const NodeReportInfo& report);
   void Disconnected(SessionId session);
 
+  // Runs the core's detectors at the clock's time; logs each new event and
+  // wakes the event watchers. Returns the new events.
+  std::vector<Event> Sweep();
+
+  // Events with id > `after_id` (of `job` only, unless empty). Blocks up to
+  // `timeout` for any new event; returns what there is then (maybe nothing)
+  // and sets `*scanned_to` to the last id looked at (of any job), from where
+  // the next call should go on.
+  std::vector<Event> WaitForEvents(uint64_t after_id, const std::string& job,
+                                   absl::Duration timeout, uint64_t* scanned_to) const;
+
   // Runs `fn(const Supervisor&, absl::Time now)` under a shared lock and
   // returns its result. `fn` must not call back into the host.
   template <typename Fn>

@@ -1,10 +1,37 @@
 #include "daemon/core/job.h"
 
+#include <cmath>
 #include <utility>
 
 namespace trainsup {
 
-Job::Job(std::string id, size_t step_window) : id_(std::move(id)), step_window_(step_window) {}
+absl::string_view StepPhaseName(StepPhase phase) {
+  switch (phase) {
+    case StepPhase::kBetweenSteps:
+      return "between_steps";
+    case StepPhase::kComputing:
+      return "computing";
+    case StepPhase::kComputeDone:
+      return "compute_done";
+  }
+  return "unknown";
+}
+
+Job::Job(std::string id, size_t step_window, size_t compute_window)
+    : id_(std::move(id)), step_window_(step_window), compute_window_(compute_window) {}
+
+uint32_t Job::stragglers() const {
+  uint32_t n = 0;
+  for (const RankState& r : ranks_) n += r.straggler ? 1 : 0;
+  return n;
+}
+
+bool Job::any_in_checkpoint() const {
+  for (const RankState& r : ranks_) {
+    if (r.in_checkpoint) return true;
+  }
+  return false;
+}
 
 uint32_t Job::ranks_alive() const {
   uint32_t n = 0;
@@ -16,23 +43,28 @@ void Job::Resize(uint32_t world_size) {
   world_size_ = world_size;
   ranks_.clear();
   ranks_.reserve(world_size);
-  for (uint32_t i = 0; i < world_size; ++i) ranks_.emplace_back(step_window_);
+  for (uint32_t i = 0; i < world_size; ++i) ranks_.emplace_back(step_window_, compute_window_);
   ranks_reporting_ = 0;
   max_step_ = -1;
 }
 
-void Job::ObserveGeneration(uint64_t generation) {
-  if (generation <= generation_) return;
+bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
+  if (generation <= generation_) return false;
   generation_ = generation;
+  generation_start_ = now;
+  last_progress_ = absl::InfinitePast();
+  health_ = JobHealth();
   Resize(0);
+  return true;
 }
 
 std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Heartbeat& hb) {
   // Generation 0 means "unknown to the rank": take it as the current one.
   if (hb.generation != 0) {
     if (hb.generation < generation_) return RejectReason::kStaleGeneration;
-    ObserveGeneration(hb.generation);
+    ObserveGeneration(now, hb.generation);
   }
+  if (generation_start_ == absl::InfinitePast()) generation_start_ = now;
   if (hb.world_size != world_size_) {
     // The world size is fixed within a generation once a rank has spoken.
     if (ranks_reporting_ > 0) return RejectReason::kWorldSizeMismatch;
@@ -54,28 +86,67 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
   r.last_heartbeat = now;
   ++r.heartbeats;
   ++heartbeats_received_;
-  if (hb.kind == HeartbeatKind::kException) r.alive = false;
-
-  if (hb.kind == HeartbeatKind::kStep && hb.step > r.step) {
-    r.step = hb.step;
-    r.last_progress = now;
-    last_progress_ = now;
-    if (hb.step > max_step_) max_step_ = hb.step;
-    // A duration of 0 means "not measured" (the helper's first step).
-    if (hb.step_duration_s > 0) r.step_durations.Add(hb.step_duration_s);
-    if (hb.loss) r.loss = hb.loss;
-    if (hb.learning_rate) r.learning_rate = hb.learning_rate;
+  switch (hb.kind) {
+    case HeartbeatKind::kStep:
+      if (hb.step > r.step) {
+        r.step = hb.step;
+        r.phase = StepPhase::kBetweenSteps;
+        r.last_progress = now;
+        last_progress_ = now;
+        if (hb.step > max_step_) max_step_ = hb.step;
+        // A duration of 0 means "not measured" (the helper's first step).
+        if (hb.step_duration_s > 0) r.step_durations.Add(hb.step_duration_s);
+        if (hb.compute_s && *hb.compute_s > 0) r.compute_durations.Add(*hb.compute_s);
+        if (hb.loss) r.loss = hb.loss;
+        if (hb.learning_rate) r.learning_rate = hb.learning_rate;
+      }
+      break;
+    // A phase only counts for the step after the rank's last completed one.
+    case HeartbeatKind::kComputeBegin:
+      if (hb.step > r.step) r.phase = StepPhase::kComputing;
+      break;
+    case HeartbeatKind::kComputeEnd:
+      if (hb.step > r.step) r.phase = StepPhase::kComputeDone;
+      break;
+    case HeartbeatKind::kCheckpointBegin:
+      r.in_checkpoint = true;
+      break;
+    case HeartbeatKind::kCheckpointEnd:
+      r.in_checkpoint = false;
+      break;
+    case HeartbeatKind::kException:
+      r.exception_type = hb.exception_type;
+      r.exception_message = hb.exception_message;
+      break;
+    case HeartbeatKind::kStart:
+    case HeartbeatKind::kUnspecified:
+      break;
   }
   return std::nullopt;
 }
 
-void Job::ApplyProcess(NodeIndex node, const RankProcessInfo& process) {
+void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& process) {
   if (process.generation != 0 && process.generation != generation_) return;
   if (process.rank >= world_size_) return;
   RankState& r = ranks_[process.rank];
   r.node = node;
-  r.alive = process.alive;
   if (process.pid != 0) r.pid = process.pid;
+  if (process.alive) {
+    r.alive = true;
+    return;
+  }
+  r.alive = false;
+  if (r.death) return;  // the first report of a death has the best timing
+  RankDeath death;
+  // Agents report how long ago they saw the death, so that ranks on
+  // different nodes are ordered by when they died, not by whose report
+  // happened to arrive first.
+  const double ago = process.died_seconds_ago;
+  death.time = now - absl::Seconds(std::isfinite(ago) && ago > 0 ? ago : 0.0);
+  death.exit_known = process.exit_known;
+  death.exit_code = process.exit_code;
+  death.signal = process.signal;
+  r.death = death;
 }
 
 void Job::ForgetLiveness(NodeIndex node) {

@@ -1,12 +1,14 @@
 #ifndef TRAINSUP_DAEMON_CORE_JOB_H_
 #define TRAINSUP_DAEMON_CORE_JOB_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/step_window.h"
@@ -17,9 +19,31 @@ namespace trainsup {
 using NodeIndex = uint32_t;
 constexpr NodeIndex kNoNode = UINT32_MAX;
 
+// Where a rank is within its current step: the finest progress a rank
+// reports. Ordered: a rank between steps s and s+1 is behind one computing
+// step s+1, which is behind one that finished computing it (and now waits in
+// the collective).
+enum class StepPhase : uint8_t {
+  kBetweenSteps = 0,  // completed `step`, not yet computing the next
+  kComputing = 1,     // inside hb.compute() of step + 1
+  kComputeDone = 2,   // left hb.compute() of step + 1: in or near the collective
+};
+absl::string_view StepPhaseName(StepPhase phase);
+
+// How a rank's process ended, as its agent saw it.
+struct RankDeath {
+  absl::Time time;  // supervisor time, corrected by the agent's "seen N s ago"
+  bool exit_known = false;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  // A death that is not a clean exit 0.
+  bool failed() const { return !exit_known || exit_code != 0 || signal != 0; }
+};
+
 // What the supervisor knows of one rank in the job's current generation.
 struct RankState {
-  explicit RankState(size_t window) : step_durations(window) {}
+  RankState(size_t step_window, size_t compute_window)
+      : step_durations(step_window), compute_durations(compute_window) {}
 
   bool seen = false;  // heard from in the current generation
   NodeIndex node = kNoNode;
@@ -30,17 +54,38 @@ struct RankState {
   absl::Time last_progress = absl::InfinitePast();   // when `step` last advanced
   uint64_t heartbeats = 0;
   StepWindow step_durations;
+  // The rank's own work per step (hb.compute()), for straggler detection.
+  StepWindow compute_durations;
+  StepPhase phase = StepPhase::kBetweenSteps;
+  bool in_checkpoint = false;
   std::optional<double> loss;
   std::optional<double> learning_rate;
   // From the agent's process reports: is the rank's process running?
   bool alive = false;
+  std::optional<RankDeath> death;
+  // The uncaught exception the rank reported before dying, if any.
+  std::string exception_type;
+  std::string exception_message;
+  // Detector verdicts, kept here so that views can show them.
+  bool straggler = false;
+};
+
+// The detectors' verdicts on the job's current generation.
+struct JobHealth {
+  bool stalled = false;
+  absl::Time stalled_since = absl::InfinitePast();
+  std::optional<uint32_t> stall_culprit;
+  // When the supervisor first heard of a failed rank or launcher.
+  absl::Time failure_first_heard = absl::InfinitePast();
+  bool crash_reported = false;
+  std::optional<uint32_t> crash_rank;
 };
 
 // One training job: its generation, world size and per-rank state.
 // Thread-compatible.
 class Job {
  public:
-  Job(std::string id, size_t step_window);
+  Job(std::string id, size_t step_window, size_t compute_window);
 
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -60,17 +105,32 @@ class Job {
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint32_t ranks_reporting() const { return ranks_reporting_; }
   uint32_t ranks_alive() const;
+  // When the current generation was first heard of.
+  absl::Time generation_start() const { return generation_start_; }
+  // True when some rank is inside a checkpoint's blocking part.
+  bool any_in_checkpoint() const;
 
-  // Moves to `generation` if it is newer: every rank starts over.
-  void ObserveGeneration(uint64_t generation);
+  // Mutable access for the detectors' verdicts. REQUIRES: rank < world_size().
+  RankState& mutable_rank(uint32_t rank) { return ranks_[rank]; }
+  const JobHealth& health() const { return health_; }
+  JobHealth& mutable_health() { return health_; }
+  uint32_t stragglers() const;
+
+  // Events of each kind about this job, across generations.
+  uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
+  void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
+
+  // Moves to `generation` if it is newer: every rank starts over. Returns
+  // true when it did.
+  bool ObserveGeneration(absl::Time now, uint64_t generation);
 
   // Applies a heartbeat that passed CheckHeartbeat(), forwarded by `node`.
   // Returns why it was refused, or nullopt when applied.
   std::optional<RejectReason> Apply(absl::Time now, NodeIndex node, const Heartbeat& hb);
 
-  // Applies an agent's view of a rank process. Ignored when it is not about
-  // this generation or names a rank outside the world.
-  void ApplyProcess(NodeIndex node, const RankProcessInfo& process);
+  // Applies an agent's view of a rank process, received at `now`. Ignored
+  // when it is not about this generation or names a rank outside the world.
+  void ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& process);
 
   // The agent of `node` is gone: nothing is known of its ranks' processes.
   void ForgetLiveness(NodeIndex node);
@@ -80,13 +140,17 @@ class Job {
 
   const std::string id_;
   const size_t step_window_;
+  const size_t compute_window_;
   uint64_t generation_ = 0;
+  absl::Time generation_start_ = absl::InfinitePast();
   uint32_t world_size_ = 0;
   std::vector<RankState> ranks_;
   int64_t max_step_ = -1;
   absl::Time last_progress_ = absl::InfinitePast();
   uint64_t heartbeats_received_ = 0;
   uint32_t ranks_reporting_ = 0;
+  JobHealth health_;
+  std::array<uint64_t, kEventKindCount> event_counts_{};
 };
 
 }  // namespace trainsup

@@ -4,15 +4,20 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/core/validation.h"
 
 namespace trainsup {
 
-Supervisor::Supervisor(SupervisorOptions options) : options_(options) {}
+Supervisor::Supervisor(SupervisorOptions options)
+    : options_(options),
+      stall_detector_(options.stall),
+      crash_detector_(options.crash),
+      events_(options.event_log_size) {}
 
 Job& Supervisor::JobFor(const std::string& job_id) {
   std::unique_ptr<Job>& slot = jobs_[job_id];
-  if (slot == nullptr) slot = std::make_unique<Job>(job_id, options_.step_window);
+  if (slot == nullptr) slot = std::make_unique<Job>(job_id, options_.step_window, options_.straggler.window);
   return *slot;
 }
 
@@ -62,7 +67,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now, const 
   node.launcher = hello.launcher;
   node.last_report = now;
   Job& job = JobFor(hello.job);
-  job.ObserveGeneration(hello.generation);
+  job.ObserveGeneration(now, hello.generation);
   result.session = session;
   result.generation = job.generation();
   return result;
@@ -106,7 +111,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   CountAgentRejects(node, report);
 
   Job& job = JobFor(node.job);
-  job.ObserveGeneration(report.generation);
+  job.ObserveGeneration(now, report.generation);
   for (const Heartbeat& hb : report.heartbeats) {
     std::optional<RejectReason> reason = CheckHeartbeat(hb, node.job);
     if (!reason) reason = job.Apply(now, index, hb);
@@ -117,7 +122,12 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     ++node.heartbeats_received;
     ++heartbeats_received_;
   }
-  for (const RankProcessInfo& process : report.processes) job.ApplyProcess(index, process);
+  for (const RankProcessInfo& process : report.processes) job.ApplyProcess(now, index, process);
+  JobHealth& health = job.mutable_health();
+  if (health.failure_first_heard == absl::InfinitePast() &&
+      (CrashDetector::HasFailure(job) || AnyLauncherFailed(job))) {
+    health.failure_first_heard = now;  // the crash settle clock starts
+  }
   return absl::OkStatus();
 }
 
@@ -135,5 +145,168 @@ std::vector<const Job*> Supervisor::Jobs() const {
 }
 
 uint32_t Supervisor::agents_connected() const { return static_cast<uint32_t>(sessions_.size()); }
+
+}  // namespace trainsup
+
+namespace trainsup {
+namespace {
+
+std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d)); }
+
+std::string ExitDescription(const RankDeath& death) {
+  if (!death.exit_known) return "exit status unknown";
+  if (death.signal != 0) return absl::StrCat("killed by signal ", death.signal);
+  return absl::StrCat("exit code ", death.exit_code);
+}
+
+}  // namespace
+
+const std::string& Supervisor::NodeName(NodeIndex index) const {
+  static const std::string* const kUnknown = new std::string();
+  return index == kNoNode || index >= nodes_.size() ? *kUnknown : nodes_[index].name;
+}
+
+bool Supervisor::AnyLauncherFailed(const Job& job) const {
+  for (const NodeRecord& node : nodes_) {
+    if (node.job != job.id() || node.generation != job.generation()) continue;
+    const LauncherInfo& l = node.launcher;
+    if (l.state == LauncherState::kExited && (l.exit_code != 0 || l.signal != 0)) return true;
+  }
+  return false;
+}
+
+void Supervisor::Emit(Job& job, Event event, std::vector<Event>& out) {
+  event.job = job.id();
+  event.generation = job.generation();
+  job.CountEvent(event.kind);
+  out.push_back(events_.Append(std::move(event)));
+}
+
+std::vector<Event> Supervisor::Sweep(absl::Time now) {
+  std::vector<Event> out;
+  for (auto& [id, job] : jobs_) {
+    SweepCrash(now, *job, out);
+    SweepStall(now, *job, out);
+    SweepStragglers(now, *job, out);
+  }
+  return out;
+}
+
+void Supervisor::SweepCrash(absl::Time now, Job& job, std::vector<Event>& out) {
+  JobHealth& health = job.mutable_health();
+  if (health.crash_reported || health.failure_first_heard == absl::InfinitePast()) return;
+  if (now - health.failure_first_heard < options_.crash.settle) return;
+  health.crash_reported = true;
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kCrash;
+  std::optional<CrashVerdict> verdict = crash_detector_.Check(job, health.failure_first_heard, now);
+  if (!verdict) {
+    // The command failed without a rank death to name (e.g. before any rank
+    // reported): name the node.
+    for (const NodeRecord& node : nodes_) {
+      const LauncherInfo& l = node.launcher;
+      if (node.job == job.id() && l.state == LauncherState::kExited &&
+          (l.exit_code != 0 || l.signal != 0)) {
+        e.node = node.name;
+        e.message = absl::StrCat("the command on ", node.name, " failed (",
+                                 l.signal != 0 ? absl::StrCat("signal ", l.signal)
+                                               : absl::StrCat("exit code ", l.exit_code),
+                                 ") with no rank death to name");
+        e.figures = {{"exit_code", l.exit_code}, {"signal", l.signal}};
+        break;
+      }
+    }
+    Emit(job, std::move(e), out);
+    return;
+  }
+  const RankState& r = job.rank(verdict->rank);
+  health.crash_rank = verdict->rank;
+  e.rank = verdict->rank;
+  e.node = NodeName(r.node);
+  e.message = absl::StrCat("rank ", verdict->rank, " on ", e.node, " died first (",
+                           ExitDescription(verdict->death), ")");
+  if (!r.exception_type.empty()) {
+    absl::StrAppend(&e.message, ": ", r.exception_type, ": ", r.exception_message);
+  }
+  absl::StrAppend(&e.message, "; ", verdict->failed_ranks, " of ", job.ranks_reporting(),
+                  " ranks failed");
+  e.figures = {{"exit_code", verdict->death.exit_code},
+               {"signal", verdict->death.signal},
+               {"failed_ranks", verdict->failed_ranks},
+               {"step", static_cast<double>(r.step)}};
+  Emit(job, std::move(e), out);
+}
+
+void Supervisor::SweepStall(absl::Time now, Job& job, std::vector<Event>& out) {
+  JobHealth& health = job.mutable_health();
+  if (health.stalled) {
+    if (job.last_progress() <= health.stalled_since) return;
+    health.stalled = false;
+    health.stall_culprit.reset();
+    Event e;
+    e.time = now;
+    e.kind = EventKind::kStallCleared;
+    e.message = absl::StrCat("advanced again to step ", job.max_step(), " after a stall of ",
+                             Seconds(job.last_progress() - health.stalled_since), " since detection");
+    Emit(job, std::move(e), out);
+    return;
+  }
+  const StallVerdict verdict = stall_detector_.Check(job, now);
+  if (!verdict.stalled) return;
+  health.stalled = true;
+  health.stalled_since = now;
+  const Culprit culprit = FindCulprit(job);
+  health.stall_culprit = culprit.rank;
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kStall;
+  e.message = verdict.startup
+                  ? absl::StrCat("no first step ", Seconds(verdict.silent),
+                                 " after the generation started (start-up grace ",
+                                 Seconds(verdict.threshold), ")")
+                  : absl::StrCat("no rank advanced for ", Seconds(verdict.silent), " (threshold ",
+                                 Seconds(verdict.threshold), ") at step ", job.max_step());
+  if (culprit.rank) {
+    const RankState& r = job.rank(*culprit.rank);
+    e.rank = *culprit.rank;
+    e.node = NodeName(r.node);
+    absl::StrAppend(&e.message, "; suspect rank ", *culprit.rank, " on ", e.node, ", ",
+                    culprit.reason);
+  } else {
+    absl::StrAppend(&e.message, "; culprit: ", culprit.reason);
+  }
+  e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
+               {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
+               {"step", static_cast<double>(job.max_step())}};
+  Emit(job, std::move(e), out);
+}
+
+void Supervisor::SweepStragglers(absl::Time now, Job& job, std::vector<Event>& out) {
+  std::unique_ptr<StragglerState>& state = stragglers_[job.id()];
+  if (state == nullptr || state->generation != job.generation()) {
+    state = std::make_unique<StragglerState>(
+        StragglerState{job.generation(), StragglerDetector(options_.straggler)});
+  }
+  for (const StragglerChange& change : state->detector.Evaluate(job)) {
+    const RankState& r = job.rank(change.rank);
+    Event e;
+    e.time = now;
+    e.kind = change.flagged ? EventKind::kStraggler : EventKind::kStragglerCleared;
+    e.rank = change.rank;
+    e.node = NodeName(r.node);
+    const double ratio = change.job_median_p99_s > 0 ? change.rank_p99_s / change.job_median_p99_s : 0;
+    e.message = absl::StrFormat(
+        "rank %d on %s: compute p99 %.3fs vs job median p99 %.3fs (%.1fx)%s", change.rank,
+        e.node, change.rank_p99_s, change.job_median_p99_s, ratio,
+        change.flagged ? absl::StrFormat(" for %d windows of %d steps", options_.straggler.persistence,
+                                         options_.straggler.window)
+                       : " again in line");
+    e.figures = {{"rank_p99_seconds", change.rank_p99_s},
+                 {"job_median_p99_seconds", change.job_median_p99_s},
+                 {"ratio", ratio}};
+    Emit(job, std::move(e), out);
+  }
+}
 
 }  // namespace trainsup

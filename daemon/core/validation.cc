@@ -7,7 +7,9 @@
 namespace trainsup {
 namespace {
 
-bool IsValidDuration(double seconds) { return std::isfinite(seconds) && seconds >= 0; }
+bool IsValidDuration(double seconds) {
+  return std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxDurationSeconds;
+}
 
 bool IsValidOptionalDuration(const std::optional<double>& seconds) {
   return !seconds.has_value() || IsValidDuration(*seconds);

@@ -117,6 +117,8 @@ class Cluster:
         self.grpc_address = None
         self.metrics_address = None
         self.agents = {}
+        self.prometheus = None
+        self.prometheus_address = None
         self._restarts = 0
         # The training script's own per-step log. Its path, which holds the
         # scratch directory's unique name, is on every rank's command line:
@@ -175,6 +177,12 @@ class Cluster:
         self.agents[node] = Process(f"agent {node}", argv, log, env=env)
         return self.agents[node]
 
+    def forget_agents(self):
+        """Drops the (ended) agents, so that another job can start with the same node names."""
+        for agent in self.agents.values():
+            agent.stop()
+        self.agents = {}
+
     def wait_agents(self, timeout):
         """Waits for every agent to exit; returns {node: exit code}."""
         deadline = time.monotonic() + timeout
@@ -197,6 +205,11 @@ class Cluster:
     def ctl_json(self, *args):
         return json.loads(self.ctl("-o", "json", *args)[1])
 
+    def events(self, job="", kind=None):
+        """Events from `trainsupctl -o json events [JOB]`, of one kind if given."""
+        events = self.ctl_json("events", *([job] if job else [])).get("events", [])
+        return [e for e in events if kind is None or e["kind"] == kind]
+
     def ranks(self, job):
         """The job's ranks from `trainsupctl -o json ranks`, or [] if unknown."""
         code, out, _ = self.ctl("-o", "json", "ranks", job, check=False)
@@ -217,11 +230,56 @@ class Cluster:
                 return float(value)
         return None
 
+    # -- a real Prometheus, scraping trainsupd with the repo's alert rules ------
+
+    def start_prometheus(self, interval="1s"):
+        """Runs Debian's prometheus on loopback, scraping this trainsupd every
+        `interval` and evaluating deploy/prometheus/trainsup-rules.yml."""
+        port = free_port()
+        rules = os.path.join(REPO, "deploy", "prometheus", "trainsup-rules.yml")
+        config = os.path.join(self.workdir, "prometheus.yml")
+        with open(config, "w") as f:
+            f.write(f"""global:
+  scrape_interval: {interval}
+  evaluation_interval: {interval}
+rule_files: ["{rules}"]
+scrape_configs:
+  - job_name: trainsupd
+    static_configs:
+      - targets: ["{self.metrics_address}"]
+""")
+        self.prometheus_address = f"127.0.0.1:{port}"
+        self.prometheus = Process("prometheus", [
+            "prometheus", f"--config.file={config}",
+            f"--storage.tsdb.path={os.path.join(self.workdir, 'tsdb')}",
+            f"--web.listen-address={self.prometheus_address}"],
+            os.path.join(self.workdir, "prometheus.log"))
+
+        def ready():
+            if self.prometheus.poll() is not None:
+                raise RuntimeError("prometheus exited:\n" + self.prometheus.tail())
+            try:
+                with urllib.request.urlopen(f"http://{self.prometheus_address}/-/ready",
+                                            timeout=2) as r:
+                    return r.status == 200
+            except OSError:
+                return False
+
+        wait_for(ready, 60, what="prometheus to be ready")
+        return self.prometheus
+
+    def firing_alerts(self):
+        """Prometheus's firing alerts, as [(alertname, labels)]."""
+        with urllib.request.urlopen(f"http://{self.prometheus_address}/api/v1/alerts",
+                                    timeout=10) as r:
+            alerts = json.loads(r.read())["data"]["alerts"]
+        return [(a["labels"]["alertname"], a["labels"]) for a in alerts if a["state"] == "firing"]
+
     # -- cleanup ---------------------------------------------------------------
 
     def diagnostics(self):
         parts = []
-        for p in [self.supervisor, *self.agents.values()]:
+        for p in [self.supervisor, self.prometheus, *self.agents.values()]:
             if p is not None:
                 parts.append(f"--- {p.name} ({p.log_path}) ---\n{p.tail(40)}")
         return "\n".join(parts)
@@ -231,6 +289,8 @@ class Cluster:
             agent.stop()
         if self.supervisor is not None:
             self.supervisor.kill_group()
+        if self.prometheus is not None:
+            self.prometheus.kill_group()
         # torchrun and ranks whose agent was killed outright.
         subprocess.run(["pkill", "-KILL", "-f", self.workdir], check=False)
 

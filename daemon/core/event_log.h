@@ -1,0 +1,69 @@
+#ifndef TRAINSUP_DAEMON_CORE_EVENT_LOG_H_
+#define TRAINSUP_DAEMON_CORE_EVENT_LOG_H_
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace trainsup {
+
+// What happened to a job. A fixed set, so metrics by kind stay bounded.
+enum class EventKind {
+  kStall = 0,          // no rank advanced for longer than the stall threshold
+  kStallCleared,       // a stalled job advanced again
+  kCrash,              // rank processes died (names the first to die)
+  kStraggler,          // a rank's compute time stays above the job's
+  kStragglerCleared,   // a straggler is back in line
+  kCount,              // number of kinds; not a kind
+};
+constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);
+
+// Stable snake_case name ("stall", "straggler_cleared", ...).
+absl::string_view EventKindName(EventKind kind);
+
+struct Event {
+  uint64_t id = 0;  // assigned by the log: 1, 2, 3, ...
+  absl::Time time;
+  EventKind kind = EventKind::kStall;
+  std::string job;
+  uint64_t generation = 0;
+  std::optional<uint32_t> rank;  // absent when no rank is named
+  std::string node;              // empty when no node is named
+  std::string message;           // one line for a human
+  // Key figures, e.g. {"threshold_seconds", 20}, {"p99_seconds", 0.15}.
+  std::vector<std::pair<std::string, double>> figures;
+};
+
+// The most recent events, bounded. Thread-compatible.
+class EventLog {
+ public:
+  // REQUIRES: capacity >= 1.
+  explicit EventLog(size_t capacity);
+
+  // Stamps the event with the next id and keeps it (dropping the oldest
+  // when full). Returns the stored event.
+  const Event& Append(Event event);
+
+  // Events with id > `after_id`, oldest first, of `job` only unless empty,
+  // at most `limit`.
+  std::vector<Event> Since(uint64_t after_id, absl::string_view job = "",
+                           size_t limit = SIZE_MAX) const;
+
+  uint64_t last_id() const { return next_id_ - 1; }
+  size_t size() const { return events_.size(); }
+
+ private:
+  const size_t capacity_;
+  std::deque<Event> events_;
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_EVENT_LOG_H_

@@ -1,0 +1,81 @@
+#include "daemon/core/stall_detector.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/job_stats.h"
+
+namespace trainsup {
+
+Culprit FindCulprit(const Job& job) {
+  const RankState* behind = nullptr;
+  uint32_t behind_rank = 0;
+  uint32_t seen = 0;
+  uint32_t tied = 0;
+  for (uint32_t i = 0; i < job.world_size(); ++i) {
+    const RankState& r = job.rank(i);
+    if (!r.seen) continue;
+    ++seen;
+    if (behind == nullptr) {
+      behind = &r;
+      behind_rank = i;
+      tied = 1;
+      continue;
+    }
+    auto key = [](const RankState& s) { return std::make_tuple(s.step, s.phase); };
+    if (key(r) < key(*behind)) {
+      behind = &r;
+      behind_rank = i;
+      tied = 1;
+    } else if (key(r) == key(*behind)) {
+      ++tied;
+      if (r.last_heartbeat < behind->last_heartbeat) {
+        behind = &r;
+        behind_rank = i;
+      }
+    }
+  }
+  Culprit culprit;
+  if (behind == nullptr) {
+    culprit.reason = "no rank has reported";
+    return culprit;
+  }
+  if (tied == seen) {
+    culprit.reason = absl::StrCat(
+        seen == 1 ? "the only rank" : absl::StrCat("all ", seen, " ranks"), " at step ",
+        behind->step, ", ", StepPhaseName(behind->phase),
+        "; undetermined (bracket each step's own work with hb.compute() to name the culprit)");
+    return culprit;
+  }
+  culprit.rank = behind_rank;
+  culprit.reason = absl::StrCat(
+      "furthest behind: step ", behind->step, ", ", StepPhaseName(behind->phase),
+      tied > 1 ? absl::StrCat(" (", tied, " ranks there; this one silent longest)") : "");
+  return culprit;
+}
+
+StallVerdict StallDetector::Check(const Job& job, absl::Time now) const {
+  StallVerdict verdict;
+  if (job.ranks_reporting() == 0) return verdict;
+  for (const RankState& r : job.ranks()) {
+    if (r.seen && !r.alive) return verdict;
+  }
+  const bool started = job.last_progress() != absl::InfinitePast();
+  verdict.startup = !started;
+  if (started) {
+    const double p99 = ComputeJobStepStats(job).median_rank_p99_s;
+    verdict.threshold = std::max(options_.floor, options_.factor * absl::Seconds(p99));
+    verdict.silent = now - job.last_progress();
+  } else {
+    verdict.threshold = options_.startup_grace;
+    verdict.silent = now - job.generation_start();
+  }
+  if (job.any_in_checkpoint()) {
+    verdict.threshold = std::max(verdict.threshold, options_.checkpoint_grace);
+  }
+  verdict.stalled = verdict.silent > verdict.threshold;
+  return verdict;
+}
+
+}  // namespace trainsup

@@ -1,0 +1,66 @@
+#ifndef TRAINSUP_DAEMON_CORE_STALL_DETECTOR_H_
+#define TRAINSUP_DAEMON_CORE_STALL_DETECTOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/core/job.h"
+
+namespace trainsup {
+
+struct StallOptions {
+  // A job is stalled when no rank's step advanced for longer than
+  // max(floor, factor x the job's p99 step time). Defaults: 20s, 10.
+  absl::Duration floor = absl::Seconds(20);
+  double factor = 10;
+  // Before the generation's first step (imports, rendezvous, loading a
+  // checkpoint) the threshold is this instead. Default: 5m.
+  absl::Duration startup_grace = absl::Minutes(5);
+  // While a rank is inside a checkpoint's blocking part, the threshold is at
+  // least this. Default: 15m.
+  absl::Duration checkpoint_grace = absl::Minutes(15);
+};
+
+// The rank that holds up a hung job, or why none can be named.
+struct Culprit {
+  std::optional<uint32_t> rank;  // absent: undetermined
+  std::string reason;            // why this rank, or why none
+};
+
+// Names the rank furthest behind by (last completed step, phase within the
+// next step); among equals, the one whose last heartbeat is oldest. In a
+// hung all-reduce the waiting ranks have left their compute phase and the
+// culprit has not. When every rank is at the same place, says so instead of
+// guessing.
+Culprit FindCulprit(const Job& job);
+
+// What the stall rule concluded for one job at one time.
+struct StallVerdict {
+  bool stalled = false;
+  absl::Duration silent;     // since the last step (or the generation start)
+  absl::Duration threshold;  // the threshold that applied
+  bool startup = false;      // no step yet in this generation
+};
+
+// The stall rule. Pure: a function of the job's state and `now`.
+class StallDetector {
+ public:
+  explicit StallDetector(StallOptions options) : options_(options) {}
+
+  // A job is judged only while every rank that reported in this generation
+  // is alive by its agent's account: dead ranks are a crash, and ranks that
+  // ended are a finished job, neither a stall. Stalled means strictly longer
+  // than the threshold.
+  StallVerdict Check(const Job& job, absl::Time now) const;
+
+  const StallOptions& options() const { return options_; }
+
+ private:
+  const StallOptions options_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_STALL_DETECTOR_H_

@@ -1,0 +1,61 @@
+#include "daemon/core/straggler_detector.h"
+
+#include <cmath>
+
+#include "daemon/core/job_stats.h"
+
+namespace trainsup {
+
+void StragglerDetector::Reset() {
+  next_window_step_ = -1;
+  streaks_.clear();
+}
+
+std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
+  std::vector<StragglerChange> changes;
+  if (job.max_step() < 0) return changes;
+  if (next_window_step_ < 0) {
+    next_window_step_ = job.max_step() + static_cast<int64_t>(options_.window);
+    return changes;
+  }
+  if (job.max_step() < next_window_step_) return changes;
+  next_window_step_ = job.max_step() + static_cast<int64_t>(options_.window);
+
+  // Per-rank p99 over each rank's last `window` compute samples.
+  std::vector<double> p99(job.world_size(), -1);
+  std::vector<double> present;
+  for (uint32_t i = 0; i < job.world_size(); ++i) {
+    const StepWindow& w = job.rank(i).compute_durations;
+    if (w.size() < std::min(options_.window, w.capacity())) continue;
+    p99[i] = w.Percentile(0.99);
+    present.push_back(p99[i]);
+  }
+  if (present.size() < 2) return changes;
+  const double median = MedianInPlace(present);
+  std::vector<double> deviations;
+  for (double v : p99) {
+    if (v >= 0) deviations.push_back(std::fabs(v - median));
+  }
+  const double mad = MedianInPlace(deviations);
+
+  streaks_.resize(job.world_size());
+  for (uint32_t i = 0; i < job.world_size(); ++i) {
+    if (p99[i] < 0) continue;
+    const bool slow =
+        p99[i] > options_.ratio * median && p99[i] - median > options_.mad_factor * mad;
+    Streak& streak = streaks_[i];
+    streak.slow = slow ? streak.slow + 1 : 0;
+    streak.ok = slow ? 0 : streak.ok + 1;
+    RankState& r = job.mutable_rank(i);
+    if (!r.straggler && streak.slow >= options_.persistence) {
+      r.straggler = true;
+      changes.push_back({i, true, p99[i], median});
+    } else if (r.straggler && streak.ok >= options_.persistence) {
+      r.straggler = false;
+      changes.push_back({i, false, p99[i], median});
+    }
+  }
+  return changes;
+}
+
+}  // namespace trainsup

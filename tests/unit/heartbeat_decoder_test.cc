@@ -1,0 +1,209 @@
+#include "agent/heartbeat_decoder.h"
+
+#include <cmath>
+#include <string>
+#include <variant>
+
+#include "daemon/core/reject_reason.h"
+#include "gtest/gtest.h"
+#include "tests/unit/reject_reason_printer.h"
+#include "trainsup/v1/heartbeat.pb.h"
+
+namespace trainsup {
+namespace {
+
+// Every field of RankHeartbeat, with Protobuf's JSON mapping and proto field names.
+constexpr char kFullHeartbeat[] = R"json({
+  "kind": "HEARTBEAT_KIND_STEP",
+  "job": "llama-7b.run_3",
+  "rank": 5,
+  "local_rank": 1,
+  "world_size": 16,
+  "pid": 31337,
+  "step": "1200",
+  "step_duration_seconds": 0.75,
+  "data_wait_seconds": 0.0625,
+  "compute_seconds": 0.5,
+  "loss": 2.125,
+  "learning_rate": 0.0003,
+  "grad_norm": 1.5,
+  "samples": "64",
+  "device_memory_bytes": "17179869184",
+  "checkpoint_blocking_seconds": 1.25,
+  "checkpoint_async_seconds": 3.5,
+  "exception_type": "RuntimeError",
+  "exception_message": "NCCL timeout",
+  "generation": "4",
+  "restart_count": 2
+})json";
+
+// Returns the decoded heartbeat, or fails the test with the reject reason.
+v1::RankHeartbeat MustDecode(const std::string& datagram) {
+  std::variant<v1::RankHeartbeat, RejectReason> result = DecodeHeartbeat(datagram);
+  if (const RejectReason* reason = std::get_if<RejectReason>(&result)) {
+    ADD_FAILURE() << "rejected: " << RejectReasonName(*reason) << "\n" << datagram;
+    return v1::RankHeartbeat();
+  }
+  return std::get<v1::RankHeartbeat>(result);
+}
+
+// The reject reason, or a sentinel when the datagram decoded.
+RejectReason ReasonOf(const std::string& datagram) {
+  std::variant<v1::RankHeartbeat, RejectReason> result = DecodeHeartbeat(datagram);
+  if (const RejectReason* reason = std::get_if<RejectReason>(&result)) return *reason;
+  ADD_FAILURE() << "decoded, expected a reject: " << datagram;
+  return RejectReason::kCount;
+}
+
+TEST(DecodeHeartbeatTest, DecodesEveryField) {
+  v1::RankHeartbeat hb = MustDecode(kFullHeartbeat);
+
+  EXPECT_EQ(hb.kind(), v1::HEARTBEAT_KIND_STEP);
+  EXPECT_EQ(hb.job(), "llama-7b.run_3");
+  EXPECT_EQ(hb.rank(), 5u);
+  EXPECT_EQ(hb.local_rank(), 1u);
+  EXPECT_EQ(hb.world_size(), 16u);
+  EXPECT_EQ(hb.pid(), 31337u);
+  EXPECT_EQ(hb.step(), 1200);
+  EXPECT_EQ(hb.step_duration_seconds(), 0.75);
+  EXPECT_EQ(hb.data_wait_seconds(), 0.0625);
+  ASSERT_TRUE(hb.has_compute_seconds());
+  EXPECT_EQ(hb.compute_seconds(), 0.5);
+  ASSERT_TRUE(hb.has_loss());
+  EXPECT_EQ(hb.loss(), 2.125);
+  ASSERT_TRUE(hb.has_learning_rate());
+  EXPECT_DOUBLE_EQ(hb.learning_rate(), 0.0003);
+  ASSERT_TRUE(hb.has_grad_norm());
+  EXPECT_EQ(hb.grad_norm(), 1.5);
+  ASSERT_TRUE(hb.has_samples());
+  EXPECT_EQ(hb.samples(), 64u);
+  ASSERT_TRUE(hb.has_device_memory_bytes());
+  EXPECT_EQ(hb.device_memory_bytes(), 17179869184u);
+  EXPECT_EQ(hb.checkpoint_blocking_seconds(), 1.25);
+  EXPECT_EQ(hb.checkpoint_async_seconds(), 3.5);
+  EXPECT_EQ(hb.exception_type(), "RuntimeError");
+  EXPECT_EQ(hb.exception_message(), "NCCL timeout");
+  EXPECT_EQ(hb.generation(), 4u);
+  EXPECT_EQ(hb.restart_count(), 2u);
+}
+
+TEST(DecodeHeartbeatTest, AbsentOptionalFieldsStayAbsent) {
+  v1::RankHeartbeat hb = MustDecode(
+      R"({"kind": "HEARTBEAT_KIND_COMPUTE_BEGIN", "job": "j", "rank": 0, "world_size": 1})");
+
+  EXPECT_EQ(hb.kind(), v1::HEARTBEAT_KIND_COMPUTE_BEGIN);
+  EXPECT_FALSE(hb.has_compute_seconds());
+  EXPECT_FALSE(hb.has_loss());
+  EXPECT_FALSE(hb.has_samples());
+  EXPECT_EQ(hb.step(), 0);
+}
+
+TEST(DecodeHeartbeatTest, AcceptsLowerCamelCaseNames) {
+  v1::RankHeartbeat hb = MustDecode(R"({
+    "kind": "HEARTBEAT_KIND_STEP", "job": "j", "localRank": 3, "worldSize": 8,
+    "stepDurationSeconds": 0.25, "dataWaitSeconds": 0.125, "computeSeconds": 0.5,
+    "learningRate": 0.5, "gradNorm": 2, "deviceMemoryBytes": 1024,
+    "checkpointBlockingSeconds": 4, "checkpointAsyncSeconds": 8,
+    "exceptionType": "E", "exceptionMessage": "m", "restartCount": 1
+  })");
+
+  EXPECT_EQ(hb.local_rank(), 3u);
+  EXPECT_EQ(hb.world_size(), 8u);
+  EXPECT_EQ(hb.step_duration_seconds(), 0.25);
+  EXPECT_EQ(hb.data_wait_seconds(), 0.125);
+  EXPECT_EQ(hb.compute_seconds(), 0.5);
+  EXPECT_EQ(hb.learning_rate(), 0.5);
+  EXPECT_EQ(hb.grad_norm(), 2.0);
+  EXPECT_EQ(hb.device_memory_bytes(), 1024u);
+  EXPECT_EQ(hb.checkpoint_blocking_seconds(), 4.0);
+  EXPECT_EQ(hb.checkpoint_async_seconds(), 8.0);
+  EXPECT_EQ(hb.exception_type(), "E");
+  EXPECT_EQ(hb.exception_message(), "m");
+  EXPECT_EQ(hb.restart_count(), 1u);
+}
+
+TEST(DecodeHeartbeatTest, NaNStringLossDecodesToNaN) {
+  v1::RankHeartbeat hb =
+      MustDecode(R"({"kind": "HEARTBEAT_KIND_STEP", "job": "j", "world_size": 1, "loss": "NaN"})");
+
+  ASSERT_TRUE(hb.has_loss());
+  EXPECT_TRUE(std::isnan(hb.loss()));
+}
+
+TEST(DecodeHeartbeatTest, UnknownFieldIsUnknownField) {
+  EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_STEP", "job": "j", "epoch": 3})"),
+            RejectReason::kUnknownField);
+  EXPECT_EQ(ReasonOf(R"({"step_duration": 0.5})"), RejectReason::kUnknownField);
+}
+
+TEST(DecodeHeartbeatTest, NotJsonIsInvalidJson) {
+  EXPECT_EQ(ReasonOf("hello"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_STEP", "job": )"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(""), RejectReason::kInvalidJson);
+}
+
+TEST(DecodeHeartbeatTest, JsonArrayIsInvalidJson) {
+  EXPECT_EQ(ReasonOf(R"([{"kind": "HEARTBEAT_KIND_STEP"}])"), RejectReason::kInvalidJson);
+}
+
+TEST(DecodeHeartbeatTest, WrongTypeForAFieldIsInvalidJson) {
+  EXPECT_EQ(ReasonOf(R"({"rank": "zero"})"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"job": 5})"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"step_duration_seconds": {"s": 1}})"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"rank": -1})"), RejectReason::kInvalidJson);
+}
+
+TEST(DecodeHeartbeatTest, NumericKindIsLeftToTheSupervisor) {
+  // Proto3 enums are open: an unknown number decodes; CheckHeartbeat refuses it.
+  v1::RankHeartbeat hb = MustDecode(R"({"kind": 99, "job": "j"})");
+  EXPECT_EQ(static_cast<int>(hb.kind()), 99);
+}
+
+// A known field with a misspelled enum name, e.g. {"kind": "HEARTBEAT_KIND_BOGUS"}
+// or {"kind": "STEP"}, names no unknown field: its value is wrong, so it is
+// invalid_json. (Protobuf's ignore_unknown_fields also ignores unknown enum
+// values, which must not make it unknown_field.)
+TEST(DecodeHeartbeatTest, UnknownEnumNameIsInvalidJsonNotUnknownField) {
+  EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_BOGUS", "job": "j"})"),
+            RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"kind": "STEP", "job": "j"})"), RejectReason::kInvalidJson);
+}
+
+TEST(DecodeHeartbeatTest, UnknownFieldIsReportedBeforeAWrongValue) {
+  // Both faults at once: the unknown field is the more telling one (a helper
+  // newer than its agent), so it is the reason given.
+  EXPECT_EQ(ReasonOf(R"({"rank": "zero", "epoch": 3})"), RejectReason::kUnknownField);
+  EXPECT_EQ(ReasonOf(R"({"rank": "zero"})"), RejectReason::kInvalidJson);
+}
+
+TEST(DecodeHeartbeatTest, OneByteOverTheLimitIsOversize) {
+  std::string datagram = R"({"kind": "HEARTBEAT_KIND_STEP", "job": "j"})";
+  datagram.append(kMaxHeartbeatDatagramBytes + 1 - datagram.size(), ' ');
+  ASSERT_EQ(datagram.size(), kMaxHeartbeatDatagramBytes + 1);
+
+  EXPECT_EQ(ReasonOf(datagram), RejectReason::kOversize);
+}
+
+TEST(DecodeHeartbeatTest, ExactlyTheLimitDecodes) {
+  std::string datagram = R"({"kind": "HEARTBEAT_KIND_STEP", "job": "j", "rank": 2})";
+  datagram.append(kMaxHeartbeatDatagramBytes - datagram.size(), ' ');
+  ASSERT_EQ(datagram.size(), kMaxHeartbeatDatagramBytes);
+
+  v1::RankHeartbeat hb = MustDecode(datagram);
+  EXPECT_EQ(hb.job(), "j");
+  EXPECT_EQ(hb.rank(), 2u);
+}
+
+TEST(DecodeHeartbeatTest, ExceptionMessageOfOneKibibyteFitsTheLimit) {
+  std::string datagram =
+      R"({"kind": "HEARTBEAT_KIND_EXCEPTION", "job": "j", "rank": 0, "world_size": 2,
+          "exception_type": "RuntimeError", "exception_message": ")" +
+      std::string(1024, 'x') + R"("})";
+  ASSERT_LE(datagram.size(), kMaxHeartbeatDatagramBytes);
+
+  v1::RankHeartbeat hb = MustDecode(datagram);
+  EXPECT_EQ(hb.exception_message().size(), 1024u);
+}
+
+}  // namespace
+}  // namespace trainsup

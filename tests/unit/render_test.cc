@@ -1,0 +1,254 @@
+#include "cli/render.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "cli/table.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "trainsup/v1/operator.pb.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  // Every line ends with '\n': drop the empty piece after the last one.
+  if (!lines.empty() && lines.back().empty()) lines.pop_back();
+  return lines;
+}
+
+// The first whitespace-separated cell of each line after the header.
+std::vector<std::string> FirstColumn(const std::string& table) {
+  std::vector<std::string> out;
+  std::vector<std::string> lines = Lines(table);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    out.push_back(std::string(lines[i].substr(0, lines[i].find(' '))));
+  }
+  return out;
+}
+
+// The cell of `row` in the column headed `header` (columns start where their
+// header starts).
+std::string CellUnder(const std::string& header_line, const std::string& row,
+                      const std::string& header) {
+  size_t start = header_line.find(" " + header + " ");
+  if (start == std::string::npos) {
+    ADD_FAILURE() << "no column " << header << " in: " << header_line;
+    return "";
+  }
+  ++start;
+  if (start >= row.size()) return "";
+  size_t end = row.find(' ', start);
+  return row.substr(start, end == std::string::npos ? std::string::npos : end - start);
+}
+
+v1::Rank MakeRank(uint32_t rank, double p99) {
+  v1::Rank r;
+  r.set_rank(rank);
+  r.set_node("node-" + std::to_string(rank / 2));
+  r.set_step(10);
+  r.set_step_p50_seconds(p99 / 2);
+  r.set_step_p99_seconds(p99);
+  r.set_alive(true);
+  return r;
+}
+
+// --- Table ---
+
+TEST(TableTest, AlignsColumnsWithTwoSpaces) {
+  Table table({"A", "LONGER", "C"});
+  table.AddRow({"xxxx", "y", "zz"});
+  table.AddRow({"1", "22", "3"});
+
+  EXPECT_EQ(table.Render(),
+            "A     LONGER  C\n"
+            "xxxx  y       zz\n"
+            "1     22      3\n");
+}
+
+TEST(TableTest, NoTrailingSpaces) {
+  Table table({"NAME", "VALUE"});
+  table.AddRow({"a-long-name", ""});
+  table.AddRow({"b", "x"});
+
+  std::string out = table.Render();
+
+  EXPECT_EQ(out,
+            "NAME         VALUE\n"
+            "a-long-name\n"
+            "b            x\n");
+  for (const std::string& line : Lines(out)) {
+    ASSERT_FALSE(line.empty());
+    EXPECT_NE(line.back(), ' ') << "'" << line << "'";
+  }
+}
+
+TEST(TableTest, HeadersOnly) {
+  Table table({"JOB", "GEN"});
+  EXPECT_EQ(table.Render(), "JOB  GEN\n");
+}
+
+TEST(TableTest, ShortRowsArePaddedAsEmptyCells) {
+  Table table({"A", "B", "C"});
+  table.AddRow({"1"});
+  table.AddRow({"1", "2", "3"});
+
+  EXPECT_EQ(table.Render(),
+            "A  B  C\n"
+            "1\n"
+            "1  2  3\n");
+}
+
+// --- RenderJson ---
+
+TEST(RenderJsonTest, PrintsProtoFieldNamesAndZeroValues) {
+  v1::Rank rank;
+  rank.set_rank(0);
+  rank.set_step(-1);
+
+  std::string json = RenderJson(rank);
+
+  EXPECT_THAT(json, HasSubstr("\"rank\": 0"));
+  EXPECT_THAT(json, HasSubstr("\"step\": \"-1\""));  // int64 is a JSON string
+  EXPECT_THAT(json, HasSubstr("\"local_rank\": 0"));
+  EXPECT_THAT(json, HasSubstr("\"step_p99_seconds\": 0"));
+  EXPECT_THAT(json, HasSubstr("\"node\": \"\""));
+  EXPECT_THAT(json, HasSubstr("\"alive\": false"));
+  EXPECT_THAT(json, HasSubstr("\"heartbeats\": \"0\""));
+  EXPECT_THAT(json, Not(HasSubstr("localRank")));
+  EXPECT_THAT(json, Not(HasSubstr("stepP99Seconds")));
+}
+
+TEST(RenderJsonTest, PrintsSetOptionalFields) {
+  v1::Rank rank;
+  rank.set_loss(2.5);
+
+  std::string json = RenderJson(rank);
+
+  EXPECT_THAT(json, HasSubstr("\"loss\": 2.5"));
+}
+
+TEST(RenderJsonTest, ParsesBackToTheSameMessage) {
+  v1::ListRanksResponse response;
+  response.set_job_id("job-1");
+  response.set_world_size(4);
+  *response.add_ranks() = MakeRank(0, 0.25);
+  *response.add_ranks() = MakeRank(3, 1.5);
+  response.mutable_ranks(1)->set_loss(0.125);
+
+  std::string json = RenderJson(response);
+  v1::ListRanksResponse parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
+
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, response)) << json;
+}
+
+// --- FormatSeconds ---
+
+TEST(FormatSecondsTest, NegativeIsUnknown) {
+  EXPECT_EQ(FormatSeconds(-1), "-");
+  EXPECT_EQ(FormatSeconds(-0.001), "-");
+}
+
+TEST(FormatSecondsTest, BelowOneSecondInMilliseconds) {
+  EXPECT_EQ(FormatSeconds(0), "0ms");
+  EXPECT_EQ(FormatSeconds(0.045), "45ms");
+  EXPECT_EQ(FormatSeconds(0.5), "500ms");
+}
+
+TEST(FormatSecondsTest, SecondsWithTwoDecimalsBelowHundred) {
+  EXPECT_EQ(FormatSeconds(1), "1.00s");
+  EXPECT_EQ(FormatSeconds(1.5), "1.50s");
+  EXPECT_EQ(FormatSeconds(12.345), "12.35s");
+}
+
+TEST(FormatSecondsTest, WholeSecondsFromHundred) {
+  EXPECT_EQ(FormatSeconds(100), "100s");
+  EXPECT_EQ(FormatSeconds(250), "250s");
+}
+
+// The unit is chosen after rounding: values just below a unit boundary that
+// round up to it are shown in the next unit.
+TEST(FormatSecondsTest, RoundingDoesNotCrossUnitBoundaries) {
+  EXPECT_EQ(FormatSeconds(0.9996), "1.00s");
+  EXPECT_EQ(FormatSeconds(99.996), "100s");
+}
+
+// --- Tables ---
+
+TEST(RenderRanksTableTest, ByP99OrdersSlowestFirst) {
+  v1::ListRanksResponse response;
+  *response.add_ranks() = MakeRank(0, 0.1);
+  *response.add_ranks() = MakeRank(1, 0.5);
+  *response.add_ranks() = MakeRank(2, 0.3);
+  *response.add_ranks() = MakeRank(3, 2.0);
+
+  std::string table = RenderRanksTable(response, RankSort::kP99);
+
+  EXPECT_THAT(FirstColumn(table), ElementsAre("3", "1", "2", "0"));
+  EXPECT_THAT(Lines(table)[0], HasSubstr("STEP_P99"));
+  EXPECT_THAT(Lines(table)[1], HasSubstr("2.00s"));
+}
+
+TEST(RenderRanksTableTest, ByP99KeepsRankOrderOnTies) {
+  v1::ListRanksResponse response;
+  *response.add_ranks() = MakeRank(0, 0.2);
+  *response.add_ranks() = MakeRank(1, 0.5);
+  *response.add_ranks() = MakeRank(2, 0.2);
+
+  EXPECT_THAT(FirstColumn(RenderRanksTable(response, RankSort::kP99)),
+              ElementsAre("1", "0", "2"));
+}
+
+TEST(RenderRanksTableTest, ByRankKeepsResponseOrder) {
+  v1::ListRanksResponse response;
+  *response.add_ranks() = MakeRank(0, 0.1);
+  *response.add_ranks() = MakeRank(1, 0.5);
+  *response.add_ranks() = MakeRank(2, 0.3);
+
+  EXPECT_THAT(FirstColumn(RenderRanksTable(response, RankSort::kRank)),
+              ElementsAre("0", "1", "2"));
+}
+
+TEST(RenderRanksTableTest, ShowsUnknownStepAndLossAsDash) {
+  v1::ListRanksResponse response;
+  v1::Rank rank = MakeRank(0, 0.1);
+  rank.set_step(-1);
+  *response.add_ranks() = rank;
+
+  std::vector<std::string> lines = Lines(RenderRanksTable(response, RankSort::kRank));
+
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP"), "-");
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "LOSS"), "-");
+}
+
+TEST(RenderJobsTableTest, ShowsLastProgressAsAnAge) {
+  const absl::Time now = absl::FromUnixSeconds(1000) + absl::Milliseconds(500);
+  v1::ListJobsResponse response;
+  v1::Job* job = response.add_jobs();
+  job->set_job_id("job-1");
+  job->set_step(42);
+  job->mutable_last_progress_time()->set_seconds(990);
+  v1::Job* idle = response.add_jobs();
+  idle->set_job_id("job-2");
+  idle->set_step(-1);
+
+  std::vector<std::string> lines = Lines(RenderJobsTable(response, now));
+
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_THAT(lines[1], HasSubstr("10.50s ago"));
+  EXPECT_THAT(lines[2], Not(HasSubstr("ago")));
+}
+
+}  // namespace
+}  // namespace trainsup
