@@ -3,7 +3,10 @@
 Starts trainsupd and two trainsup-agents ("node-a", "node-b"), each wrapping
 `torchrun --nnodes=2 --nproc_per_node=2` of tests/e2e/train.py (gloo on CPU),
 and prints what trainsup sees while the job trains: the live
-`trainsupctl ranks` table, then jobs, nodes and a few /metrics series.
+`trainsupctl ranks` table. Then rank 2 hangs before its all-reduce, as a rank
+with a wedged GPU or a deadlocked data loader does: the other ranks block in
+the collective, torchrun notices nothing (gloo would wait 30 minutes), and
+trainsupd reports the stall within seconds, naming rank 2 on node-b.
 
 Run it through scripts/demo.sh (which installs and builds first).
 """
@@ -29,39 +32,54 @@ def show(cluster, *args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=300, help="training steps (default 300)")
+    parser.add_argument("--hang-step", type=int, default=150,
+                        help="the step at which rank 2 hangs (default 150)")
     parser.add_argument("--step-seconds", type=float, default=0.05,
                         help="simulated compute per step (default 0.05)")
     args = parser.parse_args()
 
-    cluster = Cluster()
+    # Short thresholds so the demo is short; the defaults for real jobs are a
+    # 20s floor and 10 x the p99 step time.
+    cluster = Cluster(supervisor_args=["--stall-floor", "5s", "--sweep-interval", "500ms"])
     try:
-        banner("starting trainsupd")
+        banner("starting trainsupd (--stall-floor 5s --sweep-interval 500ms)")
         cluster.start_supervisor()
         print(f"gRPC {cluster.grpc_address}, metrics http://{cluster.metrics_address}/metrics, "
               f"logs in {cluster.workdir}")
 
         banner("starting 2 agents, each wrapping torchrun --nnodes=2 --nproc_per_node=2")
-        cluster.start_job("demo", train_args=["--steps", str(args.steps),
-                                              "--step-seconds", str(args.step_seconds)])
+        cluster.start_job("demo", train_args=[
+            "--steps", "100000", "--step-seconds", str(args.step_seconds),
+            "--hang-rank", "2", "--hang-step", str(args.hang_step)])
         wait_for(lambda: len(cluster.ranks("demo")) == 4, 120,
                  what="the 4 ranks to report (torch start-up takes a few seconds)")
 
-        banner("the job trains: live `trainsupctl ranks demo` every 2s")
-        while any(a.poll() is None for a in cluster.agents.values()):
+        banner(f"the job trains (rank 2 will hang before its all-reduce of step "
+               f"{args.hang_step}): live `trainsupctl ranks demo` every 2s")
+        while not cluster.events("demo", "stall"):
             print(time.strftime("%H:%M:%S"))
             show(cluster, "ranks", "demo")
+            if any(a.poll() is not None for a in cluster.agents.values()):
+                print("an agent ended before the hang:\n" + cluster.diagnostics())
+                return 1
             time.sleep(2)
 
-        codes = {node: a.poll() for node, a in cluster.agents.items()}
-        banner(f"the job ended; agent exit codes: {codes}")
+        stall = cluster.events("demo", "stall")[0]
+        banner("trainsupd caught the hang; torchrun still sees nothing wrong "
+               f"(agents running: {all(a.poll() is None for a in cluster.agents.values())})")
+        show(cluster, "events", "demo")
         show(cluster, "jobs")
-        show(cluster, "nodes")
+        show(cluster, "ranks", "demo")
         banner("a few of trainsupd's /metrics series")
         for line in cluster.metrics().splitlines():
-            if line.startswith(("trainsup_job_", "trainsup_heartbeats_received_total")):
+            if line.startswith(("trainsup_job_stalled", "trainsup_job_step{",
+                                "trainsup_job_last_progress", "trainsup_job_events_total")):
                 print(line)
-        return 0 if all(code == 0 for code in codes.values()) else 1
+        named = stall.get("rank") == 2 and stall.get("node") == "node-b"
+        banner("culprit named correctly: rank 2 on node-b" if named
+               else f"culprit NOT as expected: {stall}")
+        banner("stopping the job (SIGTERM to the agents, which forward it to torchrun)")
+        return 0 if named else 1
     finally:
         cluster.close()
 

@@ -1,0 +1,278 @@
+#include "daemon/core/crash_detector.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "gtest/gtest.h"
+
+namespace trainsup {
+namespace {
+
+constexpr NodeIndex kNodeA = 0;  // ranks 0, 1
+constexpr NodeIndex kNodeB = 1;  // ranks 2, 3
+constexpr uint32_t kWorld = 4;
+constexpr size_t kWindow = 16;
+
+absl::Time T0() { return absl::FromUnixSeconds(1000); }
+absl::Time AtMs(int64_t ms) { return T0() + absl::Milliseconds(ms); }
+
+NodeIndex NodeOf(uint32_t rank) { return rank < kWorld / 2 ? kNodeA : kNodeB; }
+
+CrashOptions Options() {
+  CrashOptions o;
+  o.settle = absl::Seconds(1);
+  return o;
+}
+
+Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) {
+  Heartbeat hb;
+  hb.kind = kind;
+  hb.job = "job";
+  hb.rank = rank;
+  hb.local_rank = rank % 2;
+  hb.world_size = kWorld;
+  hb.pid = 100 + rank;
+  hb.step = step;
+  hb.step_duration_s = 0.5;
+  return hb;
+}
+
+RankProcessInfo Alive(uint32_t rank) {
+  RankProcessInfo p;
+  p.rank = rank;
+  p.pid = 100 + rank;
+  p.alive = true;
+  return p;
+}
+
+// A dead rank as its agent reports it: `ago` seconds before the report.
+RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code, int32_t signal = 0) {
+  RankProcessInfo p;
+  p.rank = rank;
+  p.pid = 100 + rank;
+  p.alive = false;
+  p.exit_known = true;
+  p.exit_code = exit_code;
+  p.signal = signal;
+  p.died_seconds_ago = ago;
+  return p;
+}
+
+RankProcessInfo DiedUnknown(uint32_t rank, double ago) {
+  RankProcessInfo p = Died(rank, ago, 0);
+  p.exit_known = false;
+  return p;
+}
+
+// A job of four ranks on two nodes, all at step 5 and alive at T0.
+class CrashDetectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (uint32_t r = 0; r < kWorld; ++r) {
+      ASSERT_EQ(job_.Apply(T0(), NodeOf(r), Hb(HeartbeatKind::kStep, r, 5)), std::nullopt);
+      job_.ApplyProcess(T0(), NodeOf(r), Alive(r));
+    }
+  }
+
+  // One agent's report of one process, received at `now`.
+  void Report(absl::Time now, const RankProcessInfo& p) { job_.ApplyProcess(now, NodeOf(p.rank), p); }
+
+  void Exception(absl::Time now, uint32_t rank, const std::string& type, const std::string& msg) {
+    Heartbeat hb = Hb(HeartbeatKind::kException, rank, 5);
+    hb.exception_type = type;
+    hb.exception_message = msg;
+    ASSERT_EQ(job_.Apply(now, NodeOf(rank), hb), std::nullopt);
+  }
+
+  Job job_{"job", kWindow, kWindow};
+  CrashDetector detector_{Options()};
+};
+
+TEST_F(CrashDetectorTest, FirstToDieByCorrectedTimeIsNamedNotTheFirstReported) {
+  // Node A reports rank 1 first: it died 0.2s before T0 + 10s.
+  Report(AtMs(10000), Died(1, 0.2, /*exit_code=*/1));
+  // Node B's report arrives later, but rank 3 died 1.0s before T0 + 10.5s:
+  // 0.3s before rank 1.
+  Report(AtMs(10500), Died(3, 1.0, /*exit_code=*/0, /*signal=*/6));
+  // Rank 0 died last.
+  Report(AtMs(10500), Died(0, 0.1, /*exit_code=*/1));
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(12000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 3u);
+  EXPECT_EQ(v->death.time, AtMs(9500));
+  EXPECT_EQ(v->death.signal, 6);
+  EXPECT_EQ(v->failed_ranks, 3u);
+}
+
+TEST_F(CrashDetectorTest, DeathTimeIsReceiveTimeMinusDiedSecondsAgo) {
+  Report(AtMs(10000), Died(2, 2.25, 1));
+
+  ASSERT_TRUE(job_.rank(2).death.has_value());
+  EXPECT_EQ(job_.rank(2).death->time, AtMs(7750));
+  EXPECT_FALSE(job_.rank(2).alive);
+}
+
+TEST_F(CrashDetectorTest, NegativeOrNonFiniteDiedSecondsAgoCountsAsNow) {
+  Report(AtMs(10000), Died(0, -5, 1));
+  Report(AtMs(10000), Died(1, std::nan(""), 1));
+  Report(AtMs(10000), Died(2, std::numeric_limits<double>::infinity(), 1));
+
+  for (uint32_t r = 0; r < 3; ++r) {
+    ASSERT_TRUE(job_.rank(r).death.has_value()) << r;
+    EXPECT_EQ(job_.rank(r).death->time, AtMs(10000)) << r;
+  }
+}
+
+TEST_F(CrashDetectorTest, NoVerdictBeforeTheSettleTime) {
+  Report(AtMs(10000), Died(2, 0.1, 1));
+  ASSERT_TRUE(CrashDetector::HasFailure(job_));
+
+  EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(10000)), std::nullopt);
+  EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(10999)), std::nullopt);
+}
+
+TEST_F(CrashDetectorTest, VerdictOnceTheSettleTimeHasPassed) {
+  Report(AtMs(10000), Died(2, 0.1, 1));
+
+  std::optional<CrashVerdict> at = detector_.Check(job_, AtMs(10000), AtMs(11000));
+  std::optional<CrashVerdict> after = detector_.Check(job_, AtMs(10000), AtMs(60000));
+
+  ASSERT_TRUE(at.has_value());
+  EXPECT_EQ(at->rank, 2u);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->rank, 2u);
+}
+
+TEST_F(CrashDetectorTest, SettleIsCountedFromFirstHeardNotFromTheDeath) {
+  // The death is dated 5s before the report, but the supervisor heard of it
+  // at T0 + 10s: the other agents get the full settle time from then.
+  Report(AtMs(10000), Died(2, 5.0, 1));
+
+  EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(10500)), std::nullopt);
+}
+
+TEST_F(CrashDetectorTest, AllRanksExitingZeroIsNotACrash) {
+  for (uint32_t r = 0; r < kWorld; ++r) Report(AtMs(10000 + r), Died(r, 0.1 * r, 0));
+
+  EXPECT_FALSE(CrashDetector::HasFailure(job_));
+  EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(100000)), std::nullopt);
+}
+
+TEST_F(CrashDetectorTest, DeathWithUnknownExitStatusAloneIsNotACertainFailure) {
+  Report(AtMs(10000), DiedUnknown(1, 0.1));
+
+  EXPECT_FALSE(CrashDetector::HasFailure(job_));
+  EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(100000)), std::nullopt);
+  ASSERT_TRUE(job_.rank(1).death.has_value());
+  EXPECT_TRUE(job_.rank(1).death->failed());
+}
+
+TEST_F(CrashDetectorTest, UnknownExitCountsAndCanBeNamedOnceAnotherRankCertainlyFailed) {
+  // Rank 1 vanished (status unknown) 0.5s before rank 2 exited with code 1.
+  Report(AtMs(10000), DiedUnknown(1, 0.5));
+  Report(AtMs(10000), Died(2, 0.0, 1));
+
+  ASSERT_TRUE(CrashDetector::HasFailure(job_));
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 1u);
+  EXPECT_FALSE(v->death.exit_known);
+  EXPECT_EQ(v->failed_ranks, 2u);
+}
+
+TEST_F(CrashDetectorTest, ExceptionHeartbeatMakesAnUnknownExitACertainFailure) {
+  Exception(AtMs(9900), 3, "RuntimeError", "CUDA out of memory");
+  Report(AtMs(10000), DiedUnknown(3, 0.05));
+
+  EXPECT_TRUE(CrashDetector::HasFailure(job_));
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 3u);
+}
+
+TEST_F(CrashDetectorTest, ExceptionOfARankStillAliveIsNoFailureYet) {
+  Exception(AtMs(9900), 3, "RuntimeError", "CUDA out of memory");
+
+  EXPECT_FALSE(CrashDetector::HasFailure(job_));
+}
+
+TEST_F(CrashDetectorTest, ExitCodeAndSignalAreCarried) {
+  Report(AtMs(10000), Died(0, 0.0, /*exit_code=*/137));
+  Report(AtMs(10000), Died(2, 0.5, /*exit_code=*/0, /*signal=*/11));
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 2u);
+  EXPECT_TRUE(v->death.exit_known);
+  EXPECT_EQ(v->death.exit_code, 0);
+  EXPECT_EQ(v->death.signal, 11);
+  ASSERT_TRUE(job_.rank(0).death.has_value());
+  EXPECT_EQ(job_.rank(0).death->exit_code, 137);
+}
+
+TEST_F(CrashDetectorTest, FailedRanksCountsOnlyFailedDeaths) {
+  Report(AtMs(10000), Died(0, 0.3, 0));  // clean exit: not counted
+  Report(AtMs(10000), Died(1, 0.2, 2));
+  Report(AtMs(10000), DiedUnknown(2, 0.1));
+  // Rank 3 alive.
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->failed_ranks, 2u);
+  EXPECT_EQ(v->rank, 1u);  // the earliest clean exit does not count as first to fail
+}
+
+TEST_F(CrashDetectorTest, AtEqualDeathTimesTheLowerRankIsNamed) {
+  Report(AtMs(10000), Died(3, 0.0, 1));
+  Report(AtMs(10000), Died(1, 0.0, 1));
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 1u);
+}
+
+TEST_F(CrashDetectorTest, FirstReportOfADeathWins) {
+  Report(AtMs(10000), Died(2, 0.1, 1));
+  // The next report of the same death, with the agent's then "seen ago":
+  // it must not move the death (to 8.0s here) or change its status.
+  Report(AtMs(11000), Died(2, 3.0, 9, 15));
+
+  ASSERT_TRUE(job_.rank(2).death.has_value());
+  EXPECT_EQ(job_.rank(2).death->time, AtMs(9900));
+  EXPECT_EQ(job_.rank(2).death->exit_code, 1);
+  EXPECT_EQ(job_.rank(2).death->signal, 0);
+}
+
+TEST_F(CrashDetectorTest, ProcessReportOfAnotherGenerationIsIgnored) {
+  RankProcessInfo old = Died(2, 0.1, 1);
+  old.generation = 7;  // the job is in generation 0
+
+  Report(AtMs(10000), old);
+
+  EXPECT_FALSE(job_.rank(2).death.has_value());
+  EXPECT_TRUE(job_.rank(2).alive);
+  EXPECT_FALSE(CrashDetector::HasFailure(job_));
+}
+
+TEST(CrashDetectorNoRanksTest, JobWithoutRanksHasNoCrash) {
+  Job job("job", kWindow, kWindow);
+  CrashDetector detector(Options());
+
+  EXPECT_FALSE(CrashDetector::HasFailure(job));
+  EXPECT_EQ(detector.Check(job, AtMs(0), AtMs(100000)), std::nullopt);
+}
+
+}  // namespace
+}  // namespace trainsup

@@ -1,0 +1,435 @@
+#include "daemon/core/stall_detector.h"
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr NodeIndex kNodeA = 0;
+constexpr NodeIndex kNodeB = 1;
+constexpr size_t kStepWindow = 16;
+constexpr size_t kComputeWindow = 16;
+
+absl::Time T0() { return absl::FromUnixSeconds(1000); }
+absl::Time At(absl::Duration d) { return T0() + d; }
+absl::Time AtS(int64_t seconds) { return T0() + absl::Seconds(seconds); }
+
+// The options of these tests, spelled out rather than taken from the defaults.
+StallOptions Options() {
+  StallOptions o;
+  o.floor = absl::Seconds(20);
+  o.factor = 10;
+  o.startup_grace = absl::Minutes(5);
+  o.checkpoint_grace = absl::Minutes(15);
+  return o;
+}
+
+// Ranks 0..world/2-1 live on node A, the rest on node B.
+NodeIndex NodeOf(uint32_t rank, uint32_t world) { return rank < world / 2 ? kNodeA : kNodeB; }
+
+Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step, uint32_t world) {
+  Heartbeat hb;
+  hb.kind = kind;
+  hb.job = "job";
+  hb.rank = rank;
+  hb.local_rank = rank % 2;
+  hb.world_size = world;
+  hb.pid = 100 + rank;
+  hb.step = step;
+  return hb;
+}
+
+void Apply(Job& job, absl::Time now, const Heartbeat& hb) {
+  ASSERT_EQ(job.Apply(now, NodeOf(hb.rank, hb.world_size), hb), std::nullopt)
+      << "rank " << hb.rank << " step " << hb.step;
+}
+
+void ApplyStep(Job& job, absl::Time now, uint32_t rank, int64_t step, uint32_t world,
+               double duration_s) {
+  Heartbeat hb = Hb(HeartbeatKind::kStep, rank, step, world);
+  hb.step_duration_s = duration_s;
+  Apply(job, now, hb);
+}
+
+RankProcessInfo Alive(uint32_t rank) {
+  RankProcessInfo p;
+  p.rank = rank;
+  p.pid = 100 + rank;
+  p.alive = true;
+  return p;
+}
+
+RankProcessInfo Exited(uint32_t rank, bool exit_known, int32_t exit_code) {
+  RankProcessInfo p;
+  p.rank = rank;
+  p.pid = 100 + rank;
+  p.alive = false;
+  p.exit_known = exit_known;
+  p.exit_code = exit_code;
+  return p;
+}
+
+void ReportAllAlive(Job& job, absl::Time now) {
+  for (uint32_t r = 0; r < job.world_size(); ++r) {
+    job.ApplyProcess(now, NodeOf(r, job.world_size()), Alive(r));
+  }
+}
+
+// A job of `world` live ranks that completed steps 1..steps, one every
+// `step`: step k at T0 + k * step. Its last progress is T0 + steps * step.
+void RunSteps(Job& job, uint32_t world, int64_t steps, absl::Duration step) {
+  for (int64_t s = 1; s <= steps; ++s) {
+    for (uint32_t r = 0; r < world; ++r) {
+      ApplyStep(job, At(s * step), r, s, world, absl::ToDoubleSeconds(step));
+    }
+  }
+  ReportAllAlive(job, At(steps * step));
+}
+
+// ---------------------------------------------------------------------------
+// StallDetector::Check: the threshold
+
+TEST(StallDetectorTest, SilentExactlyAtTheFloorIsNotStalled) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));  // p99 1s: 10 x 1s < the 20s floor
+  const absl::Time last = AtS(10);
+  ASSERT_EQ(job.last_progress(), last);
+
+  StallVerdict v = StallDetector(Options()).Check(job, last + absl::Seconds(20));
+
+  EXPECT_FALSE(v.stalled);
+  EXPECT_FALSE(v.startup);
+  EXPECT_EQ(v.threshold, absl::Seconds(20));
+  EXPECT_EQ(v.silent, absl::Seconds(20));
+}
+
+TEST(StallDetectorTest, SilentANanosecondPastTheFloorIsStalled) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  const absl::Time last = AtS(10);
+  StallDetector detector(Options());
+
+  StallVerdict v = detector.Check(job, last + absl::Seconds(20) + absl::Nanoseconds(1));
+
+  EXPECT_TRUE(v.stalled);
+  EXPECT_EQ(v.threshold, absl::Seconds(20));
+  EXPECT_EQ(v.silent, absl::Seconds(20) + absl::Nanoseconds(1));
+  EXPECT_TRUE(detector.Check(job, last + absl::Seconds(20) + absl::Milliseconds(1)).stalled);
+}
+
+TEST(StallDetectorTest, FactorTimesP99WinsOverTheFloorWhenLarger) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(5));  // p99 5s: 10 x 5s = 50s > 20s
+  const absl::Time last = AtS(50);
+  StallDetector detector(Options());
+
+  StallVerdict at_floor = detector.Check(job, last + absl::Seconds(21));
+  StallVerdict at_threshold = detector.Check(job, last + absl::Seconds(50));
+  StallVerdict past = detector.Check(job, last + absl::Seconds(50) + absl::Milliseconds(1));
+
+  EXPECT_FALSE(at_floor.stalled);
+  EXPECT_EQ(at_floor.threshold, absl::Seconds(50));
+  EXPECT_FALSE(at_threshold.stalled);
+  EXPECT_TRUE(past.stalled);
+  EXPECT_EQ(past.threshold, absl::Seconds(50));
+}
+
+TEST(StallDetectorTest, SilenceIsMeasuredFromTheLastStepOfAnyRank) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  // Only rank 3 advances, later: the job is not silent since T0 + 10s.
+  ApplyStep(job, AtS(25), 3, 11, 4, 1.0);
+  StallDetector detector(Options());
+
+  EXPECT_FALSE(detector.Check(job, AtS(45)).stalled);
+  EXPECT_TRUE(detector.Check(job, AtS(45) + absl::Nanoseconds(1)).stalled);
+}
+
+// ---------------------------------------------------------------------------
+// StallDetector::Check: start-up
+
+// A generation whose ranks said START and are alive, but took no step yet.
+void StartedNoStep(Job& job, absl::Time generation_start, absl::Time start_heartbeats) {
+  ASSERT_TRUE(job.ObserveGeneration(generation_start, 1));
+  for (uint32_t r = 0; r < 4; ++r) {
+    Heartbeat hb = Hb(HeartbeatKind::kStart, r, 0, 4);
+    hb.generation = 1;
+    Apply(job, start_heartbeats, hb);
+  }
+  ReportAllAlive(job, start_heartbeats);
+}
+
+TEST(StallDetectorTest, BeforeTheFirstStepTheFloorDoesNotApply) {
+  Job job("job", kStepWindow, kComputeWindow);
+  StartedNoStep(job, AtS(0), AtS(30));
+
+  StallVerdict v = StallDetector(Options()).Check(job, AtS(200));
+
+  EXPECT_FALSE(v.stalled);
+  EXPECT_TRUE(v.startup);
+  EXPECT_EQ(v.threshold, absl::Minutes(5));
+}
+
+TEST(StallDetectorTest, StartupGraceIsMeasuredFromTheGenerationStart) {
+  Job job("job", kStepWindow, kComputeWindow);
+  // The generation began at T0; the ranks said START 30s later.
+  StartedNoStep(job, AtS(0), AtS(30));
+  StallDetector detector(Options());
+
+  StallVerdict at_grace = detector.Check(job, At(absl::Minutes(5)));
+  StallVerdict past_grace = detector.Check(job, At(absl::Minutes(5) + absl::Nanoseconds(1)));
+
+  EXPECT_FALSE(at_grace.stalled);
+  EXPECT_EQ(at_grace.silent, absl::Minutes(5));
+  EXPECT_TRUE(past_grace.stalled);
+  EXPECT_TRUE(past_grace.startup);
+  EXPECT_EQ(past_grace.silent, absl::Minutes(5) + absl::Nanoseconds(1));
+}
+
+TEST(StallDetectorTest, FirstStepEndsTheStartupGrace) {
+  Job job("job", kStepWindow, kComputeWindow);
+  StartedNoStep(job, AtS(0), AtS(30));
+  Heartbeat hb = Hb(HeartbeatKind::kStep, 0, 1, 4);
+  hb.generation = 1;
+  hb.step_duration_s = 1;
+  Apply(job, AtS(60), hb);
+
+  StallVerdict v = StallDetector(Options()).Check(job, AtS(81));
+
+  EXPECT_FALSE(v.startup);
+  EXPECT_EQ(v.threshold, absl::Seconds(20));
+  EXPECT_TRUE(v.stalled);
+}
+
+// ---------------------------------------------------------------------------
+// StallDetector::Check: jobs that are not running
+
+TEST(StallDetectorTest, JobWithNoRanksIsNotStalled) {
+  Job job("job", kStepWindow, kComputeWindow);
+  StallDetector detector(Options());
+  EXPECT_FALSE(detector.Check(job, AtS(100000)).stalled);
+
+  ASSERT_TRUE(job.ObserveGeneration(AtS(0), 3));  // a generation no rank spoke in
+  EXPECT_FALSE(detector.Check(job, AtS(100000)).stalled);
+}
+
+TEST(StallDetectorTest, JobWhoseProcessesAreDeadIsNeverStalled) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  for (uint32_t r = 0; r < 4; ++r) {
+    job.ApplyProcess(AtS(11), NodeOf(r, 4), Exited(r, /*exit_known=*/false, 0));
+  }
+
+  EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(24))).stalled);
+}
+
+TEST(StallDetectorTest, OneDeadRankIsACrashNotAStall) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  job.ApplyProcess(AtS(11), kNodeB, Exited(2, /*exit_known=*/true, 1));
+
+  EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(1))).stalled);
+}
+
+TEST(StallDetectorTest, FinishedJobWhoseRanksExitedZeroIsNeverStalled) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  for (uint32_t r = 0; r < 4; ++r) {
+    job.ApplyProcess(AtS(11), NodeOf(r, 4), Exited(r, /*exit_known=*/true, 0));
+  }
+
+  EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(24))).stalled);
+}
+
+TEST(StallDetectorTest, RanksWithoutAProcessReportAreNotJudged) {
+  // Documented: only ranks alive "by their agent's account" are judged, so a
+  // rank that sent heartbeats but whose process no agent reported holds the
+  // rule off.
+  Job job("job", kStepWindow, kComputeWindow);
+  for (uint32_t r = 0; r < 2; ++r) ApplyStep(job, AtS(1), r, 1, 2, 1.0);
+
+  EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(1))).stalled);
+}
+
+// ---------------------------------------------------------------------------
+// StallDetector::Check: checkpoints
+
+TEST(StallDetectorTest, RankInsideACheckpointRaisesTheThresholdToCheckpointGrace) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  Apply(job, AtS(10), Hb(HeartbeatKind::kCheckpointBegin, 2, 10, 4));
+  const absl::Time last = AtS(10);
+  StallDetector detector(Options());
+
+  StallVerdict at_floor = detector.Check(job, last + absl::Minutes(1));
+  StallVerdict at_grace = detector.Check(job, last + absl::Minutes(15));
+  StallVerdict past = detector.Check(job, last + absl::Minutes(15) + absl::Nanoseconds(1));
+
+  EXPECT_FALSE(at_floor.stalled);
+  EXPECT_EQ(at_floor.threshold, absl::Minutes(15));
+  EXPECT_FALSE(at_grace.stalled);
+  EXPECT_TRUE(past.stalled);
+}
+
+TEST(StallDetectorTest, EndedCheckpointNoLongerRaisesTheThreshold) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  Apply(job, AtS(10), Hb(HeartbeatKind::kCheckpointBegin, 2, 10, 4));
+  Apply(job, AtS(12), Hb(HeartbeatKind::kCheckpointEnd, 2, 10, 4));
+
+  StallVerdict v = StallDetector(Options()).Check(job, AtS(31));
+
+  EXPECT_EQ(v.threshold, absl::Seconds(20));
+  EXPECT_TRUE(v.stalled);
+}
+
+// ---------------------------------------------------------------------------
+// FindCulprit
+
+// Four live ranks that completed steps 1..10 at T0 + 1s .. T0 + 10s.
+class CulpritTest : public ::testing::Test {
+ protected:
+  void SetUp() override { RunSteps(job_, 4, 10, absl::Seconds(1)); }
+
+  void ComputeBegin(uint32_t rank, int64_t step, absl::Time now) {
+    Apply(job_, now, Hb(HeartbeatKind::kComputeBegin, rank, step, 4));
+  }
+  void ComputeEnd(uint32_t rank, int64_t step, absl::Time now) {
+    Apply(job_, now, Hb(HeartbeatKind::kComputeEnd, rank, step, 4));
+  }
+  // Computed step `step` and now waits in its collective.
+  void ComputeDone(uint32_t rank, int64_t step, absl::Time now) {
+    ComputeBegin(rank, step, now);
+    ComputeEnd(rank, step, now);
+  }
+
+  Job job_{"job", kStepWindow, kComputeWindow};
+};
+
+TEST_F(CulpritTest, RankStillComputingWhileOthersWaitIsNamed) {
+  ComputeDone(0, 11, AtS(11));
+  ComputeDone(1, 11, AtS(11));
+  ComputeBegin(2, 11, AtS(11));
+  ComputeDone(3, 11, AtS(11));
+
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(c.rank, 2u);
+  EXPECT_THAT(c.reason, HasSubstr("step 10, computing"));
+}
+
+TEST_F(CulpritTest, RankAWholeStepBehindIsNamedOverRanksInLaterPhases) {
+  // Ranks 0, 1 and 3 completed step 11 (rank 0 is already computing 12);
+  // rank 2 finished computing step 11 but has not completed it.
+  ApplyStep(job_, AtS(11), 0, 11, 4, 1.0);
+  ApplyStep(job_, AtS(11), 1, 11, 4, 1.0);
+  ApplyStep(job_, AtS(11), 3, 11, 4, 1.0);
+  ComputeBegin(0, 12, AtS(12));
+  ComputeDone(2, 11, AtS(12));
+
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(c.rank, 2u);
+  EXPECT_THAT(c.reason, HasSubstr("step 10, compute_done"));
+}
+
+TEST_F(CulpritTest, BetweenStepsIsBehindComputingWhichIsBehindComputeDone) {
+  ComputeBegin(0, 11, AtS(11));
+  ComputeDone(1, 11, AtS(11));
+  ComputeDone(2, 11, AtS(11));
+  // Rank 3 has not begun step 11.
+
+  EXPECT_EQ(FindCulprit(job_).rank, 3u);
+
+  ComputeBegin(3, 11, AtS(12));
+  EXPECT_EQ(FindCulprit(job_).rank, 0u);
+}
+
+TEST_F(CulpritTest, AmongRanksTiedBehindTheOneSilentLongestIsNamed) {
+  ComputeDone(0, 11, AtS(11));
+  ComputeDone(2, 11, AtS(11));
+  ComputeBegin(1, 11, AtS(14));
+  ComputeBegin(3, 11, AtS(12));  // tied with rank 1, heard of 2s earlier
+
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(c.rank, 3u);
+  EXPECT_THAT(c.reason, HasSubstr("2 ranks there"));
+}
+
+TEST_F(CulpritTest, AmongTiedRanksWithEqualLastHeartbeatTheLowestRankIsNamed) {
+  // Documented choice: on equal (step, phase) and equal last heartbeat time,
+  // the rank with the lowest index wins (ranks are scanned in order and only
+  // a strictly older heartbeat replaces the current choice).
+  ComputeDone(0, 11, AtS(11));
+  ComputeDone(2, 11, AtS(11));
+  ComputeBegin(3, 11, AtS(12));
+  ComputeBegin(1, 11, AtS(12));
+
+  EXPECT_EQ(FindCulprit(job_).rank, 1u);
+}
+
+TEST_F(CulpritTest, AllRanksAtTheSamePlaceIsUndetermined) {
+  for (uint32_t r = 0; r < 4; ++r) ComputeDone(r, 11, AtS(11 + r));
+
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(c.rank, std::nullopt);
+  EXPECT_THAT(c.reason, HasSubstr("undetermined"));
+  EXPECT_THAT(c.reason, HasSubstr("all 4 ranks at step 10, compute_done"));
+}
+
+TEST_F(CulpritTest, RanksThatNeverBracketComputeAreUndetermined) {
+  // Only STEP heartbeats: every rank is between steps 10 and 11.
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(c.rank, std::nullopt);
+  EXPECT_THAT(c.reason, HasSubstr("undetermined"));
+}
+
+TEST(FindCulpritTest, SingleRankJobIsUndetermined) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 1, 10, absl::Seconds(1));
+  Apply(job, AtS(11), Hb(HeartbeatKind::kComputeBegin, 0, 11, 1));
+
+  Culprit c = FindCulprit(job);
+
+  EXPECT_EQ(c.rank, std::nullopt);
+  EXPECT_THAT(c.reason, HasSubstr("the only rank"));
+  EXPECT_THAT(c.reason, HasSubstr("undetermined"));
+}
+
+TEST(FindCulpritTest, JobWithNoRankIsUndetermined) {
+  Job job("job", kStepWindow, kComputeWindow);
+
+  Culprit c = FindCulprit(job);
+
+  EXPECT_EQ(c.rank, std::nullopt);
+  EXPECT_THAT(c.reason, HasSubstr("no rank"));
+}
+
+TEST(FindCulpritTest, RanksNotHeardFromAreNotCandidates) {
+  Job job("job", kStepWindow, kComputeWindow);
+  // World of 4; only ranks 1 and 2 reported, rank 2 is behind.
+  ApplyStep(job, AtS(1), 1, 5, 4, 1.0);
+  ApplyStep(job, AtS(1), 2, 4, 4, 1.0);
+
+  Culprit c = FindCulprit(job);
+
+  EXPECT_EQ(c.rank, 2u);
+  EXPECT_THAT(c.reason, Not(HasSubstr("undetermined")));
+}
+
+}  // namespace
+}  // namespace trainsup
