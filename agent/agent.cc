@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
+#include "agent/torchrun_args.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/options.h"
@@ -30,7 +32,8 @@ uint64_t RandomId() {
   return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
-// Heartbeat kinds that tell the rank's pid is alive now.
+// Heartbeat kinds that tell the rank's pid is alive now (an exception report
+// comes from a rank about to die).
 bool ProvesLife(v1::HeartbeatKind kind) { return kind != v1::HEARTBEAT_KIND_EXCEPTION; }
 
 }  // namespace
@@ -40,9 +43,32 @@ void BlockAgentSignals() {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
+Agent::Inbox::Inbox() : event_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
+Agent::Inbox::~Inbox() { close(event_fd_); }
+
+void Agent::Inbox::Push(const v1::SupervisorMessage& message) {
+  {
+    absl::MutexLock lock(&mu_);
+    messages_.push_back(message);
+  }
+  const uint64_t one = 1;
+  ssize_t ignored = write(event_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+std::deque<v1::SupervisorMessage> Agent::Inbox::TakeAll() {
+  uint64_t count;
+  ssize_t ignored = read(event_fd_, &count, sizeof(count));
+  (void)ignored;
+  absl::MutexLock lock(&mu_);
+  return std::move(messages_);
+}
+
 Agent::Agent(AgentOptions options)
     : options_(std::move(options)), incarnation_(RandomId()), batcher_(options_.max_backlog) {
-  batcher_.SetGeneration(generation_);
+  PreparedCommand prepared = PrepareCommand(options_.command);
+  if (!prepared.warning.empty()) TRAINSUP_LOG_WARN("%s", prepared.warning);
+  command_ = std::move(prepared.argv);
 }
 
 v1::AgentHello Agent::Hello() const {
@@ -52,11 +78,50 @@ v1::AgentHello Agent::Hello() const {
   hello.set_incarnation(incarnation_);
   hello.set_generation(batcher_.generation());
   hello.set_agent_version(TRAINSUP_VERSION);
+  // The launcher's state as last published (the link thread calls this).
+  *hello.mutable_launcher() = batcher_.launcher();
   return hello;
 }
 
 void Agent::PublishProcesses() { batcher_.SetProcesses(watcher_.Snapshot()); }
 void Agent::PublishLauncher() { batcher_.SetLauncher(launcher_.status()); }
+
+void Agent::Launch(uint64_t generation, const std::string& why) {
+  generation_ = generation;
+  batcher_.SetGeneration(generation);
+  watcher_.Clear();
+  PublishProcesses();
+  stopped_by_supervisor_ = false;
+  absl::Status started = launcher_.Start(
+      command_, {{"TRAINSUP_SOCKET", socket_->path()},
+                 {"TRAINSUP_JOB", options_.job},
+                 {"TRAINSUP_NODE", options_.node},
+                 {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
+  if (!started.ok()) {
+    TRAINSUP_LOG_ERROR("%s", started.message());
+    Finish(kExitFailure);
+    return;
+  }
+  TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d): %s", options_.job,
+                    options_.node, generation, launcher_.pid(), why);
+  phase_ = Phase::kRunning;
+  deadline_ = absl::InfiniteDuration();
+  PublishLauncher();
+}
+
+void Agent::StopCommand(absl::Duration grace, const std::string& why) {
+  if (!launcher_.running()) return;
+  TRAINSUP_LOG_INFO("stopping generation %d (SIGTERM to its process group, SIGKILL after %s): %s",
+                    generation_, absl::FormatDuration(grace), why);
+  launcher_.SignalGroup(SIGTERM);
+  kill_deadline_ = SteadyNow() + grace;
+  phase_ = Phase::kStopping;
+  PublishLauncher();
+}
+
+void Agent::Finish(int code) {
+  if (!exit_code_) exit_code_ = code;
+}
 
 void Agent::OnDatagrams() {
   const absl::Duration now = SteadyNow();
@@ -76,6 +141,7 @@ void Agent::OnDatagrams() {
       watched_changed |= watcher_.Watch(hb.rank(), hb.local_rank(), static_cast<pid_t>(hb.pid()),
                                         hb.generation() != 0 ? hb.generation() : generation_, now);
     }
+    if (hb.kind() == v1::HEARTBEAT_KIND_EXCEPTION) watched_changed |= watcher_.NoteException(hb.rank(), now);
     batcher_.AddHeartbeat(std::move(hb));
   });
   if (watched_changed) PublishProcesses();
@@ -86,22 +152,129 @@ void Agent::OnSignals(int signal_fd) {
   while (read(signal_fd, &info, sizeof(info)) == sizeof(info)) {
     const int signal = static_cast<int>(info.ssi_signo);
     if (signal == SIGCHLD) {
-      if (launcher_.ReapChildren()) PublishLauncher();
+      if (launcher_.ReapChildren()) OnCommandEnded();
       continue;
     }
-    // SIGTERM / SIGINT / SIGHUP: pass it on to the whole group; a second one,
-    // or the grace period running out, escalates to SIGKILL.
-    ++stop_signals_;
-    if (stop_signals_ == 1) {
+    // SIGTERM / SIGINT / SIGHUP: the agent is being stopped (by a person or
+    // the scheduler). Pass it on to the whole group and end with the
+    // command; a second one, or the grace running out, escalates to SIGKILL.
+    if (!launcher_.running()) {
+      TRAINSUP_LOG_INFO("%s received while no command runs: exiting", strsignal(signal));
+      Finish(128 + signal);
+      continue;
+    }
+    if (!stopped_by_signal_) {
+      stopped_by_signal_ = true;
       TRAINSUP_LOG_INFO("%s received: forwarding it to the command's process group",
                         strsignal(signal));
       launcher_.SignalGroup(signal == SIGHUP ? SIGTERM : signal);
       kill_deadline_ = SteadyNow() + options_.stop_grace;
+      phase_ = Phase::kStopping;
     } else {
       TRAINSUP_LOG_WARN("second stop signal: killing the command's process group");
       launcher_.SignalGroup(SIGKILL);
     }
     PublishLauncher();
+  }
+}
+
+void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
+  // Any word from the supervisor restarts the wait for its decision.
+  if (phase_ == Phase::kWaiting) deadline_ = SteadyNow() + options_.decision_timeout;
+  if (m.has_welcome()) {
+    if (phase_ != Phase::kConnecting) return;
+    if (m.welcome().launch()) {
+      Launch(std::max<uint64_t>(1, m.welcome().generation()), "the supervisor says go");
+    } else {
+      TRAINSUP_LOG_INFO("the supervisor says wait (job stopping, restarting or held)");
+      phase_ = Phase::kWaiting;
+      deadline_ = SteadyNow() + options_.decision_timeout;
+    }
+  } else if (m.has_stop()) {
+    stopped_by_supervisor_ = true;
+    if (launcher_.running() && m.stop().generation() <= generation_) {
+      StopCommand(absl::Seconds(m.stop().grace_seconds()), m.stop().reason());
+    }
+  } else if (m.has_start()) {
+    if (launcher_.running()) {
+      TRAINSUP_LOG_WARN("start of generation %d while generation %d runs: ignored",
+                        m.start().generation(), generation_);
+      return;
+    }
+    Launch(m.start().generation(), m.start().reason());
+  } else if (m.has_hold()) {
+    TRAINSUP_LOG_WARN("the job is held: %s; waiting up to %s for `trainsupctl resume`",
+                      m.hold().reason(), absl::FormatDuration(options_.hold_timeout));
+    if (!launcher_.running()) {
+      phase_ = Phase::kHeld;
+      deadline_ = SteadyNow() + options_.hold_timeout;
+    }
+  } else if (m.has_quarantined()) {
+    TRAINSUP_LOG_ERROR("this node is quarantined: %s", m.quarantined().reason());
+    quarantined_ = true;
+    if (launcher_.running()) {
+      StopCommand(options_.stop_grace, "node quarantined");
+    } else {
+      Finish(kExitQuarantined);
+    }
+  }
+}
+
+void Agent::OnCommandEnded() {
+  // Take the ranks' last words (an exception report is sent just before a
+  // rank exits), note every death, and leave no process of the group behind.
+  OnDatagrams();
+  watcher_.CheckExits(SteadyNow());
+  kill(-launcher_.pid(), SIGKILL);
+  kill_deadline_ = absl::InfiniteDuration();
+  PublishProcesses();
+  PublishLauncher();
+  last_exit_code_ = launcher_.ExitCode();
+  TRAINSUP_LOG_INFO("generation %d ended with %s; %d heartbeats forwarded so far", generation_,
+                    launcher_.status().signal() != 0
+                        ? absl::StrCat("signal ", launcher_.status().signal())
+                        : absl::StrCat("exit code ", launcher_.status().exit_code()),
+                    batcher_.heartbeats_added());
+  if (quarantined_) return Finish(kExitQuarantined);
+  if (stopped_by_signal_) return Finish(last_exit_code_);
+  if (last_exit_code_ == 0 && !stopped_by_supervisor_) return Finish(0);  // done
+  if (!link_->connected()) {
+    // Fail-open: with no supervisor to decide, the scheduler decides.
+    TRAINSUP_LOG_WARN("the supervisor is unreachable: exiting with the command's exit code %d",
+                      last_exit_code_);
+    return Finish(last_exit_code_);
+  }
+  phase_ = Phase::kWaiting;
+  deadline_ = SteadyNow() + options_.decision_timeout;
+}
+
+void Agent::CheckTimers() {
+  const absl::Duration now = SteadyNow();
+  if (now >= kill_deadline_ && launcher_.running()) {
+    TRAINSUP_LOG_WARN("generation %d did not stop in time: SIGKILL", generation_);
+    launcher_.SignalGroup(SIGKILL);
+    kill_deadline_ = absl::InfiniteDuration();
+  }
+  if (now < deadline_) return;
+  switch (phase_) {
+    case Phase::kConnecting:
+      TRAINSUP_LOG_WARN("no word from the supervisor within %s: launching anyway",
+                        absl::FormatDuration(options_.connect_timeout));
+      Launch(1, "fail-open start");
+      break;
+    case Phase::kWaiting:
+      TRAINSUP_LOG_WARN("no decision from the supervisor within %s: exiting with code %d",
+                        absl::FormatDuration(options_.decision_timeout), last_exit_code_);
+      Finish(last_exit_code_);
+      break;
+    case Phase::kHeld:
+      TRAINSUP_LOG_WARN("still held after %s: exiting with code %d",
+                        absl::FormatDuration(options_.hold_timeout), last_exit_code_);
+      Finish(last_exit_code_);
+      break;
+    case Phase::kRunning:
+    case Phase::kStopping:
+      break;
   }
 }
 
@@ -111,8 +284,8 @@ int Agent::Run() {
   prctl(PR_SET_CHILD_SUBREAPER, 1);
   sigset_t signals = AgentSignals();
   const int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (signal_fd < 0) {
-    TRAINSUP_LOG_ERROR("signalfd: %s", strerror(errno));
+  if (signal_fd < 0 || inbox_.fd() < 0) {
+    TRAINSUP_LOG_ERROR("signalfd/eventfd: %s", strerror(errno));
     return kExitFailure;
   }
   absl::StatusOr<std::unique_ptr<RankSocket>> socket = RankSocket::Open(options_.socket_parent);
@@ -127,60 +300,46 @@ int Agent::Run() {
   link_options.address = options_.supervisor;
   link_options.report_interval = options_.report_interval;
   link_options.backoff_max = options_.reconnect_max;
-  SupervisorLink link(link_options, &batcher_, [this] { return Hello(); },
-                      [](const v1::SupervisorMessage&) {});
-  link.Start();
+  link_ = std::make_unique<SupervisorLink>(
+      link_options, &batcher_, [this] { return Hello(); },
+      [this](const v1::SupervisorMessage& m) { inbox_.Push(m); });
+  v1::LauncherStatus waiting;
+  waiting.set_state(v1::LauncherStatus::STATE_WAITING);
+  batcher_.SetLauncher(waiting);
+  link_->Start();
+  phase_ = Phase::kConnecting;
+  deadline_ = SteadyNow() + options_.connect_timeout;
+  TRAINSUP_LOG_INFO("job %s node %s: rank socket %s; waiting for the supervisor at %s",
+                    options_.job, options_.node, socket_->path(), options_.supervisor);
 
-  absl::Status started = launcher_.Start(
-      options_.command, {{"TRAINSUP_SOCKET", socket_->path()},
-                         {"TRAINSUP_JOB", options_.job},
-                         {"TRAINSUP_NODE", options_.node},
-                         {"TRAINSUP_GENERATION", absl::StrCat(generation_)}});
-  if (!started.ok()) {
-    TRAINSUP_LOG_ERROR("%s", started.message());
-    link.Stop();
-    close(signal_fd);
-    return kExitFailure;
-  }
-  TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d), rank socket %s", options_.job,
-                    options_.node, generation_, launcher_.pid(), socket_->path());
-  PublishLauncher();
-
-  while (launcher_.running()) {
-    std::vector<pollfd> fds = {{signal_fd, POLLIN, 0}, {socket_->fd(), POLLIN, 0}};
+  while (!exit_code_) {
+    std::vector<pollfd> fds = {
+        {signal_fd, POLLIN, 0}, {socket_->fd(), POLLIN, 0}, {inbox_.fd(), POLLIN, 0}};
     for (int fd : watcher_.LiveFds()) fds.push_back({fd, POLLIN, 0});
     poll(fds.data(), fds.size(), 100);
     if (fds[1].revents != 0) OnDatagrams();
     if (fds[0].revents != 0) OnSignals(signal_fd);
-    if (watcher_.CheckExits(SteadyNow())) PublishProcesses();
-    if (SteadyNow() >= kill_deadline_) {
-      TRAINSUP_LOG_WARN("the command did not stop within %s: SIGKILL",
-                        absl::FormatDuration(options_.stop_grace));
-      launcher_.SignalGroup(SIGKILL);
-      kill_deadline_ = absl::InfiniteDuration();
+    if (fds[2].revents != 0) {
+      for (const v1::SupervisorMessage& m : inbox_.TakeAll()) {
+        if (!exit_code_) OnSupervisorMessage(m);
+      }
     }
+    if (watcher_.CheckExits(SteadyNow())) PublishProcesses();
+    CheckTimers();
   }
 
-  // The command has ended. Take the ranks' last words (an exception report is
-  // sent just before a rank exits), note every death, and leave no process
-  // of the group behind.
-  OnDatagrams();
-  watcher_.CheckExits(SteadyNow());
-  kill(-launcher_.pid(), SIGKILL);
-  PublishProcesses();
-  PublishLauncher();
-  const int code = launcher_.ExitCode();
-  TRAINSUP_LOG_INFO("command exited with %s; %d heartbeats forwarded",
-                    launcher_.status().signal() != 0
-                        ? absl::StrCat("signal ", launcher_.status().signal())
-                        : absl::StrCat("code ", launcher_.status().exit_code()),
-                    batcher_.heartbeats_added());
-  if (!link.Flush(absl::Seconds(2))) {
+  if (launcher_.running()) {  // e.g. quarantined or failing while running
+    launcher_.SignalGroup(SIGKILL);
+    while (launcher_.running() && !launcher_.ReapChildren()) poll(nullptr, 0, 10);
+    PublishLauncher();
+  }
+  if (!link_->Flush(absl::Seconds(2))) {
     TRAINSUP_LOG_WARN("could not send the final report to the supervisor");
   }
-  link.Stop();
+  link_->Stop();
   close(signal_fd);
-  return code;
+  TRAINSUP_LOG_INFO("exiting with code %d", *exit_code_);
+  return *exit_code_;
 }
 
 }  // namespace trainsup

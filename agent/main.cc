@@ -33,11 +33,16 @@ int main(int argc, char** argv) {
   CLI::App app{"trainsup-agent: runs a training command (normally torchrun) on this node under "
                "trainsupd.",
                "trainsup-agent"};
+  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.footer(ExitCodesHelp());
   app.set_version_flag("--version", TRAINSUP_VERSION);
   app.require_subcommand(1);
   CLI::App* run = app.add_subcommand(
-      "run", "launch COMMAND (after --) and report its ranks; exits with COMMAND's exit code");
+      "run",
+      "run COMMAND (after --; torchrun gets --max_restarts=0) under the supervisor: launch, "
+      "report its ranks, stop and relaunch it as the supervisor decides; exit with COMMAND's "
+      "exit code, or 75 when this node is quarantined");
   run->add_option("--supervisor", options.supervisor,
                   "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
       ->type_name("HOST:PORT")->check(HostPortValidator());
@@ -50,6 +55,13 @@ int main(int argc, char** argv) {
                     "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
   AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,
                     "cap of the reconnect backoff when the supervisor is away");
+  AddDurationOption(*run, "--connect-timeout", &options.connect_timeout,
+                    "at start, wait this long for the supervisor's go before launching anyway");
+  AddDurationOption(*run, "--decision-timeout", &options.decision_timeout,
+                    "after the command failed or was stopped, wait this long for the supervisor's "
+                    "decision (restart, hold, quarantine) before exiting with its code");
+  AddDurationOption(*run, "--hold-timeout", &options.hold_timeout,
+                    "while the job is held, wait this long for `trainsupctl resume` before exiting");
   run->add_option("--max-backlog", options.max_backlog,
                   "heartbeats kept while the supervisor is away (oldest dropped beyond)")
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));

@@ -65,6 +65,14 @@ bool RankWatcher::Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t 
   return true;
 }
 
+bool RankWatcher::NoteException(uint32_t rank, absl::Duration steady_now) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || it->second.process.exception_seen()) return false;
+  it->second.process.set_exception_seen(true);
+  it->second.exception_at = steady_now;
+  return true;
+}
+
 std::vector<int> RankWatcher::LiveFds() const {
   std::vector<int> fds;
   for (const auto& [rank, w] : ranks_) {

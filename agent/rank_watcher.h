@@ -17,6 +17,7 @@ namespace trainsup {
 struct ProcessObservation {
   v1::RankProcess process;
   absl::Duration died_at;
+  absl::Duration exception_at;  // when process.exception_seen()
 };
 
 // Watches the rank processes of this node and notes when each one dies, with
@@ -36,6 +37,10 @@ class RankWatcher {
   // old one). Returns true when this changed what is watched.
   bool Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t generation,
              absl::Duration steady_now);
+
+  // The rank reported an uncaught exception (received at `steady_now`).
+  // Returns true when this is news.
+  bool NoteException(uint32_t rank, absl::Duration steady_now);
 
   // The pidfds of live watched ranks, to poll for readability.
   std::vector<int> LiveFds() const;

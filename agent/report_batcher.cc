@@ -47,6 +47,11 @@ void ReportBatcher::SetLauncher(const v1::LauncherStatus& launcher) {
   dirty_ = true;
 }
 
+v1::LauncherStatus ReportBatcher::launcher() const {
+  absl::MutexLock lock(&mu_);
+  return launcher_;
+}
+
 void ReportBatcher::SetProcesses(std::vector<ProcessObservation> processes) {
   absl::MutexLock lock(&mu_);
   processes_ = std::move(processes);
@@ -118,6 +123,9 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
     v1::RankProcess* out = report.add_processes();
     *out = p.process;
     if (!p.process.alive()) out->set_died_seconds_ago(absl::ToDoubleSeconds(steady_now - p.died_at));
+    if (p.process.exception_seen()) {
+      out->set_exception_seconds_ago(absl::ToDoubleSeconds(steady_now - p.exception_at));
+    }
   }
   for (int i = 0; i < kRejectReasonCount; ++i) {
     RejectReason reason = static_cast<RejectReason>(i);

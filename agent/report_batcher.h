@@ -33,6 +33,7 @@ class ReportBatcher {
   void AddHeartbeat(v1::RankHeartbeat hb);
   void CountReject(RejectReason reason);
   void SetLauncher(const v1::LauncherStatus& launcher);
+  v1::LauncherStatus launcher() const;
   void SetProcesses(std::vector<ProcessObservation> processes);
   void SetGeneration(uint64_t generation);
   uint64_t generation() const;

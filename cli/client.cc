@@ -37,36 +37,66 @@ absl::Status Explain(const grpc::Status& status, const std::string& address) {
 
 }  // namespace
 
-absl::StatusOr<v1::ListJobsResponse> OperatorClient::ListJobs() {
-  v1::ListJobsResponse response;
-  grpc::Status s = stub_->ListJobs(Context().get(), v1::ListJobsRequest(), &response);
+template <typename Response, typename Call>
+absl::StatusOr<Response> OperatorClient::Unary(Call call) {
+  Response response;
+  grpc::Status s = call(Context().get(), &response);
   if (!s.ok()) return Explain(s, address_);
   return response;
+}
+
+absl::StatusOr<v1::ListJobsResponse> OperatorClient::ListJobs() {
+  return Unary<v1::ListJobsResponse>([&](grpc::ClientContext* c, v1::ListJobsResponse* r) {
+    return stub_->ListJobs(c, v1::ListJobsRequest(), r);
+  });
 }
 
 absl::StatusOr<v1::ListRanksResponse> OperatorClient::ListRanks(const std::string& job_id) {
   v1::ListRanksRequest request;
   request.set_job_id(job_id);
-  v1::ListRanksResponse response;
-  grpc::Status s = stub_->ListRanks(Context().get(), request, &response);
-  if (!s.ok()) return Explain(s, address_);
-  return response;
+  return Unary<v1::ListRanksResponse>([&](grpc::ClientContext* c, v1::ListRanksResponse* r) {
+    return stub_->ListRanks(c, request, r);
+  });
 }
 
 absl::StatusOr<v1::ListNodesResponse> OperatorClient::ListNodes() {
-  v1::ListNodesResponse response;
-  grpc::Status s = stub_->ListNodes(Context().get(), v1::ListNodesRequest(), &response);
-  if (!s.ok()) return Explain(s, address_);
-  return response;
+  return Unary<v1::ListNodesResponse>([&](grpc::ClientContext* c, v1::ListNodesResponse* r) {
+    return stub_->ListNodes(c, v1::ListNodesRequest(), r);
+  });
 }
 
 absl::StatusOr<v1::ListEventsResponse> OperatorClient::ListEvents(const std::string& job_id) {
   v1::ListEventsRequest request;
   request.set_job_id(job_id);
-  v1::ListEventsResponse response;
-  grpc::Status s = stub_->ListEvents(Context().get(), request, &response);
-  if (!s.ok()) return Explain(s, address_);
-  return response;
+  return Unary<v1::ListEventsResponse>([&](grpc::ClientContext* c, v1::ListEventsResponse* r) {
+    return stub_->ListEvents(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::ActionResponse> OperatorClient::ResumeJob(const std::string& job_id) {
+  v1::ResumeJobRequest request;
+  request.set_job_id(job_id);
+  return Unary<v1::ActionResponse>([&](grpc::ClientContext* c, v1::ActionResponse* r) {
+    return stub_->ResumeJob(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::ActionResponse> OperatorClient::QuarantineNode(const std::string& node,
+                                                                  const std::string& reason) {
+  v1::QuarantineNodeRequest request;
+  request.set_node(node);
+  request.set_reason(reason);
+  return Unary<v1::ActionResponse>([&](grpc::ClientContext* c, v1::ActionResponse* r) {
+    return stub_->QuarantineNode(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::ActionResponse> OperatorClient::UnquarantineNode(const std::string& node) {
+  v1::UnquarantineNodeRequest request;
+  request.set_node(node);
+  return Unary<v1::ActionResponse>([&](grpc::ClientContext* c, v1::ActionResponse* r) {
+    return stub_->UnquarantineNode(c, request, r);
+  });
 }
 
 absl::Status OperatorClient::WatchEvents(const std::string& job_id, uint64_t after_id,

@@ -20,6 +20,10 @@ class OperatorClient {
   absl::StatusOr<v1::ListRanksResponse> ListRanks(const std::string& job_id);
   absl::StatusOr<v1::ListNodesResponse> ListNodes();
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id);
+  absl::StatusOr<v1::ActionResponse> ResumeJob(const std::string& job_id);
+  absl::StatusOr<v1::ActionResponse> QuarantineNode(const std::string& node,
+                                                    const std::string& reason);
+  absl::StatusOr<v1::ActionResponse> UnquarantineNode(const std::string& node);
   // Streams the events after `after_id`, then new ones, to `on_event` until
   // the stream ends or `on_event` returns false. No deadline: it follows.
   absl::Status WatchEvents(const std::string& job_id, uint64_t after_id,
@@ -27,6 +31,10 @@ class OperatorClient {
 
  private:
   std::unique_ptr<grpc::ClientContext> Context() const;
+  // One unary call with the deadline: `call(context, &response)`; failures
+  // are explained (a supervisor that cannot be reached is named).
+  template <typename Response, typename Call>
+  absl::StatusOr<Response> Unary(Call call);
 
   const std::string address_;
   const absl::Duration timeout_;

@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   absl::Duration timeout = absl::Seconds(5);
 
   CLI::App app{"trainsupctl: ask trainsupd about jobs, ranks and nodes.", "trainsupctl"};
+  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.footer(ExitCodesHelp());
   app.set_version_flag("--version", TRAINSUP_VERSION);
   app.require_subcommand(1);
@@ -51,7 +53,18 @@ int main(int argc, char** argv) {
   ranks->add_option("JOB", job_id, "job id")->required();
   ranks->add_option("--sort", sort, "row order")
       ->capture_default_str()->check(CLI::IsMember({"rank", "p99"}));
-  CLI::App* nodes = app.add_subcommand("nodes", "list the nodes and their agents");
+  CLI::App* nodes = app.add_subcommand("nodes", "list the nodes, their agents and quarantine");
+  std::string node_name;
+  std::string reason;
+  CLI::App* resume = app.add_subcommand(
+      "resume", "lift a held job (its restart cap was hit): it restarts now");
+  resume->add_option("JOB", job_id, "job id")->required();
+  CLI::App* quarantine = app.add_subcommand(
+      "quarantine", "quarantine NODE: its agent stops and exits, the job restarts without it");
+  quarantine->add_option("NODE", node_name, "node name")->required();
+  quarantine->add_option("--reason", reason, "why (kept with the node)")->required();
+  CLI::App* unquarantine = app.add_subcommand("unquarantine", "lift NODE's quarantine");
+  unquarantine->add_option("NODE", node_name, "node name")->required();
   std::string events_job;
   bool follow = false;
   CLI::App* events = app.add_subcommand(
@@ -74,6 +87,10 @@ int main(int argc, char** argv) {
                 [order](const v1::ListRanksResponse& r) { return RenderRanksTable(r, order); });
   }
   if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
+  auto say = [](const v1::ActionResponse& r) { return r.message() + "\n"; };
+  if (*resume) return Emit(client.ResumeJob(job_id), json, say);
+  if (*quarantine) return Emit(client.QuarantineNode(node_name, reason), json, say);
+  if (*unquarantine) return Emit(client.UnquarantineNode(node_name), json, say);
   if (*events && !follow) return Emit(client.ListEvents(events_job), json, RenderEventsTable);
   if (*events) {
     absl::Status s = client.WatchEvents(events_job, 0, [json](const v1::Event& e) {

@@ -51,7 +51,7 @@ std::string Step(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
 
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now) {
   Table table({"JOB", "GEN", "STATE", "RANKS", "ALIVE", "NODES", "STEP", "STEP_P50", "STEP_P99",
-               "LAST_PROGRESS", "STRAGGLERS", "HEARTBEATS"});
+               "LAST_PROGRESS", "STRAGGLERS", "RESTARTS", "HEARTBEATS"});
   for (const v1::Job& job : response.jobs()) {
     std::string progress = "-";
     if (job.has_last_progress_time()) {
@@ -60,11 +60,12 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
       progress = FormatAge(absl::ToDoubleSeconds(now - t));
     }
     table.AddRow({job.job_id(), absl::StrCat(job.generation()),
-                  job.stalled() ? "STALLED" : "ok",
+                  job.state() + (job.stalled() ? ",STALLED" : ""),
                   absl::StrCat(job.ranks_reporting(), "/", job.world_size()),
                   absl::StrCat(job.ranks_alive()), absl::StrCat(job.nodes()), Step(job.step()),
                   FormatSeconds(job.step_p50_seconds()), FormatSeconds(job.step_p99_seconds()),
-                  progress, absl::StrCat(job.stragglers()), absl::StrCat(job.heartbeats_received())});
+                  progress, absl::StrCat(job.stragglers()), absl::StrCat(job.restarts()),
+                  absl::StrCat(job.heartbeats_received())});
   }
   return table.Render();
 }
@@ -98,11 +99,13 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sor
 }
 
 std::string RenderNodesTable(const v1::ListNodesResponse& response) {
-  Table table({"NODE", "JOB", "CONNECTED", "COMMAND", "RANKS", "LAST_REPORT", "HEARTBEATS"});
+  Table table({"NODE", "JOB", "GEN", "CONNECTED", "COMMAND", "RANKS", "LAST_REPORT", "HEARTBEATS",
+               "QUARANTINE"});
   for (const v1::Node& n : response.nodes()) {
-    table.AddRow({n.node(), n.job_id(), n.connected() ? "yes" : "no", n.launcher_state(),
-                  absl::StrCat(n.ranks()), FormatAge(n.last_report_age_seconds()),
-                  absl::StrCat(n.heartbeats_received())});
+    table.AddRow({n.node(), n.job_id(), absl::StrCat(n.generation()), n.connected() ? "yes" : "no",
+                  n.launcher_state(), absl::StrCat(n.ranks()),
+                  FormatAge(n.last_report_age_seconds()), absl::StrCat(n.heartbeats_received()),
+                  n.quarantined() ? "QUARANTINED: " + n.quarantine_reason() : "-"});
   }
   return table.Render();
 }

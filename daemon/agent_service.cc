@@ -112,11 +112,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       TRAINSUP_LOG_INFO("agent connected: node=%s job=%s generation=%d (%s)",
                         message.hello().node(), message.hello().job(), message.hello().generation(),
                         peer_);
-      v1::SupervisorMessage welcome;
-      welcome.mutable_welcome()->set_supervisor_incarnation(host_->incarnation());
-      welcome.mutable_welcome()->set_generation(hello->generation);
-      Enqueue(welcome);
-      return grpc::Status::OK;
+      return grpc::Status::OK;  // the host sent the welcome
     }
     if (message.has_report()) {
       if (session_ == 0) {

@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   int step_window = static_cast<int>(options.core.step_window);
   bool verbose = false;
   CLI::App app{"trainsupd: supervises distributed PyTorch training jobs.", "trainsupd"};
+  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.footer(ExitCodesHelp());
   app.set_version_flag("--version", TRAINSUP_VERSION);
   app.add_option("--listen", options.listen,
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
                  "Prometheus /metrics address; empty disables it")
       ->capture_default_str();
   app.add_option("--state", options.state_path,
-                 "SQLite state store (reserved for the persistence of a later release)");
+                 "SQLite state store: quarantine, failures, restarts, job states and events "
+                 "survive a restart (empty: kept in memory only)");
   app.add_option("--step-window", step_window,
                  "step durations kept per rank for p50/p99")
       ->capture_default_str()->check(CLI::Range(8, 65536));
@@ -70,6 +73,31 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--event-log-size", core.event_log_size, "events kept in memory")
       ->capture_default_str()->check(CLI::Range(1, 10000000));
+  app.add_option("--restart-limit", core.restart.limit,
+                 "at most this many restarts of a job within --restart-window; then it is held")
+      ->capture_default_str()->check(CLI::Range(0, 1000000));
+  AddDurationOption(app, "--restart-window", &core.restart.window, "see --restart-limit");
+  AddDurationOption(app, "--restart-backoff", &core.restart.backoff_initial,
+                    "wait before a restart; doubles with each restart in the window");
+  AddDurationOption(app, "--restart-backoff-max", &core.restart.backoff_max,
+                    "cap of the restart backoff");
+  AddDurationOption(app, "--stop-timeout", &core.stop_timeout,
+                    "wait at most this long for every agent to stop before restarting anyway");
+  AddDurationOption(app, "--stop-grace", &core.stop_grace,
+                    "agents SIGKILL a stopping command after this long");
+  app.add_option("--quarantine-after", core.quarantine.after,
+                 "quarantine a node with this many failures attributed within --quarantine-window")
+      ->capture_default_str()->check(CLI::Range(1, 1000000));
+  AddDurationOption(app, "--quarantine-window", &core.quarantine.window,
+                    "see --quarantine-after");
+  app.add_option("--quarantine-max-fraction", core.quarantine.max_fraction,
+                 "never quarantine more than this fraction of known nodes (yet always allow one)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option("--fence-command", options.fence_command,
+                 "run as `COMMAND NODE REASON` when a node is quarantined (e.g. to drain it in "
+                 "Slurm or cordon it in Kubernetes); output and result become a `fence` event");
+  AddDurationOption(app, "--fence-timeout", &options.fence_timeout,
+                    "kill the fence command after this long");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   options.core.step_window = static_cast<size_t>(step_window);
@@ -89,9 +117,7 @@ int main(int argc, char** argv) {
   }
   TRAINSUP_LOG_INFO("listening grpc=%s metrics=%s", (*server)->grpc_address(),
                     (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());
-  if (!options.state_path.empty()) {
-    TRAINSUP_LOG_INFO("--state %s accepted; persistence is not implemented yet", options.state_path);
-  }
+  if (!options.state_path.empty()) TRAINSUP_LOG_INFO("state store %s", options.state_path);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);

@@ -51,6 +51,20 @@ struct Families {
       MetricType::Counter);
   MetricFamily dropped = Family("trainsup_heartbeats_dropped_total",
       "Rank heartbeats agents dropped because their backlog was full.", MetricType::Counter);
+  MetricFamily nodes_quarantined = Family("trainsup_nodes_quarantined",
+      "Nodes quarantined now.", MetricType::Gauge);
+  MetricFamily node_quarantined = Family("trainsup_node_quarantined",
+      "1 for each quarantined node (only quarantined nodes are listed).", MetricType::Gauge);
+  MetricFamily quarantine_skipped = Family("trainsup_quarantine_skipped_total",
+      "Quarantines the policy decided but --quarantine-max-fraction refused.",
+      MetricType::Counter);
+  MetricFamily store_errors = Family("trainsup_state_store_errors_total",
+      "Writes to the state store that failed (the supervisor acted anyway).",
+      MetricType::Counter);
+  MetricFamily job_state = Family("trainsup_job_state",
+      "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
+  MetricFamily job_restarts = Family("trainsup_job_restarts_total",
+      "Coordinated restarts of the job since the supervisor started.", MetricType::Counter);
   MetricFamily job_generation = Family("trainsup_job_generation",
       "Current generation of the job (1 for the first launch).", MetricType::Gauge);
   MetricFamily job_world_size = Family("trainsup_job_world_size",
@@ -93,7 +107,8 @@ struct Families {
     std::vector<MetricFamily> out;
     for (MetricFamily* f :
          {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
-          &dropped, &job_generation, &job_world_size, &job_step, &job_last_progress,
+          &dropped, &nodes_quarantined, &node_quarantined, &quarantine_skipped, &store_errors,
+          &job_state, &job_restarts, &job_generation, &job_world_size, &job_step, &job_last_progress,
           &job_ranks_reporting, &job_ranks_alive, &job_heartbeats, &job_stalled,
           &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
           &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration}) {
@@ -124,9 +139,18 @@ void CollectStragglers(const Job& job, const MetricsOptions& options, Families& 
   }
 }
 
-void CollectJob(const Job& job, const StallDetector& stall, absl::Time now,
+void CollectJob(const Job& job, const Supervisor& core, absl::Time now,
                 const MetricsOptions& options, Families& f) {
   const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
+  const StallDetector& stall = core.stall_detector();
+  if (const JobControl* control = core.FindControl(job.id()); control != nullptr) {
+    for (int k = 0; k < kJobStateCount; ++k) {
+      JobState state = static_cast<JobState>(k);
+      AddSample(f.job_state, {{"job_id", job.id()}, {"state", std::string(JobStateName(state))}},
+                control->state == state ? 1 : 0);
+    }
+    AddSample(f.job_restarts, id, static_cast<double>(control->restarts));
+  }
   AddSample(f.job_generation, id, static_cast<double>(job.generation()));
   AddSample(f.job_world_size, id, job.world_size());
   AddSample(f.job_step, id, static_cast<double>(job.max_step()));
@@ -188,7 +212,16 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
                 static_cast<double>(core.rejected().Get(reason)));
     }
     AddSample(f.dropped, {}, static_cast<double>(core.heartbeats_dropped_by_agents()));
-    for (const Job* job : jobs) CollectJob(*job, core.stall_detector(), now, options_, f);
+    uint32_t quarantined = 0;
+    for (const NodeRecord& node : core.nodes()) {
+      if (!node.quarantined) continue;
+      ++quarantined;
+      AddSample(f.node_quarantined, {{"node", node.name}}, 1);
+    }
+    AddSample(f.nodes_quarantined, {}, quarantined);
+    AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
+    AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
+    for (const Job* job : jobs) CollectJob(*job, core, now, options_, f);
     return 0;
   });
   return f.Take();

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/grpc_util.h"
 #include "daemon/core/job_stats.h"
 
 namespace trainsup {
@@ -39,6 +40,12 @@ void RenderJob(const Job& job, const Supervisor& core, v1::Job* out) {
   out->set_step_p99_seconds(stats.median_rank_p99_s);
   out->set_stalled(job.health().stalled);
   out->set_stragglers(job.stragglers());
+  if (const JobControl* control = core.FindControl(job.id()); control != nullptr) {
+    out->set_state(std::string(JobStateName(control->state)));
+    out->set_state_reason(control->reason);
+    if (control->since != absl::InfinitePast()) SetTimestamp(control->since, out->mutable_state_since());
+    out->set_restarts(control->restarts);
+  }
 }
 
 std::string ExitText(const RankState& r) {
@@ -135,6 +142,9 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::List
       out->set_ranks(ranks[i]);
       out->set_launcher_state(std::string(LauncherStateName(node.launcher.state)));
       out->set_heartbeats_received(node.heartbeats_received);
+      out->set_quarantined(node.quarantined);
+      out->set_quarantine_reason(node.quarantine_reason);
+      out->set_generation(node.generation);
     }
     std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
               [](const v1::Node& a, const v1::Node& b) { return a.node() < b.node(); });
@@ -173,6 +183,36 @@ grpc::Status OperatorServiceImpl::WatchEvents(grpc::ServerContext* context,
     after = scanned_to;
   }
   return grpc::Status::OK;
+}
+
+namespace {
+
+grpc::Status Answer(const absl::StatusOr<std::string>& result, v1::ActionResponse* response) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  response->set_message(*result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+grpc::Status OperatorServiceImpl::ResumeJob(grpc::ServerContext*, const v1::ResumeJobRequest* request,
+                                            v1::ActionResponse* response) {
+  return Answer(host_->Resume(request->job_id()), response);
+}
+
+grpc::Status OperatorServiceImpl::QuarantineNode(grpc::ServerContext*,
+                                                 const v1::QuarantineNodeRequest* request,
+                                                 v1::ActionResponse* response) {
+  if (request->reason().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a reason is required");
+  }
+  return Answer(host_->Quarantine(request->node(), request->reason()), response);
+}
+
+grpc::Status OperatorServiceImpl::UnquarantineNode(grpc::ServerContext*,
+                                                   const v1::UnquarantineNodeRequest* request,
+                                                   v1::ActionResponse* response) {
+  return Answer(host_->Unquarantine(request->node()), response);
 }
 
 }  // namespace trainsup

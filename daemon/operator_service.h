@@ -10,7 +10,7 @@ namespace trainsup {
 // under the host's shared lock and renders it as wire messages.
 class OperatorServiceImpl final : public v1::OperatorService::Service {
  public:
-  explicit OperatorServiceImpl(const SupervisorHost* host) : host_(host) {}
+  explicit OperatorServiceImpl(SupervisorHost* host) : host_(host) {}
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
@@ -22,9 +22,17 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                           v1::ListEventsResponse* response) override;
   grpc::Status WatchEvents(grpc::ServerContext* context, const v1::WatchEventsRequest* request,
                            grpc::ServerWriter<v1::Event>* writer) override;
+  grpc::Status ResumeJob(grpc::ServerContext* context, const v1::ResumeJobRequest* request,
+                         v1::ActionResponse* response) override;
+  grpc::Status QuarantineNode(grpc::ServerContext* context,
+                              const v1::QuarantineNodeRequest* request,
+                              v1::ActionResponse* response) override;
+  grpc::Status UnquarantineNode(grpc::ServerContext* context,
+                                const v1::UnquarantineNodeRequest* request,
+                                v1::ActionResponse* response) override;
 
  private:
-  const SupervisorHost* const host_;
+  SupervisorHost* const host_;
 };
 
 }  // namespace trainsup

@@ -87,6 +87,8 @@ RankProcessInfo FromProto(const v1::RankProcess& in) {
   out.exit_code = in.exit_code();
   out.signal = in.signal();
   out.died_seconds_ago = in.died_seconds_ago();
+  out.exception_seen = in.exception_seen();
+  out.exception_seconds_ago = in.exception_seconds_ago();
   return out;
 }
 
@@ -112,6 +114,30 @@ NodeReportInfo FromProto(const v1::NodeReport& in) {
   for (const v1::RankProcess& p : in.processes()) out.processes.push_back(FromProto(p));
   for (const v1::RejectCount& r : in.rejected()) out.rejected.emplace_back(r.reason(), r.count());
   out.dropped_total = in.dropped_total();
+  return out;
+}
+
+v1::SupervisorMessage ToProto(const AgentCommand& command) {
+  v1::SupervisorMessage out;
+  switch (command.kind) {
+    case AgentCommand::Kind::kStop: {
+      v1::StopCommand* stop = out.mutable_stop();
+      stop->set_generation(command.generation);
+      stop->set_reason(command.reason);
+      stop->set_grace_seconds(absl::ToDoubleSeconds(command.grace));
+      break;
+    }
+    case AgentCommand::Kind::kStart:
+      out.mutable_start()->set_generation(command.generation);
+      out.mutable_start()->set_reason(command.reason);
+      break;
+    case AgentCommand::Kind::kHold:
+      out.mutable_hold()->set_reason(command.reason);
+      break;
+    case AgentCommand::Kind::kQuarantine:
+      out.mutable_quarantined()->set_reason(command.reason);
+      break;
+  }
   return out;
 }
 

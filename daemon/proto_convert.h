@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_PROTO_CONVERT_H_
 
 #include "daemon/core/heartbeat.h"
+#include "daemon/core/supervisor.h"
 #include "trainsup/v1/agent.pb.h"
 #include "trainsup/v1/heartbeat.pb.h"
 
@@ -13,6 +14,9 @@ LauncherInfo FromProto(const v1::LauncherStatus& in);
 RankProcessInfo FromProto(const v1::RankProcess& in);
 AgentHelloInfo FromProto(const v1::AgentHello& in);
 NodeReportInfo FromProto(const v1::NodeReport& in);
+
+// A core decision -> the message its agent receives.
+v1::SupervisorMessage ToProto(const AgentCommand& command);
 
 }  // namespace trainsup
 

@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/options.h"
+#include "daemon/fence_runner.h"
+#include "daemon/state_store.h"
 #include "prometheus/exposer.h"
 
 namespace trainsup {
@@ -13,8 +15,9 @@ std::string HostOf(const std::string& host_port) { return host_port.substr(0, ho
 
 }  // namespace
 
-Server::Server(const ServerOptions& options, const Clock* clock)
-    : host_(options.core, clock),
+Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store)
+    : store_(std::move(store)),
+      host_(options.core, clock, store_.get()),
       agent_service_(&host_),
       operator_service_(&host_),
       collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)),
@@ -38,7 +41,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!options.metrics_listen.empty()) {
     if (absl::Status s = CheckHostPort(options.metrics_listen); !s.ok()) return s;
   }
-  std::unique_ptr<Server> server(new Server(options, clock));
+  std::unique_ptr<StateStore> store;
+  if (!options.state_path.empty()) {
+    absl::StatusOr<std::unique_ptr<StateStore>> opened = StateStore::Open(options.state_path);
+    if (!opened.ok()) return opened.status();
+    store = std::move(*opened);
+  }
+  std::unique_ptr<Server> server(new Server(options, clock, std::move(store)));
+  if (absl::Status s = server->host_.Restore(); !s.ok()) return s;
+  if (!options.fence_command.empty()) {
+    SupervisorHost* host = &server->host_;
+    server->fence_ = std::make_unique<FenceRunner>(
+        options.fence_command, options.fence_timeout,
+        [host](const std::string& node, bool ok, const std::string& detail) {
+          host->FenceDone(node, ok, detail);
+        });
+    server->host_.set_fence_runner(server->fence_.get());
+  }
 
   int port = 0;
   grpc::ServerBuilder builder;
@@ -87,6 +106,8 @@ void Server::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
   }
   exposer_.reset();
+  host_.set_fence_runner(nullptr);
+  fence_.reset();
 }
 
 }  // namespace trainsup

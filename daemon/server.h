@@ -20,6 +20,11 @@ class Exposer;
 }
 
 namespace trainsup {
+class FenceRunner;
+class StateStore;
+}  // namespace trainsup
+
+namespace trainsup {
 
 struct ServerOptions {
   // gRPC address of AgentService and OperatorService. Port 0: any free port.
@@ -27,8 +32,12 @@ struct ServerOptions {
   std::string listen = "127.0.0.1:7411";
   // Prometheus exposition at /metrics. Empty: no metrics endpoint.
   std::string metrics_listen = "127.0.0.1:9741";
-  // SQLite state store. Reserved: not used yet.
+  // SQLite state store (WAL). Empty: nothing survives a restart.
   std::string state_path;
+  // Run for each quarantined node as `COMMAND NODE REASON`. Empty: none.
+  std::string fence_command;
+  // The fence command is killed after this long. Default: 30s.
+  absl::Duration fence_timeout = absl::Seconds(30);
   SupervisorOptions core;
   MetricsOptions metrics;
   // How often the detectors run. Default: 1s.
@@ -39,7 +48,8 @@ struct ServerOptions {
 // server with both services, and the metrics endpoint.
 class Server {
  public:
-  // Binds and starts serving. Errors say which address could not be bound.
+  // Opens the state store and restores from it, binds and starts serving.
+  // Errors say which file or address is the trouble.
   static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerOptions& options,
                                                        const Clock* clock);
   ~Server();
@@ -59,10 +69,12 @@ class Server {
   void Shutdown(absl::Duration grace = absl::Seconds(2));
 
  private:
-  Server(const ServerOptions& options, const Clock* clock);
+  Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store);
   void SweepLoop();
 
+  std::unique_ptr<StateStore> store_;  // before host_: the host uses it
   SupervisorHost host_;
+  std::unique_ptr<FenceRunner> fence_;
   AgentServiceImpl agent_service_;
   OperatorServiceImpl operator_service_;
   std::shared_ptr<SupervisorCollector> collector_;

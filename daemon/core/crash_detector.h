@@ -18,23 +18,28 @@ struct CrashOptions {
 };
 
 struct CrashVerdict {
-  uint32_t rank = 0;  // the first rank to die
+  uint32_t rank = 0;  // the first rank to fail
+  // Its failure: time, and exit status if its process has ended.
   RankDeath death;
-  uint32_t failed_ranks = 0;  // ranks dead and not by a clean exit 0
+  uint32_t failed_ranks = 0;  // ranks failed: dead but not by a clean exit 0, or raised
 };
 
-// Names the first rank to die in a crash. Pure. A death counts as a failure
-// unless the agent saw a clean exit 0; a crash needs at least one failure
-// that is certain (a non-zero exit, a signal, or an uncaught exception), so
-// that a job ending normally is not a crash.
+// Names the first rank to fail in a crash. Pure. A rank fails when it
+// reports an uncaught exception, or when its process dies other than by a
+// clean exit 0, whichever its agent saw first. A crash needs at least one
+// death that is certainly a failure (a non-zero exit, a signal, or after an
+// uncaught exception), so that a job ending normally is not a crash.
 class CrashDetector {
  public:
   explicit CrashDetector(CrashOptions options) : options_(options) {}
 
   // `first_heard` is when the supervisor first learned of a failed death in
-  // this generation (the caller keeps it). Returns the verdict once the
-  // settle time has passed, nullopt before, or when there is no crash.
-  std::optional<CrashVerdict> Check(const Job& job, absl::Time first_heard, absl::Time now) const;
+  // this generation (the caller keeps it). `launcher_failed`: a node's
+  // command (torchrun) exited non-zero, which makes the crash certain even
+  // when no rank's own exit status could be read. Returns the verdict once
+  // the settle time has passed, nullopt before, or when there is no crash.
+  std::optional<CrashVerdict> Check(const Job& job, absl::Time first_heard, absl::Time now,
+                                    bool launcher_failed = false) const;
 
   // True when the job has a failed death now (starts the settle clock).
   static bool HasFailure(const Job& job);

@@ -8,14 +8,32 @@ absl::string_view EventKindName(EventKind kind) {
   switch (kind) {
     case EventKind::kStall:
       return "stall";
-    case EventKind::kStallCleared:
-      return "stall_cleared";
     case EventKind::kCrash:
       return "crash";
     case EventKind::kStraggler:
       return "straggler";
     case EventKind::kStragglerCleared:
       return "straggler_cleared";
+    case EventKind::kStateChange:
+      return "state";
+    case EventKind::kRestart:
+      return "restart";
+    case EventKind::kRecovered:
+      return "recovered";
+    case EventKind::kHold:
+      return "hold";
+    case EventKind::kResume:
+      return "resume";
+    case EventKind::kQuarantine:
+      return "quarantine";
+    case EventKind::kUnquarantine:
+      return "unquarantine";
+    case EventKind::kQuarantineSkipped:
+      return "quarantine_skipped";
+    case EventKind::kFence:
+      return "fence";
+    case EventKind::kWorldSizeChanged:
+      return "world_size_changed";
     case EventKind::kCount:
       break;
   }
@@ -31,17 +49,30 @@ const Event& EventLog::Append(Event event) {
   return events_.back();
 }
 
+void EventLog::Restore(const std::vector<Event>& events) {
+  for (const Event& e : events) {
+    if (!events_.empty() && e.id <= events_.back().id) continue;  // keep ids increasing
+    if (events_.size() >= capacity_) events_.pop_front();
+    events_.push_back(e);
+    next_id_ = e.id + 1;
+  }
+}
+
 std::vector<Event> EventLog::Since(uint64_t after_id, absl::string_view job, size_t limit) const {
   std::vector<Event> out;
-  // Ids are consecutive: skip straight to the first one after `after_id`.
-  size_t start = 0;
-  if (!events_.empty() && after_id >= events_.front().id) {
-    start = static_cast<size_t>(after_id - events_.front().id + 1);
-  }
-  for (size_t i = start; i < events_.size() && out.size() < limit; ++i) {
-    if (job.empty() || events_[i].job == job) out.push_back(events_[i]);
+  auto it = std::upper_bound(events_.begin(), events_.end(), after_id,
+                             [](uint64_t id, const Event& e) { return id < e.id; });
+  for (; it != events_.end() && out.size() < limit; ++it) {
+    if (job.empty() || it->job == job) out.push_back(*it);
   }
   return out;
+}
+
+std::optional<EventKind> EventKindFromName(absl::string_view name) {
+  for (int k = 0; k < kEventKindCount; ++k) {
+    if (EventKindName(static_cast<EventKind>(k)) == name) return static_cast<EventKind>(k);
+  }
+  return std::nullopt;
 }
 
 }  // namespace trainsup

@@ -16,16 +16,26 @@ namespace trainsup {
 // What happened to a job. A fixed set, so metrics by kind stay bounded.
 enum class EventKind {
   kStall = 0,          // no rank advanced for longer than the stall threshold
-  kStallCleared,       // a stalled job advanced again
   kCrash,              // rank processes died (names the first to die)
   kStraggler,          // a rank's compute time stays above the job's
   kStragglerCleared,   // a straggler is back in line
+  kStateChange,        // the job moved from one lifecycle state to another
+  kRestart,            // a new generation was started everywhere
+  kRecovered,          // the new generation completed its first step
+  kHold,               // the restart cap was hit: no more restarts
+  kResume,             // an operator lifted a hold
+  kQuarantine,         // a node was quarantined
+  kUnquarantine,       // a node's quarantine was lifted
+  kQuarantineSkipped,  // a node qualified, but the fraction cap refused
+  kFence,              // the fence command ran for a node
+  kWorldSizeChanged,   // a generation runs with another world size than the last
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);
 
 // Stable snake_case name ("stall", "straggler_cleared", ...).
 absl::string_view EventKindName(EventKind kind);
+std::optional<EventKind> EventKindFromName(absl::string_view name);
 
 struct Event {
   uint64_t id = 0;  // assigned by the log: 1, 2, 3, ...
@@ -49,6 +59,10 @@ class EventLog {
   // Stamps the event with the next id and keeps it (dropping the oldest
   // when full). Returns the stored event.
   const Event& Append(Event event);
+
+  // Puts back events read from the state store (ids kept, oldest first);
+  // new events continue after the highest id.
+  void Restore(const std::vector<Event>& events);
 
   // Events with id > `after_id`, oldest first, of `job` only unless empty,
   // at most `limit`.

@@ -69,6 +69,8 @@ struct RankProcessInfo {
   int32_t exit_code = 0;
   int32_t signal = 0;
   double died_seconds_ago = 0;
+  bool exception_seen = false;
+  double exception_seconds_ago = 0;
 };
 
 struct AgentHelloInfo {

@@ -20,6 +20,12 @@ absl::string_view StepPhaseName(StepPhase phase) {
 Job::Job(std::string id, size_t step_window, size_t compute_window)
     : id_(std::move(id)), step_window_(step_window), compute_window_(compute_window) {}
 
+uint64_t Job::global_batch() const {
+  uint64_t total = 0;
+  for (const RankState& r : ranks_) total += r.samples.value_or(0);
+  return total;
+}
+
 uint32_t Job::stragglers() const {
   uint32_t n = 0;
   for (const RankState& r : ranks_) n += r.straggler ? 1 : 0;
@@ -53,6 +59,8 @@ bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
   generation_ = generation;
   generation_start_ = now;
   last_progress_ = absl::InfinitePast();
+  first_heartbeat_ = absl::InfinitePast();
+  first_progress_ = absl::InfinitePast();
   health_ = JobHealth();
   Resize(0);
   return true;
@@ -80,6 +88,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     r.seen = true;
     ++ranks_reporting_;
   }
+  if (first_heartbeat_ == absl::InfinitePast()) first_heartbeat_ = now;
   r.node = node;
   r.local_rank = hb.local_rank;
   r.pid = hb.pid;
@@ -93,6 +102,8 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
         r.phase = StepPhase::kBetweenSteps;
         r.last_progress = now;
         last_progress_ = now;
+        if (first_progress_ == absl::InfinitePast()) first_progress_ = now;
+        if (hb.samples) r.samples = hb.samples;
         if (hb.step > max_step_) max_step_ = hb.step;
         // A duration of 0 means "not measured" (the helper's first step).
         if (hb.step_duration_s > 0) r.step_durations.Add(hb.step_duration_s);
@@ -131,6 +142,11 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   RankState& r = ranks_[process.rank];
   r.node = node;
   if (process.pid != 0) r.pid = process.pid;
+  if (process.exception_seen && !r.exception_time) {
+    const double ago = process.exception_seconds_ago;
+    r.exception_time = now - absl::Seconds(std::isfinite(ago) && ago > 0 ? ago : 0.0);
+    if (r.death && *r.exception_time < r.death->time) r.death->time = *r.exception_time;
+  }
   if (process.alive) {
     r.alive = true;
     return;
@@ -143,6 +159,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   // happened to arrive first.
   const double ago = process.died_seconds_ago;
   death.time = now - absl::Seconds(std::isfinite(ago) && ago > 0 ? ago : 0.0);
+  if (r.exception_time && *r.exception_time < death.time) death.time = *r.exception_time;
   death.exit_known = process.exit_known;
   death.exit_code = process.exit_code;
   death.signal = process.signal;

@@ -32,7 +32,11 @@ absl::string_view StepPhaseName(StepPhase phase);
 
 // How a rank's process ended, as its agent saw it.
 struct RankDeath {
-  absl::Time time;  // supervisor time, corrected by the agent's "seen N s ago"
+  // When the rank failed, in supervisor time, corrected by the agent's "seen
+  // N s ago": the uncaught exception's report if there was one (the
+  // interpreter's teardown after it can outlast its peers' deaths), else the
+  // process's death.
+  absl::Time time;
   bool exit_known = false;
   int32_t exit_code = 0;
   int32_t signal = 0;
@@ -60,12 +64,15 @@ struct RankState {
   bool in_checkpoint = false;
   std::optional<double> loss;
   std::optional<double> learning_rate;
+  std::optional<uint64_t> samples;  // per step, as the rank last reported
   // From the agent's process reports: is the rank's process running?
   bool alive = false;
   std::optional<RankDeath> death;
-  // The uncaught exception the rank reported before dying, if any.
+  // The uncaught exception the rank reported before dying, if any, and when
+  // its agent received that report (corrected as above).
   std::string exception_type;
   std::string exception_message;
+  std::optional<absl::Time> exception_time;
   // Detector verdicts, kept here so that views can show them.
   bool straggler = false;
 };
@@ -105,8 +112,14 @@ class Job {
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint32_t ranks_reporting() const { return ranks_reporting_; }
   uint32_t ranks_alive() const;
-  // When the current generation was first heard of.
+  // When the current generation was first heard of (or started).
   absl::Time generation_start() const { return generation_start_; }
+  // When its first heartbeat and its first completed step arrived
+  // (InfinitePast() until then).
+  absl::Time first_heartbeat() const { return first_heartbeat_; }
+  absl::Time first_progress() const { return first_progress_; }
+  // Samples per step summed over ranks that report them (0: none report).
+  uint64_t global_batch() const;
   // True when some rank is inside a checkpoint's blocking part.
   bool any_in_checkpoint() const;
 
@@ -143,6 +156,8 @@ class Job {
   const size_t compute_window_;
   uint64_t generation_ = 0;
   absl::Time generation_start_ = absl::InfinitePast();
+  absl::Time first_heartbeat_ = absl::InfinitePast();
+  absl::Time first_progress_ = absl::InfinitePast();
   uint32_t world_size_ = 0;
   std::vector<RankState> ranks_;
   int64_t max_step_ = -1;

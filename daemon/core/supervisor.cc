@@ -13,7 +13,19 @@ Supervisor::Supervisor(SupervisorOptions options)
     : options_(options),
       stall_detector_(options.stall),
       crash_detector_(options.crash),
+      quarantine_(options.quarantine),
       events_(options.event_log_size) {}
+
+JobControl& Supervisor::ControlFor(const Job& job) {
+  std::unique_ptr<JobControl>& slot = controls_[job.id()];
+  if (slot == nullptr) slot = std::make_unique<JobControl>(options_.restart);
+  return *slot;
+}
+
+const JobControl* Supervisor::FindControl(absl::string_view job_id) const {
+  auto it = controls_.find(job_id);
+  return it == controls_.end() ? nullptr : it->second.get();
+}
 
 Job& Supervisor::JobFor(const std::string& job_id) {
   std::unique_ptr<Job>& slot = jobs_[job_id];
@@ -66,10 +78,27 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now, const 
   node.generation = hello.generation;
   node.launcher = hello.launcher;
   node.last_report = now;
+  node.told = NodeRecord::Told();  // a new stream has been told nothing yet
+
   Job& job = JobFor(hello.job);
-  job.ObserveGeneration(now, hello.generation);
+  const bool new_job = job.generation() == 0;
+  JobControl& control = ControlFor(job);
+  // A generation the agent runs and we do not know (our state was lost) is
+  // adopted, never restarted.
+  job.ObserveGeneration(now, std::max<uint64_t>(hello.generation, 1));
+  if (new_job) JournalJob(now, job);
+  const bool fresh_agent = hello.launcher.state == LauncherState::kWaiting;
+  if (fresh_agent &&
+      (control.state == JobState::kFinished || control.state == JobState::kFailed)) {
+    // The same job id, run again by new agents: a new generation.
+    job.ObserveGeneration(now, job.generation() + 1);
+    Transition(now, job, JobState::kPending, "run again by new agents");
+  }
   result.session = session;
   result.generation = job.generation();
+  result.launch = !node.quarantined &&
+                  (control.state == JobState::kPending || control.state == JobState::kRunning);
+  Reconcile(job);  // e.g. the quarantine notice, or the hold
   return result;
 }
 
@@ -128,6 +157,11 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
       (CrashDetector::HasFailure(job) || AnyLauncherFailed(job))) {
     health.failure_first_heard = now;  // the crash settle clock starts
   }
+  JobControl& control = ControlFor(job);
+  if (control.state == JobState::kPending && job.ranks_reporting() > 0) {
+    Transition(now, job, JobState::kRunning,
+               absl::StrCat("generation ", job.generation(), " ranks report"));
+  }
   return absl::OkStatus();
 }
 
@@ -175,39 +209,49 @@ bool Supervisor::AnyLauncherFailed(const Job& job) const {
   return false;
 }
 
-void Supervisor::Emit(Job& job, Event event, std::vector<Event>& out) {
-  event.job = job.id();
-  event.generation = job.generation();
-  job.CountEvent(event.kind);
-  out.push_back(events_.Append(std::move(event)));
+void Supervisor::Emit(Job* job, Event event) {
+  if (job != nullptr) {
+    event.job = job->id();
+    event.generation = job->generation();
+    job->CountEvent(event.kind);
+  }
+  const Event& stored = events_.Append(std::move(event));
+  output_.events.push_back(stored);
+  output_.journal.events.push_back(stored);
 }
 
-std::vector<Event> Supervisor::Sweep(absl::Time now) {
-  std::vector<Event> out;
-  for (auto& [id, job] : jobs_) {
-    SweepCrash(now, *job, out);
-    SweepStall(now, *job, out);
-    SweepStragglers(now, *job, out);
-  }
+SupervisorOutput Supervisor::TakeOutput() {
+  SupervisorOutput out = std::move(output_);
+  output_ = SupervisorOutput();
   return out;
 }
 
-void Supervisor::SweepCrash(absl::Time now, Job& job, std::vector<Event>& out) {
+std::vector<Event> Supervisor::Sweep(absl::Time now) {
+  const size_t first = output_.events.size();
+  for (auto& [id, job] : jobs_) SweepLifecycle(now, *job);
+  return std::vector<Event>(output_.events.begin() + first, output_.events.end());
+}
+
+bool Supervisor::SweepCrash(absl::Time now, Job& job) {
   JobHealth& health = job.mutable_health();
-  if (health.crash_reported || health.failure_first_heard == absl::InfinitePast()) return;
-  if (now - health.failure_first_heard < options_.crash.settle) return;
+  if (health.crash_reported || health.failure_first_heard == absl::InfinitePast()) return false;
+  if (now - health.failure_first_heard < options_.crash.settle) return false;
   health.crash_reported = true;
   Event e;
   e.time = now;
   e.kind = EventKind::kCrash;
-  std::optional<CrashVerdict> verdict = crash_detector_.Check(job, health.failure_first_heard, now);
+  std::optional<CrashVerdict> verdict =
+      crash_detector_.Check(job, health.failure_first_heard, now, AnyLauncherFailed(job));
   if (!verdict) {
     // The command failed without a rank death to name (e.g. before any rank
     // reported): name the node.
-    for (const NodeRecord& node : nodes_) {
+    NodeIndex failed_node = kNoNode;
+    for (NodeIndex i = 0; i < nodes_.size(); ++i) {
+      const NodeRecord& node = nodes_[i];
       const LauncherInfo& l = node.launcher;
-      if (node.job == job.id() && l.state == LauncherState::kExited &&
-          (l.exit_code != 0 || l.signal != 0)) {
+      if (node.job == job.id() && node.generation == job.generation() &&
+          l.state == LauncherState::kExited && (l.exit_code != 0 || l.signal != 0)) {
+        failed_node = i;
         e.node = node.name;
         e.message = absl::StrCat("the command on ", node.name, " failed (",
                                  l.signal != 0 ? absl::StrCat("signal ", l.signal)
@@ -217,8 +261,10 @@ void Supervisor::SweepCrash(absl::Time now, Job& job, std::vector<Event>& out) {
         break;
       }
     }
-    Emit(job, std::move(e), out);
-    return;
+    const std::string message = e.message;
+    Emit(&job, std::move(e));
+    OnFailure(now, job, "crash", failed_node, std::nullopt, health.failure_first_heard, message);
+    return true;
   }
   const RankState& r = job.rank(verdict->rank);
   health.crash_rank = verdict->rank;
@@ -235,25 +281,20 @@ void Supervisor::SweepCrash(absl::Time now, Job& job, std::vector<Event>& out) {
                {"signal", verdict->death.signal},
                {"failed_ranks", verdict->failed_ranks},
                {"step", static_cast<double>(r.step)}};
-  Emit(job, std::move(e), out);
+  const std::string what = absl::StrCat("crash of rank ", verdict->rank, " (",
+                                        ExitDescription(verdict->death), ")");
+  Emit(&job, std::move(e));
+  OnFailure(now, job, "crash", r.node, verdict->rank, verdict->death.time, what);
+  return true;
 }
 
-void Supervisor::SweepStall(absl::Time now, Job& job, std::vector<Event>& out) {
+bool Supervisor::SweepStall(absl::Time now, Job& job) {
   JobHealth& health = job.mutable_health();
-  if (health.stalled) {
-    if (job.last_progress() <= health.stalled_since) return;
-    health.stalled = false;
-    health.stall_culprit.reset();
-    Event e;
-    e.time = now;
-    e.kind = EventKind::kStallCleared;
-    e.message = absl::StrCat("advanced again to step ", job.max_step(), " after a stall of ",
-                             Seconds(job.last_progress() - health.stalled_since), " since detection");
-    Emit(job, std::move(e), out);
-    return;
-  }
+  // A stall is acted on at once (the job is stopped and restarted), so it
+  // lasts until the next generation resets the health.
+  if (health.stalled) return false;
   const StallVerdict verdict = stall_detector_.Check(job, now);
-  if (!verdict.stalled) return;
+  if (!verdict.stalled) return false;
   health.stalled = true;
   health.stalled_since = now;
   const Culprit culprit = FindCulprit(job);
@@ -279,10 +320,16 @@ void Supervisor::SweepStall(absl::Time now, Job& job, std::vector<Event>& out) {
   e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
                {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
                {"step", static_cast<double>(job.max_step())}};
-  Emit(job, std::move(e), out);
+  Emit(&job, std::move(e));
+  // A hang burns its time from the last progress (or the generation start).
+  const absl::Time failed_at = now - verdict.silent;
+  const NodeIndex node = culprit.rank ? job.rank(*culprit.rank).node : kNoNode;
+  OnFailure(now, job, "stall", node, culprit.rank, failed_at,
+            culprit.rank ? absl::StrCat("hang at rank ", *culprit.rank) : "hang");
+  return true;
 }
 
-void Supervisor::SweepStragglers(absl::Time now, Job& job, std::vector<Event>& out) {
+void Supervisor::SweepStragglers(absl::Time now, Job& job) {
   std::unique_ptr<StragglerState>& state = stragglers_[job.id()];
   if (state == nullptr || state->generation != job.generation()) {
     state = std::make_unique<StragglerState>(
@@ -305,7 +352,15 @@ void Supervisor::SweepStragglers(absl::Time now, Job& job, std::vector<Event>& o
     e.figures = {{"rank_p99_seconds", change.rank_p99_s},
                  {"job_median_p99_seconds", change.job_median_p99_s},
                  {"ratio", ratio}};
-    Emit(job, std::move(e), out);
+    Emit(&job, std::move(e));
+    if (change.flagged && r.node != kNoNode) {
+      // A persistent straggler counts against its node, like a failure, but
+      // does not restart the job by itself.
+      const std::string what = absl::StrFormat("straggling rank %d (%.1fx)", change.rank, ratio);
+      output_.journal.failures.push_back(
+          {now, job.id(), job.generation(), "straggler", nodes_[r.node].name, change.rank, what});
+      AttributeToNode(now, r.node, "straggler", what);
+    }
   }
 }
 

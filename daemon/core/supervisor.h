@@ -15,7 +15,11 @@
 #include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
+#include "daemon/core/job_state.h"
+#include "daemon/core/journal.h"
+#include "daemon/core/quarantine_policy.h"
 #include "daemon/core/reject_reason.h"
+#include "daemon/core/restart_governor.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
 
@@ -29,10 +33,73 @@ struct SupervisorOptions {
   StragglerOptions straggler;
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;
+  RestartPolicy restart;
+  QuarantineOptions quarantine;
+  // After sending stop, wait at most this long for every agent to report its
+  // command ended before going on without the stragglers. Default: 60s.
+  absl::Duration stop_timeout = absl::Seconds(60);
+  // The agents' SIGTERM -> SIGKILL grace on a stop. Default: 10s.
+  absl::Duration stop_grace = absl::Seconds(10);
 };
 
 // Identifies one agent stream (one Hello). A reconnecting agent gets a new one.
 using SessionId = uint64_t;
+
+// A decision for one agent, to send down its stream.
+struct AgentCommand {
+  enum class Kind {
+    kStop,        // SIGTERM the command's group (SIGKILL after `grace`), then wait
+    kStart,       // launch the command as `generation`
+    kHold,        // the job is held: stay stopped, wait for a start
+    kQuarantine,  // this node is quarantined: stop, do not launch, exit
+  };
+  SessionId session = 0;
+  std::string node;
+  Kind kind = Kind::kStop;
+  uint64_t generation = 0;
+  std::string reason;
+  absl::Duration grace;
+};
+
+// Ask the cluster scheduler to fence a node (the driver runs --fence-command).
+struct FenceRequest {
+  std::string node;
+  std::string reason;
+};
+
+// Everything the core decided since it was last asked: the driver persists
+// `journal` first, then sends `commands`, runs `fences` and logs `events`.
+struct SupervisorOutput {
+  std::vector<Event> events;
+  std::vector<AgentCommand> commands;
+  std::vector<FenceRequest> fences;
+  Journal journal;
+};
+
+// The supervisor's decisions about one job across its generations.
+struct JobControl {
+  explicit JobControl(const RestartPolicy& policy) : governor(policy) {}
+  JobState state = JobState::kPending;
+  std::string reason;  // why it is in `state`
+  absl::Time since = absl::InfinitePast();
+  RestartGovernor governor;
+  absl::Time stop_deadline = absl::InfinitePast();
+  absl::Time restart_at = absl::InfinitePast();
+  uint64_t restarts = 0;  // since this supervisor started
+  // The world size and global batch of the previous generation.
+  uint32_t last_world_size = 0;
+  uint64_t last_global_batch = 0;
+  bool world_size_checked = false;  // for the current generation
+  // Timing of the restart in progress, for the `recovered` event.
+  struct Recovery {
+    absl::Time failed;     // the failure happened (death, or last progress of a hang)
+    absl::Time detected;   // the supervisor decided to restart
+    absl::Time stopped = absl::InfinitePast();  // every agent stopped
+    absl::Time started = absl::InfinitePast();  // start sent
+    std::string cause;
+  };
+  std::optional<Recovery> recovery;
+};
 
 // A node as the supervisor knows it: the agent that speaks for it.
 struct NodeRecord {
@@ -49,6 +116,15 @@ struct NodeRecord {
   // The agent's cumulative counters as last reported, to count only the new part.
   absl::flat_hash_map<std::string, uint64_t> agent_rejected;
   uint64_t agent_dropped = 0;
+  bool quarantined = false;
+  std::string quarantine_reason;
+  // What this session was already told, so that decisions go out once.
+  struct Told {
+    uint64_t stop_generation = 0;  // stop sent for this generation (+1; 0: none)
+    uint64_t start_generation = 0;
+    bool hold = false;
+    bool quarantine = false;
+  } told;
 };
 
 // The supervisor's pure core: every decision, no threads, gRPC or I/O. The
@@ -68,6 +144,9 @@ class Supervisor {
     SessionId superseded = 0;
     // The job's current generation.
     uint64_t generation = 0;
+    // Whether an agent that has not launched yet should launch now (false:
+    // wait for a start command).
+    bool launch = true;
   };
   // An agent opened a stream and said hello. InvalidArgument on a bad node
   // name or job id. A second hello for a node supersedes the first session.
@@ -81,10 +160,27 @@ class Supervisor {
   // accepted report are counted by reason and skipped; they never fail it.
   absl::Status Report(absl::Time now, SessionId session, const NodeReportInfo& report);
 
-  // Runs every detector over every job; records and returns the new events.
-  // The driver calls it on a timer, so a condition is acted on at most one
-  // sweep interval after it holds.
+  // Runs every detector over every job and moves each job's lifecycle on
+  // (stop, restart, hold, finish); returns the new events (also in the
+  // output). The driver calls it on a timer, so a condition is acted on at
+  // most one sweep interval after it holds.
   std::vector<Event> Sweep(absl::Time now);
+
+  // Operator actions. Each returns what happened in words ("job j resumed",
+  // "node n already quarantined") or NotFound / FailedPrecondition.
+  absl::StatusOr<std::string> Resume(absl::Time now, absl::string_view job_id);
+  absl::StatusOr<std::string> Quarantine(absl::Time now, absl::string_view node,
+                                         absl::string_view reason);
+  absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
+
+  // The fence command for `node` ended (the driver ran it).
+  void FenceDone(absl::Time now, const std::string& node, bool ok, const std::string& detail);
+
+  // Takes what was decided since the last call.
+  SupervisorOutput TakeOutput();
+
+  // Puts back what the state store kept (call once, before any agent).
+  void Restore(absl::Time now, const PersistedState& state);
 
   // Queries. Pointers stay valid until the next mutating call.
   const Job* FindJob(absl::string_view job_id) const;
@@ -93,6 +189,8 @@ class Supervisor {
   const NodeRecord& node(NodeIndex index) const { return nodes_[index]; }
   uint32_t agents_connected() const;
 
+  const JobControl* FindControl(absl::string_view job_id) const;
+  const QuarantinePolicy& quarantine() const { return quarantine_; }
   const EventLog& events() const { return events_; }
   const StallDetector& stall_detector() const { return stall_detector_; }
   const RejectCounts& rejected() const { return rejected_; }
@@ -110,11 +208,38 @@ class Supervisor {
   bool AnyLauncherFailed(const Job& job) const;
   const std::string& NodeName(NodeIndex index) const;
 
-  void SweepCrash(absl::Time now, Job& job, std::vector<Event>& out);
-  void SweepStall(absl::Time now, Job& job, std::vector<Event>& out);
-  void SweepStragglers(absl::Time now, Job& job, std::vector<Event>& out);
-  // Appends to the log, counts it on the job, and adds it to `out`.
-  void Emit(Job& job, Event event, std::vector<Event>& out);
+  JobControl& ControlFor(const Job& job);
+
+  // Detectors (supervisor.cc). Each returns true when it found a failure
+  // that it handed to OnFailure.
+  bool SweepCrash(absl::Time now, Job& job);
+  bool SweepStall(absl::Time now, Job& job);
+  void SweepStragglers(absl::Time now, Job& job);
+
+  // Lifecycle (supervisor_lifecycle.cc).
+  void SweepLifecycle(absl::Time now, Job& job);
+  void Transition(absl::Time now, Job& job, JobState to, const std::string& reason);
+  // A failure attributed to `node` (kNoNode: none): persisted, counted by the
+  // quarantine policy, and the job restarted everywhere.
+  void OnFailure(absl::Time now, Job& job, absl::string_view kind, NodeIndex node,
+                 std::optional<uint32_t> rank, absl::Time failed_at, const std::string& message);
+  void AttributeToNode(absl::Time now, NodeIndex node, absl::string_view kind,
+                       const std::string& what);
+  void QuarantineNode(absl::Time now, NodeIndex node, const std::string& reason,
+                      absl::string_view by);
+  void BeginRestart(absl::Time now, Job& job, absl::Time failed_at, const std::string& cause);
+  void SweepStopping(absl::Time now, Job& job);
+  void StartNextGeneration(absl::Time now, Job& job);
+  void CheckFinished(absl::Time now, Job& job);
+  void TrackRecovery(absl::Time now, Job& job);
+  // Sends each agent of `job` what the job's state wants of it, once.
+  void Reconcile(Job& job);
+  void Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
+               const std::string& reason);
+  void JournalJob(absl::Time now, const Job& job);
+
+  // Appends to the log (and the journal), counts it on `job` (if any).
+  void Emit(Job* job, Event event);
 
   const SupervisorOptions options_;
   const StallDetector stall_detector_;
@@ -126,7 +251,10 @@ class Supervisor {
     StragglerDetector detector;
   };
   absl::flat_hash_map<std::string, std::unique_ptr<StragglerState>> stragglers_;
+  absl::flat_hash_map<std::string, std::unique_ptr<JobControl>> controls_;
+  QuarantinePolicy quarantine_;
   EventLog events_;
+  SupervisorOutput output_;
   std::vector<NodeRecord> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> node_index_;
   absl::flat_hash_map<SessionId, NodeIndex> sessions_;

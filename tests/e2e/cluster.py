@@ -107,12 +107,13 @@ class Process:
 class Cluster:
     """trainsupd plus agents on loopback, in a scratch directory."""
 
-    def __init__(self, workdir=None, supervisor_args=()):
+    def __init__(self, workdir=None, supervisor_args=(), supervisor_env=None):
         self.workdir = workdir or tempfile.mkdtemp(prefix="trainsup-e2e-")
         self.trainsupd = binary("TRAINSUPD", "daemon/trainsupd")
         self.agent_bin = binary("TRAINSUP_AGENT", "agent/trainsup-agent")
         self.ctl_bin = binary("TRAINSUPCTL", "cli/trainsupctl")
         self.supervisor_args = list(supervisor_args)
+        self.supervisor_env = dict(os.environ, **(supervisor_env or {}))
         self.supervisor = None
         self.grpc_address = None
         self.metrics_address = None
@@ -132,7 +133,7 @@ class Cluster:
         log = os.path.join(self.workdir, f"trainsupd.{self._restarts}.log")
         self.supervisor = Process("trainsupd", [self.trainsupd, "--listen", listen,
                                                 "--metrics-listen", metrics_listen]
-                                  + self.supervisor_args, log)
+                                  + self.supervisor_args, log, env=self.supervisor_env)
         pattern = re.compile(r"listening grpc=(\S+) metrics=(\S+)")
 
         def listening():
@@ -152,15 +153,26 @@ class Cluster:
     # -- agents ----------------------------------------------------------------
 
     def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
-                  master_port=None):
-        """Starts one agent per node, each wrapping torchrun for its node rank."""
+                  master_port=None, elastic=False, first_node=0):
+        """Starts one agent per node, each wrapping torchrun for its node rank.
+
+        Static rendezvous by default (ranks 0-1 on node-a, 2-3 on node-b).
+        elastic=True uses c10d rendezvous with --nnodes=1:N, so that a
+        generation can run on fewer nodes (ranks then follow join order).
+        """
         master_port = master_port or free_port()
         for node_rank in range(nodes):
-            node = f"node-{chr(ord('a') + node_rank)}"
+            node = f"node-{chr(ord('a') + first_node + node_rank)}"
+            if elastic:
+                rendezvous = [f"--nnodes=1:{nodes}", "--rdzv_backend=c10d",
+                              f"--rdzv_endpoint=127.0.0.1:{master_port}", f"--rdzv_id={job}",
+                              "--rdzv_conf=last_call_timeout=2"]
+            else:
+                rendezvous = [f"--nnodes={nodes}", f"--node_rank={node_rank}",
+                              "--master_addr=127.0.0.1", f"--master_port={master_port}"]
             self.start_agent(job, node, [
-                TORCHRUN, f"--nnodes={nodes}", f"--nproc_per_node={nproc_per_node}",
-                f"--node_rank={node_rank}", "--master_addr=127.0.0.1",
-                f"--master_port={master_port}", "--max_restarts=0", "--monitor_interval=1",
+                TORCHRUN, *rendezvous, f"--nproc_per_node={nproc_per_node}",
+                "--max_restarts=0", "--monitor_interval=1",
                 # torch 1.13 on Python 3.11 crashes at start without these.
                 "--redirects=2", "--tee=2",
                 TRAIN_SCRIPT, "--log", self.train_log, *train_args,

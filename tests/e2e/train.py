@@ -1,15 +1,18 @@
 """A small data-parallel training job (gloo on CPU) that uses the trainsup helper.
 
 Run by torchrun under trainsup-agent in the end-to-end tests and the demo. It
-can inject the failures trainsup must see: a hang before the all-reduce, a
-crash, a straggling rank. Every rank appends one JSON line per completed step
-to --log (if given), so tests can check what the job itself did.
+checkpoints its full state (model, optimizer, step, RNG, data position) and
+resumes from the last complete checkpoint, and it can inject the failures
+trainsup must handle: a hang before the all-reduce, a crash, a straggling rank.
+Every rank appends one JSON line per completed step to --log (if given), so
+tests can check what the job itself did.
 """
 
 import argparse
 import datetime
 import json
 import os
+import random
 import sys
 import time
 
@@ -18,40 +21,125 @@ import torch.distributed as dist
 
 import trainsup
 
+GENERATION = int(os.environ.get("TRAINSUP_GENERATION", "0"))
+NODE = os.environ.get("TRAINSUP_NODE", "")
+
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--steps", type=int, default=100, help="steps to train")
+    p.add_argument("--steps", type=int, default=100, help="steps to train (in all)")
     p.add_argument("--step-seconds", type=float, default=0.05,
                    help="simulated compute per step, seconds")
-    p.add_argument("--hang-rank", type=int, default=-1,
-                   help="this rank stops before its all-reduce at --hang-step and never returns")
-    p.add_argument("--hang-step", type=int, default=-1)
-    p.add_argument("--crash-rank", type=int, default=-1,
-                   help="this rank raises at --crash-step (uncaught: exit code 1)")
-    p.add_argument("--crash-step", type=int, default=-1)
-    p.add_argument("--slow-rank", type=int, default=-1,
-                   help="this rank's compute takes --slow-factor times longer")
-    p.add_argument("--slow-factor", type=float, default=3.0)
     p.add_argument("--pg-timeout", type=float, default=1800.0,
                    help="process-group (collective) timeout, seconds; torch's default is 1800")
     p.add_argument("--log", default="", help="append one JSON line per step and rank here")
+    p.add_argument("--checkpoint-dir", default="", help="checkpoint here, resume from here")
+    p.add_argument("--checkpoint-every", type=int, default=0,
+                   help="checkpoint every N steps (0: never)")
+    # Failure injection. A failure happens at the first step >= its step, in
+    # every generation unless a generation is given.
+    p.add_argument("--hang-rank", type=int, default=-1,
+                   help="this rank stops before its all-reduce at --hang-step and never returns")
+    p.add_argument("--hang-step", type=int, default=-1)
+    p.add_argument("--hang-generation", type=int, default=-1)
+    p.add_argument("--crash-rank", type=int, default=-1,
+                   help="this rank raises at --crash-step (uncaught: exit code 1)")
+    p.add_argument("--crash-node", default="",
+                   help="with --crash-local-rank: crash the rank of this node (TRAINSUP_NODE)")
+    p.add_argument("--crash-local-rank", type=int, default=-1)
+    p.add_argument("--crash-step", type=int, default=-1)
+    p.add_argument("--crash-generation", type=int, default=-1)
+    p.add_argument("--slow-rank", type=int, default=-1,
+                   help="this rank's compute takes --slow-factor times longer")
+    p.add_argument("--slow-factor", type=float, default=3.0)
     return p.parse_args()
+
+
+def injected(generation_filter, step, at_step):
+    return at_step >= 0 and step >= at_step and generation_filter in (-1, GENERATION)
+
+
+class Checkpointer:
+    """Full training state in a directory, complete checkpoints only.
+
+    Rank 0 writes the model and optimizer, every rank its own RNG and data
+    position; after a barrier rank 0 moves `latest` to the new step. A
+    checkpoint that did not complete on every rank is never resumed from.
+    """
+
+    def __init__(self, directory, rank):
+        self.directory = directory
+        self.rank = rank
+        if directory:
+            os.makedirs(directory, exist_ok=True)
+
+    def _path(self, name):
+        return os.path.join(self.directory, name)
+
+    def _atomic_save(self, obj, name):
+        tmp = self._path(f".{name}.{os.getpid()}.tmp")
+        torch.save(obj, tmp)
+        os.replace(tmp, self._path(name))
+
+    def latest_step(self):
+        try:
+            with open(self._path("latest")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return None
+
+    def save(self, step, model, optimizer, gen):
+        if self.rank == 0:
+            self._atomic_save({"step": step, "model": model.state_dict(),
+                               "optimizer": optimizer.state_dict()}, f"model-{step}.pt")
+        self._atomic_save({"step": step, "generator": gen.get_state(),
+                           "python_random": random.getstate()}, f"rank{self.rank}-{step}.pt")
+        dist.barrier()
+        if self.rank == 0:
+            tmp = self._path(".latest.tmp")
+            with open(tmp, "w") as f:
+                f.write(str(step))
+            os.replace(tmp, self._path("latest"))
+        dist.barrier()
+
+    def load(self, step, model, optimizer, gen):
+        state = torch.load(self._path(f"model-{step}.pt"))
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        own = self._path(f"rank{self.rank}-{step}.pt")
+        if os.path.exists(own):
+            mine = torch.load(own)
+            gen.set_state(mine["generator"])
+            random.setstate(mine["python_random"])
+        else:  # a rank that did not exist before (the world grew): a fresh stream
+            gen.manual_seed(1000 * step + self.rank)
 
 
 def main():
     args = parse_args()
+    hb = trainsup.Heartbeat()  # before the rendezvous: the agent sees the rank come up
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank = dist.get_rank()
     world = dist.get_world_size()
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.manual_seed(1234)  # the same initial model on every rank
     model = torch.nn.Linear(32, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    hb = trainsup.Heartbeat()
     gen = torch.Generator().manual_seed(rank)
+    random.seed(rank)
+    checkpointer = Checkpointer(args.checkpoint_dir, rank)
+    start = 0
+    resumed_from = checkpointer.latest_step() if args.checkpoint_dir else None
+    if resumed_from is not None:
+        checkpointer.load(resumed_from, model, optimizer, gen)
+        start = resumed_from + 1
     log = open(args.log, "a", buffering=1) if args.log else None
+    if log:
+        log.write(json.dumps({"event": "start", "rank": rank, "world_size": world,
+                              "generation": GENERATION, "node": NODE,
+                              "resumed_from": resumed_from}) + "\n")
 
-    for step in range(args.steps):
+    for step in range(start, args.steps):
         with hb.compute():
             t0 = time.monotonic()
             x = torch.randn(64, 32, generator=gen)
@@ -62,9 +150,11 @@ def main():
             loss.backward()
             work = args.step_seconds * (args.slow_factor if rank == args.slow_rank else 1.0)
             time.sleep(work)
-            if rank == args.crash_rank and step == args.crash_step:
+            crash_here = rank == args.crash_rank or (
+                NODE == args.crash_node and local_rank == args.crash_local_rank)
+            if crash_here and injected(args.crash_generation, step, args.crash_step):
                 raise RuntimeError(f"injected crash on rank {rank} at step {step}")
-            if rank == args.hang_rank and step == args.hang_step:
+            if rank == args.hang_rank and injected(args.hang_generation, step, args.hang_step):
                 print(f"rank {rank}: hanging before the all-reduce of step {step}", flush=True)
                 while True:
                     time.sleep(3600)
@@ -74,9 +164,12 @@ def main():
         optimizer.step()
         hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=0.01, samples=64)
         if log:
-            log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(),
-                                  "node": os.environ.get("TRAINSUP_NODE", ""),
+            log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(), "node": NODE,
+                                  "generation": GENERATION, "world_size": world,
                                   "loss": loss.item()}) + "\n")
+        if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
+            with hb.checkpointing(step):
+                checkpointer.save(step, model, optimizer, gen)
     dist.barrier()
     dist.destroy_process_group()
     return 0

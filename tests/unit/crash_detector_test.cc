@@ -266,6 +266,54 @@ TEST_F(CrashDetectorTest, ProcessReportOfAnotherGenerationIsIgnored) {
   EXPECT_FALSE(CrashDetector::HasFailure(job_));
 }
 
+// The agent saw the rank's exception report `ago` seconds before its report.
+RankProcessInfo Raised(RankProcessInfo p, double ago) {
+  p.exception_seen = true;
+  p.exception_seconds_ago = ago;
+  return p;
+}
+
+TEST_F(CrashDetectorTest, RankThatRaisedIsNamedFirstWhileItsProcessStillTearsDown) {
+  // Rank 2 raised at T0 + 9s and is still alive (the interpreter tearing
+  // down); rank 0 died with exit code 1 at T0 + 9.5s.
+  Exception(AtMs(9000), 2, "RuntimeError", "boom");
+  Report(AtMs(10000), Raised(Alive(2), 1.0));
+  Report(AtMs(10000), Died(0, 0.5, 1));
+
+  ASSERT_TRUE(CrashDetector::HasFailure(job_));
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 2u);
+  EXPECT_EQ(v->death.time, AtMs(9000));
+  EXPECT_FALSE(v->death.exit_known);
+  EXPECT_EQ(v->failed_ranks, 2u);
+}
+
+TEST_F(CrashDetectorTest, DeathOfARankThatRaisedIsDatedAtTheException) {
+  Report(AtMs(10000), Raised(Died(2, 0.0, 1), 2.0));
+
+  ASSERT_TRUE(job_.rank(2).death.has_value());
+  EXPECT_EQ(job_.rank(2).death->time, AtMs(8000));
+}
+
+TEST_F(CrashDetectorTest, LaterExceptionReportMovesTheDeathBackToTheException) {
+  Report(AtMs(10000), Died(2, 0.5, 1));  // died at T0 + 9.5s
+  // The next report also tells it raised at T0 + 8.5s, before it died.
+  Report(AtMs(11000), Raised(Died(2, 1.5, 1), 2.5));
+
+  ASSERT_TRUE(job_.rank(2).death.has_value());
+  EXPECT_EQ(job_.rank(2).death->time, AtMs(8500));
+}
+
+TEST_F(CrashDetectorTest, ExceptionReportedAfterTheDeathDoesNotMoveItLater) {
+  Report(AtMs(10000), Died(2, 0.5, 1));  // died at T0 + 9.5s
+  Report(AtMs(11000), Raised(Died(2, 1.5, 1), 0.5));  // "raised" at T0 + 10.5s
+
+  ASSERT_TRUE(job_.rank(2).death.has_value());
+  EXPECT_EQ(job_.rank(2).death->time, AtMs(9500));
+}
+
 TEST(CrashDetectorNoRanksTest, JobWithoutRanksHasNoCrash) {
   Job job("job", kWindow, kWindow);
   CrashDetector detector(Options());

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <vector>
@@ -59,6 +60,15 @@ class Harness {
   std::vector<Seen> Run(int64_t from, int64_t to, const ComputeFn& compute) {
     std::vector<Seen> seen;
     for (int64_t step = from; step <= to; ++step) {
+      Advance(step, step, compute);
+      for (const StragglerChange& c : detector_.Evaluate(job_)) seen.push_back({step, c});
+    }
+    return seen;
+  }
+
+  // Steps from..to (inclusive) with no Evaluate between them.
+  void Advance(int64_t from, int64_t to, const ComputeFn& compute) {
+    for (int64_t step = from; step <= to; ++step) {
       for (uint32_t r = 0; r < world_; ++r) {
         Heartbeat hb;
         hb.kind = HeartbeatKind::kStep;
@@ -70,9 +80,7 @@ class Harness {
         hb.compute_s = compute(r, step);
         EXPECT_EQ(job_.Apply(At(step), r < world_ / 2 ? 0 : 1, hb), std::nullopt);
       }
-      for (const StragglerChange& c : detector_.Evaluate(job_)) seen.push_back({step, c});
     }
-    return seen;
   }
 
   Job& job() { return job_; }
@@ -183,11 +191,9 @@ TEST(StragglerDetectorTest, SingleGoodWindowDoesNotClearAStraggler) {
 // A realistic job: every rank draws its compute time from the same noisy
 // distribution (lognormal, median 0.1s, sigma 0.2), with a fixed seed.
 
-ComputeFn Noisy(uint32_t world, uint32_t seed, std::optional<uint32_t> slow_rank,
-                double slow_factor) {
+ComputeFn Noisy(uint32_t seed, std::optional<uint32_t> slow_rank, double slow_factor) {
   auto gen = std::make_shared<std::mt19937>(seed);
   auto dist = std::make_shared<std::lognormal_distribution<double>>(std::log(0.1), 0.2);
-  (void)world;
   return [=](uint32_t rank, int64_t) -> std::optional<double> {
     double v = (*dist)(*gen);
     return slow_rank && rank == *slow_rank ? v * slow_factor : v;
@@ -198,7 +204,7 @@ TEST(StragglerDetectorTest, RanksSharingOneNoisyDistributionAreNeverFlagged) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     Harness h(8, DefaultOptions());
 
-    std::vector<Seen> seen = h.Run(0, 5000, Noisy(8, seed, std::nullopt, 1));
+    std::vector<Seen> seen = h.Run(0, 5000, Noisy(seed, std::nullopt, 1));
 
     EXPECT_TRUE(seen.empty()) << "seed " << seed << ": rank " << seen[0].change.rank
                               << " flagged at step " << seen[0].step;
@@ -210,7 +216,7 @@ TEST(StragglerDetectorTest, NoisyRankThreeTimesSlowerIsFlaggedAndOnlyIt) {
   for (uint32_t seed : {1u, 2u, 3u}) {
     Harness h(8, DefaultOptions());
 
-    std::vector<Seen> seen = h.Run(0, 5000, Noisy(8, seed, /*slow_rank=*/5, 3.0));
+    std::vector<Seen> seen = h.Run(0, 5000, Noisy(seed, /*slow_rank=*/5, 3.0));
 
     ASSERT_EQ(seen.size(), 1u) << "seed " << seed;
     EXPECT_EQ(seen[0].change.rank, 5u);
@@ -278,27 +284,16 @@ TEST(StragglerDetectorTest, WindowsAreJudgedEveryWindowStepsOfTheJobsMaxStep) {
 
 TEST(StragglerDetectorTest, FirstEvaluateOnlyArms) {
   StragglerOptions o = SmallOptions();
-  o.persistence = 1;
+  o.persistence = 1;  // every judged window shows
   Harness h(4, o);
-  // Steps 0..99 without a sweep: every rank has a full window.
-  Harness quiet(4, o);
-  (void)quiet;
-  for (int64_t step = 0; step <= 99; ++step) {
-    for (uint32_t r = 0; r < 4; ++r) {
-      Heartbeat hb;
-      hb.kind = HeartbeatKind::kStep;
-      hb.job = "job";
-      hb.rank = r;
-      hb.world_size = 4;
-      hb.step = step;
-      hb.compute_s = r == 1 ? 0.3 : 0.1;
-      ASSERT_EQ(h.job().Apply(At(step), 0, hb), std::nullopt);
-    }
-  }
+  // Steps 0..99 without a sweep: every rank has a full window, rank 1 slow.
+  h.Advance(0, 99, OneSlow(1, Always));
 
   EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());  // arms: next at 109
   EXPECT_TRUE(h.Run(100, 108, OneSlow(1, Always)).empty());
-  EXPECT_EQ(h.Run(109, 109, OneSlow(1, Always)).size(), 1u);
+  std::vector<Seen> seen = h.Run(109, 109, OneSlow(1, Always));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].change.rank, 1u);
 }
 
 TEST(StragglerDetectorTest, EvaluateBeforeAnyStepDoesNotArm) {
@@ -311,15 +306,29 @@ TEST(StragglerDetectorTest, EvaluateBeforeAnyStepDoesNotArm) {
   start.world_size = 4;
   ASSERT_EQ(h.job().Apply(At(0), 0, start), std::nullopt);
   ASSERT_EQ(h.job().max_step(), -1);
-
   EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());
+  h.Advance(0, 15, OneSlow(1, Always));
 
-  // Had it armed (at -1 + 10 = 9), the Evaluate after step 15 would judge.
-  // It arms there instead, and judges after step 25.
-  std::vector<Seen> seen = h.Run(0, 30, [](uint32_t rank, int64_t step) -> std::optional<double> {
-    return rank == 1 ? 0.3 : 0.1;
-  });
-  (void)seen;
+  // Had the first call armed (for step -1 + 10 = 9), this one would judge.
+  EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());  // arms: next at 25
+
+  EXPECT_TRUE(h.Run(16, 24, OneSlow(1, Always)).empty());
+  EXPECT_EQ(h.Run(25, 25, OneSlow(1, Always)).size(), 1u);
+}
+
+TEST(StragglerDetectorTest, JudgementFollowsTheMaxStepNotTheNumberOfCalls) {
+  StragglerOptions o = SmallOptions();
+  o.persistence = 1;
+  Harness h(4, o);
+  h.Advance(0, 0, OneSlow(1, Always));
+  ASSERT_TRUE(h.detector().Evaluate(h.job()).empty());  // arms: next at 10
+
+  // Many sweeps without progress judge nothing.
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());
+  // A jump past the boundary judges once, and re-arms from the step reached.
+  h.Advance(1, 17, OneSlow(1, Always));
+  EXPECT_EQ(h.detector().Evaluate(h.job()).size(), 1u);  // next at 27
+  EXPECT_TRUE(h.Run(18, 26, OneSlow(1, Always)).empty());
 }
 
 TEST(StragglerDetectorTest, ResetForgetsStreaksAndRearms) {

@@ -369,19 +369,21 @@ TEST_F(SupervisorTest, NodeRecordCarriesLauncherStateAndCounts) {
 
 TEST_F(SupervisorTest, ReportOfNewerGenerationStartsTheJobOver) {
   SessionId session = Connect("node-1");
+  // A new job starts at generation 1 (its first launch).
+  EXPECT_EQ(supervisor_.FindJob("job")->generation(), 1u);
   NodeReportInfo report;
   report.heartbeats = {Step(0, 10)};
   ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
 
   NodeReportInfo next;
-  next.generation = 1;
+  next.generation = 2;
   ASSERT_TRUE(supervisor_.Report(At(20), session, next).ok());
 
   const Job* job = supervisor_.FindJob("job");
-  EXPECT_EQ(job->generation(), 1u);
+  EXPECT_EQ(job->generation(), 2u);
   EXPECT_EQ(job->world_size(), 0u);
   EXPECT_EQ(job->max_step(), -1);
-  EXPECT_EQ(supervisor_.node(0).generation, 1u);
+  EXPECT_EQ(supervisor_.node(0).generation, 2u);
 }
 
 }  // namespace

@@ -1,0 +1,63 @@
+#include "agent/torchrun_args.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace trainsup {
+namespace {
+
+absl::string_view Basename(absl::string_view path) {
+  size_t slash = path.rfind('/');
+  return slash == absl::string_view::npos ? path : path.substr(slash + 1);
+}
+
+bool IsMaxRestartsOption(absl::string_view arg) {
+  return absl::StartsWith(arg, "--max_restarts") || absl::StartsWith(arg, "--max-restarts");
+}
+
+}  // namespace
+
+PreparedCommand PrepareCommand(const std::vector<std::string>& argv) {
+  PreparedCommand out;
+  out.argv = argv;
+  // Where torchrun's own options begin: after `torchrun`, or after
+  // `-m torch.distributed.run` / `-m torch.distributed.launch`.
+  size_t options_at = 0;
+  if (!argv.empty() && Basename(argv[0]) == "torchrun") {
+    options_at = 1;
+  } else {
+    for (size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "-m" && (argv[i + 1] == "torch.distributed.run" ||
+                              argv[i + 1] == "torch.distributed.launch")) {
+        options_at = i + 2;
+        break;
+      }
+    }
+  }
+  if (options_at == 0) return out;
+  out.is_torchrun = true;
+  for (size_t i = options_at; i < argv.size(); ++i) {
+    const std::string& arg = argv[i];
+    if (!absl::StartsWith(arg, "-")) break;  // the training script: torchrun's options end
+    if (!IsMaxRestartsOption(arg)) continue;
+    std::string value;
+    size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (i + 1 < argv.size()) {
+      value = argv[i + 1];
+    }
+    if (value != "0") {
+      out.warning = absl::StrCat(
+          "torchrun runs with ", arg, eq == std::string::npos ? " " + value : "",
+          ": torchrun may restart workers on its own, behind trainsup (the job's restart "
+          "authority); use --max_restarts=0");
+    }
+    return out;
+  }
+  out.argv.insert(out.argv.begin() + static_cast<std::ptrdiff_t>(options_at), "--max_restarts=0");
+  return out;
+}
+
+}  // namespace trainsup

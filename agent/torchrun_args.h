@@ -1,0 +1,26 @@
+#ifndef TRAINSUP_AGENT_TORCHRUN_ARGS_H_
+#define TRAINSUP_AGENT_TORCHRUN_ARGS_H_
+
+#include <string>
+#include <vector>
+
+namespace trainsup {
+
+// trainsup is the only restart authority of a job: torchrun must not restart
+// workers on its own, or a failure is restarted twice (once by torchrun on
+// one node, once everywhere by trainsup). For a torchrun command (`torchrun
+// ...`, `python -m torch.distributed.run ...`) without a max-restarts
+// option, inserts `--max_restarts=0` (the spelling every torch version
+// accepts) right after the torchrun token. Other commands are left alone.
+struct PreparedCommand {
+  std::vector<std::string> argv;
+  bool is_torchrun = false;
+  // Set when the user's own max-restarts is not 0 (left as it is).
+  std::string warning;
+};
+
+PreparedCommand PrepareCommand(const std::vector<std::string>& argv);
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_AGENT_TORCHRUN_ARGS_H_

@@ -1,0 +1,77 @@
+#ifndef TRAINSUP_DAEMON_CORE_JOURNAL_H_
+#define TRAINSUP_DAEMON_CORE_JOURNAL_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/event_log.h"
+
+namespace trainsup {
+
+// What the supervisor must not forget across its own restarts, as plain
+// records. The core appends them to a Journal as it decides; the driver
+// writes each Journal to the state store (SQLite) before acting on it, and
+// feeds the stored records back through Supervisor::Restore at start-up.
+
+// A node's quarantine state (the latest record of a node wins).
+struct NodeRecordRow {
+  std::string name;
+  bool quarantined = false;
+  std::string reason;  // why it was quarantined (or unquarantined)
+  absl::Time changed = absl::InfinitePast();
+  std::string changed_by;  // "policy" or "operator"
+};
+
+// A failure attributed to a node: what the quarantine policy counts, and
+// (later) what the MTBF estimate counts.
+struct FailureRow {
+  absl::Time time = absl::InfinitePast();
+  std::string job;
+  uint64_t generation = 0;
+  std::string kind;  // "crash", "stall", "straggler"
+  std::string node;  // empty: not attributable to a node
+  std::optional<uint32_t> rank;
+  std::string message;
+};
+
+// A coordinated restart: the job moved from one generation to the next.
+struct RestartRow {
+  absl::Time time = absl::InfinitePast();
+  std::string job;
+  uint64_t from_generation = 0;
+  uint64_t to_generation = 0;
+  std::string reason;
+};
+
+// A job's lifecycle state (the latest record of a job wins).
+struct JobRow {
+  std::string job;
+  uint64_t generation = 0;
+  std::string state;   // JobStateName()
+  std::string reason;  // why it is in that state
+  uint32_t world_size = 0;
+  absl::Time changed = absl::InfinitePast();
+};
+
+struct Journal {
+  std::vector<NodeRecordRow> nodes;
+  std::vector<FailureRow> failures;
+  std::vector<RestartRow> restarts;
+  std::vector<JobRow> jobs;
+  std::vector<Event> events;
+
+  bool empty() const {
+    return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() && events.empty();
+  }
+};
+
+// Everything the store gives back at start-up (same row types; for nodes and
+// jobs only the latest row of each).
+using PersistedState = Journal;
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_JOURNAL_H_

@@ -1,0 +1,81 @@
+#include "daemon/core/quarantine_policy.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace trainsup {
+
+size_t QuarantinePolicy::Cap(size_t known_nodes) const {
+  const double cap = std::floor(options_.max_fraction * static_cast<double>(known_nodes));
+  return std::max<size_t>(1, static_cast<size_t>(cap));
+}
+
+QuarantinePolicy::Verdict QuarantinePolicy::Attribute(absl::Time now, const std::string& node,
+                                                      absl::string_view what,
+                                                      size_t known_nodes) {
+  NodeState& state = nodes_[node];
+  state.failures.emplace_back(now, std::string(what));
+  while (!state.failures.empty() && state.failures.front().first <= now - options_.window) {
+    state.failures.pop_front();
+  }
+  Verdict verdict;
+  verdict.failures = static_cast<int>(state.failures.size());
+  if (state.quarantined || verdict.failures < options_.after) return verdict;
+
+  std::vector<std::string> whats;
+  for (const auto& [time, description] : state.failures) whats.push_back(description);
+  verdict.reason = absl::StrCat(verdict.failures, " failures within ",
+                                absl::FormatDuration(options_.window), ": ",
+                                absl::StrJoin(whats, "; "));
+  if (quarantined_count() >= Cap(known_nodes)) {
+    verdict.skipped_by_cap = true;
+    ++skipped_;
+    return verdict;
+  }
+  verdict.quarantine = true;
+  Quarantine(node, verdict.reason);
+  return verdict;
+}
+
+void QuarantinePolicy::Remember(absl::Time time, const std::string& node, absl::string_view what) {
+  NodeState& state = nodes_[node];
+  state.failures.emplace_back(time, std::string(what));
+  std::sort(state.failures.begin(), state.failures.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+}
+
+void QuarantinePolicy::Quarantine(const std::string& node, const std::string& reason) {
+  NodeState& state = nodes_[node];
+  state.quarantined = true;
+  state.reason = reason;
+}
+
+void QuarantinePolicy::Unquarantine(const std::string& node) {
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return;
+  it->second.quarantined = false;
+  it->second.reason.clear();
+  it->second.failures.clear();
+}
+
+bool QuarantinePolicy::IsQuarantined(absl::string_view node) const {
+  auto it = nodes_.find(node);
+  return it != nodes_.end() && it->second.quarantined;
+}
+
+const std::string& QuarantinePolicy::ReasonOf(absl::string_view node) const {
+  static const std::string* const kNone = new std::string();
+  auto it = nodes_.find(node);
+  return it == nodes_.end() ? *kNone : it->second.reason;
+}
+
+size_t QuarantinePolicy::quarantined_count() const {
+  size_t n = 0;
+  for (const auto& [name, state] : nodes_) n += state.quarantined ? 1 : 0;
+  return n;
+}
+
+}  // namespace trainsup

@@ -1,0 +1,73 @@
+#ifndef TRAINSUP_DAEMON_CORE_QUARANTINE_POLICY_H_
+#define TRAINSUP_DAEMON_CORE_QUARANTINE_POLICY_H_
+
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace trainsup {
+
+struct QuarantineOptions {
+  // A node with `after` failures attributed to it within `window` is
+  // quarantined. Defaults: 3 within 1h.
+  int after = 3;
+  absl::Duration window = absl::Hours(1);
+  // The policy never quarantines more than this fraction of the known nodes
+  // at once (yet always allows one), so that a bad rule (or a bad day) cannot
+  // empty the cluster. Operator quarantines are not capped. Default: 0.25.
+  double max_fraction = 0.25;
+};
+
+// Which nodes are quarantined, and the failures that count towards it.
+// Pure; thread-compatible.
+class QuarantinePolicy {
+ public:
+  explicit QuarantinePolicy(QuarantineOptions options) : options_(options) {}
+
+  struct Verdict {
+    bool quarantine = false;      // quarantine the node now
+    bool skipped_by_cap = false;  // it qualified, but the fraction cap refused
+    int failures = 0;             // attributed to it within the window
+    std::string reason;           // for the event and the node's record
+  };
+  // A failure (`what`, e.g. "crash of rank 3 (exit code 1)") was attributed
+  // to `node` at `now`. `known_nodes` is the cluster's node count.
+  Verdict Attribute(absl::Time now, const std::string& node, absl::string_view what,
+                    size_t known_nodes);
+
+  // Puts back a failure from the state store: it counts towards a later
+  // verdict, but decides nothing now.
+  void Remember(absl::Time time, const std::string& node, absl::string_view what);
+
+  void Quarantine(const std::string& node, const std::string& reason);
+  // Lifts the quarantine and forgets the node's attributed failures.
+  void Unquarantine(const std::string& node);
+  bool IsQuarantined(absl::string_view node) const;
+  const std::string& ReasonOf(absl::string_view node) const;
+  size_t quarantined_count() const;
+  // Quarantines the cap refused since start.
+  uint64_t skipped() const { return skipped_; }
+
+  const QuarantineOptions& options() const { return options_; }
+
+ private:
+  struct NodeState {
+    bool quarantined = false;
+    std::string reason;
+    std::deque<std::pair<absl::Time, std::string>> failures;  // within the window
+  };
+  // How many nodes the policy may hold in quarantine with `known_nodes` nodes.
+  size_t Cap(size_t known_nodes) const;
+
+  const QuarantineOptions options_;
+  absl::flat_hash_map<std::string, NodeState> nodes_;
+  uint64_t skipped_ = 0;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_QUARANTINE_POLICY_H_

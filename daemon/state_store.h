@@ -1,0 +1,83 @@
+#ifndef TRAINSUP_DAEMON_STATE_STORE_H_
+#define TRAINSUP_DAEMON_STATE_STORE_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/core/journal.h"
+
+struct sqlite3;
+
+namespace trainsup {
+
+// The supervisor's durable memory: a SQLite database (WAL mode) holding the
+// records of daemon/core/journal.h. The driver writes each Journal with
+// Apply() before acting on it, and reads everything back with Load() at
+// start-up.
+//
+// Durability: a Journal for which Apply() returned OK survives a kill -9 of
+// the process (WAL with synchronous=NORMAL); a power loss may lose the last
+// few transactions, never corrupt the file.
+//
+// One process at a time: Open() takes an exclusive lock on the file that is
+// held until the store is destroyed, so a second trainsupd on the same file
+// fails at start-up with Unavailable.
+//
+// Every error message names the database path.
+//
+// Thread-safe: calls are serialized by an internal mutex.
+class StateStore {
+ public:
+  // The schema this build reads and writes. A database with another version
+  // is refused (no silent migration).
+  static constexpr int kSchemaVersion = 1;
+
+  // Opens the database at `path`, creating the file and the schema if
+  // missing, and checks it (PRAGMA quick_check). Errors:
+  //   DataLoss            the file is not a SQLite database, or is corrupt
+  //   Unavailable         another process holds the database open
+  //   FailedPrecondition  another schema version, or a SQLite database of
+  //                       some other program, or one that cannot use WAL
+  //   NotFound / PermissionDenied / ...  the file cannot be opened or
+  //                       created (missing directory, permissions)
+  // A file that is refused is left unmodified.
+  static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path);
+
+  StateStore(const StateStore&) = delete;
+  StateStore& operator=(const StateStore&) = delete;
+
+  // Closes the database and releases the lock.
+  ~StateStore();
+
+  // Writes every row of `journal` in one transaction: on error nothing of it
+  // is stored. Nodes and jobs are upserted by name (the latest row wins);
+  // failures, restarts and events are appended. An event id already stored
+  // (or repeated within `journal`) is an error (InvalidArgument).
+  absl::Status Apply(const Journal& journal);
+
+  // Everything stored: every node and every job (latest row of each, by
+  // name), and the most recent `max_failures` failures, `max_restarts`
+  // restarts (in the order they were applied) and `max_events` events (by
+  // id). Each list is ordered oldest first. An event whose kind this build
+  // does not know is skipped with a warning.
+  absl::StatusOr<PersistedState> Load(size_t max_events, size_t max_failures, size_t max_restarts);
+
+  const std::string& path() const { return path_; }
+
+ private:
+  StateStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+
+  const std::string path_;
+  absl::Mutex mu_;
+  sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_STATE_STORE_H_

@@ -1,0 +1,558 @@
+// The SQLite state store on real files in a fresh temporary directory per
+// test: round trips, upserts, limits, atomicity, refusal of bad files, the
+// one-process lock, and durability across a process that dies without
+// closing the database.
+#include "daemon/state_store.h"
+
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/journal.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Renders every field of every row, so that a mismatch shows as a readable
+// diff (and NaN compares equal to NaN).
+std::string Str(absl::Time t) {
+  return absl::FormatTime(absl::RFC3339_full, t, absl::UTCTimeZone());
+}
+std::string Str(std::optional<uint32_t> rank) { return rank ? absl::StrCat(*rank) : "none"; }
+
+std::string Dump(const Journal& j) {
+  std::string out;
+  for (const NodeRecordRow& r : j.nodes) {
+    absl::StrAppend(&out, "node ", r.name, " q=", r.quarantined, " reason=", r.reason,
+                    " changed=", Str(r.changed), " by=", r.changed_by, "\n");
+  }
+  for (const FailureRow& r : j.failures) {
+    absl::StrAppend(&out, "failure ", Str(r.time), " job=", r.job, " gen=", r.generation,
+                    " kind=", r.kind, " node=", r.node, " rank=", Str(r.rank), " msg=", r.message,
+                    "\n");
+  }
+  for (const RestartRow& r : j.restarts) {
+    absl::StrAppend(&out, "restart ", Str(r.time), " job=", r.job, " ", r.from_generation, "->",
+                    r.to_generation, " reason=", r.reason, "\n");
+  }
+  for (const JobRow& r : j.jobs) {
+    absl::StrAppend(&out, "job ", r.job, " gen=", r.generation, " state=", r.state,
+                    " reason=", r.reason, " world=", r.world_size, " changed=", Str(r.changed),
+                    "\n");
+  }
+  for (const Event& e : j.events) {
+    absl::StrAppend(&out, "event ", e.id, " ", Str(e.time), " kind=", EventKindName(e.kind),
+                    " job=", e.job, " gen=", e.generation, " rank=", Str(e.rank), " node=", e.node,
+                    " msg=", e.message, " figures=");
+    for (const auto& [name, value] : e.figures) {
+      absl::StrAppend(&out, name, ":", absl::StrFormat("%.17g", value), ",");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+const absl::Time kT0 = absl::FromUnixSeconds(1'800'000'000);
+
+Event MakeEvent(uint64_t id, EventKind kind = EventKind::kStall) {
+  Event e;
+  e.id = id;
+  e.time = kT0 + absl::Seconds(id);
+  e.kind = kind;
+  e.job = "llama";
+  e.generation = 3;
+  e.rank = 1;
+  e.node = "node-a";
+  e.message = absl::StrCat("event ", id);
+  return e;
+}
+
+FailureRow MakeFailure(int i) {
+  FailureRow f;
+  f.time = kT0 + absl::Seconds(i);
+  f.job = "llama";
+  f.generation = i;
+  f.kind = "crash";
+  f.node = "node-a";
+  f.message = absl::StrCat("failure ", i);
+  return f;
+}
+
+RestartRow MakeRestart(int i) {
+  RestartRow r;
+  r.time = kT0 + absl::Seconds(i);
+  r.job = "llama";
+  r.from_generation = i;
+  r.to_generation = i + 1;
+  r.reason = absl::StrCat("restart ", i);
+  return r;
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs SQL on the file directly, behind the store's back.
+void RawSql(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* error = nullptr;
+  const int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error);
+  EXPECT_EQ(rc, SQLITE_OK) << (error ? error : "");
+  sqlite3_free(error);
+  sqlite3_close(db);
+}
+
+class StateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "state_store_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/state.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<StateStore> OpenOrDie() {
+    absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  PersistedState LoadAll(StateStore& store) {
+    const size_t all = std::numeric_limits<size_t>::max();
+    absl::StatusOr<PersistedState> state = store.Load(all, all, all);
+    EXPECT_TRUE(state.ok()) << state.status();
+    return state.ok() ? *state : PersistedState{};
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
+  Journal journal;
+  journal.nodes.push_back(
+      {"node-a", true, "3 failures within 1h", kT0 + absl::Milliseconds(250), "policy"});
+  journal.nodes.push_back({"node-b", false, "", absl::InfinitePast(), "operator"});
+  journal.failures.push_back({kT0 + absl::Milliseconds(500), "llama",
+                              std::numeric_limits<uint64_t>::max(), "crash", "node-a",
+                              std::numeric_limits<uint32_t>::max(), "rank died: 'SIGKILL'; --"});
+  journal.failures.push_back({absl::InfinitePast(), "", 0, "stall", "", std::nullopt, ""});
+  journal.restarts.push_back({kT0 + absl::Seconds(1), "llama", 4, 5, "crash on node-a"});
+  journal.restarts.push_back(
+      {absl::InfinitePast(), "tiny", 0, std::numeric_limits<uint64_t>::max(), ""});
+  journal.jobs.push_back(
+      {"llama", 5, "running", "restarted after a crash", 512, kT0 - absl::Hours(1)});
+  journal.jobs.push_back({"tiny", 0, "", "", 0, absl::InfinitePast()});
+
+  Event full = MakeEvent(1, EventKind::kStraggler);
+  full.rank = 0;
+  full.message = "rank 0 is slow \xce\xbb \"quoted\"";
+  full.figures = {{"threshold_seconds", 20},
+                  {"p99_seconds", 0.15},
+                  {"nan", std::numeric_limits<double>::quiet_NaN()},
+                  {"inf", std::numeric_limits<double>::infinity()},
+                  {"tiny", -1e-300},
+                  {"threshold_seconds", 21}};  // a repeated name keeps its place
+  journal.events.push_back(full);
+  Event bare;  // no rank, no node, no figures, empty strings
+  bare.id = 2;
+  bare.time = absl::InfinitePast();
+  bare.kind = EventKind::kStragglerCleared;
+  journal.events.push_back(bare);
+  Event future = MakeEvent(3, EventKind::kCrash);
+  future.time = absl::InfiniteFuture();
+  journal.events.push_back(future);
+  for (int k = 0; k < kEventKindCount; ++k) {
+    journal.events.push_back(MakeEvent(10 + k, static_cast<EventKind>(k)));
+  }
+
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->Apply(journal).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(Dump(LoadAll(*store)), Dump(journal));
+}
+
+TEST_F(StateStoreTest, TimesKeepSubMicrosecondPrecision) {
+  const absl::Time time = absl::FromUnixNanos(1'800'000'000'123'456'789);
+  Journal journal;
+  journal.nodes.push_back({"node-a", true, "", time, "policy"});
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Apply(journal).ok());
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.nodes.size(), 1u);
+  EXPECT_LE(absl::AbsDuration(state.nodes[0].changed - time), absl::Microseconds(1));
+}
+
+TEST_F(StateStoreTest, EmptyJournalIsANoOp) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->Apply(Journal{}).ok());
+  EXPECT_TRUE(LoadAll(*store).empty());
+}
+
+TEST_F(StateStoreTest, LatestNodeRowWins) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal first;
+  first.nodes.push_back({"node-a", true, "policy said so", kT0, "policy"});
+  first.nodes.push_back(
+      {"node-a", true, "second row of one journal", kT0 + absl::Seconds(1), "policy"});
+  first.nodes.push_back({"node-b", true, "b", kT0, "policy"});
+  ASSERT_TRUE(store->Apply(first).ok());
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.nodes.size(), 2u);
+  EXPECT_EQ(state.nodes[0].reason, "second row of one journal");
+
+  Journal second;
+  second.nodes.push_back(
+      {"node-a", false, "operator released it", kT0 + absl::Seconds(2), "operator"});
+  ASSERT_TRUE(store->Apply(second).ok());
+  state = LoadAll(*store);
+  ASSERT_EQ(state.nodes.size(), 2u);
+  EXPECT_EQ(state.nodes[0].name, "node-a");
+  EXPECT_FALSE(state.nodes[0].quarantined);
+  EXPECT_EQ(state.nodes[0].reason, "operator released it");
+  EXPECT_EQ(state.nodes[0].changed, kT0 + absl::Seconds(2));
+  EXPECT_EQ(state.nodes[0].changed_by, "operator");
+  EXPECT_EQ(state.nodes[1].name, "node-b");
+  EXPECT_TRUE(state.nodes[1].quarantined);
+}
+
+TEST_F(StateStoreTest, LatestJobRowWins) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal first;
+  first.jobs.push_back({"llama", 1, "running", "", 8, kT0});
+  first.jobs.push_back({"tiny", 1, "running", "", 1, kT0});
+  ASSERT_TRUE(store->Apply(first).ok());
+  Journal second;
+  second.jobs.push_back({"llama", 2, "restarting", "crash", 8, kT0 + absl::Seconds(5)});
+  second.jobs.push_back({"llama", 3, "held", "restart cap", 16, kT0 + absl::Seconds(6)});
+  ASSERT_TRUE(store->Apply(second).ok());
+
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.jobs.size(), 2u);
+  EXPECT_EQ(state.jobs[0].job, "llama");
+  EXPECT_EQ(state.jobs[0].generation, 3u);
+  EXPECT_EQ(state.jobs[0].state, "held");
+  EXPECT_EQ(state.jobs[0].reason, "restart cap");
+  EXPECT_EQ(state.jobs[0].world_size, 16u);
+  EXPECT_EQ(state.jobs[0].changed, kT0 + absl::Seconds(6));
+  EXPECT_EQ(state.jobs[1].job, "tiny");
+  EXPECT_EQ(state.jobs[1].generation, 1u);
+}
+
+TEST_F(StateStoreTest, LoadKeepsTheMostRecentRowsOldestFirst) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  // Ten of each, over three transactions.
+  int next = 0;
+  for (int batch : {3, 3, 4}) {
+    Journal journal;
+    for (int i = 0; i < batch; ++i, ++next) {
+      journal.failures.push_back(MakeFailure(next));
+      journal.restarts.push_back(MakeRestart(next));
+      journal.events.push_back(MakeEvent(next + 1));
+    }
+    journal.nodes.push_back({absl::StrCat("node-", next), false, "", kT0, "policy"});
+    ASSERT_TRUE(store->Apply(journal).ok());
+  }
+
+  absl::StatusOr<PersistedState> state = store->Load(3, 4, 5);
+  ASSERT_TRUE(state.ok()) << state.status();
+  std::vector<uint64_t> event_ids;
+  for (const Event& e : state->events) event_ids.push_back(e.id);
+  EXPECT_THAT(event_ids, ::testing::ElementsAre(8, 9, 10));
+  std::vector<std::string> failures;
+  for (const FailureRow& f : state->failures) failures.push_back(f.message);
+  EXPECT_THAT(failures, ::testing::ElementsAre("failure 6", "failure 7", "failure 8", "failure 9"));
+  std::vector<uint64_t> restarts;
+  for (const RestartRow& r : state->restarts) restarts.push_back(r.from_generation);
+  EXPECT_THAT(restarts, ::testing::ElementsAre(5, 6, 7, 8, 9));
+  EXPECT_EQ(state->nodes.size(), 3u);  // nodes and jobs are never limited
+
+  state = store->Load(0, 0, 0);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_TRUE(state->events.empty());
+  EXPECT_TRUE(state->failures.empty());
+  EXPECT_TRUE(state->restarts.empty());
+  EXPECT_EQ(state->nodes.size(), 3u);
+
+  PersistedState all = LoadAll(*store);
+  EXPECT_EQ(all.events.size(), 10u);
+  EXPECT_EQ(all.failures.size(), 10u);
+  EXPECT_EQ(all.restarts.size(), 10u);
+  EXPECT_EQ(all.events.front().id, 1u);
+  EXPECT_EQ(all.failures.front().message, "failure 0");
+}
+
+TEST_F(StateStoreTest, FailedApplyStoresNothingOfItsJournal) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal good;
+  good.nodes.push_back({"node-a", false, "", kT0, "policy"});
+  good.jobs.push_back({"llama", 1, "running", "", 8, kT0});
+  good.events.push_back(MakeEvent(1));
+  ASSERT_TRUE(store->Apply(good).ok());
+  const std::string before = Dump(LoadAll(*store));
+
+  Journal bad;
+  bad.nodes.push_back({"node-a", true, "would quarantine", kT0, "policy"});
+  bad.nodes.push_back({"node-z", true, "new node", kT0, "policy"});
+  bad.failures.push_back(MakeFailure(1));
+  bad.restarts.push_back(MakeRestart(1));
+  bad.jobs.push_back({"llama", 2, "restarting", "", 8, kT0});
+  Event with_figures = MakeEvent(2);
+  with_figures.figures = {{"x", 1}};
+  bad.events.push_back(with_figures);
+  bad.events.push_back(MakeEvent(2));  // the same id twice
+  absl::Status status = store->Apply(bad);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path_));
+  EXPECT_EQ(Dump(LoadAll(*store)), before);
+
+  // An id already stored fails the same way.
+  Journal again;
+  again.nodes.push_back({"node-y", true, "", kT0, "policy"});
+  again.events.push_back(MakeEvent(1));
+  EXPECT_EQ(store->Apply(again).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Dump(LoadAll(*store)), before);
+
+  // The store is still usable, and nothing of the failed journals appears
+  // after a reopen either.
+  Journal next;
+  next.events.push_back(MakeEvent(2));
+  ASSERT_TRUE(store->Apply(next).ok());
+  store.reset();
+  store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.nodes.size(), 1u);
+  EXPECT_FALSE(state.nodes[0].quarantined);
+  EXPECT_TRUE(state.failures.empty());
+  EXPECT_TRUE(state.restarts.empty());
+  ASSERT_EQ(state.jobs.size(), 1u);
+  EXPECT_EQ(state.jobs[0].generation, 1u);
+  ASSERT_EQ(state.events.size(), 2u);
+  EXPECT_TRUE(state.events[1].figures.empty());
+}
+
+TEST_F(StateStoreTest, EventOfAnUnknownKindIsSkipped) {
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    Journal journal;
+    journal.events.push_back(MakeEvent(1));
+    ASSERT_TRUE(store->Apply(journal).ok());
+  }
+  // As if written by a newer trainsupd with a kind this build does not know.
+  RawSql(path_,
+         "INSERT INTO events (id, time, kind, job, generation, rank, node, message)"
+         " VALUES (2, 1.0, 'meteor_strike', 'llama', 1, NULL, '', 'boom');"
+         "INSERT INTO event_figures (event_id, position, name, value) VALUES (2, 0, 'x', 1.0);"
+         "INSERT INTO events (id, time, kind, job, generation, rank, node, message)"
+         " VALUES (3, 2.0, 'crash', 'llama', 1, NULL, '', 'real');");
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.events.size(), 2u);
+  EXPECT_EQ(state.events[0].id, 1u);
+  EXPECT_EQ(state.events[1].id, 3u);
+  EXPECT_EQ(state.events[1].kind, EventKind::kCrash);
+  EXPECT_TRUE(state.events[1].figures.empty());
+}
+
+TEST_F(StateStoreTest, FileOfGarbageIsDataLossAndLeftUnmodified) {
+  std::string garbage;
+  uint32_t x = 12345;
+  for (int i = 0; i < 8192; ++i) {
+    x = x * 1103515245 + 12345;
+    garbage.push_back(static_cast<char>(x >> 24));
+  }
+  {
+    std::ofstream out(path_, std::ios::binary);
+    out << garbage;
+  }
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("corrupt or not a trainsup database"));
+  EXPECT_EQ(ReadBytes(path_), garbage);
+  // No -wal, -shm or -journal file was left next to it either.
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_),
+                          std::filesystem::directory_iterator()),
+            1);
+}
+
+TEST_F(StateStoreTest, CorruptDatabaseIsDataLoss) {
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    Journal journal;
+    for (int i = 0; i < 200; ++i) journal.failures.push_back(MakeFailure(i));
+    ASSERT_TRUE(store->Apply(journal).ok());
+  }
+  // Keep the header page, scribble over the b-tree pages after it.
+  std::string bytes = ReadBytes(path_);
+  ASSERT_GT(bytes.size(), 3 * 4096u);
+  for (size_t i = 4096; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+  {
+    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    out << bytes;
+  }
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+}
+
+TEST_F(StateStoreTest, SecondOpenOfTheSameFileIsUnavailable) {
+  std::unique_ptr<StateStore> first = OpenOrDie();  // creates the file
+  ASSERT_NE(first, nullptr);
+  absl::StatusOr<std::unique_ptr<StateStore>> second = StateStore::Open(path_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("locked"));
+  EXPECT_THAT(second.status().message(), HasSubstr(path_));
+
+  // Same for a file that already existed before the first Open.
+  first.reset();
+  first = OpenOrDie();
+  ASSERT_NE(first, nullptr);
+  second = StateStore::Open(path_);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+
+  // The holder is unaffected.
+  Journal journal;
+  journal.events.push_back(MakeEvent(1));
+  EXPECT_TRUE(first->Apply(journal).ok());
+}
+
+TEST_F(StateStoreTest, SecondOpenFromAnotherProcessIsUnavailable) {
+  { ASSERT_NE(OpenOrDie(), nullptr); }  // an existing database
+  int opened[2], release[2];
+  ASSERT_EQ(pipe(opened), 0);
+  ASSERT_EQ(pipe(release), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // No gtest assertions here.
+    absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+    const char ok = store.ok() ? 'y' : 'n';
+    if (write(opened[1], &ok, 1) != 1) _exit(2);
+    char c;
+    if (read(release[0], &c, 1) != 1) _exit(3);
+    _exit(store.ok() ? 0 : 1);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(opened[0], &ok, 1), 1);
+  ASSERT_EQ(ok, 'y');
+  absl::StatusOr<std::unique_ptr<StateStore>> second = StateStore::Open(path_);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("locked by another process"));
+  ASSERT_EQ(write(release[1], "x", 1), 1);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0) << wstatus;
+  for (int fd : {opened[0], opened[1], release[0], release[1]}) close(fd);
+  // The lock died with its holder.
+  EXPECT_NE(OpenOrDie(), nullptr);
+}
+
+TEST_F(StateStoreTest, PathInAMissingDirectoryIsAnErrorNamingThePath) {
+  const std::string path = dir_ + "/no/such/dir/state.db";
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kNotFound) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr(path));
+}
+
+TEST_F(StateStoreTest, EmptyPathIsInvalid) {
+  EXPECT_EQ(StateStore::Open("").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StateStoreTest, OtherSchemaVersionIsFailedPrecondition) {
+  { ASSERT_NE(OpenOrDie(), nullptr); }
+  RawSql(path_, "UPDATE meta SET value = 2 WHERE key = 'schema_version'");
+  const std::string bytes = ReadBytes(path_);
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+  EXPECT_EQ(ReadBytes(path_), bytes);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
+  EXPECT_THAT(store.status().message(), HasSubstr("schema version 1"));
+}
+
+TEST_F(StateStoreTest, SqliteDatabaseOfAnotherProgramIsRefused) {
+  RawSql(path_, "CREATE TABLE photos (id INTEGER PRIMARY KEY, blob BLOB)");
+  const std::string bytes = ReadBytes(path_);
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+  EXPECT_EQ(ReadBytes(path_), bytes);  // still in its own journal mode, too
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
+  EXPECT_THAT(store.status().message(), HasSubstr("not a trainsup database"));
+  EXPECT_THAT(store.status().message(), HasSubstr(path_));
+}
+
+TEST_F(StateStoreTest, AppliedJournalSurvivesAProcessThatDiesWithoutClosing) {
+  Journal journal;
+  journal.nodes.push_back({"node-a", true, "crashy", kT0, "policy"});
+  journal.failures.push_back(MakeFailure(1));
+  journal.restarts.push_back(MakeRestart(1));
+  journal.jobs.push_back({"llama", 2, "running", "", 8, kT0});
+  Event event = MakeEvent(1, EventKind::kCrash);
+  event.figures = {{"lost_seconds", 12.5}};
+  journal.events.push_back(event);
+
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // No gtest assertions here.
+    absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+    if (!store.ok()) _exit(1);
+    if (!(*store)->Apply(journal).ok()) _exit(2);
+    _exit(0);  // no destructor, no close, no checkpoint: as after kill -9
+  }
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  ASSERT_TRUE(WIFEXITED(wstatus)) << wstatus;
+  ASSERT_EQ(WEXITSTATUS(wstatus), 0);
+  // The rows are in the write-ahead log, not yet in the database file.
+  EXPECT_TRUE(std::filesystem::exists(path_ + "-wal"));
+
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(Dump(LoadAll(*store)), Dump(journal));
+}
+
+}  // namespace
+}  // namespace trainsup
