@@ -1,12 +1,19 @@
 """The trainsup demo: a real torchrun job under trainsup on this machine.
 
-Starts trainsupd and two trainsup-agents ("node-a", "node-b"), each wrapping
-`torchrun --nnodes=2 --nproc_per_node=2` of tests/e2e/train.py (gloo on CPU),
-and prints what trainsup sees while the job trains: the live
-`trainsupctl ranks` table. Then rank 2 hangs before its all-reduce, as a rank
-with a wedged GPU or a deadlocked data loader does: the other ranks block in
-the collective, torchrun notices nothing (gloo would wait 30 minutes), and
-trainsupd reports the stall within seconds, naming rank 2 on node-b.
+Starts trainsupd and two trainsup-agents ("node-a", "node-b"), each wrapping an
+elastic `torchrun --nnodes=1:2 --nproc_per_node=2` of tests/e2e/train.py (gloo
+on CPU, checkpointing every 20 steps), and shows what trainsup sees and does:
+
+1. the live `trainsupctl ranks` table while the 4 ranks train;
+2. a rank on node-b hangs before its all-reduce (as with a wedged GPU or a
+   deadlocked data loader): the other ranks block in the collective and
+   torchrun notices nothing (gloo would wait 30 minutes); trainsupd reports
+   the stall within seconds, naming the rank and node, stops the job on both
+   nodes and starts generation 2, which resumes from the last checkpoint;
+3. node-b fails again (a crash): its second failure quarantines it; the fence
+   command runs (here it only prints what a scheduler would be told), node-b's
+   agent exits with code 75, and generation 3 goes on with node-a alone, at
+   half the world size (an event says what that does to the global batch).
 
 Run it through scripts/demo.sh (which installs and builds first).
 """
@@ -17,7 +24,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from cluster import Cluster, wait_for  # noqa: E402
+from cluster import REPO, Cluster, wait_for  # noqa: E402
+
+JOB = "demo"
 
 
 def banner(text):
@@ -29,57 +38,92 @@ def show(cluster, *args):
     print(cluster.ctl(*args, check=False)[1], end="", flush=True)
 
 
+def live_ranks_until(cluster, done, timeout):
+    """Prints the ranks table every 2s until done() holds; False on timeout."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        print(time.strftime("%H:%M:%S"))
+        show(cluster, "ranks", JOB)
+        time.sleep(2)
+    return True
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--hang-step", type=int, default=150,
-                        help="the step at which rank 2 hangs (default 150)")
+    parser.add_argument("--steps", type=int, default=400, help="training steps (default 400)")
     parser.add_argument("--step-seconds", type=float, default=0.05,
                         help="simulated compute per step (default 0.05)")
     args = parser.parse_args()
 
-    # Short thresholds so the demo is short; the defaults for real jobs are a
-    # 20s floor and 10 x the p99 step time.
-    cluster = Cluster(supervisor_args=["--stall-floor", "5s", "--sweep-interval", "500ms"])
+    cluster = Cluster(supervisor_args=[
+        # Short thresholds so the demo is short; see `trainsupd --help` for the
+        # defaults meant for real jobs (a 20s stall floor, 5s restart backoff...).
+        "--stall-floor", "5s", "--sweep-interval", "500ms", "--restart-backoff", "2s",
+        "--stop-grace", "5s", "--quarantine-after", "2",
+        "--fence-command", os.path.join(REPO, "scripts", "demo-fence.sh")])
+    cluster.supervisor_args += ["--state", os.path.join(cluster.workdir, "state.db")]
     try:
-        banner("starting trainsupd (--stall-floor 5s --sweep-interval 500ms)")
+        banner("starting trainsupd")
         cluster.start_supervisor()
         print(f"gRPC {cluster.grpc_address}, metrics http://{cluster.metrics_address}/metrics, "
               f"logs in {cluster.workdir}")
 
-        banner("starting 2 agents, each wrapping torchrun --nnodes=2 --nproc_per_node=2")
-        cluster.start_job("demo", train_args=[
-            "--steps", "100000", "--step-seconds", str(args.step_seconds),
-            "--hang-rank", "2", "--hang-step", str(args.hang_step)])
-        wait_for(lambda: len(cluster.ranks("demo")) == 4, 120,
+        banner("starting 2 agents, each wrapping torchrun --nnodes=1:2 --nproc_per_node=2")
+        cluster.start_job(JOB, elastic=True, train_args=[
+            "--steps", str(args.steps), "--step-seconds", str(args.step_seconds),
+            "--checkpoint-every", "20",
+            "--checkpoint-dir", os.path.join(cluster.workdir, "checkpoints"),
+            "--hang-node", "node-b", "--hang-local-rank", "0", "--hang-step", "80",
+            "--hang-generation", "1",
+            "--crash-node", "node-b", "--crash-local-rank", "0", "--crash-step", "120",
+            "--crash-generation", "2"])
+        wait_for(lambda: len(cluster.ranks(JOB)) == 4, 120,
                  what="the 4 ranks to report (torch start-up takes a few seconds)")
 
-        banner(f"the job trains (rank 2 will hang before its all-reduce of step "
-               f"{args.hang_step}): live `trainsupctl ranks demo` every 2s")
-        while not cluster.events("demo", "stall"):
-            print(time.strftime("%H:%M:%S"))
-            show(cluster, "ranks", "demo")
-            if any(a.poll() is not None for a in cluster.agents.values()):
-                print("an agent ended before the hang:\n" + cluster.diagnostics())
-                return 1
-            time.sleep(2)
+        banner("the job trains; at step 80 a rank on node-b hangs before its all-reduce")
+        if not live_ranks_until(cluster, lambda: cluster.events(JOB, "stall"), 120):
+            print("no stall seen:\n" + cluster.diagnostics())
+            return 1
+        stall = cluster.events(JOB, "stall")[0]
+        banner("trainsupd caught the hang (torchrun still sees nothing wrong):")
+        print(stall["message"])
+        show(cluster, "ranks", JOB)
 
-        stall = cluster.events("demo", "stall")[0]
-        banner("trainsupd caught the hang; torchrun still sees nothing wrong "
-               f"(agents running: {all(a.poll() is None for a in cluster.agents.values())})")
-        show(cluster, "events", "demo")
+        banner("trainsupd stops the job on both nodes and starts generation 2 from the checkpoint")
+        if not live_ranks_until(cluster, lambda: cluster.events(JOB, "recovered"), 120):
+            print("no recovery seen:\n" + cluster.diagnostics())
+            return 1
+        print(cluster.events(JOB, "recovered")[0]["message"])
+
+        banner("generation 2 trains; at step 120 node-b fails again (a crash)")
+        if not live_ranks_until(cluster, lambda: cluster.events(JOB, "world_size_changed"), 180):
+            print("no quarantine seen:\n" + cluster.diagnostics())
+            return 1
+        node_b = cluster.agents["node-b"].wait(timeout=30)
+        banner(f"node-b quarantined; its agent exited with code {node_b}; generation 3 runs "
+               "on node-a alone")
+        show(cluster, "nodes")
+        show(cluster, "ranks", JOB)
+
+        banner("the job trains to its end on node-a")
+        code = cluster.agents["node-a"].wait(timeout=600)
+        wait_for(lambda: cluster.ctl_json("jobs")["jobs"][0]["state"] == "finished", 10,
+                 what="the job to be finished")
+        banner(f"done: node-a's agent exited with {code}. What trainsupd saw and did:")
+        show(cluster, "events", JOB)
         show(cluster, "jobs")
-        show(cluster, "ranks", "demo")
         banner("a few of trainsupd's /metrics series")
         for line in cluster.metrics().splitlines():
-            if line.startswith(("trainsup_job_stalled", "trainsup_job_step{",
-                                "trainsup_job_last_progress", "trainsup_job_events_total")):
+            if line.startswith(("trainsup_job_restarts_total", "trainsup_job_generation",
+                                "trainsup_nodes_quarantined", "trainsup_job_state{")) \
+                    and not line.endswith(" 0"):
                 print(line)
-        named = stall.get("rank") == 2 and stall.get("node") == "node-b"
-        banner("culprit named correctly: rank 2 on node-b" if named
-               else f"culprit NOT as expected: {stall}")
-        banner("stopping the job (SIGTERM to the agents, which forward it to torchrun)")
-        return 0 if named else 1
+        ok = stall.get("node") == "node-b" and node_b == 75 and code == 0
+        banner("as expected" if ok else "NOT as expected")
+        return 0 if ok else 1
     finally:
         cluster.close()
 

@@ -210,6 +210,11 @@ bool Supervisor::AnyLauncherFailed(const Job& job) const {
 }
 
 void Supervisor::Emit(Job* job, Event event) {
+  if (job == nullptr && !event.job.empty()) {
+    // A node's event names its job: count it there too.
+    auto it = jobs_.find(event.job);
+    if (it != jobs_.end()) job = it->second.get();
+  }
   if (job != nullptr) {
     event.job = job->id();
     event.generation = job->generation();

@@ -144,10 +144,12 @@ void Supervisor::OnFailure(absl::Time now, Job& job, absl::string_view kind, Nod
   const std::string node_name = node == kNoNode ? "" : nodes_[node].name;
   output_.journal.failures.push_back(
       {failed_at, job.id(), job.generation(), std::string(kind), node_name, rank, message});
-  if (node != kNoNode) AttributeToNode(now, node, kind, message);
+  // Restart first, so that the restart is about this failure even when the
+  // attribution below quarantines the node (which would restart it too).
   BeginRestart(now, job, failed_at,
                absl::StrCat(kind, node_name.empty() ? "" : absl::StrCat(" on ", node_name), ": ",
                             message));
+  if (node != kNoNode) AttributeToNode(now, node, kind, message);
 }
 
 void Supervisor::AttributeToNode(absl::Time now, NodeIndex index, absl::string_view kind,

@@ -40,6 +40,9 @@ def parse_args():
     # every generation unless a generation is given.
     p.add_argument("--hang-rank", type=int, default=-1,
                    help="this rank stops before its all-reduce at --hang-step and never returns")
+    p.add_argument("--hang-node", default="",
+                   help="with --hang-local-rank: hang the rank of this node (TRAINSUP_NODE)")
+    p.add_argument("--hang-local-rank", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=-1)
     p.add_argument("--hang-generation", type=int, default=-1)
     p.add_argument("--crash-rank", type=int, default=-1,
@@ -154,7 +157,9 @@ def main():
                 NODE == args.crash_node and local_rank == args.crash_local_rank)
             if crash_here and injected(args.crash_generation, step, args.crash_step):
                 raise RuntimeError(f"injected crash on rank {rank} at step {step}")
-            if rank == args.hang_rank and injected(args.hang_generation, step, args.hang_step):
+            hang_here = rank == args.hang_rank or (
+                NODE == args.hang_node and local_rank == args.hang_local_rank)
+            if hang_here and injected(args.hang_generation, step, args.hang_step):
                 print(f"rank {rank}: hanging before the all-reduce of step {step}", flush=True)
                 while True:
                     time.sleep(3600)
