@@ -7,6 +7,8 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <fstream>
 #include <random>
 #include <variant>
 
@@ -16,6 +18,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
 namespace {
@@ -94,6 +97,7 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
   stopped_by_supervisor_ = false;
   absl::Status started = launcher_.Start(
       command_, {{"TRAINSUP_SOCKET", socket_->path()},
+                 {"TRAINSUP_PLAN_FILE", plan_path_},
                  {"TRAINSUP_JOB", options_.job},
                  {"TRAINSUP_NODE", options_.node},
                  {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
@@ -209,6 +213,8 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
       phase_ = Phase::kHeld;
       deadline_ = SteadyNow() + options_.hold_timeout;
     }
+  } else if (m.has_plan()) {
+    OnPlan(m.plan());
   } else if (m.has_quarantined()) {
     TRAINSUP_LOG_ERROR("this node is quarantined: %s", m.quarantined().reason());
     quarantined_ = true;
@@ -218,6 +224,37 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
       Finish(kExitQuarantined);
     }
   }
+}
+
+void Agent::OnPlan(const v1::CheckpointPlan& plan) {
+  for (const v1::CheckpointPlan& held : plans_.plans()) {
+    if (held.plan_id() == plan.plan_id()) return;  // resent after a reconnect
+  }
+  *plans_.add_plans() = plan;
+  // Write aside and rename, so that a rank never reads half a file.
+  google::protobuf::util::JsonPrintOptions json;
+  json.preserve_proto_field_names = true;
+  json.always_print_primitive_fields = true;
+  std::string text;
+  (void)google::protobuf::util::MessageToJsonString(plans_, &text, json);
+  const std::string tmp = plan_path_ + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out) {
+      TRAINSUP_LOG_ERROR("cannot write the plan file %s", tmp);
+      return;
+    }
+  }
+  if (rename(tmp.c_str(), plan_path_.c_str()) != 0) {
+    TRAINSUP_LOG_ERROR("cannot rename %s: %s", tmp, strerror(errno));
+    return;
+  }
+  TRAINSUP_LOG_INFO("checkpoint plan %d: every %d steps from step %d%s", plan.plan_id(),
+                    plan.interval_steps(), plan.effective_from_step(),
+                    plan.one_off_steps_size() > 0
+                        ? absl::StrCat(", one-off at step ", plan.one_off_steps(0))
+                        : "");
 }
 
 void Agent::OnCommandEnded() {
@@ -295,6 +332,7 @@ int Agent::Run() {
     return kExitFailure;
   }
   socket_ = std::move(*socket);
+  plan_path_ = socket_->directory() + "/plans.json";
 
   LinkOptions link_options;
   link_options.address = options_.supervisor;

@@ -81,6 +81,8 @@ class Agent {
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
   void OnCommandEnded();
+  // Keeps a checkpoint plan and rewrites the ranks' plan file.
+  void OnPlan(const v1::CheckpointPlan& plan);
   void CheckTimers();
   void Finish(int code);
   void PublishProcesses();
@@ -110,6 +112,8 @@ class Agent {
   std::unique_ptr<RankSocket> socket_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
+  v1::CheckpointPlans plans_;
+  std::string plan_path_;
 
   Phase phase_ = Phase::kConnecting;
   uint64_t generation_ = 0;

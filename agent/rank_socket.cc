@@ -67,6 +67,8 @@ RankSocket::RankSocket(int fd, std::string dir, std::string path)
 RankSocket::~RankSocket() {
   close(fd_);
   unlink(path_.c_str());
+  // Other files the agent keeps beside the socket (the ranks' plan file).
+  for (const char* name : {"/plans.json", "/plans.json.tmp"}) unlink((dir_ + name).c_str());
   rmdir(dir_.c_str());
 }
 

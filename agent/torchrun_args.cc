@@ -16,6 +16,16 @@ bool IsMaxRestartsOption(absl::string_view arg) {
   return absl::StartsWith(arg, "--max_restarts") || absl::StartsWith(arg, "--max-restarts");
 }
 
+// torchrun's options that take no value; every other `--option` without an
+// `=` takes the next argument as its value.
+bool IsFlag(absl::string_view arg) {
+  for (absl::string_view flag : {"--standalone", "--module", "-m", "--no_python", "--no-python",
+                                 "--run_path", "--run-path", "-h", "--help"}) {
+    if (arg == flag) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 PreparedCommand PrepareCommand(const std::vector<std::string>& argv) {
@@ -40,7 +50,11 @@ PreparedCommand PrepareCommand(const std::vector<std::string>& argv) {
   for (size_t i = options_at; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
     if (!absl::StartsWith(arg, "-")) break;  // the training script: torchrun's options end
-    if (!IsMaxRestartsOption(arg)) continue;
+    if (!IsMaxRestartsOption(arg)) {
+      // Skip the value of `--option value`.
+      if (arg.find('=') == std::string::npos && !IsFlag(arg)) ++i;
+      continue;
+    }
     std::string value;
     size_t eq = arg.find('=');
     if (eq != std::string::npos) {

@@ -73,9 +73,77 @@ int main(int argc, char** argv) {
   events->add_flag("-f,--follow", follow,
                    "after the recent events, print new ones as they happen (one per line; "
                    "-o json: one JSON object per line) until interrupted");
+
+  // Offline calculators: they contact no supervisor.
+  PlanFlags plan_flags;
+  CLI::App* plan = app.add_subcommand(
+      "plan", "offline: how often to checkpoint, from the MTBF and the checkpoint and restart "
+              "costs (no supervisor contacted)");
+  plan->add_option("--mtbf-hours", plan_flags.mtbf_hours,
+                   "mean time between job-killing failures, hours")
+      ->capture_default_str();
+  plan->add_option("--checkpoint-seconds", plan_flags.checkpoint_seconds,
+                   "time one writer takes to write a checkpoint, seconds")
+      ->capture_default_str();
+  plan->add_option("--restart-seconds", plan_flags.restart_seconds,
+                   "from a failure to the first step of the next generation, seconds")
+      ->capture_default_str();
+  plan->add_option("--writers", plan_flags.writers,
+                   "parallel writers: a checkpoint takes checkpoint-seconds / writers")
+      ->capture_default_str();
+  double async_snapshot_seconds = 0;
+  CLI::Option* async_snapshot = plan->add_option(
+      "--async-snapshot-seconds", async_snapshot_seconds,
+      "training blocks only this long (snapshot); the write goes on in the background");
+  double run_hours = 0;
+  CLI::Option* run = plan->add_option("--run-hours", run_hours, "length of the run, hours");
+  ComputeBudgetInputs budget_flags;
+  CLI::App* budget = app.add_subcommand(
+      "budget", "offline: GPU utilization, wall time and cost left by the input pipeline's "
+                "rate (no supervisor contacted)");
+  budget->add_option("--compute-samples-per-second", budget_flags.compute_samples_per_second,
+                     "what the GPUs consume when never waiting for data")
+      ->capture_default_str();
+  budget->add_option("--loader-samples-per-second", budget_flags.loader_samples_per_second,
+                     "what the data loader produces (same scope as the compute rate)")
+      ->capture_default_str();
+  bool no_overlap = false;
+  budget->add_flag("--no-overlap", no_overlap,
+                   "loading does not overlap compute (no prefetch): per-sample times add");
+  int gpus = 0;
+  CLI::Option* gpus_option = budget->add_option("--gpus", gpus, "GPUs in the job");
+  double price = 0;
+  CLI::Option* price_option =
+      budget->add_option("--price-per-gpu-hour", price, "price of one GPU-hour");
+  double useful = 0;
+  CLI::Option* useful_option = budget->add_option(
+      "--useful-gpu-hours", useful, "GPU-hours of pure compute the run needs");
+  // `trainsupctl plan -o json` works as well as `trainsupctl -o json plan`.
+  plan->fallthrough();
+  budget->fallthrough();
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
 
   const bool json = output == "json";
+  if (*plan || *budget) {
+    absl::StatusOr<std::string> text;
+    if (*plan) {
+      if (*async_snapshot) plan_flags.async_snapshot_seconds = async_snapshot_seconds;
+      if (*run) plan_flags.run_hours = run_hours;
+      text = RunPlanCommand(plan_flags, json);
+    } else {
+      budget_flags.overlap = !no_overlap;
+      if (*gpus_option) budget_flags.gpus = gpus;
+      if (*price_option) budget_flags.price_per_gpu_hour = price;
+      if (*useful_option) budget_flags.useful_gpu_hours = useful;
+      text = RunBudgetCommand(budget_flags, json);
+    }
+    if (!text.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(text.status().message()).c_str());
+      return kExitUsage;
+    }
+    std::fwrite(text->data(), 1, text->size(), stdout);
+    return kExitOk;
+  }
   OperatorClient client(supervisor, timeout);
   if (*jobs) {
     return Emit(client.ListJobs(), json,

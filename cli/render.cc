@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/string_view.h"
 #include "cli/table.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -135,6 +138,343 @@ std::string RenderEventsTable(const v1::ListEventsResponse& response) {
                   e.node().empty() ? "-" : e.node(), e.message()});
   }
   return table.Render();
+}
+
+// ---- Offline calculators ----
+
+namespace {
+
+// JSON by hand: one object, one key per line; nested objects on one line,
+// array elements one per line. Keys keep the order they are added in.
+std::string JsonNumber(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.10g", v) : "null";
+}
+std::string JsonNumber(const std::optional<double>& v) {
+  return v.has_value() ? JsonNumber(*v) : "null";
+}
+std::string JsonBool(bool v) { return v ? "true" : "false"; }
+std::string JsonString(absl::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(&out, "\\u%04x", c);
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+using JsonFields = std::vector<std::pair<std::string, std::string>>;  // key, rendered value
+
+std::string JsonInline(const JsonFields& fields) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : fields) parts.push_back(JsonString(key) + ": " + value);
+  return "{" + absl::StrJoin(parts, ", ") + "}";
+}
+std::string JsonArray(const std::vector<std::string>& values) {
+  if (values.empty()) return "[]";
+  return "[\n    " + absl::StrJoin(values, ",\n    ") + "\n  ]";
+}
+std::string JsonDocument(const JsonFields& fields) {
+  std::vector<std::string> parts;
+  for (const auto& [key, value] : fields) parts.push_back("  " + JsonString(key) + ": " + value);
+  return "{\n" + absl::StrJoin(parts, ",\n") + "\n}\n";
+}
+
+// "46m29s" from a minute up (whole seconds), "2.5s" below.
+std::string Interval(double seconds) {
+  if (!std::isfinite(seconds)) return "-";
+  if (seconds < 60) return absl::StrFormat("%.3gs", seconds);
+  return absl::FormatDuration(absl::Seconds(std::round(seconds)));
+}
+// "46m29s (2789 s)".
+std::string IntervalWithSeconds(double seconds) {
+  return absl::StrFormat("%s (%.0f s)", Interval(seconds), seconds);
+}
+std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
+// A key-value line of the calculators' summaries.
+std::string Line(absl::string_view key, absl::string_view value) {
+  return absl::StrFormat("%-16s%s\n", key, value);
+}
+
+absl::Status BadFlag(absl::string_view flag, absl::string_view want, double got) {
+  return absl::InvalidArgumentError(absl::StrFormat("%s must be %s, got %g", flag, want, got));
+}
+bool Positive(double v) { return std::isfinite(v) && v > 0; }
+bool NonNegative(double v) { return std::isfinite(v) && v >= 0; }
+
+JsonFields WasteFields(const CheckpointWaste& w) {
+  return {{"interval_seconds", JsonNumber(w.interval_seconds)},
+          {"write_tax_fraction", JsonNumber(w.write_tax_fraction)},
+          {"rework_fraction", JsonNumber(w.rework_fraction)},
+          {"total_waste_fraction", JsonNumber(w.total_waste_fraction)},
+          {"goodput_fraction", JsonNumber(w.goodput_fraction)}};
+}
+
+}  // namespace
+
+absl::StatusOr<CheckpointPlanInputs> PlanInputsFromFlags(const PlanFlags& f) {
+  if (!Positive(f.mtbf_hours)) {
+    return BadFlag("--mtbf-hours", "a number of hours > 0", f.mtbf_hours);
+  }
+  if (!Positive(f.checkpoint_seconds)) {
+    return BadFlag("--checkpoint-seconds", "a number of seconds > 0", f.checkpoint_seconds);
+  }
+  if (!NonNegative(f.restart_seconds)) {
+    return BadFlag("--restart-seconds", "a number of seconds >= 0", f.restart_seconds);
+  }
+  if (f.writers < 1) return BadFlag("--writers", "at least 1", f.writers);
+  if (f.async_snapshot_seconds.has_value() && !Positive(*f.async_snapshot_seconds)) {
+    return BadFlag("--async-snapshot-seconds",
+                   "a number of seconds > 0 (leave it out for a synchronous write)",
+                   *f.async_snapshot_seconds);
+  }
+  if (f.run_hours.has_value() && !Positive(*f.run_hours)) {
+    return BadFlag("--run-hours", "a number of hours > 0", *f.run_hours);
+  }
+  const CheckpointCost cost =
+      SplitWriteCost(f.checkpoint_seconds, f.writers, f.async_snapshot_seconds.value_or(0));
+  CheckpointPlanInputs in;
+  in.checkpoint_seconds = cost.blocking_seconds;
+  in.async_write_seconds = cost.async_write_seconds;
+  in.mtbf_seconds = f.mtbf_hours * 3600;
+  in.restart_seconds = f.restart_seconds;
+  if (f.run_hours.has_value()) in.run_seconds = *f.run_hours * 3600;
+  return in;
+}
+
+std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& plan) {
+  const CheckpointPlanInputs& in = plan.inputs;
+  std::string out;
+  out += Line("mtbf", IntervalWithSeconds(in.mtbf_seconds));
+  const double write = f.checkpoint_seconds / f.writers;
+  std::string writers = f.writers == 1 ? "1 writer" : absl::StrCat(f.writers, " writers");
+  if (in.async_write_seconds > 0) {
+    out += Line("checkpoint",
+                absl::StrFormat("blocks %gs (asynchronous snapshot)", in.checkpoint_seconds));
+    out += Line("async write",
+                absl::StrFormat("%gs in the background (%gs / %s); it must finish before the "
+                                "next checkpoint, so the interval is at least %s",
+                                write, f.checkpoint_seconds, writers,
+                                Interval(in.async_write_seconds)));
+  } else {
+    out += Line("checkpoint", f.writers == 1
+                                  ? absl::StrFormat("blocks %gs (synchronous write)", write)
+                                  : absl::StrFormat("blocks %gs (synchronous write: %gs / %s)",
+                                                    write, f.checkpoint_seconds, writers));
+  }
+  out += Line("restart", IntervalWithSeconds(in.restart_seconds));
+  if (in.run_seconds.has_value()) out += Line("run", IntervalWithSeconds(*in.run_seconds));
+  out += "\n";
+  out += Line("young interval", IntervalWithSeconds(plan.young_interval_seconds) +
+                                    "  T* = sqrt(2 C M)");
+  out += Line("daly interval", IntervalWithSeconds(plan.daly_interval_seconds));
+  out += Line("at young's T*",
+              absl::StrFormat("write tax %s + rework %s = overhead %s (goodput %s)",
+                              Pct(plan.at_young.write_tax_fraction),
+                              Pct(plan.at_young.rework_fraction),
+                              Pct(plan.at_young.total_waste_fraction),
+                              Pct(plan.at_young.goodput_fraction)));
+  if (plan.interval_seconds != plan.young_interval_seconds) {
+    out += Line("planned", absl::StrFormat(
+                               "%s, raised to the asynchronous write: overhead %s (goodput %s)",
+                               IntervalWithSeconds(plan.interval_seconds),
+                               Pct(plan.at_interval.total_waste_fraction),
+                               Pct(plan.at_interval.goodput_fraction)));
+  }
+  out += "\n";
+  Table table({"INTERVAL", "FACTOR", "WRITE_TAX", "REWORK", "TOTAL_WASTE", "GOODPUT", "NOTE"});
+  for (const CheckpointSensitivityRow& row : plan.sensitivity) {
+    table.AddRow({Interval(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
+                  Pct(row.waste.write_tax_fraction), Pct(row.waste.rework_fraction),
+                  Pct(row.waste.total_waste_fraction), Pct(row.waste.goodput_fraction),
+                  row.write_overlaps_next ? "write still running at the next" : ""});
+  }
+  out += table.Render();
+  out += "\n";
+  for (const std::string& w : plan.warnings) out += "warning: " + w + "\n";
+  out += "verdict: " + plan.verdict_text + "\n";
+  return out;
+}
+
+std::string RenderCheckpointPlanJson(const PlanFlags& f, const CheckpointPlan& plan) {
+  const CheckpointPlanInputs& in = plan.inputs;
+  std::vector<std::string> rows;
+  for (const CheckpointSensitivityRow& row : plan.sensitivity) {
+    JsonFields fields = {{"factor", JsonNumber(row.factor)}};
+    for (auto& field : WasteFields(row.waste)) fields.push_back(std::move(field));
+    fields.push_back({"write_overlaps_next", JsonBool(row.write_overlaps_next)});
+    rows.push_back(JsonInline(fields));
+  }
+  std::vector<std::string> warnings;
+  for (const std::string& w : plan.warnings) warnings.push_back(JsonString(w));
+  const bool every = plan.verdict == CheckpointVerdict::kCheckpointEvery;
+  return JsonDocument({
+      {"mtbf_seconds", JsonNumber(in.mtbf_seconds)},
+      {"checkpoint_write_seconds", JsonNumber(f.checkpoint_seconds)},
+      {"writers", absl::StrCat(f.writers)},
+      {"async_snapshot_seconds", JsonNumber(f.async_snapshot_seconds)},
+      {"restart_seconds", JsonNumber(in.restart_seconds)},
+      {"run_seconds", JsonNumber(in.run_seconds)},
+      {"blocking_checkpoint_seconds", JsonNumber(in.checkpoint_seconds)},
+      {"async_write_seconds", JsonNumber(in.async_write_seconds)},
+      {"young_interval_seconds", JsonNumber(plan.young_interval_seconds)},
+      {"daly_interval_seconds", JsonNumber(plan.daly_interval_seconds)},
+      {"at_young_interval", JsonInline(WasteFields(plan.at_young))},
+      {"planned_interval_seconds", JsonNumber(plan.interval_seconds)},
+      {"at_planned_interval", JsonInline(WasteFields(plan.at_interval))},
+      {"sensitivity", JsonArray(rows)},
+      {"verdict", JsonString(CheckpointVerdictName(plan.verdict))},
+      {"verdict_text", JsonString(plan.verdict_text)},
+      {"recommended_interval_seconds", every ? JsonNumber(plan.interval_seconds) : "null"},
+      {"warnings", JsonArray(warnings)},
+  });
+}
+
+absl::StatusOr<std::string> RunPlanCommand(const PlanFlags& flags, bool json) {
+  absl::StatusOr<CheckpointPlanInputs> inputs = PlanInputsFromFlags(flags);
+  if (!inputs.ok()) return inputs.status();
+  absl::StatusOr<CheckpointPlan> plan = PlanCheckpoints(*inputs);
+  if (!plan.ok()) return plan.status();
+  return json ? RenderCheckpointPlanJson(flags, *plan) : RenderCheckpointPlanTable(flags, *plan);
+}
+
+absl::Status CheckBudgetFlags(const ComputeBudgetInputs& f) {
+  if (!Positive(f.compute_samples_per_second)) {
+    return BadFlag("--compute-samples-per-second", "a rate > 0", f.compute_samples_per_second);
+  }
+  if (!Positive(f.loader_samples_per_second)) {
+    return BadFlag("--loader-samples-per-second", "a rate > 0", f.loader_samples_per_second);
+  }
+  if (f.gpus.has_value() && *f.gpus < 1) return BadFlag("--gpus", "at least 1", *f.gpus);
+  if (f.price_per_gpu_hour.has_value() && !NonNegative(*f.price_per_gpu_hour)) {
+    return BadFlag("--price-per-gpu-hour", "a price >= 0", *f.price_per_gpu_hour);
+  }
+  if (f.useful_gpu_hours.has_value() && !Positive(*f.useful_gpu_hours)) {
+    return BadFlag("--useful-gpu-hours", "a number of GPU-hours > 0", *f.useful_gpu_hours);
+  }
+  if (!f.useful_gpu_hours.has_value() && (f.gpus.has_value() || f.price_per_gpu_hour.has_value())) {
+    return absl::InvalidArgumentError(
+        "--gpus and --price-per-gpu-hour need --useful-gpu-hours (the GPU-hours of pure compute "
+        "the run needs)");
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+std::string Rate(double samples_per_second) {
+  return absl::StrFormat("%.6g samples/s", samples_per_second);
+}
+std::string PerSample(double seconds) {
+  if (seconds >= 1) return absl::StrFormat("%.3gs", seconds);
+  if (seconds >= 1e-3) return absl::StrFormat("%.1fms", seconds * 1e3);
+  return absl::StrFormat("%.1fus", seconds * 1e6);
+}
+std::string Hours(double hours) { return absl::StrFormat("%.1f", hours); }
+std::string Money(double amount) { return absl::StrFormat("%.2f", amount); }
+
+}  // namespace
+
+std::string RenderComputeBudgetTable(const ComputeBudget& b) {
+  const ComputeBudgetInputs& in = b.inputs;
+  std::string out;
+  out += Line("compute", absl::StrFormat("%s (%s per sample)", Rate(in.compute_samples_per_second),
+                                         PerSample(b.compute_seconds_per_sample)));
+  out += Line("loader", absl::StrFormat("%s (%s per sample), %s",
+                                        Rate(in.loader_samples_per_second),
+                                        PerSample(b.loader_seconds_per_sample),
+                                        in.overlap ? "overlapped with compute (prefetch)"
+                                                   : "not overlapped: loading adds to each step"));
+  std::string pace = b.loader_bound ? "the loader sets the pace"
+                     : in.overlap   ? "compute sets the pace"
+                                    : "compute + loading";
+  out += Line("per sample", absl::StrFormat("%s (%s)", PerSample(b.seconds_per_sample), pace));
+  out += Line("utilization", absl::StrFormat("%s (GPUs wait for data %s of the time)",
+                                             Pct(b.utilization_fraction), Pct(b.idle_fraction)));
+  out += Line("throughput", Rate(b.throughput_samples_per_second));
+  if (b.wall_gpu_hours.has_value()) {
+    out += Line("useful work", Hours(*in.useful_gpu_hours) + " GPU-hours");
+    std::string wall = Hours(*b.wall_gpu_hours) + " GPU-hours";
+    if (b.wall_hours.has_value()) {
+      absl::StrAppend(&wall, " = ", Hours(*b.wall_hours), " h on ", *in.gpus,
+                      *in.gpus == 1 ? " GPU" : " GPUs");
+    }
+    out += Line("wall time", wall);
+  }
+  if (b.cost.has_value()) {
+    out += Line("cost", absl::StrFormat("%s at %s per GPU-hour, of which idle GPUs %s",
+                                        Money(*b.cost), Money(*in.price_per_gpu_hour),
+                                        Money(*b.idle_cost)));
+  }
+  out += "\n";
+  std::vector<std::string> headers = {"LOADER", "SAMPLES_PER_S", "PER_SAMPLE", "UTILIZATION",
+                                      "THROUGHPUT"};
+  if (b.wall_gpu_hours.has_value()) headers.push_back("WALL_GPU_HOURS");
+  if (b.cost.has_value()) headers.push_back("COST");
+  Table table(headers);
+  for (const ComputeBudgetPoint& p : b.sweep) {
+    std::vector<std::string> row = {absl::StrReplaceAll(p.label, {{" ", ""}}),
+                                    absl::StrFormat("%.6g", p.loader_samples_per_second),
+                                    PerSample(p.seconds_per_sample), Pct(p.utilization_fraction),
+                                    absl::StrFormat("%.6g", p.throughput_samples_per_second)};
+    if (p.wall_gpu_hours.has_value()) row.push_back(Hours(*p.wall_gpu_hours));
+    if (p.cost.has_value()) row.push_back(Money(*p.cost));
+    table.AddRow(std::move(row));
+  }
+  out += table.Render();
+  return out;
+}
+
+std::string RenderComputeBudgetJson(const ComputeBudget& b) {
+  const ComputeBudgetInputs& in = b.inputs;
+  std::vector<std::string> rows;
+  for (const ComputeBudgetPoint& p : b.sweep) {
+    rows.push_back(JsonInline({
+        {"label", JsonString(p.label)},
+        {"loader_samples_per_second", JsonNumber(p.loader_samples_per_second)},
+        {"seconds_per_sample", JsonNumber(p.seconds_per_sample)},
+        {"utilization_fraction", JsonNumber(p.utilization_fraction)},
+        {"throughput_samples_per_second", JsonNumber(p.throughput_samples_per_second)},
+        {"wall_gpu_hours", JsonNumber(p.wall_gpu_hours)},
+        {"cost", JsonNumber(p.cost)},
+    }));
+  }
+  return JsonDocument({
+      {"compute_samples_per_second", JsonNumber(in.compute_samples_per_second)},
+      {"loader_samples_per_second", JsonNumber(in.loader_samples_per_second)},
+      {"overlap", JsonBool(in.overlap)},
+      {"gpus", in.gpus.has_value() ? absl::StrCat(*in.gpus) : "null"},
+      {"price_per_gpu_hour", JsonNumber(in.price_per_gpu_hour)},
+      {"useful_gpu_hours", JsonNumber(in.useful_gpu_hours)},
+      {"compute_seconds_per_sample", JsonNumber(b.compute_seconds_per_sample)},
+      {"loader_seconds_per_sample", JsonNumber(b.loader_seconds_per_sample)},
+      {"seconds_per_sample", JsonNumber(b.seconds_per_sample)},
+      {"utilization_fraction", JsonNumber(b.utilization_fraction)},
+      {"idle_fraction", JsonNumber(b.idle_fraction)},
+      {"throughput_samples_per_second", JsonNumber(b.throughput_samples_per_second)},
+      {"loader_bound", JsonBool(b.loader_bound)},
+      {"wall_gpu_hours", JsonNumber(b.wall_gpu_hours)},
+      {"wall_hours", JsonNumber(b.wall_hours)},
+      {"cost", JsonNumber(b.cost)},
+      {"idle_cost", JsonNumber(b.idle_cost)},
+      {"sweep", JsonArray(rows)},
+  });
+}
+
+absl::StatusOr<std::string> RunBudgetCommand(const ComputeBudgetInputs& flags, bool json) {
+  if (absl::Status s = CheckBudgetFlags(flags); !s.ok()) return s;
+  absl::StatusOr<ComputeBudget> budget = PlanComputeBudget(flags);
+  if (!budget.ok()) return budget.status();
+  return json ? RenderComputeBudgetJson(*budget) : RenderComputeBudgetTable(*budget);
 }
 
 }  // namespace trainsup

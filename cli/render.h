@@ -1,9 +1,13 @@
 #ifndef TRAINSUP_CLI_RENDER_H_
 #define TRAINSUP_CLI_RENDER_H_
 
+#include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/compute_budget.h"
 #include "google/protobuf/message.h"
 #include "trainsup/v1/operator.pb.h"
 
@@ -28,6 +32,37 @@ std::string RenderJsonLine(const google::protobuf::Message& message);
 std::string FormatSeconds(double seconds);
 // "1.23s ago"; "-" for unknown (negative) ages.
 std::string FormatAge(double seconds);
+
+// ---- Offline calculators: `plan` and `budget` (no supervisor contacted) ----
+// Each command is flags -> core inputs (InvalidArgument naming the flag for a
+// bad value) -> the pure core -> text. `-o json` prints one JSON object with
+// snake_case keys whose names carry the unit (_seconds, _fraction, ...);
+// fractions are 0..1 (0.162 is 16.2 %); a figure that does not apply is null.
+
+// The options of `trainsupctl plan`, in the units they are typed in.
+struct PlanFlags {
+  double mtbf_hours = 6;           // --mtbf-hours: M
+  double checkpoint_seconds = 180; // --checkpoint-seconds: one writer's full write
+  double restart_seconds = 720;    // --restart-seconds: R (failure -> next first step)
+  int writers = 1;                 // --writers: the write takes checkpoint_seconds / writers
+  // --async-snapshot-seconds: training blocks only this long; the write
+  // (checkpoint_seconds / writers) goes on in the background.
+  std::optional<double> async_snapshot_seconds;
+  std::optional<double> run_hours;  // --run-hours: L
+};
+absl::StatusOr<CheckpointPlanInputs> PlanInputsFromFlags(const PlanFlags& flags);
+std::string RenderCheckpointPlanTable(const PlanFlags& flags, const CheckpointPlan& plan);
+std::string RenderCheckpointPlanJson(const PlanFlags& flags, const CheckpointPlan& plan);
+// The whole command: its stdout, or the error for `error: ...` (exit 2).
+absl::StatusOr<std::string> RunPlanCommand(const PlanFlags& flags, bool json);
+
+// The options of `trainsupctl budget` are ComputeBudgetInputs (its defaults
+// are the command's). The checks name the flags; --gpus and
+// --price-per-gpu-hour need --useful-gpu-hours.
+absl::Status CheckBudgetFlags(const ComputeBudgetInputs& flags);
+std::string RenderComputeBudgetTable(const ComputeBudget& budget);
+std::string RenderComputeBudgetJson(const ComputeBudget& budget);
+absl::StatusOr<std::string> RunBudgetCommand(const ComputeBudgetInputs& flags, bool json);
 
 }  // namespace trainsup
 

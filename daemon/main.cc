@@ -93,6 +93,29 @@ int main(int argc, char** argv) {
   app.add_option("--quarantine-max-fraction", core.quarantine.max_fraction,
                  "never quarantine more than this fraction of known nodes (yet always allow one)")
       ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  app.add_option_function<std::string>(
+         "--mtbf-prior",
+         [&core](const std::string& text) {
+           absl::StatusOr<absl::Duration> d = ParseDurationOption(text);
+           if (!d.ok() || *d <= absl::ZeroDuration()) {
+             throw CLI::ValidationError("--mtbf-prior must be a positive duration, e.g. 24h");
+           }
+           core.mtbf.prior_seconds = absl::ToDoubleSeconds(*d);
+         },
+         "the MTBF prior: one pseudo-failure over this much running time, so that a young "
+         "cluster is not told its MTBF is infinite")
+      ->type_name("DURATION")->default_str("24h");
+  AddDurationOption(app, "--checkpoint-cost-prior", &core.checkpoint_cost_prior,
+                    "C until a job has reported its own checkpoints (hb.checkpointing)");
+  AddDurationOption(app, "--restart-cost-prior", &core.restart_cost_prior,
+                    "R until a job has been restarted once");
+  AddDurationOption(app, "--plan-horizon", &core.plan_horizon,
+                    "a new checkpoint plan takes effect this far ahead (at least 5 steps)");
+  app.add_option("--replan-threshold", core.replan_threshold,
+                 "publish a new plan only when the interval moves by more than this fraction")
+      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  bool no_plan = false;
+  app.add_flag("--no-checkpoint-plan", no_plan, "do not publish checkpoint plans");
   app.add_option("--fence-command", options.fence_command,
                  "run as `COMMAND NODE REASON` when a node is quarantined (e.g. to drain it in "
                  "Slurm or cordon it in Kubernetes); output and result become a `fence` event");
@@ -101,6 +124,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   options.core.step_window = static_cast<size_t>(step_window);
+  options.core.plan_checkpoints = !no_plan;
   if (options.sweep_interval <= absl::ZeroDuration()) {
     std::fprintf(stderr, "error: --sweep-interval must be > 0\n");
     return kExitUsage;

@@ -65,6 +65,28 @@ struct Families {
       "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
   MetricFamily job_restarts = Family("trainsup_job_restarts_total",
       "Coordinated restarts of the job since the supervisor started.", MetricType::Counter);
+  MetricFamily job_time = Family("trainsup_job_time_seconds_total",
+      "Where the job's wall time went since its first step, by bucket: useful, starved (waiting on "
+      "input), checkpoint_blocked, lost (re-done work and failure -> first step of the next "
+      "generation). The buckets add up to the wall time.", MetricType::Counter);
+  MetricFamily job_goodput = Family("trainsup_job_goodput_ratio",
+      "useful / wall time since the job's first step.", MetricType::Gauge);
+  MetricFamily job_mtbf = Family("trainsup_job_mtbf_seconds",
+      "Mean time between the job's crashes and stalls, with the prior (estimate) and its "
+      "confidence bounds (lower, upper).", MetricType::Gauge);
+  MetricFamily cluster_mtbf = Family("trainsup_cluster_mtbf_seconds",
+      "Mean time between job-killing failures over all jobs (estimate, lower, upper).",
+      MetricType::Gauge);
+  MetricFamily job_checkpoint_cost = Family("trainsup_job_checkpoint_cost_seconds",
+      "C: blocking seconds per checkpoint the planner uses (measured median, or the prior).",
+      MetricType::Gauge);
+  MetricFamily job_restart_cost = Family("trainsup_job_restart_cost_seconds",
+      "R: failure -> first step of the next generation the planner uses (measured median, or "
+      "the prior).", MetricType::Gauge);
+  MetricFamily job_checkpoint_interval = Family("trainsup_job_checkpoint_interval_seconds",
+      "The planned checkpoint interval (absent before the first plan).", MetricType::Gauge);
+  MetricFamily job_checkpoint_interval_steps = Family("trainsup_job_checkpoint_interval_steps",
+      "The planned checkpoint interval in steps, as the ranks hold it.", MetricType::Gauge);
   MetricFamily job_generation = Family("trainsup_job_generation",
       "Current generation of the job (1 for the first launch).", MetricType::Gauge);
   MetricFamily job_world_size = Family("trainsup_job_world_size",
@@ -108,7 +130,9 @@ struct Families {
     for (MetricFamily* f :
          {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &quarantine_skipped, &store_errors,
-          &job_state, &job_restarts, &job_generation, &job_world_size, &job_step, &job_last_progress,
+          &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
+          &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
+          &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
           &job_ranks_reporting, &job_ranks_alive, &job_heartbeats, &job_stalled,
           &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
           &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration}) {
@@ -117,6 +141,18 @@ struct Families {
     return out;
   }
 };
+
+// An MTBF estimate as three series: the estimate and its bounds.
+void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetric::Label> labels) {
+  for (const auto& [bound, value] : {std::pair<const char*, double>{"estimate", m.mtbf_seconds},
+                                     {"lower", m.lower_seconds},
+                                     {"upper", m.upper_seconds}}) {
+    std::vector<ClientMetric::Label> l = labels;
+    l.push_back({"bound", bound});
+    std::sort(l.begin(), l.end());
+    AddSample(family, l, value);
+  }
+}
 
 // The flagged stragglers' p99 compute time: every one for jobs below the
 // per-rank cap, else the slowest max_stragglers_per_job.
@@ -150,6 +186,24 @@ void CollectJob(const Job& job, const Supervisor& core, absl::Time now,
                 control->state == state ? 1 : 0);
     }
     AddSample(f.job_restarts, id, static_cast<double>(control->restarts));
+    const LedgerTotals& ledger = control->ledger.totals();
+    for (int b = 0; b < kBucketCount; ++b) {
+      AddSample(f.job_time,
+                {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id()}},
+                ledger.seconds[b]);
+    }
+    AddSample(f.job_goodput, id, ledger.goodput());
+    AddMtbf(f.job_mtbf, core.JobMtbf(*control, now), id);
+    bool measured = false;
+    AddSample(f.job_checkpoint_cost, id, core.CheckpointCost(*control, &measured));
+    AddSample(f.job_restart_cost, id, core.RestartCost(*control, &measured));
+    if (control->plan_figures) {
+      AddSample(f.job_checkpoint_interval, id, control->plan_figures->interval_seconds);
+    }
+    if (!control->plans.empty()) {
+      AddSample(f.job_checkpoint_interval_steps, id,
+                static_cast<double>(control->plans.back().interval_steps));
+    }
   }
   AddSample(f.job_generation, id, static_cast<double>(job.generation()));
   AddSample(f.job_world_size, id, job.world_size());
@@ -221,6 +275,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.nodes_quarantined, {}, quarantined);
     AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
     AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
+    AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
     for (const Job* job : jobs) CollectJob(*job, core, now, options_, f);
     return 0;
   });

@@ -195,6 +195,82 @@ grpc::Status Answer(const absl::StatusOr<std::string>& result, v1::ActionRespons
 
 }  // namespace
 
+namespace {
+
+void RenderMtbf(const MtbfEstimate& m, v1::Mtbf* out) {
+  out->set_exposure_seconds(m.exposure_seconds);
+  out->set_failures(static_cast<uint32_t>(m.failures));
+  out->set_mtbf_seconds(m.mtbf_seconds);
+  out->set_lower_seconds(m.lower_seconds);
+  out->set_upper_seconds(m.upper_seconds);
+  out->set_confidence(m.confidence);
+  out->set_conservative_seconds(m.conservative_seconds);
+}
+
+void RenderLedger(const LedgerTotals& t, v1::LedgerBuckets* out) {
+  out->set_useful_seconds(t.seconds[static_cast<int>(Bucket::kUseful)]);
+  out->set_starved_seconds(t.seconds[static_cast<int>(Bucket::kStarved)]);
+  out->set_checkpoint_blocked_seconds(t.seconds[static_cast<int>(Bucket::kCheckpointBlocked)]);
+  out->set_lost_seconds(t.seconds[static_cast<int>(Bucket::kLost)]);
+  out->set_wall_seconds(t.wall_seconds());
+  out->set_goodput(t.goodput());
+}
+
+}  // namespace
+
+grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+                                         v1::JobDetail* response) {
+  return host_->Read([&](const Supervisor& core, absl::Time now) {
+    const Job* job = core.FindJob(request->job_id());
+    const JobControl* control = core.FindControl(request->job_id());
+    if (job == nullptr || control == nullptr) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", request->job_id(), "'"));
+    }
+    RenderJob(*job, core, response->mutable_job());
+    RenderMtbf(core.JobMtbf(*control, now), response->mutable_job_mtbf());
+    RenderMtbf(core.ClusterMtbf(now), response->mutable_cluster_mtbf());
+    bool measured = false;
+    response->set_checkpoint_cost_seconds(core.CheckpointCost(*control, &measured));
+    response->set_checkpoint_cost_measured(measured);
+    response->set_checkpoint_async_seconds(
+        control->checkpoint_async.empty() ? 0 : control->checkpoint_async.Percentile(0.5));
+    response->set_restart_cost_seconds(core.RestartCost(*control, &measured));
+    response->set_restart_cost_measured(measured);
+    if (control->plan_figures) {
+      const CheckpointPlan& p = *control->plan_figures;
+      response->set_young_interval_seconds(p.young_interval_seconds);
+      response->set_daly_interval_seconds(p.daly_interval_seconds);
+      response->set_planned_interval_seconds(p.interval_seconds);
+      response->set_expected_waste_fraction(p.at_interval.total_waste_fraction);
+      response->set_plan_verdict(p.verdict_text);
+      for (const std::string& w : p.warnings) response->add_plan_warnings(w);
+    }
+    for (const CheckpointPlanSpec& spec : control->plans) {
+      v1::PlanSpec* out = response->add_plans();
+      out->set_plan_id(spec.plan_id);
+      out->set_anchor_step(spec.anchor_step);
+      out->set_interval_steps(spec.interval_steps);
+      out->set_effective_from_step(spec.effective_from_step);
+      for (int64_t s : spec.one_off_steps) out->add_one_off_steps(s);
+    }
+    response->set_next_checkpoint_step(
+        control->plans.empty() ? -1 : NextCheckpointStep(control->plans, job->max_step() + 1));
+    RenderLedger(control->ledger.totals(), response->mutable_ledger());
+    for (const auto& [generation, totals] : control->ledger.by_generation()) {
+      v1::GenerationLedger* g = response->add_generations();
+      g->set_generation(generation);
+      RenderLedger(totals, g->mutable_buckets());
+    }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status OperatorServiceImpl::RequestCheckpoint(grpc::ServerContext*,
+                                                    const v1::RequestCheckpointRequest* request,
+                                                    v1::ActionResponse* response) {
+  return Answer(host_->RequestCheckpoint(request->job_id()), response);
+}
+
 grpc::Status OperatorServiceImpl::ResumeJob(grpc::ServerContext*, const v1::ResumeJobRequest* request,
                                             v1::ActionResponse* response) {
   return Answer(host_->Resume(request->job_id()), response);

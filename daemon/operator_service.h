@@ -30,6 +30,11 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
   grpc::Status UnquarantineNode(grpc::ServerContext* context,
                                 const v1::UnquarantineNodeRequest* request,
                                 v1::ActionResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::JobDetail* response) override;
+  grpc::Status RequestCheckpoint(grpc::ServerContext* context,
+                                 const v1::RequestCheckpointRequest* request,
+                                 v1::ActionResponse* response) override;
 
  private:
   SupervisorHost* const host_;

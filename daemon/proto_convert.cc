@@ -137,6 +137,15 @@ v1::SupervisorMessage ToProto(const AgentCommand& command) {
     case AgentCommand::Kind::kQuarantine:
       out.mutable_quarantined()->set_reason(command.reason);
       break;
+    case AgentCommand::Kind::kPlan: {
+      v1::CheckpointPlan* plan = out.mutable_plan();
+      plan->set_plan_id(command.plan.plan_id);
+      plan->set_anchor_step(command.plan.anchor_step);
+      plan->set_interval_steps(command.plan.interval_steps);
+      plan->set_effective_from_step(command.plan.effective_from_step);
+      for (int64_t step : command.plan.one_off_steps) plan->add_one_off_steps(step);
+      break;
+    }
   }
   return out;
 }

@@ -43,7 +43,7 @@ constexpr const char* kCreateSchema[] = {
     "CREATE TABLE jobs ("
     "  job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
     "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
-    "  changed REAL)",
+    "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0)",
     "CREATE TABLE events ("
     "  id INTEGER PRIMARY KEY, time REAL, kind TEXT NOT NULL, job TEXT NOT NULL,"
     "  generation INTEGER NOT NULL, rank INTEGER, node TEXT NOT NULL,"
@@ -382,8 +382,8 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
   if (!journal.jobs.empty()) {
     Statement upsert(
         db,
-        "INSERT OR REPLACE INTO jobs (job, generation, state, reason, world_size, changed)"
-        " VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+        "INSERT OR REPLACE INTO jobs (job, generation, state, reason, world_size, changed,"
+        " exposure_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
     for (const JobRow& row : journal.jobs) {
       upsert.BindText(1, row.job);
       upsert.BindUint(2, row.generation);
@@ -391,6 +391,7 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
       upsert.BindText(4, row.reason);
       upsert.BindInt(5, row.world_size);
       upsert.BindTime(6, row.changed);
+      upsert.BindDouble(7, row.exposure_seconds);
       if (const int rc = upsert.Run(); rc != SQLITE_OK) return error(rc);
     }
   }
@@ -451,7 +452,9 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
   if (!status.ok()) return status;
 
   Statement jobs(
-      db, "SELECT job, generation, state, reason, world_size, changed FROM jobs ORDER BY job");
+      db,
+      "SELECT job, generation, state, reason, world_size, changed, exposure_seconds FROM jobs"
+      " ORDER BY job");
   status = ForEachRow(jobs, path, [&](Statement& row) {
     JobRow& job = state->jobs.emplace_back();
     job.job = row.Text(0);
@@ -460,6 +463,7 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
     job.reason = row.Text(3);
     job.world_size = static_cast<uint32_t>(row.Int(4));
     job.changed = row.Time(5);
+    job.exposure_seconds = row.Double(6);
   });
   if (!status.ok()) return status;
 

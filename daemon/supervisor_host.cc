@@ -134,6 +134,10 @@ absl::StatusOr<std::string> SupervisorHost::Unquarantine(const std::string& node
   return Mutate([&](Supervisor& core, absl::Time now) { return core.Unquarantine(now, node); });
 }
 
+absl::StatusOr<std::string> SupervisorHost::RequestCheckpoint(const std::string& job) {
+  return Mutate([&](Supervisor& core, absl::Time now) { return core.RequestCheckpoint(now, job); });
+}
+
 void SupervisorHost::FenceDone(const std::string& node, bool ok, const std::string& detail) {
   Mutate([&](Supervisor& core, absl::Time now) {
     core.FenceDone(now, node, ok, detail);

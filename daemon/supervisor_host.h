@@ -68,6 +68,7 @@ class SupervisorHost {
   absl::StatusOr<std::string> Resume(const std::string& job);
   absl::StatusOr<std::string> Quarantine(const std::string& node, const std::string& reason);
   absl::StatusOr<std::string> Unquarantine(const std::string& node);
+  absl::StatusOr<std::string> RequestCheckpoint(const std::string& job);
   void FenceDone(const std::string& node, bool ok, const std::string& detail);
 
   // Events with id > `after_id` (of `job` only, unless empty). Blocks up to

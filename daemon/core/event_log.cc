@@ -34,6 +34,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "fence";
     case EventKind::kWorldSizeChanged:
       return "world_size_changed";
+    case EventKind::kCheckpointPlan:
+      return "checkpoint_plan";
     case EventKind::kCount:
       break;
   }

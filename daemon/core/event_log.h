@@ -29,6 +29,7 @@ enum class EventKind {
   kQuarantineSkipped,  // a node qualified, but the fraction cap refused
   kFence,              // the fence command ran for a node
   kWorldSizeChanged,   // a generation runs with another world size than the last
+  kCheckpointPlan,     // a new checkpoint plan was published to the ranks
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

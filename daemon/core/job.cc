@@ -62,6 +62,7 @@ bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
   first_heartbeat_ = absl::InfinitePast();
   first_progress_ = absl::InfinitePast();
   health_ = JobHealth();
+  frontier_.clear();
   Resize(0);
   return true;
 }
@@ -104,7 +105,12 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
         last_progress_ = now;
         if (first_progress_ == absl::InfinitePast()) first_progress_ = now;
         if (hb.samples) r.samples = hb.samples;
-        if (hb.step > max_step_) max_step_ = hb.step;
+        if (hb.step > max_step_) {
+          max_step_ = hb.step;
+          frontier_.push_back(
+              {hb.step, hb.step_duration_s, hb.data_wait_s, r.checkpoint_since_step_s});
+        }
+        r.checkpoint_since_step_s = 0;
         // A duration of 0 means "not measured" (the helper's first step).
         if (hb.step_duration_s > 0) r.step_durations.Add(hb.step_duration_s);
         if (hb.compute_s && *hb.compute_s > 0) r.compute_durations.Add(*hb.compute_s);
@@ -124,6 +130,8 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       break;
     case HeartbeatKind::kCheckpointEnd:
       r.in_checkpoint = false;
+      r.checkpoint_since_step_s += hb.checkpoint_blocking_s;
+      checkpoints_.emplace_back(hb.checkpoint_blocking_s, hb.checkpoint_async_s);
       break;
     case HeartbeatKind::kException:
       r.exception_type = hb.exception_type;

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/core/event_log.h"
+#include "daemon/core/goodput_ledger.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/step_window.h"
@@ -62,6 +63,9 @@ struct RankState {
   StepWindow compute_durations;
   StepPhase phase = StepPhase::kBetweenSteps;
   bool in_checkpoint = false;
+  // Blocking checkpoint seconds since the rank's last step (its next step's
+  // measured duration includes them).
+  double checkpoint_since_step_s = 0;
   std::optional<double> loss;
   std::optional<double> learning_rate;
   std::optional<uint64_t> samples;  // per step, as the rank last reported
@@ -129,6 +133,13 @@ class Job {
   JobHealth& mutable_health() { return health_; }
   uint32_t stragglers() const;
 
+  // The frontier's moves since the last call (steps completed by the first
+  // rank to complete them), for the goodput ledger.
+  std::vector<FrontierStep> TakeFrontier() { return std::move(frontier_); }
+  // Checkpoints since the last call: (blocking seconds, asynchronous seconds)
+  // of each rank's CHECKPOINT_END.
+  std::vector<std::pair<double, double>> TakeCheckpoints() { return std::move(checkpoints_); }
+
   // Events of each kind about this job, across generations.
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
   void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
@@ -166,6 +177,8 @@ class Job {
   uint32_t ranks_reporting_ = 0;
   JobHealth health_;
   std::array<uint64_t, kEventKindCount> event_counts_{};
+  std::vector<FrontierStep> frontier_;
+  std::vector<std::pair<double, double>> checkpoints_;
 };
 
 }  // namespace trainsup

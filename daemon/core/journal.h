@@ -54,6 +54,8 @@ struct JobRow {
   std::string reason;  // why it is in that state
   uint32_t world_size = 0;
   absl::Time changed = absl::InfinitePast();
+  // Seconds the job has spent running, across generations (MTBF exposure).
+  double exposure_seconds = 0;
 };
 
 struct Journal {

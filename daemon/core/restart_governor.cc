@@ -5,10 +5,11 @@
 namespace trainsup {
 
 int RestartGovernor::RecentAt(absl::Time now) const {
-  const absl::Time since = std::max(now - policy_.window, forgiven_before_);
   int n = 0;
   for (absl::Time t : restarts_) {
-    if (t > since && t <= now) ++n;
+    // Within the window, and not before the last forgiveness (a restart at
+    // the very moment of a resume counts).
+    if (t > now - policy_.window && t >= forgiven_before_ && t <= now) ++n;
   }
   return n;
 }

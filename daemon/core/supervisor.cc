@@ -13,6 +13,7 @@ Supervisor::Supervisor(SupervisorOptions options)
     : options_(options),
       stall_detector_(options.stall),
       crash_detector_(options.crash),
+      mtbf_(options.mtbf),
       quarantine_(options.quarantine),
       events_(options.event_log_size) {}
 
@@ -98,6 +99,8 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now, const 
   result.generation = job.generation();
   result.launch = !node.quarantined &&
                   (control.state == JobState::kPending || control.state == JobState::kRunning);
+  // The welcome is this agent's start: no separate start for this generation.
+  if (result.launch && fresh_agent) node.told.start_generation = job.generation();
   Reconcile(job);  // e.g. the quarantine notice, or the hold
   return result;
 }
@@ -158,6 +161,11 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     health.failure_first_heard = now;  // the crash settle clock starts
   }
   JobControl& control = ControlFor(job);
+  control.ledger.Advance(now, job.generation(), job.TakeFrontier());
+  for (const auto& [blocking, async] : job.TakeCheckpoints()) {
+    if (blocking > 0) control.checkpoint_costs.Add(blocking);
+    if (async > 0) control.checkpoint_async.Add(async);
+  }
   if (control.state == JobState::kPending && job.ranks_reporting() > 0) {
     Transition(now, job, JobState::kRunning,
                absl::StrCat("generation ", job.generation(), " ranks report"));

@@ -11,12 +11,16 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/crash_detector.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_state.h"
+#include "daemon/core/goodput_ledger.h"
 #include "daemon/core/journal.h"
+#include "daemon/core/mtbf_estimator.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/restart_governor.h"
@@ -40,6 +44,21 @@ struct SupervisorOptions {
   absl::Duration stop_timeout = absl::Seconds(60);
   // The agents' SIGTERM -> SIGKILL grace on a stop. Default: 10s.
   absl::Duration stop_grace = absl::Seconds(10);
+
+  // Checkpoint planning. The MTBF prior (one pseudo-failure over it) and the
+  // confidence of its interval; the planner uses its lower bound.
+  MtbfOptions mtbf;
+  // C and R until the job has measured them. Defaults: 60s, 5m.
+  absl::Duration checkpoint_cost_prior = absl::Seconds(60);
+  absl::Duration restart_cost_prior = absl::Minutes(5);
+  // A new plan takes effect this far ahead (and at least 5 steps ahead), so
+  // that every rank holds it before its first step. Default: 10s.
+  absl::Duration plan_horizon = absl::Seconds(10);
+  // Publish a new plan only when the interval moves by more than this
+  // fraction. Default: 0.2.
+  double replan_threshold = 0.2;
+  // Publish checkpoint plans at all. Default: true.
+  bool plan_checkpoints = true;
 };
 
 // Identifies one agent stream (one Hello). A reconnecting agent gets a new one.
@@ -52,6 +71,7 @@ struct AgentCommand {
     kStart,       // launch the command as `generation`
     kHold,        // the job is held: stay stopped, wait for a start
     kQuarantine,  // this node is quarantined: stop, do not launch, exit
+    kPlan,        // a checkpoint plan (in `plan`) for the ranks
   };
   SessionId session = 0;
   std::string node;
@@ -59,6 +79,7 @@ struct AgentCommand {
   uint64_t generation = 0;
   std::string reason;
   absl::Duration grace;
+  CheckpointPlanSpec plan;  // kPlan
 };
 
 // Ask the cluster scheduler to fence a node (the driver runs --fence-command).
@@ -99,6 +120,27 @@ struct JobControl {
     std::string cause;
   };
   std::optional<Recovery> recovery;
+
+  // Where its wall time went, across generations.
+  GoodputLedger ledger;
+  // What its checkpoints and restarts cost, as measured (recent values).
+  StepWindow checkpoint_costs{32};  // blocking seconds per rank checkpoint
+  StepWindow checkpoint_async{32};  // background write seconds
+  StepWindow restart_costs{16};     // failure -> first step of the next generation
+  // Exposure for the MTBF: seconds in `running` before `running_since`.
+  double exposure_seconds = 0;
+  absl::Time running_since = absl::InfinitePast();
+  int failures = 0;  // job-killing: crashes and stalls
+  double ExposureSeconds(absl::Time now) const {
+    return exposure_seconds + (running_since == absl::InfinitePast()
+                                   ? 0
+                                   : std::max(0.0, absl::ToDoubleSeconds(now - running_since)));
+  }
+  // The checkpoint plans published, in order (the ranks hold the same).
+  std::vector<CheckpointPlanSpec> plans;
+  std::optional<CheckpointPlan> plan_figures;  // the figures behind the last plan
+  absl::Time planned_at = absl::InfinitePast();
+  absl::Time journaled_at = absl::InfinitePast();  // its JobRow was last written
 };
 
 // A node as the supervisor knows it: the agent that speaks for it.
@@ -124,6 +166,7 @@ struct NodeRecord {
     uint64_t start_generation = 0;
     bool hold = false;
     bool quarantine = false;
+    uint64_t plan_id = 0;  // plans up to this id were sent
   } told;
 };
 
@@ -172,6 +215,17 @@ class Supervisor {
   absl::StatusOr<std::string> Quarantine(absl::Time now, absl::string_view node,
                                          absl::string_view reason);
   absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
+  // A one-off checkpoint at a step every rank reaches after the plan horizon.
+  absl::StatusOr<std::string> RequestCheckpoint(absl::Time now, absl::string_view job_id);
+
+  // MTBF of one job, and of the whole cluster (all jobs' exposure and
+  // failures), at `now`.
+  MtbfEstimate JobMtbf(const JobControl& control, absl::Time now) const;
+  MtbfEstimate ClusterMtbf(absl::Time now) const;
+  // The checkpoint cost C and restart cost R the planner uses for a job:
+  // measured (median of recent values) or the prior; `measured` says which.
+  double CheckpointCost(const JobControl& control, bool* measured) const;
+  double RestartCost(const JobControl& control, bool* measured) const;
 
   // The fence command for `node` ended (the driver ran it).
   void FenceDone(absl::Time now, const std::string& node, bool ok, const std::string& detail);
@@ -232,6 +286,9 @@ class Supervisor {
   void StartNextGeneration(absl::Time now, Job& job);
   void CheckFinished(absl::Time now, Job& job);
   void TrackRecovery(absl::Time now, Job& job);
+  void Replan(absl::Time now, Job& job);
+  // Appends a plan and announces it; Reconcile sends it to the agents.
+  void Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, const std::string& why);
   // Sends each agent of `job` what the job's state wants of it, once.
   void Reconcile(Job& job);
   void Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
@@ -244,6 +301,7 @@ class Supervisor {
   const SupervisorOptions options_;
   const StallDetector stall_detector_;
   const CrashDetector crash_detector_;
+  const MtbfEstimator mtbf_;
   absl::flat_hash_map<std::string, std::unique_ptr<Job>> jobs_;
   // Per job: straggler streaks, and the generation they belong to.
   struct StragglerState {

@@ -25,15 +25,24 @@ std::string Secs(absl::Duration d) { return absl::StrFormat("%.1fs", absl::ToDou
 }  // namespace
 
 void Supervisor::JournalJob(absl::Time now, const Job& job) {
-  const JobControl& control = ControlFor(job);
+  JobControl& control = ControlFor(job);
+  control.journaled_at = now;
+  // A generation that has just started has no world size yet: keep the last.
+  const uint32_t world_size = job.world_size() != 0 ? job.world_size() : control.last_world_size;
   output_.journal.jobs.push_back({job.id(), job.generation(), std::string(JobStateName(control.state)),
-                                  control.reason, job.world_size(), now});
+                                  control.reason, world_size, now, control.ExposureSeconds(now)});
 }
 
 void Supervisor::Transition(absl::Time now, Job& job, JobState to, const std::string& reason) {
   JobControl& control = ControlFor(job);
   const JobState from = control.state;
   if (!IsAllowedTransition(from, to)) return;  // the table is the contract
+  // Exposure for the MTBF: the time the job spends running.
+  if (from == JobState::kRunning) {
+    control.exposure_seconds = control.ExposureSeconds(now);
+    control.running_since = absl::InfinitePast();
+  }
+  if (to == JobState::kRunning) control.running_since = now;
   control.state = to;
   control.reason = reason;
   control.since = now;
@@ -64,6 +73,18 @@ void Supervisor::Reconcile(Job& job) {
   const uint64_t generation = job.generation();
   for (NodeRecord& node : nodes_) {
     if (node.job != job.id() || !node.connected) continue;
+    // The plans go to every agent, in order, so that its ranks hold what
+    // every other rank holds.
+    for (const CheckpointPlanSpec& plan : control.plans) {
+      if (plan.plan_id <= node.told.plan_id || node.quarantined) continue;
+      AgentCommand c;
+      c.session = node.session;
+      c.node = node.name;
+      c.kind = AgentCommand::Kind::kPlan;
+      c.plan = plan;
+      output_.commands.push_back(std::move(c));
+      node.told.plan_id = plan.plan_id;
+    }
     if (node.quarantined) {
       if (!node.told.quarantine) {
         Command(node, AgentCommand::Kind::kQuarantine, generation, node.quarantine_reason);
@@ -120,7 +141,10 @@ void Supervisor::SweepLifecycle(absl::Time now, Job& job) {
       if (SweepStall(now, job)) break;
       SweepStragglers(now, job);
       TrackRecovery(now, job);
+      Replan(now, job);
       CheckFinished(now, job);
+      // Keep the MTBF exposure on disk fresh, not only at transitions.
+      if (now - ControlFor(job).journaled_at >= absl::Minutes(1)) JournalJob(now, job);
       break;
     }
     case JobState::kStopping:
@@ -142,6 +166,7 @@ void Supervisor::OnFailure(absl::Time now, Job& job, absl::string_view kind, Nod
                            std::optional<uint32_t> rank, absl::Time failed_at,
                            const std::string& message) {
   const std::string node_name = node == kNoNode ? "" : nodes_[node].name;
+  ++ControlFor(job).failures;
   output_.journal.failures.push_back(
       {failed_at, job.id(), job.generation(), std::string(kind), node_name, rank, message});
   // Restart first, so that the restart is about this failure even when the
@@ -319,13 +344,20 @@ void Supervisor::TrackRecovery(absl::Time now, Job& job) {
                {"first_step_seconds", absl::ToDoubleSeconds(job.first_progress() - up)},
                {"total_seconds", absl::ToDoubleSeconds(total)}};
   Emit(&job, std::move(e));
+  control.restart_costs.Add(absl::ToDoubleSeconds(total));
   control.recovery.reset();
 }
 
 void Supervisor::CheckFinished(absl::Time now, Job& job) {
   int participating = 0;
   for (const NodeRecord& node : nodes_) {
-    if (node.job != job.id() || node.quarantined || node.generation != job.generation()) continue;
+    if (node.job != job.id() || node.quarantined) continue;
+    if (node.generation != job.generation()) {
+      // A connected node that has not run this generation yet is still to
+      // come; one that left is not waited for.
+      if (node.connected) return;
+      continue;
+    }
     const LauncherInfo& l = node.launcher;
     if (l.state != LauncherState::kExited || l.exit_code != 0 || l.signal != 0) return;
     ++participating;
@@ -402,18 +434,15 @@ void Supervisor::FenceDone(absl::Time now, const std::string& node, bool ok,
 }
 
 void Supervisor::Restore(absl::Time now, const PersistedState& state) {
+  // When an operator last lifted each node's quarantine: failures before it
+  // no longer count (as at run time, where Unquarantine forgets them).
+  absl::flat_hash_map<std::string, absl::Time> released;
   for (const NodeRecordRow& row : state.nodes) {
     NodeRecord& node = nodes_[NodeFor(row.name)];
     node.quarantined = row.quarantined;
     node.quarantine_reason = row.quarantined ? row.reason : "";
     if (row.quarantined) quarantine_.Quarantine(row.name, row.reason);
-  }
-  for (const FailureRow& row : state.failures) {
-    // Failures inside the window still count towards a quarantine.
-    if (!row.node.empty() && row.time > now - quarantine_.options().window &&
-        !quarantine_.IsQuarantined(row.node)) {
-      quarantine_.Remember(row.time, row.node, row.message);
-    }
+    if (!row.quarantined) released[row.name] = row.changed;
   }
   for (const JobRow& row : state.jobs) {
     Job& job = JobFor(row.job);
@@ -423,9 +452,27 @@ void Supervisor::Restore(absl::Time now, const PersistedState& state) {
     control.reason = row.reason;
     control.since = row.changed;
     control.last_world_size = row.world_size;
+    control.exposure_seconds = row.exposure_seconds;
+    // The time between the last record and now (when this supervisor was
+    // down) is not counted: nobody watched it.
+    if (control.state == JobState::kRunning) control.running_since = now;
     // A restart that was under way goes on from where it was.
     control.stop_deadline = now + options_.stop_timeout;
     control.restart_at = now;
+  }
+  for (const FailureRow& row : state.failures) {
+    // Crashes and stalls count towards the job's MTBF.
+    if (row.kind == "crash" || row.kind == "stall") {
+      auto it = jobs_.find(row.job);
+      if (it != jobs_.end()) ++ControlFor(*it->second).failures;
+    }
+    // Failures inside the window still count towards a quarantine.
+    auto lifted = released.find(row.node);
+    if (!row.node.empty() && row.time > now - quarantine_.options().window &&
+        !quarantine_.IsQuarantined(row.node) &&
+        (lifted == released.end() || row.time > lifted->second)) {
+      quarantine_.Remember(row.time, row.node, row.message);
+    }
   }
   for (const RestartRow& row : state.restarts) {
     auto it = jobs_.find(row.job);

@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 
-__all__ = ["Heartbeat"]
+__all__ = ["Heartbeat", "should_checkpoint"]
 
 # Limits the agent enforces (agent/heartbeat_decoder.h, daemon/core/validation.h).
 _MAX_EXCEPTION_TYPE = 256
@@ -70,6 +70,41 @@ def _truncate_utf8(text, limit):
     return data[:limit].decode("utf-8", "ignore")
 
 
+def _parse_plans(document):
+    """Plans from the JSON of trainsup.v1.CheckpointPlans (int64 fields are
+    strings in Protobuf's JSON mapping)."""
+    plans = []
+    for p in document.get("plans", []):
+        plans.append({
+            "plan_id": int(p.get("plan_id", 0)),
+            "anchor_step": int(p.get("anchor_step", 0)),
+            "interval_steps": int(p.get("interval_steps", 0)),
+            "effective_from_step": int(p.get("effective_from_step", 0)),
+            "one_off_steps": [int(s) for s in p.get("one_off_steps", [])],
+        })
+    return plans
+
+
+def should_checkpoint(plans, step):
+    """The checkpoint decision (the same as ShouldCheckpoint in the supervisor,
+    daemon/core/checkpoint_schedule.cc): for step s the plan in force is the one
+    with the greatest effective_from_step <= s (the greatest plan_id among
+    equals); s is a checkpoint step when (s - anchor) % interval == 0 under it,
+    or when any plan names s as a one-off."""
+    in_force = None
+    for plan in plans:
+        if step in plan["one_off_steps"]:
+            return True
+        if plan["effective_from_step"] > step:
+            continue
+        if in_force is None or (plan["effective_from_step"], plan["plan_id"]) > \
+                (in_force["effective_from_step"], in_force["plan_id"]):
+            in_force = plan
+    if in_force is None or in_force["interval_steps"] <= 0 or step < in_force["anchor_step"]:
+        return False
+    return (step - in_force["anchor_step"]) % in_force["interval_steps"] == 0
+
+
 class Heartbeat:
     """One rank's link to its agent. Create one per rank process."""
 
@@ -92,6 +127,9 @@ class Heartbeat:
         self._last_step_time = None
         self._pending_compute_s = None
         self._sock = None
+        self._plan_path = env.get("TRAINSUP_PLAN_FILE", "")
+        self._plan_stamp = None
+        self._plans = []
         if not self.enabled:
             return
         try:
@@ -161,12 +199,20 @@ class Heartbeat:
             self._safe_send("HEARTBEAT_KIND_COMPUTE_END", step=current)
 
     def should_checkpoint(self, step):
-        """Whether ``step`` is a checkpoint step under the supervisor's plan.
+        """Whether to checkpoint after ``step``, under the supervisor's plans.
 
-        The same answer on every rank for the same step. Until the supervisor
-        publishes a plan: False.
+        A pure function of the plans this rank holds (``TRAINSUP_PLAN_FILE``,
+        written by the agent): every rank holding the same plans answers the
+        same for the same step, and a plan takes effect only at a step far
+        enough ahead that every rank holds it by then, so a collective
+        checkpoint never hangs on ranks that disagree. Until the supervisor
+        publishes a plan, and outside an agent: False.
         """
-        return False
+        try:
+            self._reload_plans()
+            return should_checkpoint(self._plans, int(step))
+        except Exception:  # noqa: BLE001
+            return False
 
     @contextlib.contextmanager
     def checkpointing(self, step, async_seconds=0.0):
@@ -190,6 +236,21 @@ class Heartbeat:
             self.enabled = False
 
     # -- internals -------------------------------------------------------------
+
+    def _reload_plans(self):
+        """Re-reads the plan file when it changed (one stat per call)."""
+        if not self._plan_path:
+            return
+        try:
+            st = os.stat(self._plan_path)
+        except OSError:
+            return
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp == self._plan_stamp:
+            return
+        with open(self._plan_path) as f:
+            self._plans = _parse_plans(json.load(f))
+        self._plan_stamp = stamp
 
     def _safe_send(self, kind, **fields):
         try:

@@ -1,0 +1,1177 @@
+// The Supervisor's lifecycle driven through Hello/Report/Sweep as the agents'
+// adapter does: coordinated restarts, the stop deadline, the restart cap and
+// resume, quarantine (policy and operator), a clean finish, a world-size
+// change, and Restore from the state store. Checked on what goes out:
+// TakeOutput()'s commands, journal rows, fences and events.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "daemon/core/job_state.h"
+#include "daemon/core/journal.h"
+#include "daemon/core/supervisor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::HasSubstr;
+using Kind = AgentCommand::Kind;
+
+absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
+absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(s * 1000)); }
+
+SupervisorOptions Options() {
+  SupervisorOptions o;
+  o.step_window = 16;
+  o.stall.floor = absl::Seconds(20);
+  o.stall.factor = 10;
+  o.stall.startup_grace = absl::Minutes(5);
+  o.stall.checkpoint_grace = absl::Minutes(15);
+  o.crash.settle = absl::Seconds(1);
+  o.straggler.window = 10;
+  o.straggler.ratio = 1.5;
+  o.straggler.mad_factor = 3;
+  o.straggler.persistence = 3;
+  o.event_log_size = 1000;
+  o.restart.limit = 5;
+  o.restart.window = absl::Hours(1);
+  o.restart.backoff_initial = absl::Seconds(5);
+  o.restart.backoff_max = absl::Minutes(5);
+  o.quarantine.after = 3;
+  o.quarantine.window = absl::Hours(1);
+  o.quarantine.max_fraction = 0.25;
+  o.stop_timeout = absl::Seconds(60);
+  o.stop_grace = absl::Seconds(10);
+  return o;
+}
+
+// The lifecycle commands' names; nullptr for other kinds (e.g. checkpoint
+// plans), which these tests leave out.
+const char* KindName(Kind kind) {
+  if (kind == Kind::kStop) return "stop";
+  if (kind == Kind::kStart) return "start";
+  if (kind == Kind::kHold) return "hold";
+  if (kind == Kind::kQuarantine) return "quarantine";
+  return nullptr;
+}
+
+// The lifecycle commands only.
+std::vector<AgentCommand> Lifecycle(const std::vector<AgentCommand>& commands) {
+  std::vector<AgentCommand> out;
+  for (const AgentCommand& c : commands) {
+    if (KindName(c.kind) != nullptr) out.push_back(c);
+  }
+  return out;
+}
+
+// "start node-a gen 2" for each lifecycle command.
+std::vector<std::string> Describe(const std::vector<AgentCommand>& commands) {
+  std::vector<std::string> out;
+  for (const AgentCommand& c : Lifecycle(commands)) {
+    out.push_back(absl::StrCat(KindName(c.kind), " ", c.node, " gen ", c.generation));
+  }
+  return out;
+}
+
+std::vector<Event> OfKind(const std::vector<Event>& events, EventKind kind) {
+  std::vector<Event> out;
+  for (const Event& e : events) {
+    if (e.kind == kind) out.push_back(e);
+  }
+  return out;
+}
+
+std::optional<double> Figure(const Event& e, const std::string& name) {
+  for (const auto& [key, value] : e.figures) {
+    if (key == name) return value;
+  }
+  return std::nullopt;
+}
+
+void ExpectSameEvents(const std::vector<Event>& journal, const std::vector<Event>& output) {
+  ASSERT_EQ(journal.size(), output.size());
+  for (size_t i = 0; i < journal.size(); ++i) {
+    const Event& a = journal[i];
+    const Event& b = output[i];
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.time, b.time);
+    EXPECT_EQ(a.kind, b.kind);
+    EXPECT_EQ(a.job, b.job);
+    EXPECT_EQ(a.generation, b.generation);
+    EXPECT_EQ(a.rank, b.rank);
+    EXPECT_EQ(a.node, b.node);
+    EXPECT_EQ(a.message, b.message);
+    EXPECT_EQ(a.figures, b.figures);
+  }
+}
+
+constexpr uint32_t kWorld = 4;  // ranks 0, 1 on node-a; 2, 3 on node-b
+
+class LifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override { options_ = Options(); }
+
+  // Creates the supervisor; fresh agents on node-a and node-b say hello at
+  // `now` and are told to launch generation 1.
+  void Start(absl::Time now = AtS(0)) {
+    Create();
+    a_ = Connect(now, "node-a");
+    b_ = Connect(now, "node-b");
+    gen_ = job().generation();
+    ASSERT_EQ(gen_, 1u);
+    Take();
+  }
+
+  void Create() { sup_ = std::make_unique<Supervisor>(options_); }
+
+  // A hello; a fresh agent (launcher waiting) unless `running` names the
+  // generation it already runs.
+  SessionId Connect(absl::Time now, const std::string& node,
+                    std::optional<uint64_t> running = std::nullopt,
+                    Supervisor::HelloResult* result_out = nullptr) {
+    AgentHelloInfo hello;
+    hello.node = node;
+    hello.job = "job";
+    hello.incarnation = ++incarnation_;
+    hello.generation = running.value_or(0);
+    hello.launcher.state = running ? LauncherState::kRunning : LauncherState::kWaiting;
+    hello.agent_version = "test";
+    absl::StatusOr<Supervisor::HelloResult> result = sup_->Hello(now, hello);
+    EXPECT_TRUE(result.ok()) << result.status();
+    if (!result.ok()) return 0;
+    if (result_out != nullptr) *result_out = *result;
+    return result->session;
+  }
+
+  // What the supervisor decided since the last call. Every output must
+  // journal exactly the events it reports.
+  SupervisorOutput Take() {
+    SupervisorOutput out = sup_->TakeOutput();
+    ExpectSameEvents(out.journal.events, out.events);
+    return out;
+  }
+
+  std::vector<uint32_t> RanksOf(SessionId session) const {
+    return session == a_ ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{2, 3};
+  }
+
+  Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) const {
+    Heartbeat hb;
+    hb.kind = kind;
+    hb.job = "job";
+    hb.rank = rank;
+    hb.local_rank = rank % 2;
+    hb.world_size = world_;
+    hb.pid = 100 + rank;
+    hb.step = step;
+    hb.generation = gen_;
+    return hb;
+  }
+
+  RankProcessInfo Alive(uint32_t rank) const {
+    RankProcessInfo p;
+    p.rank = rank;
+    p.local_rank = rank % 2;
+    p.pid = 100 + rank;
+    p.generation = gen_;
+    p.alive = true;
+    return p;
+  }
+
+  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code) const {
+    RankProcessInfo p = Alive(rank);
+    p.alive = false;
+    p.exit_known = true;
+    p.exit_code = exit_code;
+    p.died_seconds_ago = ago;
+    return p;
+  }
+
+  void SendWith(absl::Time now, SessionId session, const LauncherInfo& launcher,
+                std::vector<Heartbeat> heartbeats = {},
+                std::vector<RankProcessInfo> processes = {}) {
+    NodeReportInfo report;
+    report.sequence = ++sequence_;
+    report.generation = gen_;
+    report.launcher = launcher;
+    report.heartbeats = std::move(heartbeats);
+    report.processes = std::move(processes);
+    absl::Status status = sup_->Report(now, session, report);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  void Send(absl::Time now, SessionId session, std::vector<Heartbeat> heartbeats = {},
+            std::vector<RankProcessInfo> processes = {}) {
+    LauncherInfo running;
+    running.state = LauncherState::kRunning;
+    running.pid = 4000;
+    SendWith(now, session, running, std::move(heartbeats), std::move(processes));
+  }
+
+  void SendLauncherExit(absl::Time now, SessionId session, int32_t exit_code,
+                        int32_t signal = 0) {
+    LauncherInfo exited;
+    exited.state = LauncherState::kExited;
+    exited.exit_code = exit_code;
+    exited.signal = signal;
+    SendWith(now, session, exited);
+  }
+
+  // The agent launched the current generation: its ranks say START.
+  void SendStarted(absl::Time now, SessionId session) {
+    std::vector<Heartbeat> hbs;
+    std::vector<RankProcessInfo> processes;
+    for (uint32_t r : RanksOf(session)) {
+      hbs.push_back(Hb(HeartbeatKind::kStart, r, 0));
+      processes.push_back(Alive(r));
+    }
+    Send(now, session, hbs, processes);
+  }
+
+  // Every rank of `session` completes `step`, with `samples` per step.
+  void SendStep(absl::Time now, SessionId session, int64_t step, uint64_t samples = 8) {
+    std::vector<Heartbeat> hbs;
+    std::vector<RankProcessInfo> processes;
+    for (uint32_t r : RanksOf(session)) {
+      Heartbeat hb = Hb(HeartbeatKind::kStep, r, step);
+      hb.step_duration_s = 1.0;
+      hb.samples = samples;
+      hbs.push_back(hb);
+      processes.push_back(Alive(r));
+    }
+    Send(now, session, hbs, processes);
+  }
+
+  void StepAll(absl::Time now, int64_t step) {
+    SendStep(now, a_, step);
+    SendStep(now, b_, step);
+  }
+
+  // Rank 0 on node-a died 0.5s before `now` with exit code 1; the crash
+  // settles and is acted on at `now` + 1s. Returns that sweep's output.
+  SupervisorOutput CrashOnNodeA(absl::Time now) {
+    Send(now, a_, {}, {Died(0, 0.5, 1), Alive(1)});
+    sup_->Sweep(now + absl::Seconds(1));
+    return Take();
+  }
+
+  // Both agents obey the stop at `now`; the supervisor sweeps then.
+  SupervisorOutput BothStop(absl::Time now) {
+    SendLauncherExit(now, a_, 0, /*signal=*/15);
+    SendLauncherExit(now, b_, 0, /*signal=*/15);
+    sup_->Sweep(now);
+    return Take();
+  }
+
+  // A crash at `now`, the stop 2s later, and the next generation after
+  // `backoff`; the agents launch it and run a step. Returns the time after.
+  absl::Time CrashAndRestart(absl::Time now, absl::Duration backoff) {
+    CrashOnNodeA(now);
+    BothStop(now + absl::Seconds(2));
+    const absl::Time start = now + absl::Seconds(2) + backoff;
+    sup_->Sweep(start);
+    EXPECT_EQ(job().generation(), gen_ + 1);
+    gen_ = job().generation();
+    Take();
+    SendStarted(start + absl::Seconds(1), a_);
+    SendStarted(start + absl::Seconds(1), b_);
+    StepAll(start + absl::Seconds(2), 1);
+    sup_->Sweep(start + absl::Seconds(2));
+    Take();
+    return start + absl::Seconds(3);
+  }
+
+  const Job& job() const {
+    const Job* j = sup_->FindJob("job");
+    EXPECT_NE(j, nullptr);
+    return *j;
+  }
+
+  // The job's lifecycle state by name ("running", ...), readable in failures.
+  std::string state() const {
+    const JobControl* c = sup_->FindControl("job");
+    EXPECT_NE(c, nullptr);
+    return c == nullptr ? "no job" : std::string(JobStateName(c->state));
+  }
+
+  SupervisorOptions options_;
+  std::unique_ptr<Supervisor> sup_;
+  SessionId a_ = 0;
+  SessionId b_ = 0;
+  uint64_t gen_ = 0;
+  uint32_t world_ = kWorld;
+  uint64_t sequence_ = 0;
+  uint64_t incarnation_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// Coordinated restart
+
+TEST_F(LifecycleTest, RanksReportingMoveTheJobToRunning) {
+  Start();
+  EXPECT_EQ(state(), "pending");
+  SendStarted(AtS(1), a_);
+  EXPECT_EQ(state(), "running");
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.journal.jobs.size(), 1u);
+  EXPECT_EQ(out.journal.jobs[0].state, "running");
+  EXPECT_EQ(out.journal.jobs[0].generation, 1u);
+}
+
+TEST_F(LifecycleTest, CrashStopsTheJobOnEveryConnectedAgentOnce) {
+  Start();
+  StepAll(AtS(1), 1);
+  Take();
+
+  SupervisorOutput out = CrashOnNodeA(AtS(10));
+
+  EXPECT_EQ(state(), "stopping");
+  EXPECT_THAT(Describe(out.commands),
+              ::testing::UnorderedElementsAre("stop node-a gen 1", "stop node-b gen 1"));
+  for (const AgentCommand& c : Lifecycle(out.commands)) {
+    EXPECT_EQ(c.session, c.node == "node-a" ? a_ : b_);
+    EXPECT_EQ(c.grace, absl::Seconds(10));
+  }
+  ASSERT_EQ(OfKind(out.events, EventKind::kCrash).size(), 1u);
+  ASSERT_EQ(out.journal.failures.size(), 1u);
+  const FailureRow& f = out.journal.failures[0];
+  EXPECT_EQ(f.time, AtS(9.5));
+  EXPECT_EQ(f.job, "job");
+  EXPECT_EQ(f.generation, 1u);
+  EXPECT_EQ(f.kind, "crash");
+  EXPECT_EQ(f.node, "node-a");
+  EXPECT_EQ(f.rank, 0u);
+  ASSERT_EQ(out.journal.jobs.size(), 1u);
+  EXPECT_EQ(out.journal.jobs[0].state, "stopping");
+
+  // The agents have not stopped yet: more sweeps send nothing again.
+  Send(AtS(11.5), b_, {}, {Alive(2), Alive(3)});
+  sup_->Sweep(AtS(12));
+  sup_->Sweep(AtS(13));
+  SupervisorOutput later = Take();
+  EXPECT_TRUE(Describe(later.commands).empty()) << ::testing::PrintToString(Describe(later.commands));
+  EXPECT_EQ(state(), "stopping");
+}
+
+TEST_F(LifecycleTest, AllStoppedMeansRestartingWithThePolicysBackoff) {
+  Start();
+  StepAll(AtS(1), 1);
+  CrashOnNodeA(AtS(10));
+
+  SendLauncherExit(AtS(13), a_, 1);
+  sup_->Sweep(AtS(13));
+  EXPECT_EQ(state(), "stopping");  // node-b still runs
+  SendLauncherExit(AtS(15), b_, 0, 15);
+  sup_->Sweep(AtS(15));
+
+  EXPECT_EQ(state(), "restarting");
+  const JobControl* control = sup_->FindControl("job");
+  EXPECT_EQ(control->restart_at, AtS(20));
+  EXPECT_THAT(control->reason, HasSubstr("every node stopped"));
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(Describe(out.commands).empty());
+  ASSERT_EQ(out.journal.jobs.size(), 1u);
+  EXPECT_EQ(out.journal.jobs[0].state, "restarting");
+
+  // Not before the backoff.
+  sup_->Sweep(AtS(20) - absl::Nanoseconds(1));
+  EXPECT_EQ(state(), "restarting");
+  EXPECT_TRUE(Describe(Take().commands).empty());
+}
+
+TEST_F(LifecycleTest, AfterTheBackoffGenerationTwoStartsOnEveryAgent) {
+  Start();
+  StepAll(AtS(1), 1);
+  CrashOnNodeA(AtS(10));
+  SendLauncherExit(AtS(15), a_, 1);
+  SendLauncherExit(AtS(15), b_, 0, 15);
+  sup_->Sweep(AtS(15));
+  Take();
+
+  sup_->Sweep(AtS(20));
+
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(job().generation(), 2u);
+  SupervisorOutput out = Take();
+  EXPECT_THAT(Describe(out.commands),
+              ::testing::UnorderedElementsAre("start node-a gen 2", "start node-b gen 2"));
+  std::vector<Event> restarts = OfKind(out.events, EventKind::kRestart);
+  ASSERT_EQ(restarts.size(), 1u);
+  EXPECT_EQ(restarts[0].generation, 2u);
+  EXPECT_EQ(restarts[0].time, AtS(20));
+  EXPECT_THAT(restarts[0].message, HasSubstr("generation 2 started on node-a, node-b"));
+  EXPECT_EQ(Figure(restarts[0], "nodes"), 2.0);
+  ASSERT_EQ(out.journal.restarts.size(), 1u);
+  const RestartRow& r = out.journal.restarts[0];
+  EXPECT_EQ(r.time, AtS(20));
+  EXPECT_EQ(r.job, "job");
+  EXPECT_EQ(r.from_generation, 1u);
+  EXPECT_EQ(r.to_generation, 2u);
+  EXPECT_THAT(r.reason, HasSubstr("crash on node-a"));
+  ASSERT_EQ(out.journal.jobs.size(), 1u);
+  EXPECT_EQ(out.journal.jobs[0].state, "running");
+  EXPECT_EQ(out.journal.jobs[0].generation, 2u);
+  EXPECT_EQ(sup_->FindControl("job")->restarts, 1u);
+
+  // Sent once.
+  sup_->Sweep(AtS(21));
+  EXPECT_TRUE(Describe(Take().commands).empty());
+}
+
+TEST_F(LifecycleTest, FirstStepOfTheNewGenerationIsARecoveredEventWithItsTiming) {
+  Start();
+  StepAll(AtS(1), 1);
+  CrashOnNodeA(AtS(10));            // died 9.5, detected 11
+  SendLauncherExit(AtS(15), a_, 1);  // stopped 15
+  SendLauncherExit(AtS(15), b_, 0, 15);
+  sup_->Sweep(AtS(15));
+  sup_->Sweep(AtS(20));  // started 20
+  gen_ = 2;
+  Take();
+
+  SendStarted(AtS(22), a_);  // first heartbeat 22
+  SendStarted(AtS(22.5), b_);
+  sup_->Sweep(AtS(23));
+  EXPECT_TRUE(OfKind(Take().events, EventKind::kRecovered).empty());  // no step yet
+  StepAll(AtS(25), 1);  // first step 25
+  sup_->Sweep(AtS(25.5));
+
+  SupervisorOutput out = Take();
+  std::vector<Event> recovered = OfKind(out.events, EventKind::kRecovered);
+  ASSERT_EQ(recovered.size(), 1u);
+  const Event& e = recovered[0];
+  EXPECT_EQ(e.generation, 2u);
+  EXPECT_EQ(Figure(e, "detect_seconds"), 1.5);
+  EXPECT_EQ(Figure(e, "stop_seconds"), 4.0);
+  EXPECT_EQ(Figure(e, "backoff_seconds"), 5.0);
+  EXPECT_EQ(Figure(e, "relaunch_seconds"), 2.0);
+  EXPECT_EQ(Figure(e, "first_step_seconds"), 3.0);
+  EXPECT_EQ(Figure(e, "total_seconds"), 15.5);
+  double sum = 0;
+  for (const char* part : {"detect_seconds", "stop_seconds", "backoff_seconds",
+                           "relaunch_seconds", "first_step_seconds"}) {
+    sum += Figure(e, part).value_or(-1000);
+  }
+  EXPECT_DOUBLE_EQ(sum, *Figure(e, "total_seconds"));
+  EXPECT_THAT(e.message, HasSubstr("first step of generation 2 15.5s after the failure"));
+
+  // Once.
+  StepAll(AtS(26), 2);
+  sup_->Sweep(AtS(26));
+  EXPECT_TRUE(OfKind(Take().events, EventKind::kRecovered).empty());
+  EXPECT_EQ(job().event_count(EventKind::kRecovered), 1u);
+}
+
+TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeout) {
+  Start();
+  StepAll(AtS(1), 1);
+  CrashOnNodeA(AtS(10));  // stopping from 11; deadline 71
+  SendLauncherExit(AtS(13), a_, 1);
+  // node-b keeps reporting its command running.
+  Send(AtS(30), b_, {}, {Alive(2), Alive(3)});
+  sup_->Sweep(AtS(71) - absl::Nanoseconds(1));
+  EXPECT_EQ(state(), "stopping");
+
+  sup_->Sweep(AtS(71));
+
+  EXPECT_EQ(state(), "restarting");
+  EXPECT_THAT(sup_->FindControl("job")->reason,
+              HasSubstr("1 node(s) did not stop within 60.0s"));
+  sup_->Sweep(AtS(76));
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(job().generation(), 2u);
+  SupervisorOutput out = Take();
+  // Only the stopped agent can start; the straggler got its stop already.
+  EXPECT_THAT(Describe(out.commands), ::testing::ElementsAre("start node-a gen 2"));
+
+  // When node-b finally stops it is started too.
+  SendLauncherExit(AtS(80), b_, 0, 9);
+  sup_->Sweep(AtS(80));
+  EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("start node-b gen 2"));
+}
+
+TEST_F(LifecycleTest, DisconnectedAgentDoesNotBlockTheStop) {
+  Start();
+  StepAll(AtS(1), 1);
+  CrashOnNodeA(AtS(10));
+  SendLauncherExit(AtS(12), a_, 1);
+  sup_->Disconnected(AtS(12), b_);
+  sup_->Sweep(AtS(12));
+  EXPECT_EQ(state(), "restarting");
+  sup_->Sweep(AtS(17));
+  EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("start node-a gen 2"));
+}
+
+// ---------------------------------------------------------------------------
+// Restart cap, hold and resume
+
+class HoldTest : public LifecycleTest {
+ protected:
+  // With --restart-limit 2, two failures restart the job and the third holds it.
+  void SetUp() override {
+    LifecycleTest::SetUp();
+    options_.restart.limit = 2;
+    options_.quarantine.after = 100;  // node-a fails often, yet stays
+    Start();
+    StepAll(AtS(1), 1);
+    absl::Time t = CrashAndRestart(AtS(10), absl::Seconds(5));
+    t = CrashAndRestart(t + absl::Seconds(10), absl::Seconds(10));
+    ASSERT_EQ(job().generation(), 3u);
+    ASSERT_EQ(state(), "running");
+    third_ = t + absl::Seconds(10);
+    CrashOnNodeA(third_);
+    hold_out_ = BothStop(third_ + absl::Seconds(2));
+  }
+
+  absl::Time third_;
+  SupervisorOutput hold_out_;
+};
+
+TEST_F(HoldTest, ThirdFailureWithinTheWindowHoldsTheJob) {
+  EXPECT_EQ(state(), "held");
+  EXPECT_EQ(job().generation(), 3u);
+  std::vector<Event> holds = OfKind(hold_out_.events, EventKind::kHold);
+  ASSERT_EQ(holds.size(), 1u);
+  EXPECT_THAT(holds[0].message, HasSubstr("restart limit reached: 2 restarts within 1h"));
+  EXPECT_THAT(holds[0].message, HasSubstr("trainsupctl resume job"));
+  EXPECT_EQ(Figure(holds[0], "restarts_in_window"), 2.0);
+  ASSERT_EQ(hold_out_.journal.jobs.size(), 1u);
+  EXPECT_EQ(hold_out_.journal.jobs[0].state, "held");
+  EXPECT_THAT(hold_out_.journal.jobs[0].reason, HasSubstr("restart limit reached"));
+  EXPECT_TRUE(hold_out_.journal.restarts.empty());
+}
+
+TEST_F(HoldTest, WaitingAgentsAreToldToHoldAndNotToStart) {
+  EXPECT_THAT(Describe(hold_out_.commands),
+              ::testing::UnorderedElementsAre("hold node-a gen 3", "hold node-b gen 3"));
+}
+
+TEST_F(HoldTest, SweepWhileHeldDoesNothing) {
+  for (absl::Duration d : {absl::Seconds(1), absl::Minutes(10), absl::Hours(3)}) {
+    std::vector<Event> events = sup_->Sweep(third_ + d);
+    EXPECT_TRUE(events.empty());
+    SupervisorOutput out = Take();
+    EXPECT_TRUE(Describe(out.commands).empty());
+    EXPECT_TRUE(out.journal.empty());
+    EXPECT_EQ(state(), "held");
+  }
+  EXPECT_EQ(job().generation(), 3u);
+}
+
+TEST_F(HoldTest, ResumeRestartsTheHeldJob) {
+  const absl::Time now = third_ + absl::Minutes(5);
+  absl::StatusOr<std::string> said = sup_->Resume(now, "job");
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(*said, "job job resumed: generation 4 starts now");
+  EXPECT_EQ(state(), "restarting");
+  SupervisorOutput resumed = Take();
+  ASSERT_EQ(OfKind(resumed.events, EventKind::kResume).size(), 1u);
+  EXPECT_EQ(OfKind(resumed.events, EventKind::kResume)[0].job, "job");
+  ASSERT_EQ(resumed.journal.jobs.size(), 1u);
+  EXPECT_EQ(resumed.journal.jobs[0].state, "restarting");
+
+  sup_->Sweep(now);
+
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(job().generation(), 4u);
+  SupervisorOutput out = Take();
+  EXPECT_THAT(Describe(out.commands),
+              ::testing::UnorderedElementsAre("start node-a gen 4", "start node-b gen 4"));
+  ASSERT_EQ(out.journal.restarts.size(), 1u);
+  EXPECT_EQ(out.journal.restarts[0].to_generation, 4u);
+}
+
+TEST_F(HoldTest, ResumedJobGetsAFreshRestartBudget) {
+  const absl::Time now = third_ + absl::Minutes(5);
+  ASSERT_TRUE(sup_->Resume(now, "job").ok());
+  sup_->Sweep(now + absl::Seconds(1));
+  gen_ = job().generation();
+  Take();
+  SendStarted(now + absl::Seconds(2), a_);
+  SendStarted(now + absl::Seconds(2), b_);
+
+  // The failure right after: restarted, not held; only the restart after
+  // the resume counts (backoff 5s x 2^1).
+  CrashOnNodeA(now + absl::Seconds(3));
+  BothStop(now + absl::Seconds(5));
+  EXPECT_EQ(state(), "restarting");
+  EXPECT_EQ(sup_->FindControl("job")->restart_at, now + absl::Seconds(15));
+}
+
+// The restart right at a resume counts towards the cap: with
+// --restart-limit 2 a resumed job that keeps failing is held again.
+TEST_F(HoldTest, RestartRightAtResumeCountsTowardsTheCap) {
+  const absl::Time now = third_ + absl::Minutes(5);
+  ASSERT_TRUE(sup_->Resume(now, "job").ok());
+  sup_->Sweep(now);  // restart #1 after the resume, at the resume's instant
+  gen_ = job().generation();
+  Take();
+  SendStarted(now + absl::Seconds(1), a_);
+  SendStarted(now + absl::Seconds(1), b_);
+  absl::Time t = now + absl::Seconds(2);
+  t = CrashAndRestart(t, absl::Seconds(10));  // restart #2: backoff 5s x 2^1
+  EXPECT_EQ(sup_->FindControl("job")->restarts, 4u);
+
+  CrashOnNodeA(t);
+  BothStop(t + absl::Seconds(2));
+  EXPECT_EQ(state(), "held");  // actual: restarting
+}
+
+TEST_F(HoldTest, ResumeOfAJobThatIsNotHeldChangesNothing) {
+  ASSERT_TRUE(sup_->Resume(third_ + absl::Minutes(1), "job").ok());
+  sup_->Sweep(third_ + absl::Minutes(1));
+  ASSERT_EQ(state(), "running");
+  const uint64_t generation = job().generation();
+  Take();
+
+  absl::StatusOr<std::string> said = sup_->Resume(third_ + absl::Minutes(2), "job");
+
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_THAT(*said, HasSubstr("not held"));
+  EXPECT_THAT(*said, HasSubstr("running"));
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(job().generation(), generation);
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(out.events.empty());
+  EXPECT_TRUE(Describe(out.commands).empty());
+  EXPECT_TRUE(out.journal.empty());
+}
+
+TEST_F(LifecycleTest, ResumeOfARunningJobSaysNotHeld) {
+  Start();
+  StepAll(AtS(1), 1);
+  Take();
+  absl::StatusOr<std::string> said = sup_->Resume(AtS(2), "job");
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_THAT(*said, HasSubstr("not held"));
+  EXPECT_EQ(state(), "running");
+  EXPECT_TRUE(Take().journal.empty());
+}
+
+TEST_F(LifecycleTest, ResumeOfAnUnknownJobIsNotFound) {
+  Start();
+  absl::StatusOr<std::string> said = sup_->Resume(AtS(2), "no-such-job");
+  EXPECT_EQ(said.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Take().journal.empty());
+}
+
+// ---------------------------------------------------------------------------
+// Quarantine by policy
+
+class PolicyQuarantineTest : public LifecycleTest {
+ protected:
+  // Quarantine after 2 failures: rank 0 on node-a crashes twice.
+  void SetUp() override {
+    LifecycleTest::SetUp();
+    options_.quarantine.after = 2;
+    Start();
+    StepAll(AtS(1), 1);
+    second_ = CrashAndRestart(AtS(10), absl::Seconds(5)) + absl::Seconds(10);
+    ASSERT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+    out_ = CrashOnNodeA(second_);
+  }
+
+  absl::Time second_;
+  SupervisorOutput out_;
+};
+
+TEST_F(PolicyQuarantineTest, SecondFailureOnTheNodeQuarantinesIt) {
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-a"));
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+
+  ASSERT_EQ(out_.journal.nodes.size(), 1u);
+  const NodeRecordRow& row = out_.journal.nodes[0];
+  EXPECT_EQ(row.name, "node-a");
+  EXPECT_TRUE(row.quarantined);
+  EXPECT_EQ(row.changed_by, "policy");
+  EXPECT_EQ(row.changed, second_ + absl::Seconds(1));
+  EXPECT_THAT(row.reason, HasSubstr("2 failures within 1h"));
+  EXPECT_THAT(row.reason, HasSubstr("crash of rank 0 (exit code 1)"));
+
+  ASSERT_EQ(out_.fences.size(), 1u);
+  EXPECT_EQ(out_.fences[0].node, "node-a");
+  EXPECT_EQ(out_.fences[0].reason, row.reason);
+
+  std::vector<Event> q = OfKind(out_.events, EventKind::kQuarantine);
+  ASSERT_EQ(q.size(), 1u);
+  EXPECT_EQ(q[0].node, "node-a");
+  EXPECT_EQ(q[0].job, "job");
+  EXPECT_THAT(q[0].message, HasSubstr("node node-a quarantined by policy"));
+}
+
+TEST_F(PolicyQuarantineTest, QuarantinedAgentIsToldAndTheOtherStopped) {
+  EXPECT_EQ(state(), "stopping");
+  EXPECT_THAT(Describe(out_.commands),
+              ::testing::UnorderedElementsAre("quarantine node-a gen 2", "stop node-b gen 2"));
+  for (const AgentCommand& c : Lifecycle(out_.commands)) {
+    if (c.kind == Kind::kQuarantine) {
+      EXPECT_THAT(c.reason, HasSubstr("2 failures"));
+    }
+  }
+}
+
+TEST_F(PolicyQuarantineTest, JobRestartsWithoutTheQuarantinedNode) {
+  // node-a's agent stops its command and goes away; node-b stops.
+  SendLauncherExit(second_ + absl::Seconds(2), a_, 0, 15);
+  sup_->Disconnected(second_ + absl::Seconds(2), a_);
+  SendLauncherExit(second_ + absl::Seconds(2), b_, 0, 15);
+  sup_->Sweep(second_ + absl::Seconds(2));
+  EXPECT_EQ(state(), "restarting");
+  sup_->Sweep(second_ + absl::Seconds(12));  // second restart: backoff 10s
+
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(job().generation(), 3u);
+  SupervisorOutput out = Take();
+  EXPECT_THAT(Describe(out.commands), ::testing::ElementsAre("start node-b gen 3"));
+  std::vector<Event> restarts = OfKind(out.events, EventKind::kRestart);
+  ASSERT_EQ(restarts.size(), 1u);
+  EXPECT_THAT(restarts[0].message, HasSubstr("generation 3 started on node-b after"));
+  EXPECT_EQ(Figure(restarts[0], "nodes"), 1.0);
+}
+
+TEST_F(PolicyQuarantineTest, ConnectedQuarantinedAgentIsNotStartedEither) {
+  // node-a's agent stays connected after stopping.
+  SendLauncherExit(second_ + absl::Seconds(2), a_, 0, 15);
+  SendLauncherExit(second_ + absl::Seconds(2), b_, 0, 15);
+  sup_->Sweep(second_ + absl::Seconds(2));
+  sup_->Sweep(second_ + absl::Seconds(12));
+  EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("start node-b gen 3"));
+}
+
+TEST_F(PolicyQuarantineTest, HelloFromTheQuarantinedNodeIsToldNotToLaunch) {
+  sup_->Disconnected(second_ + absl::Seconds(2), a_);
+  Take();
+  Supervisor::HelloResult result;
+  const SessionId again = Connect(second_ + absl::Seconds(30), "node-a", std::nullopt, &result);
+
+  EXPECT_FALSE(result.launch);
+  std::vector<AgentCommand> commands = Lifecycle(Take().commands);
+  ASSERT_EQ(commands.size(), 1u);
+  EXPECT_EQ(commands[0].kind, Kind::kQuarantine);
+  EXPECT_EQ(commands[0].node, "node-a");
+  EXPECT_EQ(commands[0].session, again);
+  EXPECT_THAT(commands[0].reason, HasSubstr("2 failures within 1h"));
+}
+
+// ---------------------------------------------------------------------------
+// Operator quarantine
+
+TEST_F(LifecycleTest, OperatorQuarantineIsJournaledFencedAndRestartsTheJob) {
+  Start();
+  StepAll(AtS(1), 1);
+  Take();
+
+  absl::StatusOr<std::string> said = sup_->Quarantine(AtS(5), "node-b", "bad GPU 3");
+
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(*said, "node node-b quarantined");
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_EQ(state(), "stopping");
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.journal.nodes.size(), 1u);
+  EXPECT_EQ(out.journal.nodes[0].name, "node-b");
+  EXPECT_TRUE(out.journal.nodes[0].quarantined);
+  EXPECT_EQ(out.journal.nodes[0].reason, "bad GPU 3");
+  EXPECT_EQ(out.journal.nodes[0].changed_by, "operator");
+  EXPECT_EQ(out.journal.nodes[0].changed, AtS(5));
+  ASSERT_EQ(out.fences.size(), 1u);
+  EXPECT_EQ(out.fences[0].node, "node-b");
+  ASSERT_EQ(OfKind(out.events, EventKind::kQuarantine).size(), 1u);
+  EXPECT_THAT(OfKind(out.events, EventKind::kQuarantine)[0].message,
+              HasSubstr("quarantined by operator: bad GPU 3"));
+
+  // The sweep tells the agents.
+  sup_->Sweep(AtS(5));
+  EXPECT_THAT(Describe(Take().commands),
+              ::testing::UnorderedElementsAre("stop node-a gen 1", "quarantine node-b gen 1"));
+}
+
+TEST_F(LifecycleTest, OperatorQuarantineTwiceSaysAlreadyQuarantined) {
+  Start();
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  Take();
+
+  absl::StatusOr<std::string> said = sup_->Quarantine(AtS(6), "node-b", "again");
+
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_THAT(*said, HasSubstr("node node-b already quarantined"));
+  EXPECT_THAT(*said, HasSubstr("bad GPU 3"));
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(out.journal.empty());
+  EXPECT_TRUE(out.fences.empty());
+  EXPECT_EQ(sup_->quarantine().ReasonOf("node-b"), "bad GPU 3");
+}
+
+TEST_F(LifecycleTest, OperatorQuarantineOfAnUnknownNodeIsNotFound) {
+  Start();
+  EXPECT_EQ(sup_->Quarantine(AtS(5), "node-z", "x").status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(sup_->Unquarantine(AtS(5), "node-z").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Take().journal.empty());
+}
+
+TEST_F(LifecycleTest, OperatorUnquarantineIsJournaledOnce) {
+  Start();
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  Take();
+
+  absl::StatusOr<std::string> said = sup_->Unquarantine(AtS(100), "node-b");
+
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(*said, "node node-b unquarantined");
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.journal.nodes.size(), 1u);
+  EXPECT_EQ(out.journal.nodes[0].name, "node-b");
+  EXPECT_FALSE(out.journal.nodes[0].quarantined);
+  EXPECT_EQ(out.journal.nodes[0].changed_by, "operator");
+  EXPECT_EQ(out.journal.nodes[0].changed, AtS(100));
+  ASSERT_EQ(OfKind(out.events, EventKind::kUnquarantine).size(), 1u);
+  EXPECT_EQ(OfKind(out.events, EventKind::kUnquarantine)[0].node, "node-b");
+
+  absl::StatusOr<std::string> again = sup_->Unquarantine(AtS(101), "node-b");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, "node node-b already not quarantined");
+  EXPECT_TRUE(Take().journal.empty());
+}
+
+TEST_F(LifecycleTest, NeverQuarantinedNodeIsAlreadyNotQuarantined) {
+  Start();
+  absl::StatusOr<std::string> said = sup_->Unquarantine(AtS(5), "node-a");
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_EQ(*said, "node node-a already not quarantined");
+  EXPECT_TRUE(Take().journal.empty());
+}
+
+TEST_F(LifecycleTest, UnquarantinedNodeIsNotRequarantinedByTheNextSingleFailure) {
+  options_.quarantine.after = 2;
+  Start();
+  StepAll(AtS(1), 1);
+  absl::Time t = CrashAndRestart(AtS(10), absl::Seconds(5));
+  CrashOnNodeA(t + absl::Seconds(10));
+  ASSERT_TRUE(sup_->quarantine().IsQuarantined("node-a"));
+  ASSERT_TRUE(sup_->Unquarantine(t + absl::Seconds(20), "node-a").ok());
+
+  // node-a is restarted with the job and fails once more.
+  BothStop(t + absl::Seconds(21));
+  sup_->Sweep(t + absl::Seconds(31));
+  gen_ = job().generation();
+  Take();
+  SendStarted(t + absl::Seconds(32), a_);
+  SendStarted(t + absl::Seconds(32), b_);
+  SupervisorOutput out = CrashOnNodeA(t + absl::Seconds(40));
+
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+  EXPECT_TRUE(out.journal.nodes.empty());
+  EXPECT_TRUE(out.fences.empty());
+}
+
+// ---------------------------------------------------------------------------
+// Finished
+
+TEST_F(LifecycleTest, AllAgentsExitingZeroFinishTheJobWithoutARestart) {
+  Start();
+  StepAll(AtS(1), 1);
+  StepAll(AtS(2), 2);
+  Take();
+  SendLauncherExit(AtS(10), a_, 0);
+  sup_->Sweep(AtS(10));
+  EXPECT_EQ(state(), "running");  // node-b still runs
+  SendLauncherExit(AtS(11), b_, 0);
+  sup_->Sweep(AtS(11));
+
+  EXPECT_EQ(state(), "finished");
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(Describe(out.commands).empty());
+  EXPECT_TRUE(OfKind(out.events, EventKind::kCrash).empty());
+  ASSERT_EQ(out.journal.jobs.size(), 1u);
+  EXPECT_EQ(out.journal.jobs[0].state, "finished");
+  EXPECT_THAT(out.journal.jobs[0].reason, HasSubstr("exited 0 on all 2 node(s)"));
+
+  sup_->Sweep(AtS(100));
+  sup_->Sweep(AtS(1000));
+  SupervisorOutput later = Take();
+  EXPECT_TRUE(Describe(later.commands).empty());
+  EXPECT_TRUE(later.journal.empty());
+  EXPECT_EQ(job().generation(), 1u);
+  EXPECT_EQ(state(), "finished");
+}
+
+TEST_F(LifecycleTest, OneAgentExitingNonZeroIsACrashNotAFinish) {
+  Start();
+  StepAll(AtS(1), 1);
+  SendLauncherExit(AtS(10), a_, 0);
+  SendLauncherExit(AtS(10), b_, 1);
+  sup_->Sweep(AtS(11));
+  EXPECT_EQ(state(), "stopping");
+  EXPECT_EQ(OfKind(Take().events, EventKind::kCrash).size(), 1u);
+}
+
+// ---------------------------------------------------------------------------
+// World size change
+
+TEST_F(LifecycleTest, FewerRanksInTheNextGenerationIsOneWorldSizeChangedEvent) {
+  Start();
+  StepAll(AtS(1), 1);  // 4 ranks x 8 samples
+  ASSERT_EQ(job().global_batch(), 32u);
+  CrashOnNodeA(AtS(10));
+  // node-b is lost while stopping; generation 2 runs on node-a's 2 ranks.
+  SendLauncherExit(AtS(12), a_, 1);
+  sup_->Disconnected(AtS(12), b_);
+  sup_->Sweep(AtS(12));
+  sup_->Sweep(AtS(17));
+  ASSERT_EQ(job().generation(), 2u);
+  gen_ = 2;
+  world_ = 2;
+  Take();
+
+  SendStarted(AtS(18), a_);
+  SendStep(AtS(19), a_, 1, /*samples=*/8);
+  sup_->Sweep(AtS(19));
+  SendStep(AtS(20), a_, 2, /*samples=*/8);
+  sup_->Sweep(AtS(20));
+
+  std::vector<Event> changed = OfKind(sup_->events().Since(0, "job"),
+                                      EventKind::kWorldSizeChanged);
+  ASSERT_EQ(changed.size(), 1u);
+  const Event& e = changed[0];
+  EXPECT_EQ(e.generation, 2u);
+  EXPECT_EQ(Figure(e, "old_world_size"), 4.0);
+  EXPECT_EQ(Figure(e, "new_world_size"), 2.0);
+  EXPECT_EQ(Figure(e, "old_global_batch"), 32.0);
+  EXPECT_EQ(Figure(e, "new_global_batch"), 16.0);
+  EXPECT_THAT(e.message, HasSubstr("world size 4 -> 2: global batch 32 -> 16 samples"));
+}
+
+TEST_F(LifecycleTest, SameWorldSizeInTheNextGenerationIsNoWorldSizeEvent) {
+  Start();
+  StepAll(AtS(1), 1);
+  CrashAndRestart(AtS(10), absl::Seconds(5));
+  StepAll(AtS(30), 2);
+  sup_->Sweep(AtS(30));
+  EXPECT_EQ(job().event_count(EventKind::kWorldSizeChanged), 0u);
+  EXPECT_EQ(job().event_count(EventKind::kRecovered), 1u);
+}
+
+// ---------------------------------------------------------------------------
+// Restore
+
+class RestoreTest : public LifecycleTest {
+ protected:
+  void SetUp() override {
+    LifecycleTest::SetUp();
+    options_.restart.limit = 2;
+    options_.quarantine.after = 2;
+    options_.quarantine.max_fraction = 1.0;  // the cap stays out of the way
+    gen_ = 3;
+  }
+
+  // What the store gave back, at `now_`: job "job" running generation 3;
+  // node-c quarantined; one failure of node-a within the window.
+  PersistedState State() const {
+    PersistedState s;
+    s.jobs.push_back({"job", 3, "running", "generation 3 started", kWorld,
+                      now_ - absl::Minutes(5)});
+    s.nodes.push_back({"node-c", true, "2 failures within 1h: crash", now_ - absl::Minutes(30),
+                       "policy"});
+    s.failures.push_back({now_ - absl::Minutes(20), "job", 2, "crash", "node-a", 0u,
+                          "crash of rank 0 (exit code 1)"});
+    return s;
+  }
+
+  // Two restarts within the window (given out of order), and no failure
+  // row (so that no quarantine gets in the way).
+  static void AddRestarts(PersistedState& s, absl::Time now) {
+    s.failures.clear();
+    s.restarts.push_back({now - absl::Minutes(5), "job", 2, 3, "crash"});
+    s.restarts.push_back({now - absl::Minutes(20), "job", 1, 2, "crash"});
+  }
+
+  // Restores `state`, then node-a and node-b reconnect running generation 3
+  // and report a step.
+  void RestoreAndReconnect(const PersistedState& state) {
+    Create();
+    sup_->Restore(now_, state);
+    a_ = Connect(now_ + absl::Seconds(1), "node-a", 3u);
+    b_ = Connect(now_ + absl::Seconds(1), "node-b", 3u);
+    StepAll(now_ + absl::Seconds(2), 100);
+    sup_->Sweep(now_ + absl::Seconds(2));
+  }
+
+  const absl::Time now_ = AtS(100000);
+};
+
+TEST_F(RestoreTest, JobIsBackAtItsGenerationAndRunning) {
+  Create();
+  sup_->Restore(now_, State());
+  ASSERT_NE(sup_->FindJob("job"), nullptr);
+  EXPECT_EQ(job().generation(), 3u);
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(sup_->FindControl("job")->reason, "generation 3 started");
+}
+
+TEST_F(RestoreTest, ReconnectingAgentsOfTheCurrentGenerationGetNoCommand) {
+  PersistedState s = State();
+  AddRestarts(s, now_);
+  Create();
+  sup_->Restore(now_, s);
+  Take();
+  Supervisor::HelloResult ra, rb;
+  a_ = Connect(now_ + absl::Seconds(1), "node-a", 3u, &ra);
+  b_ = Connect(now_ + absl::Seconds(1), "node-b", 3u, &rb);
+  EXPECT_TRUE(ra.launch);
+  EXPECT_EQ(ra.generation, 3u);
+  EXPECT_EQ(rb.generation, 3u);
+  StepAll(now_ + absl::Seconds(2), 100);
+  sup_->Sweep(now_ + absl::Seconds(2));
+  StepAll(now_ + absl::Seconds(3), 101);
+  sup_->Sweep(now_ + absl::Seconds(4));
+
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(Describe(out.commands).empty()) << ::testing::PrintToString(Describe(out.commands));
+  EXPECT_TRUE(out.journal.restarts.empty());
+  EXPECT_TRUE(OfKind(out.events, EventKind::kRestart).empty());
+  EXPECT_TRUE(OfKind(out.events, EventKind::kRecovered).empty());
+  EXPECT_EQ(job().generation(), 3u);
+  EXPECT_EQ(state(), "running");
+}
+
+TEST_F(RestoreTest, QuarantinedNodeStaysQuarantined) {
+  Create();
+  sup_->Restore(now_, State());
+  Take();
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-c"));
+
+  Supervisor::HelloResult result;
+  Connect(now_ + absl::Seconds(1), "node-c", std::nullopt, &result);
+
+  EXPECT_FALSE(result.launch);
+  EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("quarantine node-c gen 3"));
+}
+
+TEST_F(RestoreTest, RestoredRestartsCountTowardsTheCap) {
+  PersistedState s = State();
+  AddRestarts(s, now_);
+  RestoreAndReconnect(s);
+  Take();
+
+  CrashOnNodeA(now_ + absl::Seconds(10));
+  SupervisorOutput out = BothStop(now_ + absl::Seconds(12));
+
+  EXPECT_EQ(state(), "held");
+  ASSERT_EQ(OfKind(out.events, EventKind::kHold).size(), 1u);
+  EXPECT_EQ(Figure(OfKind(out.events, EventKind::kHold)[0], "restarts_in_window"), 2.0);
+}
+
+TEST_F(RestoreTest, RestoredResumeAfterTheRestartsForgivesThem) {
+  PersistedState s = State();
+  AddRestarts(s, now_);
+  Event resume;
+  resume.id = 7;
+  resume.time = now_ - absl::Minutes(2);
+  resume.kind = EventKind::kResume;
+  resume.job = "job";
+  resume.generation = 3;
+  resume.message = "resumed by an operator";
+  s.events.push_back(resume);
+  RestoreAndReconnect(s);
+  Take();
+
+  CrashOnNodeA(now_ + absl::Seconds(10));
+  BothStop(now_ + absl::Seconds(12));
+
+  EXPECT_EQ(state(), "restarting");
+  EXPECT_EQ(sup_->FindControl("job")->restart_at, now_ + absl::Seconds(17));  // initial backoff
+}
+
+TEST_F(RestoreTest, RestoredEventsKeepTheirIdsAndNewOnesFollow) {
+  PersistedState s = State();
+  Event old;
+  old.id = 41;
+  old.time = now_ - absl::Minutes(2);
+  old.kind = EventKind::kCrash;
+  old.job = "job";
+  old.message = "restored";
+  s.events.push_back(old);
+  RestoreAndReconnect(s);
+  std::vector<Event> events = Take().events;
+  for (const Event& e : CrashOnNodeA(now_ + absl::Seconds(10)).events) events.push_back(e);
+
+  // Putting back is not happening again: the restored event is not in the
+  // output, and what happened since is numbered from 42 on.
+  ASSERT_FALSE(events.empty());
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].id, 42u + i);
+    EXPECT_NE(events[i].message, "restored");
+  }
+  EXPECT_EQ(sup_->events().Since(0, "job").front().id, 41u);
+  EXPECT_EQ(sup_->events().Since(0, "job").front().message, "restored");
+}
+
+TEST_F(RestoreTest, RestoredFailureWithinTheWindowCountsTowardsQuarantine) {
+  RestoreAndReconnect(State());
+  Take();
+  ASSERT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+
+  SupervisorOutput out = CrashOnNodeA(now_ + absl::Seconds(10));
+
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-a"));
+  ASSERT_EQ(out.journal.nodes.size(), 1u);
+  EXPECT_EQ(out.journal.nodes[0].name, "node-a");
+  EXPECT_EQ(out.journal.nodes[0].changed_by, "policy");
+}
+
+TEST_F(RestoreTest, RestoredFailureOlderThanTheWindowDoesNotCount) {
+  PersistedState s = State();
+  s.failures[0].time = now_ - absl::Hours(2);
+  RestoreAndReconnect(s);
+  Take();
+
+  SupervisorOutput out = CrashOnNodeA(now_ + absl::Seconds(10));
+
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+  EXPECT_TRUE(out.journal.nodes.empty());
+}
+
+// Failures before an operator lifted a node's quarantine do not count after
+// a supervisor restart, as they would not without it.
+TEST_F(RestoreTest, FailuresBeforeAnUnquarantineDoNotCountAfterRestore) {
+  PersistedState s = State();
+  s.nodes.push_back({"node-a", false, "lifted by an operator", now_ - absl::Minutes(10),
+                     "operator"});
+  RestoreAndReconnect(s);
+  Take();
+
+  CrashOnNodeA(now_ + absl::Seconds(10));
+
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+}
+
+// ---------------------------------------------------------------------------
+// Hello of fresh agents
+
+// A fresh agent's welcome says launch: that is its start, and no separate
+// start of the same generation follows (it would relaunch a generation whose
+// first launch already ended).
+TEST_F(LifecycleTest, FreshAgentToldToLaunchGetsNoSeparateStart) {
+  Create();
+  Supervisor::HelloResult result;
+  Connect(AtS(0), "node-a", std::nullopt, &result);
+  ASSERT_TRUE(result.launch);
+  EXPECT_TRUE(Describe(Take().commands).empty());
+}
+
+}  // namespace
+}  // namespace trainsup
