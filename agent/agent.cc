@@ -83,6 +83,8 @@ v1::AgentHello Agent::Hello() const {
   hello.set_agent_version(TRAINSUP_VERSION);
   // The launcher's state as last published (the link thread calls this).
   *hello.mutable_launcher() = batcher_.launcher();
+  absl::MutexLock lock(&plans_mu_);
+  *hello.mutable_plans() = plans_.plans();
   return hello;
 }
 
@@ -227,16 +229,19 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
 }
 
 void Agent::OnPlan(const v1::CheckpointPlan& plan) {
-  for (const v1::CheckpointPlan& held : plans_.plans()) {
-    if (held.plan_id() == plan.plan_id()) return;  // resent after a reconnect
-  }
-  *plans_.add_plans() = plan;
-  // Write aside and rename, so that a rank never reads half a file.
-  google::protobuf::util::JsonPrintOptions json;
-  json.preserve_proto_field_names = true;
-  json.always_print_primitive_fields = true;
   std::string text;
-  (void)google::protobuf::util::MessageToJsonString(plans_, &text, json);
+  {
+    absl::MutexLock lock(&plans_mu_);
+    for (const v1::CheckpointPlan& held : plans_.plans()) {
+      if (held.plan_id() == plan.plan_id()) return;  // resent after a reconnect
+    }
+    *plans_.add_plans() = plan;
+    google::protobuf::util::JsonPrintOptions json;
+    json.preserve_proto_field_names = true;
+    json.always_print_primitive_fields = true;
+    (void)google::protobuf::util::MessageToJsonString(plans_, &text, json);
+  }
+  // Write aside and rename, so that a rank never reads half a file.
   const std::string tmp = plan_path_ + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);

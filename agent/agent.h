@@ -112,7 +112,8 @@ class Agent {
   std::unique_ptr<RankSocket> socket_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
-  v1::CheckpointPlans plans_;
+  mutable absl::Mutex plans_mu_;  // the link thread reads them for its hello
+  v1::CheckpointPlans plans_ ABSL_GUARDED_BY(plans_mu_);
   std::string plan_path_;
 
   Phase phase_ = Phase::kConnecting;

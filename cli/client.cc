@@ -99,6 +99,22 @@ absl::StatusOr<v1::ActionResponse> OperatorClient::UnquarantineNode(const std::s
   });
 }
 
+absl::StatusOr<v1::JobDetail> OperatorClient::GetJob(const std::string& job_id) {
+  v1::GetJobRequest request;
+  request.set_job_id(job_id);
+  return Unary<v1::JobDetail>([&](grpc::ClientContext* c, v1::JobDetail* r) {
+    return stub_->GetJob(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::ActionResponse> OperatorClient::RequestCheckpoint(const std::string& job_id) {
+  v1::RequestCheckpointRequest request;
+  request.set_job_id(job_id);
+  return Unary<v1::ActionResponse>([&](grpc::ClientContext* c, v1::ActionResponse* r) {
+    return stub_->RequestCheckpoint(c, request, r);
+  });
+}
+
 absl::Status OperatorClient::WatchEvents(const std::string& job_id, uint64_t after_id,
                                          const std::function<bool(const v1::Event&)>& on_event) {
   grpc::ClientContext context;

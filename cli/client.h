@@ -24,6 +24,8 @@ class OperatorClient {
   absl::StatusOr<v1::ActionResponse> QuarantineNode(const std::string& node,
                                                     const std::string& reason);
   absl::StatusOr<v1::ActionResponse> UnquarantineNode(const std::string& node);
+  absl::StatusOr<v1::JobDetail> GetJob(const std::string& job_id);
+  absl::StatusOr<v1::ActionResponse> RequestCheckpoint(const std::string& job_id);
   // Streams the events after `after_id`, then new ones, to `on_event` until
   // the stream ends or `on_event` returns false. No deadline: it follows.
   absl::Status WatchEvents(const std::string& job_id, uint64_t after_id,

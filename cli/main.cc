@@ -40,6 +40,8 @@ int main(int argc, char** argv) {
   app.footer(ExitCodesHelp());
   app.set_version_flag("--version", TRAINSUP_VERSION);
   app.require_subcommand(1);
+  // Global options may also come after the verb: `trainsupctl ranks j1 -o json`.
+  app.fallthrough();
   app.add_option("--supervisor", supervisor, "trainsupd gRPC address ($TRAINSUP_SUPERVISOR)")
       ->capture_default_str()->type_name("HOST:PORT")->check(HostPortValidator());
   app.add_option("-o,--output", output, "output format")
@@ -63,6 +65,12 @@ int main(int argc, char** argv) {
       "quarantine", "quarantine NODE: its agent stops and exits, the job restarts without it");
   quarantine->add_option("NODE", node_name, "node name")->required();
   quarantine->add_option("--reason", reason, "why (kept with the node)")->required();
+  CLI::App* job = app.add_subcommand(
+      "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
+  job->add_option("JOB", job_id, "job id")->required();
+  CLI::App* checkpoint = app.add_subcommand(
+      "checkpoint", "checkpoint JOB once, at a step every rank reaches after the plan horizon");
+  checkpoint->add_option("JOB", job_id, "job id")->required();
   CLI::App* unquarantine = app.add_subcommand("unquarantine", "lift NODE's quarantine");
   unquarantine->add_option("NODE", node_name, "node name")->required();
   std::string events_job;
@@ -157,6 +165,8 @@ int main(int argc, char** argv) {
   if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
   auto say = [](const v1::ActionResponse& r) { return r.message() + "\n"; };
   if (*resume) return Emit(client.ResumeJob(job_id), json, say);
+  if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);
+  if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);
   if (*quarantine) return Emit(client.QuarantineNode(node_name, reason), json, say);
   if (*unquarantine) return Emit(client.UnquarantineNode(node_name), json, say);
   if (*events && !follow) return Emit(client.ListEvents(events_job), json, RenderEventsTable);

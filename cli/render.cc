@@ -130,6 +130,71 @@ std::string RenderEventLine(const v1::Event& e) {
                       ": ", e.message(), "\n");
 }
 
+namespace {
+
+std::string Mtbf(const v1::Mtbf& m) {
+  return absl::StrFormat(
+      "%s (%.0f%% interval %s .. %s; plan with %s) from %d failures over %s running", 
+      FormatSeconds(m.mtbf_seconds()), 100 * m.confidence(), FormatSeconds(m.lower_seconds()),
+      FormatSeconds(m.upper_seconds()), FormatSeconds(m.conservative_seconds()), m.failures(),
+      FormatSeconds(m.exposure_seconds()));
+}
+
+std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
+
+void AddLedgerRow(Table& table, const std::string& name, const v1::LedgerBuckets& b) {
+  table.AddRow({name, FormatSeconds(b.wall_seconds()), FormatSeconds(b.useful_seconds()),
+                FormatSeconds(b.starved_seconds()), FormatSeconds(b.checkpoint_blocked_seconds()),
+                FormatSeconds(b.lost_seconds()), Percent(b.goodput())});
+}
+
+}  // namespace
+
+std::string RenderJobDetail(const v1::JobDetail& d) {
+  const v1::Job& job = d.job();
+  std::string out;
+  absl::StrAppend(&out, "job           ", job.job_id(), "\n");
+  absl::StrAppend(&out, "state         ", job.state(), job.stalled() ? " (stalled)" : "", ": ",
+                  job.state_reason(), "\n");
+  absl::StrAppend(&out, "generation    ", job.generation(), " (", job.restarts(),
+                  " restarts since the supervisor started), step ", job.step(), ", ",
+                  job.ranks_reporting(), "/", job.world_size(), " ranks\n");
+  absl::StrAppend(&out, "mtbf (job)    ", Mtbf(d.job_mtbf()), "\n");
+  absl::StrAppend(&out, "mtbf (all)    ", Mtbf(d.cluster_mtbf()), "\n");
+  absl::StrAppend(&out, "checkpoint    C = ", FormatSeconds(d.checkpoint_cost_seconds()),
+                  d.checkpoint_cost_measured() ? " (measured)" : " (prior)",
+                  d.checkpoint_async_seconds() > 0
+                      ? absl::StrCat(", then ", FormatSeconds(d.checkpoint_async_seconds()),
+                                     " in the background")
+                      : "",
+                  "\n");
+  absl::StrAppend(&out, "restart       R = ", FormatSeconds(d.restart_cost_seconds()),
+                  d.restart_cost_measured() ? " (measured)" : " (prior)", "\n");
+  if (d.plans_size() > 0) {
+    const v1::PlanSpec& p = d.plans(d.plans_size() - 1);
+    absl::StrAppend(&out, "plan          every ", p.interval_steps(), " steps (",
+                    FormatSeconds(d.planned_interval_seconds()), "; Young ",
+                    FormatSeconds(d.young_interval_seconds()), ", Daly ",
+                    FormatSeconds(d.daly_interval_seconds()), ") from step ",
+                    p.effective_from_step(), ", expected waste ",
+                    Percent(d.expected_waste_fraction()), "; next checkpoint at step ",
+                    d.next_checkpoint_step() < 0 ? std::string("-")
+                                                 : absl::StrCat(d.next_checkpoint_step()),
+                    "\n");
+    if (!d.plan_verdict().empty()) absl::StrAppend(&out, "verdict       ", d.plan_verdict(), "\n");
+    for (const std::string& w : d.plan_warnings()) absl::StrAppend(&out, "warning       ", w, "\n");
+  } else {
+    absl::StrAppend(&out, "plan          none yet (published once the job has a step time)\n");
+  }
+  Table table({"LEDGER", "WALL", "USEFUL", "STARVED", "CHECKPOINT", "LOST", "GOODPUT"});
+  AddLedgerRow(table, "job", d.ledger());
+  for (const v1::GenerationLedger& g : d.generations()) {
+    AddLedgerRow(table, absl::StrCat("generation ", g.generation()), g.buckets());
+  }
+  absl::StrAppend(&out, "\n", table.Render());
+  return out;
+}
+
 std::string RenderEventsTable(const v1::ListEventsResponse& response) {
   Table table({"ID", "TIME", "KIND", "JOB", "GEN", "RANK", "NODE", "MESSAGE"});
   for (const v1::Event& e : response.events()) {

@@ -23,6 +23,8 @@ enum class RankSort { kRank, kP99 };
 std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sort);
 std::string RenderNodesTable(const v1::ListNodesResponse& response);
 std::string RenderEventsTable(const v1::ListEventsResponse& response);
+// `trainsupctl job JOB`: state, MTBF, C, R, the plan, the goodput ledger.
+std::string RenderJobDetail(const v1::JobDetail& detail);
 // One event as a line: "TIME KIND JOB [rank R] [node N]: message".
 std::string RenderEventLine(const v1::Event& event);
 // One event as one line of JSON (for `events --follow -o json`).

@@ -100,6 +100,15 @@ AgentHelloInfo FromProto(const v1::AgentHello& in) {
   out.generation = in.generation();
   out.launcher = FromProto(in.launcher());
   out.agent_version = in.agent_version();
+  for (const v1::CheckpointPlan& p : in.plans()) {
+    CheckpointPlanSpec spec;
+    spec.plan_id = p.plan_id();
+    spec.anchor_step = p.anchor_step();
+    spec.interval_steps = p.interval_steps();
+    spec.effective_from_step = p.effective_from_step();
+    spec.one_off_steps.assign(p.one_off_steps().begin(), p.one_off_steps().end());
+    out.plans.push_back(std::move(spec));
+  }
   return out;
 }
 

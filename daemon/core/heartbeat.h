@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "daemon/core/checkpoint_schedule.h"
 
 namespace trainsup {
 
@@ -80,6 +81,7 @@ struct AgentHelloInfo {
   uint64_t generation = 0;
   LauncherInfo launcher;
   std::string agent_version;
+  std::vector<CheckpointPlanSpec> plans;  // the plans its ranks hold
 };
 
 struct NodeReportInfo {

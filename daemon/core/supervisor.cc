@@ -23,6 +23,24 @@ JobControl& Supervisor::ControlFor(const Job& job) {
   return *slot;
 }
 
+void Supervisor::AdoptPlans(JobControl& control, const std::vector<CheckpointPlanSpec>& held) {
+  // A supervisor that restarted has lost the plans it published; the agents
+  // kept them, and ranks must keep holding the same plans. Keep them by id.
+  bool added = false;
+  for (const CheckpointPlanSpec& plan : held) {
+    auto same = [&](const CheckpointPlanSpec& p) { return p.plan_id == plan.plan_id; };
+    if (std::none_of(control.plans.begin(), control.plans.end(), same)) {
+      control.plans.push_back(plan);
+      added = true;
+    }
+  }
+  if (!added) return;
+  std::sort(control.plans.begin(), control.plans.end(),
+            [](const CheckpointPlanSpec& a, const CheckpointPlanSpec& b) {
+              return a.plan_id < b.plan_id;
+            });
+}
+
 const JobControl* Supervisor::FindControl(absl::string_view job_id) const {
   auto it = controls_.find(job_id);
   return it == controls_.end() ? nullptr : it->second.get();
@@ -91,10 +109,13 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now, const 
   const bool fresh_agent = hello.launcher.state == LauncherState::kWaiting;
   if (fresh_agent &&
       (control.state == JobState::kFinished || control.state == JobState::kFailed)) {
-    // The same job id, run again by new agents: a new generation.
+    // The same job id, run again by new agents: a new generation, and a new
+    // ledger (the idle time between the runs is nobody's loss).
     job.ObserveGeneration(now, job.generation() + 1);
+    control.ledger = GoodputLedger();
     Transition(now, job, JobState::kPending, "run again by new agents");
   }
+  AdoptPlans(control, hello.plans);
   result.session = session;
   result.generation = job.generation();
   result.launch = !node.quarantined &&

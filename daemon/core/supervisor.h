@@ -263,6 +263,7 @@ class Supervisor {
   const std::string& NodeName(NodeIndex index) const;
 
   JobControl& ControlFor(const Job& job);
+  void AdoptPlans(JobControl& control, const std::vector<CheckpointPlanSpec>& held);
 
   // Detectors (supervisor.cc). Each returns true when it found a failure
   // that it handed to OnFailure.

@@ -98,7 +98,13 @@ void Supervisor::Replan(absl::Time now, Job& job) {
       kMinHorizonSteps,
       static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(options_.plan_horizon) / step_s)));
   CheckpointPlanSpec spec;
+  // Never before an earlier plan's start: after a restart went back to its
+  // checkpoint's step, an earlier-starting plan would leave the older plan in
+  // force from that older plan's start on.
   spec.effective_from_step = job.max_step() + horizon;
+  for (const CheckpointPlanSpec& held : control.plans) {
+    spec.effective_from_step = std::max(spec.effective_from_step, held.effective_from_step);
+  }
   spec.anchor_step = spec.effective_from_step;
   spec.interval_steps = steps;
   control.plan_figures = *plan;
@@ -124,7 +130,11 @@ absl::StatusOr<std::string> Supervisor::RequestCheckpoint(absl::Time now, absl::
         "job ", job_id, " is ", JobStateName(control.state),
         job.max_step() < 0 ? " and has made no step yet" : "", ": no step to checkpoint at"));
   }
-  const double step_s = std::max(1e-3, ComputeJobStepStats(job).median_rank_p50_s);
+  const double step_s = ComputeJobStepStats(job).median_rank_p50_s;
+  if (step_s <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " has no measured step time yet (it needs two steps); try again shortly"));
+  }
   const int64_t horizon = std::max<int64_t>(
       kMinHorizonSteps,
       static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(options_.plan_horizon) / step_s)));

@@ -36,6 +36,10 @@ def parse_args():
     p.add_argument("--checkpoint-dir", default="", help="checkpoint here, resume from here")
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="checkpoint every N steps (0: never)")
+    p.add_argument("--planned-checkpoints", action="store_true",
+                   help="checkpoint when the supervisor's plan says (hb.should_checkpoint)")
+    p.add_argument("--data-wait-seconds", type=float, default=0.0,
+                   help="a slow input pipeline: each batch takes this long to arrive")
     # Failure injection. A failure happens at the first step >= its step, in
     # every generation unless a generation is given.
     p.add_argument("--hang-rank", type=int, default=-1,
@@ -52,6 +56,9 @@ def parse_args():
     p.add_argument("--crash-local-rank", type=int, default=-1)
     p.add_argument("--crash-step", type=int, default=-1)
     p.add_argument("--crash-generation", type=int, default=-1)
+    p.add_argument("--crash-at", default="",
+                   help="with --crash-rank: GEN:STEP,GEN:STEP,... crash in these generations "
+                        "at these steps")
     p.add_argument("--slow-rank", type=int, default=-1,
                    help="this rank's compute takes --slow-factor times longer")
     p.add_argument("--slow-factor", type=float, default=3.0)
@@ -136,6 +143,8 @@ def main():
     if resumed_from is not None:
         checkpointer.load(resumed_from, model, optimizer, gen)
         start = resumed_from + 1
+    crash_points = [tuple(int(v) for v in point.split(":"))
+                    for point in args.crash_at.split(",") if point]
     log = open(args.log, "a", buffering=1) if args.log else None
     if log:
         log.write(json.dumps({"event": "start", "rank": rank, "world_size": world,
@@ -145,6 +154,8 @@ def main():
     for step in range(start, args.steps):
         with hb.compute():
             t0 = time.monotonic()
+            if args.data_wait_seconds:
+                time.sleep(args.data_wait_seconds)
             x = torch.randn(64, 32, generator=gen)
             y = x.sum(dim=1, keepdim=True)
             data_wait = time.monotonic() - t0
@@ -155,7 +166,9 @@ def main():
             time.sleep(work)
             crash_here = rank == args.crash_rank or (
                 NODE == args.crash_node and local_rank == args.crash_local_rank)
-            if crash_here and injected(args.crash_generation, step, args.crash_step):
+            crash_now = injected(args.crash_generation, step, args.crash_step) or any(
+                injected(g, step, s) for g, s in crash_points)
+            if crash_here and crash_now:
                 raise RuntimeError(f"injected crash on rank {rank} at step {step}")
             hang_here = rank == args.hang_rank or (
                 NODE == args.hang_node and local_rank == args.hang_local_rank)
@@ -171,10 +184,17 @@ def main():
         if log:
             log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(), "node": NODE,
                                   "generation": GENERATION, "world_size": world,
-                                  "loss": loss.item()}) + "\n")
-        if args.checkpoint_every and (step + 1) % args.checkpoint_every == 0:
+                                  "loss": loss.item(), "time": time.time()}) + "\n")
+        if args.planned_checkpoints:
+            due = hb.should_checkpoint(step)
+        else:
+            due = args.checkpoint_every and (step + 1) % args.checkpoint_every == 0
+        if due:
             with hb.checkpointing(step):
                 checkpointer.save(step, model, optimizer, gen)
+            if log:
+                log.write(json.dumps({"event": "checkpoint", "rank": rank, "step": step,
+                                      "generation": GENERATION, "time": time.time()}) + "\n")
     dist.barrier()
     dist.destroy_process_group()
     return 0

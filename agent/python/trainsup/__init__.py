@@ -63,6 +63,15 @@ def _number(value):
     return f
 
 
+def _duration(value):
+    """A duration for the wire: finite and >= 0 (else 0, "not measured")."""
+    try:
+        f = float(value or 0.0)
+    except Exception:  # noqa: BLE001
+        return 0.0
+    return f if math.isfinite(f) and f > 0 else 0.0
+
+
 def _truncate_utf8(text, limit):
     data = text.encode("utf-8", "replace")
     if len(data) <= limit:
@@ -162,11 +171,11 @@ class Heartbeat:
             self._pending_compute_s = None
             fields = {
                 "step": int(step),
-                "step_duration_seconds": max(0.0, float(step_duration_s)),
-                "data_wait_seconds": max(0.0, float(data_wait_s or 0.0)),
+                "step_duration_seconds": _duration(step_duration_s),
+                "data_wait_seconds": _duration(data_wait_s),
             }
             optional = {
-                "compute_seconds": _number(compute_s),
+                "compute_seconds": None if compute_s is None else _duration(compute_s),
                 "loss": _number(loss),
                 "learning_rate": _number(lr),
                 "grad_norm": _number(grad_norm),
@@ -224,7 +233,7 @@ class Heartbeat:
         finally:
             self._safe_send("HEARTBEAT_KIND_CHECKPOINT_END", step=step,
                             checkpoint_blocking_seconds=time.monotonic() - begin,
-                            checkpoint_async_seconds=max(0.0, float(async_seconds or 0.0)))
+                            checkpoint_async_seconds=_duration(async_seconds))
 
     def close(self):
         if self._sock is not None:

@@ -1,0 +1,683 @@
+"""The rank helper (agent/python/trainsup) against a fake agent.
+
+Standard library only; runs with Debian's /usr/bin/python3 (no torch):
+
+    PYTHONPATH=agent/python python3 -m unittest -v test_helper   (from tests/python)
+
+The fake agent is a real AF_UNIX datagram socket in a temporary directory;
+time is a fake monotonic clock wherever durations are asserted.
+"""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import unittest
+from unittest import mock
+
+import trainsup
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_PROTO = os.path.join(_HERE, "..", "..", "proto", "trainsup", "v1", "heartbeat.proto")
+
+# Environment variables the helper reads; each test sets its own.
+_HELPER_ENV = ("TRAINSUP_SOCKET", "TRAINSUP_PLAN_FILE", "TRAINSUP_JOB", "TRAINSUP_GENERATION",
+               "RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT")
+
+
+def _proto_field_names():
+    """The field names of trainsup.v1.RankHeartbeat, from the proto itself."""
+    with open(_PROTO) as f:
+        text = f.read()
+    body = text[text.index("message RankHeartbeat"):]
+    body = body[:body.index("\n}")]
+    return set(re.findall(r"^\s*(?:optional\s+)?\w+\s+(\w+)\s*=\s*\d+;", body, re.M))
+
+
+def _strict_json(data):
+    """Parses a datagram as RFC 8259 JSON: NaN/Infinity literals are errors."""
+    def reject(constant):
+        raise ValueError("not JSON: bare %s" % constant)
+    return json.loads(data.decode("utf-8"), parse_constant=reject)
+
+
+def _environ(**values):
+    """os.environ without the helper's variables, plus `values`."""
+    env = {k: v for k, v in os.environ.items() if k not in _HELPER_ENV}
+    env.update({k: str(v) for k, v in values.items()})
+    return mock.patch.dict(os.environ, env, clear=True)
+
+
+class FakeClock:
+    def __init__(self, now=100.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class FakeAgent:
+    """The agent's end of the rank socket: a bound datagram socket."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "rank.sock")
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(self.path)
+        self.sock.setblocking(False)
+
+    def messages(self):
+        """Every datagram received so far, parsed."""
+        out = []
+        while True:
+            try:
+                data = self.sock.recv(1 << 16)
+            except BlockingIOError:
+                return out
+            out.append(_strict_json(data))
+
+    def close(self):
+        self.sock.close()
+
+
+class Tensorish:
+    """A 0-d tensor as far as the helper is concerned: it has __float__."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __float__(self):
+        return float(self.value)
+
+
+class NotANumber:
+    def __float__(self):
+        raise RuntimeError("cannot convert")
+
+
+class HelperTestCase(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="tsup")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+        previous_hook = sys.excepthook
+        self.addCleanup(setattr, sys, "excepthook", previous_hook)
+
+    def agent(self):
+        agent = FakeAgent(self.dir)
+        self.addCleanup(agent.close)
+        return agent
+
+    def agent_env(self, agent, **more):
+        values = dict(TRAINSUP_SOCKET=agent.path, RANK=3, LOCAL_RANK=1, WORLD_SIZE=8,
+                      TRAINSUP_JOB="job-x", TRAINSUP_GENERATION=2, TORCHELASTIC_RESTART_COUNT=1)
+        values.update(more)
+        return _environ(**values)
+
+    def heartbeat(self, agent, **kwargs):
+        """A Heartbeat under `agent`, its START already taken off the socket."""
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat(**kwargs)
+        self.addCleanup(hb.close)
+        agent.messages()
+        return hb
+
+    def one(self, agent, kind):
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages], [kind])
+        return messages[0]
+
+
+# ---------------------------------------------------------------------------
+# Outside an agent
+
+
+class OutsideAnAgentTest(HelperTestCase):
+    def test_everything_is_a_silent_no_op(self):
+        hook = sys.excepthook
+        with _environ(RANK=0, WORLD_SIZE=1):
+            hb = trainsup.Heartbeat()
+            self.assertFalse(hb.enabled)
+            self.assertIs(sys.excepthook, hook)  # no hook installed
+            hb.step(0, data_wait_s=0.1, loss=1.5, lr=0.1, samples=32)
+            hb.step(1, loss=float("nan"))
+            with hb.compute():
+                pass
+            with hb.checkpointing(1):
+                pass
+            self.assertFalse(hb.should_checkpoint(1))
+            self.assertFalse(hb.should_checkpoint(0))
+            hb.close()
+        self.assertEqual(hb.sent, 0)
+        self.assertEqual(hb.dropped, 0)
+
+    def test_empty_socket_variable_means_outside_an_agent(self):
+        with _environ(TRAINSUP_SOCKET=""):
+            hb = trainsup.Heartbeat()
+        self.assertFalse(hb.enabled)
+        hb.step(0)
+        self.assertEqual(hb.sent, 0)
+
+
+# ---------------------------------------------------------------------------
+# What goes to the agent
+
+
+class MessagesTest(HelperTestCase):
+    def test_start_is_sent_at_construction_with_the_identity_from_the_environment(self):
+        agent = self.agent()
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat(start_step=40)
+        self.addCleanup(hb.close)
+        start = self.one(agent, "HEARTBEAT_KIND_START")
+        self.assertEqual(start["job"], "job-x")
+        self.assertEqual(start["rank"], 3)
+        self.assertEqual(start["local_rank"], 1)
+        self.assertEqual(start["world_size"], 8)
+        self.assertEqual(start["generation"], 2)
+        self.assertEqual(start["restart_count"], 1)
+        self.assertEqual(start["pid"], os.getpid())
+        self.assertEqual(start["step"], 40)
+        self.assertTrue(hb.enabled)
+        self.assertEqual(hb.sent, 1)
+
+    def test_explicit_identity_wins_over_the_environment(self):
+        agent = self.agent()
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat(job="other", rank=5, local_rank=0, world_size=16)
+        self.addCleanup(hb.close)
+        start = self.one(agent, "HEARTBEAT_KIND_START")
+        self.assertEqual((start["job"], start["rank"], start["local_rank"], start["world_size"]),
+                         ("other", 5, 0, 16))
+
+    def test_bad_identity_variables_fall_back_to_defaults(self):
+        agent = self.agent()
+        with self.agent_env(agent, RANK="x", WORLD_SIZE="", TRAINSUP_GENERATION="?"):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        start = self.one(agent, "HEARTBEAT_KIND_START")
+        self.assertEqual((start["rank"], start["world_size"], start["generation"]), (0, 1, 0))
+
+    def test_every_message_uses_proto_field_names(self):
+        agent = self.agent()
+        fields = _proto_field_names()
+        self.assertIn("step_duration_seconds", fields)  # the parse found the message
+        sys.excepthook = lambda *args: None
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        with hb.compute():
+            pass
+        hb.step(0, data_wait_s=0.1, loss=1.0, lr=0.1, grad_norm=2.0, samples=32,
+                device_memory_bytes=1 << 30, compute_s=0.5)
+        with hb.checkpointing(0, async_seconds=3):
+            pass
+        sys.excepthook(ValueError, ValueError("boom"), None)
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_COMPUTE_BEGIN",
+                          "HEARTBEAT_KIND_COMPUTE_END", "HEARTBEAT_KIND_STEP",
+                          "HEARTBEAT_KIND_CHECKPOINT_BEGIN", "HEARTBEAT_KIND_CHECKPOINT_END",
+                          "HEARTBEAT_KIND_EXCEPTION"])
+        for m in messages:
+            self.assertLessEqual(set(m), fields, m["kind"])
+
+    def test_step_sends_its_figures(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(7, data_wait_s=0.25, loss=1.5, lr=3e-4, grad_norm=0.5, samples=64,
+                device_memory_bytes=12345, step_duration_s=2.0, compute_s=1.25)
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")
+        self.assertEqual(step["step"], 7)
+        self.assertEqual(step["step_duration_seconds"], 2.0)
+        self.assertEqual(step["data_wait_seconds"], 0.25)
+        self.assertEqual(step["compute_seconds"], 1.25)
+        self.assertEqual(step["loss"], 1.5)
+        self.assertEqual(step["learning_rate"], 3e-4)
+        self.assertEqual(step["grad_norm"], 0.5)
+        self.assertEqual(step["samples"], 64)
+        self.assertEqual(step["device_memory_bytes"], 12345)
+        self.assertEqual((step["job"], step["rank"], step["generation"]), ("job-x", 3, 2))
+
+    def test_optional_figures_not_given_are_left_out(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1)
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")
+        for name in ("compute_seconds", "loss", "learning_rate", "grad_norm", "samples",
+                     "device_memory_bytes"):
+            self.assertNotIn(name, step)
+        self.assertEqual(step["data_wait_seconds"], 0.0)
+
+    def test_first_step_has_no_duration_later_ones_the_time_between_calls(self):
+        agent = self.agent()
+        clock = FakeClock(100.0)
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            hb = self.heartbeat(agent)
+            clock.now = 105.0
+            hb.step(0)
+            clock.now = 106.5
+            hb.step(1)
+            clock.now = 106.75
+            hb.step(2)
+        durations = [m["step_duration_seconds"] for m in agent.messages()]
+        self.assertEqual(durations, [0.0, 1.5, 0.25])
+
+    def test_negative_durations_are_sent_as_zero(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1, step_duration_s=-1.0, data_wait_s=-2.0)
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")
+        self.assertEqual((step["step_duration_seconds"], step["data_wait_seconds"]), (0.0, 0.0))
+
+    def test_compute_brackets_the_next_step_and_times_it(self):
+        agent = self.agent()
+        clock = FakeClock(10.0)
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            hb = self.heartbeat(agent, start_step=5)
+            with hb.compute():
+                clock.now = 10.25
+            hb.step(5)
+            with hb.compute():
+                clock.now = 11.0
+            hb.step(6)
+            hb.step(7)  # no compute block for this one
+        messages = agent.messages()
+        self.assertEqual([(m["kind"], m["step"]) for m in messages],
+                         [("HEARTBEAT_KIND_COMPUTE_BEGIN", 5), ("HEARTBEAT_KIND_COMPUTE_END", 5),
+                          ("HEARTBEAT_KIND_STEP", 5),
+                          ("HEARTBEAT_KIND_COMPUTE_BEGIN", 6), ("HEARTBEAT_KIND_COMPUTE_END", 6),
+                          ("HEARTBEAT_KIND_STEP", 6), ("HEARTBEAT_KIND_STEP", 7)])
+        steps = [m for m in messages if m["kind"] == "HEARTBEAT_KIND_STEP"]
+        self.assertEqual(steps[0]["compute_seconds"], 0.25)
+        self.assertEqual(steps[1]["compute_seconds"], 0.75)
+        self.assertNotIn("compute_seconds", steps[2])
+
+    def test_compute_step_defaults_to_zero_before_any_step(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        with hb.compute():
+            pass
+        self.assertEqual([m["step"] for m in agent.messages()], [0, 0])
+
+    def test_compute_with_an_explicit_step(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        with hb.compute(step=42):
+            pass
+        self.assertEqual([m["step"] for m in agent.messages()], [42, 42])
+
+    def test_compute_end_is_sent_when_the_block_raises_and_the_error_propagates(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        with self.assertRaises(KeyError):
+            with hb.compute():
+                raise KeyError("user code")
+        self.assertEqual([m["kind"] for m in agent.messages()],
+                         ["HEARTBEAT_KIND_COMPUTE_BEGIN", "HEARTBEAT_KIND_COMPUTE_END"])
+
+    def test_nan_and_infinite_figures_are_json_strings(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1, loss=float("nan"), lr=float("inf"), grad_norm=float("-inf"))
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")  # parsed strictly
+        self.assertEqual(step["loss"], "NaN")
+        self.assertEqual(step["learning_rate"], "Infinity")
+        self.assertEqual(step["grad_norm"], "-Infinity")
+
+    def test_tensor_like_figures_are_converted_with_float(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1, loss=Tensorish(2.5), lr=Tensorish(float("nan")), grad_norm=NotANumber())
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")
+        self.assertEqual(step["loss"], 2.5)
+        self.assertEqual(step["learning_rate"], "NaN")
+        self.assertNotIn("grad_norm", step)  # not a number: left out, no error
+
+    # A duration that is not finite is sent as 0 ("not measured"): the
+    # heartbeat stays valid JSON and reaches the agent.
+    def test_infinite_durations_still_make_valid_json(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1, step_duration_s=float("inf"), data_wait_s=float("inf"))
+        with hb.checkpointing(1, async_seconds=float("inf")):
+            pass
+        messages = agent.messages()  # raises on a bare Infinity
+        self.assertEqual(len(messages), 3)
+        step = [m for m in messages if m["kind"] == "HEARTBEAT_KIND_STEP"][0]
+        self.assertEqual(step["step_duration_seconds"], 0.0)
+        self.assertEqual(step["data_wait_seconds"], 0.0)
+
+    def test_checkpointing_sends_begin_and_end_with_the_blocking_time(self):
+        agent = self.agent()
+        clock = FakeClock(50.0)
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            hb = self.heartbeat(agent)
+            with hb.checkpointing(9, async_seconds=12.5):
+                clock.now = 53.5
+        begin, end = agent.messages()
+        self.assertEqual((begin["kind"], begin["step"]), ("HEARTBEAT_KIND_CHECKPOINT_BEGIN", 9))
+        self.assertEqual((end["kind"], end["step"]), ("HEARTBEAT_KIND_CHECKPOINT_END", 9))
+        self.assertEqual(end["checkpoint_blocking_seconds"], 3.5)
+        self.assertEqual(end["checkpoint_async_seconds"], 12.5)
+
+    def test_checkpoint_end_is_sent_when_the_save_raises_and_the_error_propagates(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        with self.assertRaises(OSError):
+            with hb.checkpointing(3):
+                raise OSError("disk full")
+        self.assertEqual([m["kind"] for m in agent.messages()],
+                         ["HEARTBEAT_KIND_CHECKPOINT_BEGIN", "HEARTBEAT_KIND_CHECKPOINT_END"])
+
+    def test_excepthook_reports_the_exception_and_calls_the_previous_hook(self):
+        agent = self.agent()
+        calls = []
+        sys.excepthook = lambda *args: calls.append(args)
+        hb = self.heartbeat(agent)
+        hb.step(12)
+        agent.messages()
+        error = ValueError("x" * 3000)
+        sys.excepthook(ValueError, error, None)
+        report = self.one(agent, "HEARTBEAT_KIND_EXCEPTION")
+        self.assertEqual(report["exception_type"], "ValueError")
+        self.assertEqual(report["exception_message"], "x" * 1024)
+        self.assertEqual(report["step"], 12)
+        self.assertEqual(calls, [(ValueError, error, None)])
+
+    def test_excepthook_truncates_on_a_utf8_character_boundary(self):
+        agent = self.agent()
+        sys.excepthook = lambda *args: None
+        self.heartbeat(agent)
+        sys.excepthook(RuntimeError, RuntimeError("\u00e9" * 1000), None)  # 2000 bytes
+        message = self.one(agent, "HEARTBEAT_KIND_EXCEPTION")["exception_message"]
+        self.assertEqual(message, "\u00e9" * 512)
+        self.assertLessEqual(len(message.encode("utf-8")), 1024)
+
+    def test_excepthook_truncates_the_type_name_to_256_bytes(self):
+        agent = self.agent()
+        sys.excepthook = lambda *args: None
+        self.heartbeat(agent)
+        long_type = type("E" * 300, (Exception,), {})
+        sys.excepthook(long_type, long_type("m"), None)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXCEPTION")["exception_type"], "E" * 256)
+
+    def test_excepthook_calls_the_previous_hook_even_when_the_message_fails(self):
+        agent = self.agent()
+        calls = []
+        sys.excepthook = lambda *args: calls.append(args)
+        self.heartbeat(agent)
+
+        class Unprintable(Exception):
+            def __str__(self):
+                raise RuntimeError("no")
+
+        error = Unprintable()
+        sys.excepthook(Unprintable, error, None)
+        self.assertEqual(calls, [(Unprintable, error, None)])
+
+    def test_exception_before_any_step_names_step_zero(self):
+        agent = self.agent()
+        sys.excepthook = lambda *args: None
+        self.heartbeat(agent)
+        sys.excepthook(ValueError, ValueError("early"), None)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXCEPTION")["step"], 0)
+
+
+# ---------------------------------------------------------------------------
+# Never blocks, never raises
+
+
+class _Watchdog:
+    """Fails a call that blocks instead of hanging the test run."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        def expired(signum, frame):
+            raise AssertionError("blocked for %ss" % self.seconds)
+        self.previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+class NeverBlocksTest(HelperTestCase):
+    def test_agent_gone_calls_return_and_count_dropped(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.close()
+        os.unlink(agent.path)  # the agent died and its socket is gone
+        with _Watchdog(10):
+            begin = time.monotonic()
+            for s in range(100):
+                hb.step(s)
+                with hb.compute():
+                    pass
+            with hb.checkpointing(99):
+                pass
+            elapsed = time.monotonic() - begin
+        self.assertEqual(hb.dropped, 302)
+        self.assertEqual(hb.sent, 1)  # the START
+        self.assertLess(elapsed, 2.0)
+
+    def test_socket_file_left_behind_by_a_dead_agent(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.close()  # the path exists, nobody is bound to it: ECONNREFUSED
+        with _Watchdog(10):
+            hb.step(1)
+            hb.step(2)
+        self.assertEqual(hb.dropped, 2)
+
+    def test_no_agent_socket_at_construction(self):
+        with _environ(TRAINSUP_SOCKET=os.path.join(self.dir, "missing.sock")):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        hb.step(0)
+        self.assertEqual((hb.sent, hb.dropped), (0, 2))
+
+    def test_full_socket_buffer_drops_instead_of_blocking(self):
+        agent = self.agent()  # never read
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        total = 5000
+        with _Watchdog(20):
+            begin = time.monotonic()
+            for s in range(total):
+                hb.step(s, loss=1.0)
+            elapsed = time.monotonic() - begin
+        self.assertGreater(hb.dropped, 0)
+        self.assertGreater(hb.sent, 0)
+        self.assertEqual(hb.sent + hb.dropped, total + 1)
+        self.assertLess(elapsed, 10.0)
+        # What did arrive is whole, valid JSON.
+        for m in agent.messages():
+            self.assertIn(m["kind"], ("HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP"))
+
+    def test_path_too_long_for_a_unix_socket_is_dropped(self):
+        with _environ(TRAINSUP_SOCKET="/tmp/" + "x" * 200):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        hb.step(0)
+        self.assertEqual(hb.sent, 0)
+        self.assertEqual(hb.dropped, 2)
+
+    def test_after_close_calls_are_no_ops(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.close()
+        hb.step(1)
+        hb.close()
+        self.assertEqual(agent.messages(), [])
+        self.assertEqual(hb.dropped, 0)
+
+    def test_bad_arguments_never_raise(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step("not a step")
+        hb.step(1, data_wait_s="slow", samples="many")
+        self.assertFalse(hb.should_checkpoint("x"))
+        self.assertFalse(hb.should_checkpoint(None))
+
+
+# ---------------------------------------------------------------------------
+# The checkpoint plan
+
+
+def _plan(plan_id, anchor, interval, effective_from, one_offs=()):
+    return {"plan_id": plan_id, "anchor_step": anchor, "interval_steps": interval,
+            "effective_from_step": effective_from, "one_off_steps": list(one_offs)}
+
+
+def _plan_json(plans):
+    """The agent's plan file: trainsup.v1.CheckpointPlans in Protobuf's JSON
+    (proto field names, int64 fields as strings)."""
+    return json.dumps({"plans": [
+        {"plan_id": str(p["plan_id"]), "anchor_step": str(p["anchor_step"]),
+         "interval_steps": str(p["interval_steps"]),
+         "effective_from_step": str(p["effective_from_step"]),
+         "one_off_steps": [str(s) for s in p["one_off_steps"]]}
+        for p in plans]})
+
+
+# THE SAME TABLE IS IN tests/unit/checkpoint_schedule_test.cc (SharedTable):
+# should_checkpoint must answer exactly as the supervisor's ShouldCheckpoint.
+# Change both together. Each case: plans as (plan_id, anchor, interval,
+# effective_from, one-offs), and every checkpoint step in [-5, end).
+SHARED_TABLE = [
+    ("no plans", [], 30, []),
+    ("periodic from the anchor", [_plan(1, 10, 5, 10)], 40, [10, 15, 20, 25, 30, 35]),
+    ("nothing before effective_from", [_plan(1, 0, 4, 10)], 30, [12, 16, 20, 24, 28]),
+    ("nothing before the anchor", [_plan(1, 13, 5, 10)], 30, [13, 18, 23, 28]),
+    ("later plan takes over at its effective_from",
+     [_plan(1, 0, 10, 0), _plan(2, 25, 7, 25)], 45, [0, 10, 20, 25, 32, 39]),
+    ("later plan anchored before its effective_from",
+     [_plan(1, 0, 5, 0), _plan(2, 3, 6, 20)], 35, [0, 5, 10, 15, 21, 27, 33]),
+    ("equal effective_from: higher plan_id wins",
+     [_plan(5, 10, 3, 10), _plan(7, 10, 4, 10)], 25, [10, 14, 18, 22]),
+    ("equal effective_from: higher plan_id wins, listed first",
+     [_plan(7, 10, 4, 10), _plan(5, 10, 3, 10)], 25, [10, 14, 18, 22]),
+    ("greatest effective_from wins over a higher plan_id",
+     [_plan(2, 30, 10, 30), _plan(3, 0, 4, 10)], 45, [12, 16, 20, 24, 28, 30, 40]),
+    ("one-offs of a superseded plan count",
+     [_plan(1, 0, 10, 0, [7]), _plan(2, 5, 0, 5, [13])], 40, [0, 7, 13]),
+    ("one-off before its plan's effective_from", [_plan(3, 100, 10, 100, [42])], 60, [42]),
+    ("interval 0 means none", [_plan(1, 0, 0, 0)], 30, []),
+    ("interval 0 switches an older plan off",
+     [_plan(1, 0, 5, 0), _plan(2, 12, 0, 12)], 40, [0, 5, 10]),
+    ("negative anchor and steps", [_plan(1, -7, 3, -5)], 6, [-4, -1, 2, 5]),
+    ("a plan of the supervisor and an operator's one-off",
+     [_plan(1000000, 105, 40, 105), _plan(1000001, 105, 40, 105, [117])], 200,
+     [105, 117, 145, 185]),
+]
+
+
+class PlanTest(HelperTestCase):
+    def write_plans(self, text):
+        """Writes the plan file as the agent does: aside, then rename."""
+        path = os.path.join(self.dir, "plans.json")
+        with open(path + ".tmp", "w") as f:
+            f.write(text)
+        os.replace(path + ".tmp", path)
+        return path
+
+    def plan_heartbeat(self, text):
+        agent = self.agent()
+        path = self.write_plans(text)
+        with self.agent_env(agent, TRAINSUP_PLAN_FILE=path):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        return hb
+
+    def test_no_plan_file_yet_means_no_checkpoint(self):
+        agent = self.agent()
+        with self.agent_env(agent, TRAINSUP_PLAN_FILE=os.path.join(self.dir, "plans.json")):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        self.assertFalse(any(hb.should_checkpoint(s) for s in range(100)))
+
+    def test_follows_the_plan_file(self):
+        hb = self.plan_heartbeat(
+            '{"plans": [{"plan_id": "1", "anchor_step": "10", "interval_steps": "5", '
+            '"effective_from_step": "10", "one_off_steps": []}]}')
+        self.assertEqual([s for s in range(30) if hb.should_checkpoint(s)], [10, 15, 20, 25])
+
+    def test_the_agents_own_file_format(self):
+        # As the agent writes it (always_print_primitive_fields, a newline).
+        hb = self.plan_heartbeat(
+            '{"plans":[{"plan_id":"1764417600000000","anchor_step":"30",'
+            '"interval_steps":"3265","effective_from_step":"30","one_off_steps":[]},'
+            '{"plan_id":"1764417602000000","anchor_step":"30","interval_steps":"3265",'
+            '"effective_from_step":"30","one_off_steps":["50"]}]}\n')
+        self.assertEqual([s for s in range(0, 4000) if hb.should_checkpoint(s)], [30, 50, 3295])
+
+    def test_fields_left_out_default_to_zero_and_numbers_work_too(self):
+        hb = self.plan_heartbeat('{"plans": [{"plan_id": 1, "interval_steps": 4}]}')
+        self.assertEqual([s for s in range(10) if hb.should_checkpoint(s)], [0, 4, 8])
+
+    def test_rereads_the_file_when_it_changes(self):
+        hb = self.plan_heartbeat(_plan_json([_plan(1, 0, 10, 0)]))
+        self.assertTrue(hb.should_checkpoint(20))
+        self.assertFalse(hb.should_checkpoint(25))
+        # The agent receives a second plan (the file grows) and renames it in.
+        self.write_plans(_plan_json([_plan(1, 0, 10, 0), _plan(2, 25, 5, 25)]))
+        self.assertTrue(hb.should_checkpoint(25))
+        self.assertFalse(hb.should_checkpoint(26))
+        self.assertTrue(hb.should_checkpoint(35))
+        self.assertTrue(hb.should_checkpoint(20))  # before 25, the first plan
+
+    def test_rereads_a_replaced_file_of_the_same_size(self):
+        hb = self.plan_heartbeat(_plan_json([_plan(1, 0, 3, 0)]))
+        self.assertTrue(hb.should_checkpoint(3))
+        path = self.write_plans(_plan_json([_plan(1, 0, 7, 0)]))
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # a later write
+        self.assertFalse(hb.should_checkpoint(3))
+        self.assertTrue(hb.should_checkpoint(7))
+
+    def test_broken_file_yields_false_without_raising_then_recovers(self):
+        hb = self.plan_heartbeat(_plan_json([_plan(1, 0, 5, 0)]))
+        self.assertTrue(hb.should_checkpoint(5))
+        self.write_plans('{"plans": [{"plan_id": ')  # not JSON
+        self.assertFalse(hb.should_checkpoint(5))
+        self.write_plans('{"plans": [{"plan_id": "x"}]}')  # not a plan
+        self.assertFalse(hb.should_checkpoint(5))
+        self.write_plans('["plans"]')  # not an object
+        self.assertFalse(hb.should_checkpoint(5))
+        self.write_plans(_plan_json([_plan(1, 0, 5, 0), _plan(2, 100, 0, 100)]))
+        self.assertTrue(hb.should_checkpoint(5))
+
+    def test_plan_file_gone_keeps_the_plans_held(self):
+        hb = self.plan_heartbeat(_plan_json([_plan(1, 0, 5, 0)]))
+        self.assertTrue(hb.should_checkpoint(5))
+        os.unlink(os.path.join(self.dir, "plans.json"))
+        self.assertTrue(hb.should_checkpoint(10))
+
+    def test_shared_table_with_the_supervisor(self):
+        for name, plans, end, expected in SHARED_TABLE:
+            with self.subTest(name):
+                got = [s for s in range(-5, end) if trainsup.should_checkpoint(plans, s)]
+                self.assertEqual(got, expected)
+
+    def test_shared_table_through_the_plan_file(self):
+        for name, plans, end, expected in SHARED_TABLE:
+            with self.subTest(name):
+                path = self.write_plans(_plan_json(plans))
+                with _environ(TRAINSUP_PLAN_FILE=path):
+                    hb = trainsup.Heartbeat()
+                got = [s for s in range(-5, end) if hb.should_checkpoint(s)]
+                self.assertEqual(got, expected)
+
+
+if __name__ == "__main__":
+    unittest.main()

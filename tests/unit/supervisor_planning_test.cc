@@ -1,0 +1,893 @@
+// The Supervisor's checkpoint planning and goodput ledger, driven through
+// Hello/Report/Sweep as the agents' adapter does: the plans it publishes
+// (checkpoint_plan events, kPlan commands), what they are computed from (the
+// MTBF exposure and failures, the measured checkpoint and restart costs), the
+// operator's one-off checkpoint, and where the job's wall time went.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/checkpoint_schedule.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/goodput_ledger.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "daemon/core/job_state.h"
+#include "daemon/core/journal.h"
+#include "daemon/core/mtbf_estimator.h"
+#include "daemon/core/supervisor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using Kind = AgentCommand::Kind;
+
+constexpr double kEps = 1e-9;
+
+absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
+absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(std::llround(s * 1000))); }
+
+SupervisorOptions Options() {
+  SupervisorOptions o;
+  o.step_window = 16;
+  o.stall.floor = absl::Seconds(20);
+  o.stall.factor = 10;
+  o.stall.startup_grace = absl::Minutes(5);
+  o.stall.checkpoint_grace = absl::Minutes(15);
+  o.crash.settle = absl::Seconds(1);
+  o.straggler.window = 10;
+  o.straggler.ratio = 1.5;
+  o.straggler.mad_factor = 3;
+  o.straggler.persistence = 3;
+  o.event_log_size = 1000;
+  // Many restarts, 1s apart, and no quarantine: the tests count failures.
+  o.restart.limit = 100;
+  o.restart.window = absl::Hours(1);
+  o.restart.backoff_initial = absl::Seconds(1);
+  o.restart.backoff_max = absl::Seconds(1);
+  o.quarantine.after = 1000;
+  o.quarantine.window = absl::Hours(1);
+  o.quarantine.max_fraction = 0.25;
+  o.stop_timeout = absl::Seconds(60);
+  o.stop_grace = absl::Seconds(10);
+  // The planning defaults, spelled out: the expectations below use them.
+  o.mtbf.prior_seconds = 24 * 3600;
+  o.mtbf.confidence = 0.8;
+  o.checkpoint_cost_prior = absl::Seconds(60);
+  o.restart_cost_prior = absl::Minutes(5);
+  o.plan_horizon = absl::Seconds(10);
+  o.replan_threshold = 0.2;
+  o.plan_checkpoints = true;
+  return o;
+}
+
+std::vector<Event> OfKind(const std::vector<Event>& events, EventKind kind) {
+  std::vector<Event> out;
+  for (const Event& e : events) {
+    if (e.kind == kind) out.push_back(e);
+  }
+  return out;
+}
+
+std::optional<double> Figure(const Event& e, const std::string& name) {
+  for (const auto& [key, value] : e.figures) {
+    if (key == name) return value;
+  }
+  return std::nullopt;
+}
+
+std::vector<AgentCommand> Plans(const std::vector<AgentCommand>& commands) {
+  std::vector<AgentCommand> out;
+  for (const AgentCommand& c : commands) {
+    if (c.kind == Kind::kPlan) out.push_back(c);
+  }
+  return out;
+}
+
+// The plan ids each node was sent, in order.
+std::map<std::string, std::vector<uint64_t>> PlanIdsByNode(const std::vector<AgentCommand>& commands) {
+  std::map<std::string, std::vector<uint64_t>> out;
+  for (const AgentCommand& c : Plans(commands)) out[c.node].push_back(c.plan.plan_id);
+  return out;
+}
+
+// What the planner answers for C, M, R (and the step time), independently of
+// the supervisor.
+int64_t ExpectedIntervalSteps(double c, double m, double r, double step_s) {
+  CheckpointPlanInputs in;
+  in.checkpoint_seconds = c;
+  in.mtbf_seconds = m;
+  in.restart_seconds = r;
+  absl::StatusOr<CheckpointPlan> plan = PlanCheckpoints(in);
+  EXPECT_TRUE(plan.ok()) << plan.status();
+  if (!plan.ok()) return -1;
+  // Young's T* (no asynchronous write to raise it to).
+  EXPECT_NEAR(plan->interval_seconds, std::sqrt(2 * c * m), 1e-6 * plan->interval_seconds);
+  return IntervalSteps(plan->interval_seconds, step_s);
+}
+
+double ConservativeMtbf(double exposure_seconds, int failures) {
+  return MtbfEstimator(Options().mtbf).Estimate(exposure_seconds, failures).conservative_seconds;
+}
+
+constexpr uint32_t kWorld = 4;  // ranks 0, 1 on node-a; 2, 3 on node-b
+
+class PlanningTest : public ::testing::Test {
+ protected:
+  void SetUp() override { options_ = Options(); }
+
+  // Fresh agents on node-a and node-b say hello at `now`.
+  void Start(absl::Time now = AtS(0)) {
+    sup_ = std::make_unique<Supervisor>(options_);
+    a_ = Connect(now, "node-a");
+    b_ = Connect(now, "node-b");
+    gen_ = job().generation();
+    Take();
+  }
+
+  SessionId Connect(absl::Time now, const std::string& node,
+                    std::optional<uint64_t> running = std::nullopt,
+                    const std::string& job_id = "job") {
+    AgentHelloInfo hello;
+    hello.node = node;
+    hello.job = job_id;
+    hello.incarnation = ++incarnation_;
+    hello.generation = running.value_or(0);
+    hello.launcher.state = running ? LauncherState::kRunning : LauncherState::kWaiting;
+    hello.agent_version = "test";
+    absl::StatusOr<Supervisor::HelloResult> result = sup_->Hello(now, hello);
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->session : 0;
+  }
+
+  SupervisorOutput Take() { return sup_->TakeOutput(); }
+
+  std::vector<uint32_t> RanksOf(SessionId session) const {
+    return session == a_ ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{2, 3};
+  }
+
+  Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) const {
+    Heartbeat hb;
+    hb.kind = kind;
+    hb.job = "job";
+    hb.rank = rank;
+    hb.local_rank = rank % 2;
+    hb.world_size = kWorld;
+    hb.pid = 100 + rank;
+    hb.step = step;
+    hb.generation = gen_;
+    return hb;
+  }
+
+  RankProcessInfo Alive(uint32_t rank) const {
+    RankProcessInfo p;
+    p.rank = rank;
+    p.local_rank = rank % 2;
+    p.pid = 100 + rank;
+    p.generation = gen_;
+    p.alive = true;
+    return p;
+  }
+
+  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code) const {
+    RankProcessInfo p = Alive(rank);
+    p.alive = false;
+    p.exit_known = true;
+    p.exit_code = exit_code;
+    p.died_seconds_ago = ago;
+    return p;
+  }
+
+  void SendWith(absl::Time now, SessionId session, LauncherState state,
+                std::vector<Heartbeat> heartbeats = {},
+                std::vector<RankProcessInfo> processes = {}, int32_t exit_code = 0,
+                int32_t signal = 0) {
+    NodeReportInfo report;
+    report.sequence = ++sequence_;
+    report.generation = gen_;
+    report.launcher.state = state;
+    report.launcher.pid = 4000;
+    report.launcher.exit_code = exit_code;
+    report.launcher.signal = signal;
+    report.heartbeats = std::move(heartbeats);
+    report.processes = std::move(processes);
+    absl::Status status = sup_->Report(now, session, report);
+    ASSERT_TRUE(status.ok()) << status;
+  }
+
+  void Send(absl::Time now, SessionId session, std::vector<Heartbeat> heartbeats = {},
+            std::vector<RankProcessInfo> processes = {}) {
+    SendWith(now, session, LauncherState::kRunning, std::move(heartbeats), std::move(processes));
+  }
+
+  void SendStarted(absl::Time now, SessionId session) {
+    std::vector<Heartbeat> hbs;
+    std::vector<RankProcessInfo> processes;
+    for (uint32_t r : RanksOf(session)) {
+      hbs.push_back(Hb(HeartbeatKind::kStart, r, 0));
+      processes.push_back(Alive(r));
+    }
+    Send(now, session, hbs, processes);
+  }
+
+  void StartedAll(absl::Time now) {
+    SendStarted(now, a_);
+    SendStarted(now, b_);
+  }
+
+  // Every rank of `session` completes `step`, measured at `duration` seconds
+  // of which `data_wait` waiting on input.
+  void SendStep(absl::Time now, SessionId session, int64_t step, double duration,
+                double data_wait = 0) {
+    std::vector<Heartbeat> hbs;
+    std::vector<RankProcessInfo> processes;
+    for (uint32_t r : RanksOf(session)) {
+      Heartbeat hb = Hb(HeartbeatKind::kStep, r, step);
+      hb.step_duration_s = duration;
+      hb.data_wait_s = data_wait;
+      hbs.push_back(hb);
+      processes.push_back(Alive(r));
+    }
+    Send(now, session, hbs, processes);
+  }
+
+  void StepAll(absl::Time now, int64_t step, double duration, double data_wait = 0) {
+    SendStep(now, a_, step, duration, data_wait);
+    SendStep(now, b_, step, duration, data_wait);
+  }
+
+  // Steps first..last, one every `step_s` from `begin` (step `first` at
+  // `begin`). Returns the time of the last one.
+  absl::Time Steps(absl::Time begin, int64_t first, int64_t last, double step_s) {
+    absl::Time t = begin;
+    for (int64_t s = first; s <= last; ++s) {
+      t = begin + absl::Milliseconds(std::llround((s - first) * step_s * 1000));
+      StepAll(t, s, step_s);
+    }
+    return t;
+  }
+
+  // A running job at step `steps`, 0.5 s a step: started at 1s, steps from 2s.
+  // Returns the time of the last step.
+  absl::Time RunningJob(int64_t steps = 10, double step_s = 0.5) {
+    Start(AtS(0));
+    StartedAll(AtS(1));
+    const absl::Time t = Steps(AtS(2), 1, steps, step_s);
+    Take();
+    return t;
+  }
+
+  // Rank 0 died (0.5 s before `now`); the crash is acted on at now + 1 s,
+  // both agents stop at now + 2 s, and the next generation starts at
+  // now + 3 s (backoff 1 s). Returns that time.
+  absl::Time CrashAndRestart(absl::Time now) {
+    Send(now, a_, {}, {Died(0, 0.5, 1), Alive(1)});
+    sup_->Sweep(now + absl::Seconds(1));
+    EXPECT_EQ(state(), "stopping");
+    SendWith(now + absl::Seconds(2), a_, LauncherState::kExited, {}, {}, 1);
+    SendWith(now + absl::Seconds(2), b_, LauncherState::kExited, {}, {}, 0, 15);
+    sup_->Sweep(now + absl::Seconds(2));
+    EXPECT_EQ(state(), "restarting");
+    sup_->Sweep(now + absl::Seconds(3));
+    EXPECT_EQ(state(), "running");
+    EXPECT_EQ(job().generation(), gen_ + 1);
+    gen_ = job().generation();
+    return now + absl::Seconds(3);
+  }
+
+  const Job& job() const {
+    const Job* j = sup_->FindJob("job");
+    EXPECT_NE(j, nullptr);
+    return *j;
+  }
+
+  const JobControl& control() const {
+    const JobControl* c = sup_->FindControl("job");
+    EXPECT_NE(c, nullptr);
+    return *c;
+  }
+
+  std::string state() const { return std::string(JobStateName(control().state)); }
+
+  const LedgerTotals& ledger() const { return control().ledger.totals(); }
+  double Seconds(Bucket b) const { return ledger().seconds[static_cast<int>(b)]; }
+
+  SupervisorOptions options_;
+  std::unique_ptr<Supervisor> sup_;
+  SessionId a_ = 0;
+  SessionId b_ = 0;
+  uint64_t gen_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t incarnation_ = 0;
+};
+
+// ---------------------------------------------------------------------------
+// The first plan
+
+TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
+  RunningJob(10, 0.5);  // running since 1s; step 10 at 6.5s
+  sup_->Sweep(AtS(7));
+  SupervisorOutput out = Take();
+
+  // Running 6s: C and R are the priors, M the conservative MTBF with the prior.
+  const int64_t interval = ExpectedIntervalSteps(60, ConservativeMtbf(6, 0), 300, 0.5);
+  const int64_t horizon = 20;  // 10s of 0.5s steps
+  std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].job, "job");
+  EXPECT_EQ(Figure(plans[0], "interval_steps"), static_cast<double>(interval));
+  EXPECT_EQ(Figure(plans[0], "effective_from_step"), 10.0 + horizon);
+  EXPECT_THAT(plans[0].message, HasSubstr("prior"));
+
+  std::vector<AgentCommand> commands = Plans(out.commands);
+  ASSERT_EQ(commands.size(), 2u);
+  std::vector<SessionId> sessions;
+  for (const AgentCommand& c : commands) {
+    sessions.push_back(c.session);
+    EXPECT_EQ(c.node, c.session == a_ ? "node-a" : "node-b");
+    EXPECT_EQ(c.plan.interval_steps, interval);
+    EXPECT_EQ(c.plan.effective_from_step, 10 + horizon);
+    EXPECT_EQ(c.plan.anchor_step, 10 + horizon);
+    EXPECT_THAT(c.plan.one_off_steps, IsEmpty());
+    // The first plan id of a job is the time in microseconds.
+    EXPECT_EQ(c.plan.plan_id, static_cast<uint64_t>(absl::ToUnixMicros(AtS(7))));
+    EXPECT_EQ(Figure(plans[0], "plan_id"), static_cast<double>(c.plan.plan_id));
+  }
+  EXPECT_THAT(sessions, ::testing::UnorderedElementsAre(a_, b_));
+  ASSERT_EQ(control().plans.size(), 1u);
+  EXPECT_EQ(control().plans[0].interval_steps, interval);
+  // A sanity anchor for the figures: ~22 200 s conservative MTBF, T* ~ 1633 s.
+  EXPECT_NEAR(interval, 3265, 3);
+}
+
+TEST_F(PlanningTest, NoPlanBeforeTheJobHasAStepTime) {
+  Start(AtS(0));
+  StartedAll(AtS(1));
+  sup_->Sweep(AtS(2));
+  // The helper's first step reports no duration (0): still no step time.
+  StepAll(AtS(3), 1, 0);
+  sup_->Sweep(AtS(4));
+  SupervisorOutput out = Take();
+  EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
+  EXPECT_THAT(Plans(out.commands), IsEmpty());
+  StepAll(AtS(5), 2, 2);
+  sup_->Sweep(AtS(6));
+  EXPECT_EQ(OfKind(Take().events, EventKind::kCheckpointPlan).size(), 1u);
+}
+
+TEST_F(PlanningTest, HorizonIsAtLeastFiveSteps) {
+  RunningJob(3, 4.0);  // 10s is 2.5 steps of 4s
+  sup_->Sweep(AtS(12));
+  std::vector<AgentCommand> commands = Plans(Take().commands);
+  ASSERT_FALSE(commands.empty());
+  EXPECT_EQ(commands[0].plan.effective_from_step, 3 + 5);
+}
+
+TEST_F(PlanningTest, HorizonCoversThePlanHorizonInSteps) {
+  options_.plan_horizon = absl::Seconds(30);
+  RunningJob(4, 2.0);  // 30s is 15 steps of 2s
+  sup_->Sweep(AtS(9));
+  std::vector<AgentCommand> commands = Plans(Take().commands);
+  ASSERT_FALSE(commands.empty());
+  EXPECT_EQ(commands[0].plan.effective_from_step, 4 + 15);
+}
+
+TEST_F(PlanningTest, NoCheckpointPlanOptionPublishesNothing) {
+  options_.plan_checkpoints = false;
+  absl::Time t = RunningJob(10, 0.5);
+  for (int i = 0; i < 3; ++i) {
+    sup_->Sweep(t + absl::Seconds(1));
+    t = CrashAndRestart(t + absl::Seconds(2));
+    StartedAll(t + absl::Seconds(1));
+    t = Steps(t + absl::Seconds(2), 1, 5, 0.5);
+  }
+  sup_->Sweep(t + absl::Seconds(1));
+  SupervisorOutput out = Take();
+  EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
+  EXPECT_THAT(Plans(out.commands), IsEmpty());
+  EXPECT_THAT(control().plans, IsEmpty());
+}
+
+// ---------------------------------------------------------------------------
+// Hysteresis and replanning
+
+TEST_F(PlanningTest, SweepWithNothingChangedPublishesNothingNew) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  Take();
+  // More steps, more exposure (the MTBF creeps up), more sweeps.
+  t = Steps(t + absl::Seconds(1), 11, 40, 0.5);
+  for (int i = 0; i < 5; ++i) sup_->Sweep(t + absl::Seconds(i));
+  SupervisorOutput out = Take();
+  EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
+  EXPECT_THAT(Plans(out.commands), IsEmpty());
+  EXPECT_EQ(control().plans.size(), 1u);
+}
+
+TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  Take();
+  std::vector<int64_t> published = {control().plans.back().interval_steps};
+  std::vector<double> conservative;
+  for (int failure = 1; failure <= 6; ++failure) {
+    t = CrashAndRestart(t + absl::Seconds(2));
+    StartedAll(t + absl::Seconds(1));
+    t = Steps(t + absl::Seconds(2), 1, 4, 0.5);
+    const absl::Time sweep = t + absl::Seconds(1);
+    const int64_t previous_from = control().plans.back().effective_from_step;
+    sup_->Sweep(sweep);
+    const MtbfEstimate mtbf = sup_->JobMtbf(control(), sweep);
+    EXPECT_EQ(mtbf.failures, failure);
+    conservative.push_back(mtbf.conservative_seconds);
+    SupervisorOutput out = Take();
+    bool r_measured = false;
+    const int64_t wanted = ExpectedIntervalSteps(
+        60, mtbf.conservative_seconds, sup_->RestartCost(control(), &r_measured), 0.5);
+    const double move =
+        std::abs(static_cast<double>(wanted - published.back())) / published.back();
+    std::vector<AgentCommand> plans = Plans(out.commands);
+    if (move > 0.2) {
+      // A new plan, to both agents, with the planner's interval.
+      ASSERT_EQ(plans.size(), 2u) << "failure " << failure;
+      EXPECT_EQ(plans[0].plan.interval_steps, wanted);
+      // The horizon past the current step, never before an earlier plan.
+      EXPECT_EQ(plans[0].plan.effective_from_step, std::max<int64_t>(4 + 20, previous_from));
+      published.push_back(wanted);
+    } else {
+      EXPECT_THAT(plans, IsEmpty()) << "failure " << failure << " moved " << move;
+    }
+  }
+  // The conservative MTBF falls with every failure; the plans follow it down.
+  for (size_t i = 1; i < conservative.size(); ++i) EXPECT_LT(conservative[i], conservative[i - 1]);
+  EXPECT_GE(published.size(), 3u);
+  for (size_t i = 1; i < published.size(); ++i) EXPECT_LT(published[i], published[i - 1]);
+}
+
+// ---------------------------------------------------------------------------
+// Measured C and R
+
+TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  Take();
+  bool measured = true;
+  EXPECT_EQ(sup_->CheckpointCost(control(), &measured), 60);
+  EXPECT_FALSE(measured);
+
+  // Three ranks checkpoint after step 10, blocking 12s, 30s and 18s.
+  auto end = [&](uint32_t rank, double blocking) {
+    Heartbeat hb = Hb(HeartbeatKind::kCheckpointEnd, rank, 10);
+    hb.checkpoint_blocking_s = blocking;
+    return hb;
+  };
+  Send(t + absl::Seconds(2), a_, {end(0, 12), end(1, 30)});
+  Send(t + absl::Seconds(2), b_, {end(2, 18)});
+  EXPECT_EQ(sup_->CheckpointCost(control(), &measured), 18);
+  EXPECT_TRUE(measured);
+
+  // A much cheaper checkpoint than the prior: a new plan, from measured C.
+  const absl::Time sweep = t + absl::Seconds(3);
+  sup_->Sweep(sweep);
+  SupervisorOutput out = Take();
+  std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_THAT(plans[0].message, HasSubstr("C=18.0s measured"));
+  const int64_t wanted = ExpectedIntervalSteps(
+      18, sup_->JobMtbf(control(), sweep).conservative_seconds, 300, 0.5);
+  EXPECT_EQ(Figure(plans[0], "interval_steps"), static_cast<double>(wanted));
+}
+
+TEST_F(PlanningTest, RestartCostIsMeasuredFromFailureToFirstStepOfTheNextGeneration) {
+  absl::Time t = RunningJob(10, 0.5);  // step 10 at 6.5s
+  bool measured = true;
+  EXPECT_EQ(sup_->RestartCost(control(), &measured), 300);
+  EXPECT_FALSE(measured);
+
+  // Rank 0 dies at 9.5s (reported at 10s); generation 2 starts at 13s, its
+  // ranks report at 14s and complete their first step at 30s.
+  ASSERT_EQ(t, AtS(6.5));
+  const absl::Time restarted = CrashAndRestart(AtS(10));
+  ASSERT_EQ(restarted, AtS(13));
+  StartedAll(AtS(14));
+  StepAll(AtS(30), 1, 0);
+  sup_->Sweep(AtS(30));
+  std::vector<Event> recovered = OfKind(Take().events, EventKind::kRecovered);
+  ASSERT_EQ(recovered.size(), 1u);
+  EXPECT_EQ(Figure(recovered[0], "total_seconds"), 20.5);
+  EXPECT_EQ(sup_->RestartCost(control(), &measured), 20.5);
+  EXPECT_TRUE(measured);
+}
+
+// ---------------------------------------------------------------------------
+// MTBF exposure
+
+TEST_F(PlanningTest, ExposureCountsOnlyTimeRunning) {
+  Start(AtS(0));
+  EXPECT_EQ(sup_->JobMtbf(control(), AtS(9)).exposure_seconds, 0);  // pending
+  StartedAll(AtS(10));                                               // running from 10s
+  Steps(AtS(11), 1, 4, 0.5);
+  EXPECT_NEAR(sup_->JobMtbf(control(), AtS(30)).exposure_seconds, 20, kEps);
+
+  // Crash acted on at 41s (stopping), restarting at 42s, running again at 43s.
+  CrashAndRestart(AtS(40));
+  const MtbfEstimate mtbf = sup_->JobMtbf(control(), AtS(53));
+  EXPECT_NEAR(mtbf.exposure_seconds, 31 + 10, kEps);
+  EXPECT_EQ(mtbf.failures, 1);
+  // What the estimator says for that exposure and failure count.
+  const MtbfEstimate direct = MtbfEstimator(options_.mtbf).Estimate(41, 1);
+  EXPECT_NEAR(mtbf.conservative_seconds, direct.conservative_seconds, 1e-6);
+}
+
+TEST_F(PlanningTest, ExposureStopsWhileStoppingAndRestarting) {
+  Start(AtS(0));
+  StartedAll(AtS(10));
+  Steps(AtS(11), 1, 4, 0.5);
+  Send(AtS(40), a_, {}, {Died(0, 0.5, 1), Alive(1)});
+  sup_->Sweep(AtS(41));
+  ASSERT_EQ(state(), "stopping");
+  EXPECT_NEAR(sup_->JobMtbf(control(), AtS(41)).exposure_seconds, 31, kEps);
+  EXPECT_NEAR(sup_->JobMtbf(control(), AtS(500)).exposure_seconds, 31, kEps);
+  SendWith(AtS(42), a_, LauncherState::kExited, {}, {}, 1);
+  SendWith(AtS(42), b_, LauncherState::kExited, {}, {}, 0, 15);
+  sup_->Sweep(AtS(42));
+  ASSERT_EQ(state(), "restarting");
+  EXPECT_NEAR(sup_->JobMtbf(control(), AtS(600)).exposure_seconds, 31, kEps);
+}
+
+TEST_F(PlanningTest, ExposureStopsWhileHeld) {
+  options_.restart.limit = 0;  // the first failure holds the job
+  Start(AtS(0));
+  StartedAll(AtS(10));
+  Steps(AtS(11), 1, 4, 0.5);
+  Send(AtS(40), a_, {}, {Died(0, 0.5, 1), Alive(1)});
+  sup_->Sweep(AtS(41));
+  SendWith(AtS(42), a_, LauncherState::kExited, {}, {}, 1);
+  SendWith(AtS(42), b_, LauncherState::kExited, {}, {}, 0, 15);
+  sup_->Sweep(AtS(42));
+  ASSERT_EQ(state(), "held");
+  EXPECT_NEAR(sup_->JobMtbf(control(), AtS(3600)).exposure_seconds, 31, kEps);
+  EXPECT_EQ(sup_->JobMtbf(control(), AtS(3600)).failures, 1);
+}
+
+TEST_F(PlanningTest, ClusterMtbfSumsTheJobs) {
+  Start(AtS(0));
+  StartedAll(AtS(10));  // "job" running from 10s
+  // A second job on node-c, running from 20s, fails once.
+  const SessionId c = Connect(AtS(0), "node-c", std::nullopt, "other");
+  Heartbeat hb;
+  hb.kind = HeartbeatKind::kStart;
+  hb.job = "other";
+  hb.world_size = 1;
+  hb.pid = 7;
+  hb.generation = 1;
+  NodeReportInfo report;
+  report.generation = 1;
+  report.launcher.state = LauncherState::kRunning;
+  report.heartbeats = {hb};
+  RankProcessInfo alive;
+  alive.pid = 7;
+  alive.generation = 1;
+  report.processes = {alive};
+  ASSERT_TRUE(sup_->Report(AtS(20), c, report).ok());
+  RankProcessInfo died = alive;
+  died.alive = false;
+  died.exit_known = true;
+  died.exit_code = 1;
+  report.heartbeats.clear();
+  report.processes = {died};
+  ASSERT_TRUE(sup_->Report(AtS(50), c, report).ok());
+  sup_->Sweep(AtS(51));  // "other" stops at 51s
+  const JobControl* other = sup_->FindControl("other");
+  ASSERT_NE(other, nullptr);
+  ASSERT_EQ(JobStateName(other->state), "stopping");
+
+  const MtbfEstimate cluster = sup_->ClusterMtbf(AtS(100));
+  EXPECT_NEAR(sup_->JobMtbf(control(), AtS(100)).exposure_seconds, 90, kEps);
+  EXPECT_NEAR(sup_->JobMtbf(*other, AtS(100)).exposure_seconds, 31, kEps);
+  EXPECT_NEAR(cluster.exposure_seconds, 90 + 31, kEps);
+  EXPECT_EQ(cluster.failures, 1);
+  EXPECT_NEAR(cluster.conservative_seconds,
+              MtbfEstimator(options_.mtbf).Estimate(121, 1).conservative_seconds, 1e-6);
+}
+
+// ---------------------------------------------------------------------------
+// Delivery of the plans to the agents
+
+TEST_F(PlanningTest, EveryAgentGetsEveryPlanOnceInOrder) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  SupervisorOutput first = Take();
+  ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
+  sup_->Sweep(t + absl::Seconds(2));
+  SupervisorOutput second = Take();
+  ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(3), "job").ok());
+  sup_->Sweep(t + absl::Seconds(3));
+  sup_->Sweep(t + absl::Seconds(4));
+  SupervisorOutput third = Take();
+
+  ASSERT_EQ(control().plans.size(), 3u);
+  const uint64_t p1 = control().plans[0].plan_id;
+  const uint64_t p2 = control().plans[1].plan_id;
+  const uint64_t p3 = control().plans[2].plan_id;
+  EXPECT_LT(p1, p2);
+  EXPECT_LT(p2, p3);
+  using Ids = std::vector<uint64_t>;
+  EXPECT_EQ(PlanIdsByNode(first.commands),
+            (std::map<std::string, Ids>{{"node-a", {p1}}, {"node-b", {p1}}}));
+  EXPECT_EQ(PlanIdsByNode(second.commands),
+            (std::map<std::string, Ids>{{"node-a", {p2}}, {"node-b", {p2}}}));
+  EXPECT_EQ(PlanIdsByNode(third.commands),
+            (std::map<std::string, Ids>{{"node-a", {p3}}, {"node-b", {p3}}}));
+}
+
+TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
+  sup_->Sweep(t + absl::Seconds(2));
+  Take();
+  ASSERT_EQ(control().plans.size(), 2u);
+
+  // node-a's agent reconnects (its stream broke; it still runs generation 1).
+  sup_->Disconnected(t + absl::Seconds(3), a_);
+  a_ = Connect(t + absl::Seconds(4), "node-a", gen_);
+  SupervisorOutput out = Take();
+  std::vector<AgentCommand> plans = Plans(out.commands);
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_EQ(plans[0].session, a_);
+  EXPECT_EQ(plans[1].session, a_);
+  EXPECT_EQ(plans[0].plan.plan_id, control().plans[0].plan_id);
+  EXPECT_EQ(plans[1].plan.plan_id, control().plans[1].plan_id);
+  EXPECT_EQ(plans[1].plan.one_off_steps, control().plans[1].one_off_steps);
+  // ... once.
+  sup_->Sweep(t + absl::Seconds(5));
+  EXPECT_THAT(Plans(Take().commands), IsEmpty());
+}
+
+TEST_F(PlanningTest, AgentJoiningLaterGetsThePlansPublishedBefore) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  Take();
+  const SessionId c = Connect(t + absl::Seconds(2), "node-c");
+  std::vector<AgentCommand> plans = Plans(Take().commands);
+  ASSERT_EQ(plans.size(), 1u);
+  EXPECT_EQ(plans[0].session, c);
+  EXPECT_EQ(plans[0].plan.plan_id, control().plans[0].plan_id);
+}
+
+TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
+  Take();
+  uint64_t highest = 0;
+  for (const CheckpointPlanSpec& p : control().plans) highest = std::max(highest, p.plan_id);
+  ASSERT_EQ(control().plans.size(), 2u);
+
+  // The supervisor restarts 30s later: a new one, restored from its journal
+  // (the job's latest row).
+  PersistedState state;
+  JobRow row;
+  row.job = "job";
+  row.generation = gen_;
+  row.state = "running";
+  row.world_size = kWorld;
+  row.changed = AtS(1);
+  state.jobs = {row};
+  const absl::Time later = t + absl::Seconds(30);
+  sup_ = std::make_unique<Supervisor>(options_);
+  sup_->Restore(later, state);
+  a_ = Connect(later, "node-a", gen_);
+  b_ = Connect(later, "node-b", gen_);
+  const absl::Time steps_end = Steps(later + absl::Seconds(1), 11, 14, 0.5);
+  sup_->Sweep(steps_end + absl::Seconds(1));
+  std::vector<AgentCommand> plans = Plans(Take().commands);
+  ASSERT_EQ(plans.size(), 2u);
+  EXPECT_GT(plans[0].plan.plan_id, highest);
+  EXPECT_EQ(plans[0].plan.plan_id,
+            static_cast<uint64_t>(absl::ToUnixMicros(steps_end + absl::Seconds(1))));
+}
+
+TEST_F(PlanningTest, PlanIdsIncreaseEvenWhenPublishedInTheSameMicrosecond) {
+  absl::Time t = RunningJob(10, 0.5);
+  const absl::Time now = t + absl::Seconds(1);
+  sup_->Sweep(now);
+  ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
+  ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
+  ASSERT_EQ(control().plans.size(), 3u);
+  EXPECT_EQ(control().plans[0].plan_id, static_cast<uint64_t>(absl::ToUnixMicros(now)));
+  EXPECT_EQ(control().plans[1].plan_id, control().plans[0].plan_id + 1);
+  EXPECT_EQ(control().plans[2].plan_id, control().plans[1].plan_id + 1);
+}
+
+// ---------------------------------------------------------------------------
+// The operator's checkpoint
+
+TEST_F(PlanningTest, RequestCheckpointForAnUnknownJobIsNotFound) {
+  Start(AtS(0));
+  EXPECT_EQ(sup_->RequestCheckpoint(AtS(1), "nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(PlanningTest, RequestCheckpointForAJobNotRunningIsAFailedPrecondition) {
+  Start(AtS(0));
+  ASSERT_EQ(state(), "pending");
+  EXPECT_EQ(sup_->RequestCheckpoint(AtS(1), "job").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  StartedAll(AtS(2));
+  ASSERT_EQ(state(), "running");
+  absl::StatusOr<std::string> no_step = sup_->RequestCheckpoint(AtS(3), "job");
+  EXPECT_EQ(no_step.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(no_step.status().message(), HasSubstr("no step"));
+
+  Steps(AtS(4), 1, 3, 0.5);
+  Send(AtS(10), a_, {}, {Died(0, 0.5, 1), Alive(1)});
+  sup_->Sweep(AtS(11));
+  ASSERT_EQ(state(), "stopping");
+  EXPECT_EQ(sup_->RequestCheckpoint(AtS(12), "job").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(control().plans, IsEmpty());
+}
+
+TEST_F(PlanningTest, RequestCheckpointAddsAOneOffAtACommonFutureStep) {
+  absl::Time t = RunningJob(10, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));
+  Take();
+  const CheckpointPlanSpec before = control().plans.back();
+  t = Steps(t + absl::Seconds(1), 11, 30, 0.5);  // max step 30
+
+  absl::StatusOr<std::string> said = sup_->RequestCheckpoint(t, "job");
+  ASSERT_TRUE(said.ok()) << said.status();
+  EXPECT_THAT(*said, HasSubstr("step 50"));
+  ASSERT_EQ(control().plans.size(), 2u);
+  const CheckpointPlanSpec& after = control().plans.back();
+  EXPECT_GT(after.plan_id, before.plan_id);
+  // The same periodic schedule, plus the one-off 20 steps (10s) ahead.
+  EXPECT_EQ(after.anchor_step, before.anchor_step);
+  EXPECT_EQ(after.interval_steps, before.interval_steps);
+  EXPECT_EQ(after.effective_from_step, before.effective_from_step);
+  EXPECT_THAT(after.one_off_steps, ElementsAre(30 + 20));
+  EXPECT_EQ(NextCheckpointStep(control().plans, 31), 50);
+  // The periodic steps are unchanged around it.
+  for (int64_t s = 0; s < 10'000; ++s) {
+    if (s == 50) continue;
+    ASSERT_EQ(ShouldCheckpoint(control().plans, s), ShouldCheckpoint({before}, s)) << s;
+  }
+
+  SupervisorOutput out = Take();
+  std::vector<Event> events = OfKind(out.events, EventKind::kCheckpointPlan);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_THAT(events[0].message, HasSubstr("operator"));
+  // The agents get it with the next sweep.
+  sup_->Sweep(t + absl::Seconds(1));
+  std::vector<AgentCommand> plans = Plans(Take().commands);
+  ASSERT_EQ(plans.size(), 2u);
+  for (const AgentCommand& c : plans) EXPECT_THAT(c.plan.one_off_steps, ElementsAre(50));
+}
+
+TEST_F(PlanningTest, RequestCheckpointWithoutAPlanYetIsAOneOffOnly) {
+  options_.plan_checkpoints = false;
+  absl::Time t = RunningJob(10, 0.5);
+  ASSERT_TRUE(sup_->RequestCheckpoint(t, "job").ok());
+  ASSERT_EQ(control().plans.size(), 1u);
+  EXPECT_EQ(control().plans[0].interval_steps, 0);
+  EXPECT_EQ(NextCheckpointStep(control().plans, 11), 30);
+  EXPECT_EQ(NextCheckpointStep(control().plans, 31), -1);
+}
+
+// ---------------------------------------------------------------------------
+// The goodput ledger through Report
+
+TEST_F(PlanningTest, LedgerSplitsAStretchByTheReportedDataWait) {
+  Start(AtS(0));
+  StartedAll(AtS(1));
+  StepAll(AtS(10), 1, 0);       // the first move starts the ledger
+  StepAll(AtS(12), 2, 2, 0.5);  // 2s, of which 0.5s waiting on input
+  EXPECT_NEAR(Seconds(Bucket::kStarved), 0.5, kEps);
+  EXPECT_NEAR(Seconds(Bucket::kUseful), 1.5, kEps);
+  EXPECT_EQ(Seconds(Bucket::kLost), 0);
+  EXPECT_NEAR(ledger().wall_seconds(), 2, kEps);
+  EXPECT_NEAR(ledger().goodput(), 0.75, kEps);
+  EXPECT_EQ(control().ledger.first_step_time(), AtS(10));
+  EXPECT_EQ(control().ledger.last_step_time(), AtS(12));
+}
+
+TEST_F(PlanningTest, LedgerCountsBlockingCheckpointTime) {
+  Start(AtS(0));
+  StartedAll(AtS(1));
+  StepAll(AtS(10), 1, 0);
+  StepAll(AtS(11), 2, 1);
+  // Every rank checkpoints after step 2, blocking 3s; step 3 takes 4s.
+  auto end = [&](uint32_t rank) {
+    Heartbeat hb = Hb(HeartbeatKind::kCheckpointEnd, rank, 2);
+    hb.checkpoint_blocking_s = 3;
+    return hb;
+  };
+  Send(AtS(14), a_, {end(0), end(1)});
+  Send(AtS(14), b_, {end(2), end(3)});
+  StepAll(AtS(15), 3, 4);
+  EXPECT_NEAR(Seconds(Bucket::kCheckpointBlocked), 3, kEps);
+  EXPECT_NEAR(Seconds(Bucket::kUseful), 1 + 1, kEps);
+  EXPECT_NEAR(ledger().wall_seconds(), 5, kEps);
+}
+
+TEST_F(PlanningTest, LedgerCountsTheRestartAndReDoneStepsAsLost) {
+  Start(AtS(0));
+  StartedAll(AtS(1));
+  Steps(AtS(10), 1, 5, 1);  // steps 1..5 at 10..14s: 4s useful
+  EXPECT_NEAR(Seconds(Bucket::kUseful), 4, kEps);
+  // Rank 0 dies at 19.5s; generation 2 starts at 23s and resumes from step 2
+  // (its last checkpoint): step 3 at 30s, re-done steps 4, 5 at 31, 32s, new
+  // steps 6, 7 at 33, 34s.
+  const absl::Time restarted = CrashAndRestart(AtS(20));
+  ASSERT_EQ(restarted, AtS(23));
+  StartedAll(AtS(24));
+  Steps(AtS(30), 3, 7, 1);
+  EXPECT_NEAR(Seconds(Bucket::kLost), (30 - 14) + 2, kEps);
+  EXPECT_NEAR(Seconds(Bucket::kUseful), 4 + 2, kEps);
+  EXPECT_NEAR(ledger().wall_seconds(), 34 - 10, kEps);
+  // By generation: 4s useful in 1; the failure and the re-done steps in 2.
+  const auto& by = control().ledger.by_generation();
+  ASSERT_EQ(by.count(1), 1u);
+  ASSERT_EQ(by.count(2), 1u);
+  EXPECT_NEAR(by.at(1).wall_seconds(), 4, kEps);
+  EXPECT_NEAR(by.at(2).seconds[static_cast<int>(Bucket::kLost)], 18, kEps);
+  EXPECT_NEAR(by.at(2).seconds[static_cast<int>(Bucket::kUseful)], 2, kEps);
+}
+
+// ---------------------------------------------------------------------------
+// Plans after a restart that went back in steps
+
+// The agents keep every plan across generations, and a new generation resumes
+// from its checkpoint's (earlier) step. A new plan never starts before an
+// earlier one (the greatest effective_from <= s decides, so an earlier start
+// would leave the older plan in force from its own start on): the newest plan
+// decides every step from its effective_from on.
+TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestartThatWentBack) {
+  options_.replan_threshold = 0.05;  // one failure moves the interval by ~15%
+  absl::Time t = RunningJob(100, 0.5);  // step 100
+  sup_->Sweep(t + absl::Seconds(1));     // plan 1: from step 120
+  Take();
+  ASSERT_EQ(control().plans.size(), 1u);
+  ASSERT_EQ(control().plans[0].effective_from_step, 120);
+
+  // Crash at step 100; generation 2 resumes from its checkpoint at step 50.
+  t = CrashAndRestart(t + absl::Seconds(2));
+  StartedAll(t + absl::Seconds(1));
+  t = Steps(t + absl::Seconds(2), 51, 52, 0.5);
+  sup_->Sweep(t + absl::Seconds(1));  // plan 2: smaller interval, not before step 120
+  Take();
+  ASSERT_EQ(control().plans.size(), 2u);
+  const CheckpointPlanSpec newest = control().plans.back();
+  EXPECT_EQ(newest.effective_from_step, 120);
+  ASSERT_LT(newest.interval_steps, control().plans[0].interval_steps);
+
+  // Every step from there on follows the newest plan.
+  EXPECT_EQ(NextCheckpointStep(control().plans, newest.effective_from_step + 1),
+            newest.effective_from_step + newest.interval_steps);
+  for (int64_t s = newest.effective_from_step; s < newest.effective_from_step + 5000; ++s) {
+    EXPECT_EQ(ShouldCheckpoint(control().plans, s),
+              (s - newest.anchor_step) % newest.interval_steps == 0)
+        << "step " << s;
+  }
+}
+
+}  // namespace
+}  // namespace trainsup
