@@ -188,6 +188,7 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
   // Any word from the supervisor restarts the wait for its decision.
   if (phase_ == Phase::kWaiting) deadline_ = SteadyNow() + options_.decision_timeout;
   if (m.has_welcome()) {
+    supervisor_restarts_ = m.welcome().restarts();
     if (phase_ != Phase::kConnecting) return;
     if (m.welcome().launch()) {
       Launch(std::max<uint64_t>(1, m.welcome().generation()), "the supervisor says go");
@@ -280,6 +281,11 @@ void Agent::OnCommandEnded() {
   if (quarantined_) return Finish(kExitQuarantined);
   if (stopped_by_signal_) return Finish(last_exit_code_);
   if (last_exit_code_ == 0 && !stopped_by_supervisor_) return Finish(0);  // done
+  if (!supervisor_restarts_) {
+    TRAINSUP_LOG_INFO("the supervisor only observes: exiting with the command's exit code %d",
+                      last_exit_code_);
+    return Finish(last_exit_code_);
+  }
   if (!link_->connected()) {
     // Fail-open: with no supervisor to decide, the scheduler decides.
     TRAINSUP_LOG_WARN("the supervisor is unreachable: exiting with the command's exit code %d",

@@ -123,6 +123,7 @@ class Agent {
   bool stopped_by_signal_ = false;   // a forwarded SIGTERM/SIGINT: the agent ends with it
   bool stopped_by_supervisor_ = false;
   bool quarantined_ = false;
+  bool supervisor_restarts_ = true;  // from the welcome: false under --observe-only
   int last_exit_code_ = 0;
   std::optional<int> exit_code_;  // set when the agent is done
 };

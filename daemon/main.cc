@@ -116,6 +116,9 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(0.0, 10.0));
   bool no_plan = false;
   app.add_flag("--no-checkpoint-plan", no_plan, "do not publish checkpoint plans");
+  app.add_flag("--observe-only", core.observe_only,
+               "detect and report only: never stop, restart or quarantine; agents exit with "
+               "their command's code (to roll trainsup out, or to watch a job on its own)");
   app.add_option("--fence-command", options.fence_command,
                  "run as `COMMAND NODE REASON` when a node is quarantined (e.g. to drain it in "
                  "Slurm or cordon it in Kubernetes); output and result become a `fence` event");

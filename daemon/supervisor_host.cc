@@ -86,6 +86,7 @@ absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
     welcome.mutable_welcome()->set_supervisor_incarnation(incarnation_);
     welcome.mutable_welcome()->set_generation(result->generation);
     welcome.mutable_welcome()->set_launch(result->launch);
+    welcome.mutable_welcome()->set_restarts(result->restarts);
     channel->Send(welcome);
     channels_[result->session] = std::move(channel);
     auto it = channels_.find(result->superseded);

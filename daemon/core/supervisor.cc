@@ -118,6 +118,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now, const 
   AdoptPlans(control, hello.plans);
   result.session = session;
   result.generation = job.generation();
+  result.restarts = !options_.observe_only;
   result.launch = !node.quarantined &&
                   (control.state == JobState::kPending || control.state == JobState::kRunning);
   // The welcome is this agent's start: no separate start for this generation.

@@ -59,6 +59,10 @@ struct SupervisorOptions {
   double replan_threshold = 0.2;
   // Publish checkpoint plans at all. Default: true.
   bool plan_checkpoints = true;
+  // Detect and report only: never stop, restart or quarantine (a way to roll
+  // trainsup out, or to watch a job's own failure handling). Agents then exit
+  // with their command's code, as without a supervisor. Default: false.
+  bool observe_only = false;
 };
 
 // Identifies one agent stream (one Hello). A reconnecting agent gets a new one.
@@ -190,6 +194,9 @@ class Supervisor {
     // Whether an agent that has not launched yet should launch now (false:
     // wait for a start command).
     bool launch = true;
+    // Whether the supervisor restarts failed jobs (false: --observe-only; the
+    // agent then exits when its command ends).
+    bool restarts = true;
   };
   // An agent opened a stream and said hello. InvalidArgument on a bad node
   // name or job id. A second hello for a node supersedes the first session.
@@ -289,7 +296,8 @@ class Supervisor {
   void TrackRecovery(absl::Time now, Job& job);
   void Replan(absl::Time now, Job& job);
   // Appends a plan and announces it; Reconcile sends it to the agents.
-  void Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, const std::string& why);
+  void Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, const std::string& why,
+               std::vector<std::pair<std::string, double>> figures);
   // Sends each agent of `job` what the job's state wants of it, once.
   void Reconcile(Job& job);
   void Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,

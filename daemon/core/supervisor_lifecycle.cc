@@ -169,6 +169,7 @@ void Supervisor::OnFailure(absl::Time now, Job& job, absl::string_view kind, Nod
   ++ControlFor(job).failures;
   output_.journal.failures.push_back(
       {failed_at, job.id(), job.generation(), std::string(kind), node_name, rank, message});
+  if (options_.observe_only) return;  // recorded and reported, nothing done
   // Restart first, so that the restart is about this failure even when the
   // attribution below quarantines the node (which would restart it too).
   BeginRestart(now, job, failed_at,
@@ -179,6 +180,7 @@ void Supervisor::OnFailure(absl::Time now, Job& job, absl::string_view kind, Nod
 
 void Supervisor::AttributeToNode(absl::Time now, NodeIndex index, absl::string_view kind,
                                  const std::string& what) {
+  if (options_.observe_only) return;
   NodeRecord& node = nodes_[index];
   QuarantinePolicy::Verdict verdict = quarantine_.Attribute(now, node.name, what, nodes_.size());
   if (verdict.skipped_by_cap) {

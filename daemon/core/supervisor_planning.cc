@@ -48,7 +48,8 @@ double Supervisor::RestartCost(const JobControl& control, bool* measured) const 
                    : absl::ToDoubleSeconds(options_.restart_cost_prior);
 }
 
-void Supervisor::Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, const std::string& why) {
+void Supervisor::Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, const std::string& why,
+                         std::vector<std::pair<std::string, double>> figures) {
   JobControl& control = ControlFor(job);
   // Ids grow across this supervisor's own restarts too (the agents keep the
   // plans of the one before, and take an id they hold as a resend): the
@@ -65,6 +66,7 @@ void Supervisor::Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, cons
   e.figures = {{"plan_id", static_cast<double>(spec.plan_id)},
                {"interval_steps", static_cast<double>(spec.interval_steps)},
                {"effective_from_step", static_cast<double>(spec.effective_from_step)}};
+  e.figures.insert(e.figures.end(), figures.begin(), figures.end());
   Emit(&job, std::move(e));
 }
 
@@ -97,6 +99,7 @@ void Supervisor::Replan(absl::Time now, Job& job) {
   const int64_t horizon = std::max<int64_t>(
       kMinHorizonSteps,
       static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(options_.plan_horizon) / step_s)));
+  std::vector<std::pair<std::string, double>> spec_figures;
   CheckpointPlanSpec spec;
   // Never before an earlier plan's start: after a restart went back to its
   // checkpoint's step, an earlier-starting plan would leave the older plan in
@@ -108,8 +111,12 @@ void Supervisor::Replan(absl::Time now, Job& job) {
   spec.anchor_step = spec.effective_from_step;
   spec.interval_steps = steps;
   control.plan_figures = *plan;
+  spec_figures = {{"interval_seconds", plan->interval_seconds},
+                  {"mtbf_seconds", inputs.mtbf_seconds},
+                  {"checkpoint_seconds", inputs.checkpoint_seconds},
+                  {"restart_seconds", inputs.restart_seconds}};
   std::string why = absl::StrFormat(
-      "checkpoint every %d steps (%.0fs) from step %d: C=%.1fs%s, M=%s (conservative; %d "
+      "checkpoint every %d steps (%.1fs) from step %d: C=%.2fs%s, M=%s (conservative; %d "
       "failures over %s), R=%.0fs%s; expected waste %.1f%%",
       steps, plan->interval_seconds, spec.effective_from_step, inputs.checkpoint_seconds,
       c_measured ? " measured" : " prior", Hours(mtbf.conservative_seconds), mtbf.failures,
@@ -117,7 +124,7 @@ void Supervisor::Replan(absl::Time now, Job& job) {
       100 * plan->at_interval.total_waste_fraction);
   if (plan->verdict != CheckpointVerdict::kCheckpointEvery) absl::StrAppend(&why, "; ", plan->verdict_text);
   for (const std::string& w : plan->warnings) absl::StrAppend(&why, "; ", w);
-  Publish(now, job, std::move(spec), why);
+  Publish(now, job, std::move(spec), why, std::move(spec_figures));
 }
 
 absl::StatusOr<std::string> Supervisor::RequestCheckpoint(absl::Time now, absl::string_view job_id) {
@@ -145,7 +152,8 @@ absl::StatusOr<std::string> Supervisor::RequestCheckpoint(absl::Time now, absl::
   spec.one_off_steps = {step};
   Publish(now, job, spec,
           absl::StrFormat("checkpoint requested by an operator at step %d (in about %.0fs)", step,
-                          horizon * step_s));
+                          horizon * step_s),
+          {{"one_off_step", static_cast<double>(step)}});
   return absl::StrFormat("job %s will checkpoint at step %d (in about %.0fs)",
                          std::string(job_id), step, horizon * step_s);
 }

@@ -308,11 +308,17 @@ scrape_configs:
 
 
 def train_log(path):
-    """The training script's own per-step log lines."""
+    """The training script's own log: one JSON object per line (steps, and
+    "event" lines: a rank's start, a checkpoint)."""
     if not os.path.exists(path):
         return []
     with open(path) as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def train_steps(path):
+    """The completed-step lines of the training script's log."""
+    return [e for e in train_log(path) if "event" not in e]
 
 
 if __name__ == "__main__":

@@ -19,9 +19,11 @@ from cluster import Cluster, wait_for  # noqa: E402
 
 STARTUP = 90
 # Detection options for the tests: short, so that the tests are short. The
-# defaults (20s floor, 10 x p99) are for real jobs.
+# defaults (20s floor, 10 x p99) are for real jobs. --observe-only: these tests
+# watch what is detected (and what torchrun does on its own), so trainsupd
+# must not stop and restart the jobs (test_recovery.py covers that).
 FAST = ["--stall-floor", "3s", "--stall-factor", "10", "--sweep-interval", "250ms",
-        "--straggler-window", "20", "--straggler-windows", "3"]
+        "--straggler-window", "20", "--straggler-windows", "3", "--observe-only"]
 
 
 def parse_time(text):

@@ -13,7 +13,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_log, wait_for  # noqa: E402
+from cluster import Cluster, train_steps, wait_for  # noqa: E402
 
 STARTUP = 90  # seconds: torch import + rendezvous on a loaded 2-core machine
 
@@ -74,7 +74,7 @@ class HeartbeatsEndToEnd(unittest.TestCase):
 
         codes = c.wait_agents(timeout=120)
         self.assertEqual(codes, {"node-a": 0, "node-b": 0})
-        steps = {(e["rank"], e["step"]) for e in train_log(c.train_log)}
+        steps = {(e["rank"], e["step"]) for e in train_steps(c.train_log)}
         self.assertEqual(len(steps), 4 * 250)
         # The final reports arrived: the supervisor saw the last step and the exits.
         final = c.ranks("e2e-basic")
@@ -86,14 +86,14 @@ class HeartbeatsEndToEnd(unittest.TestCase):
         c.start_job("e2e-restart", train_args=["--steps", "400", "--step-seconds", "0.04"])
         self.advancing_ranks("e2e-restart", 4)
         address, metrics = c.grpc_address, c.metrics_address
-        before = len(train_log(c.train_log))
+        before = len(train_steps(c.train_log))
         c.kill_supervisor(signal.SIGKILL)
 
         # Training goes on without the supervisor.
-        wait_for(lambda: len(train_log(c.train_log)) > before + 40, 60,
+        wait_for(lambda: len(train_steps(c.train_log)) > before + 40, 60,
                  what="training to go on while the supervisor is down")
         self.assertTrue(all(a.poll() is None for a in c.agents.values()))
-        steps_while_down = max(e["step"] for e in train_log(c.train_log))
+        steps_while_down = max(e["step"] for e in train_steps(c.train_log))
 
         # Restarted on the same address: the agents reconnect and the job reappears.
         c.start_supervisor(listen=address, metrics_listen=metrics)
@@ -104,7 +104,7 @@ class HeartbeatsEndToEnd(unittest.TestCase):
         self.assertEqual(sorted(r["node"] for r in ranks), ["node-a", "node-a", "node-b", "node-b"])
         codes = c.wait_agents(timeout=180)
         self.assertEqual(codes, {"node-a": 0, "node-b": 0})
-        steps = {(e["rank"], e["step"]) for e in train_log(c.train_log)}
+        steps = {(e["rank"], e["step"]) for e in train_steps(c.train_log)}
         self.assertEqual(len(steps), 4 * 400, "every rank ran every step exactly once")
 
 

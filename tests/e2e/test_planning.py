@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_log, wait_for  # noqa: E402
+from cluster import Cluster, train_log, train_steps, wait_for  # noqa: E402
 
 STARTUP = 120
 STEPS = 600
@@ -42,6 +42,8 @@ class PlanningEndToEnd(unittest.TestCase):
         c.start_job("e2e-plan", train_args=[
             "--steps", str(STEPS), "--step-seconds", "0.04", "--data-wait-seconds", "0.02",
             "--planned-checkpoints", "--checkpoint-dir", os.path.join(self.scratch, "ckpt"),
+            # A steady checkpoint cost, so that the interval moves with the MTBF.
+            "--checkpoint-extra-seconds", "0.1",
             "--crash-rank", "1", "--crash-at", "1:150,2:300"])
         self.assertEqual(c.wait_agents(timeout=STARTUP + 300), {"node-a": 0, "node-b": 0})
         wait_for(lambda: c.ctl_json("jobs")["jobs"][0]["state"] == "finished", 10,
@@ -50,26 +52,32 @@ class PlanningEndToEnd(unittest.TestCase):
         log = train_log(c.train_log)
 
         # 1. Each crash shrinks the published interval: the first plan after a
-        #    crash is shorter than the plan in force before it.
+        #    crash has a lower MTBF and a shorter interval (in seconds: the
+        #    planner's T; its conversion to steps also follows the step time)
+        #    than the plan in force before it.
         crashes = [e for e in events if e["kind"] == "crash"]
         self.assertEqual(len(crashes), 2)
         plans = [e for e in events if e["kind"] == "checkpoint_plan"]
-        intervals = [int(p["figures"]["interval_steps"]) for p in plans]
-        print(f"\nmeasured: published intervals (steps) {intervals}", file=sys.stderr)
+        print("\nmeasured: published intervals "
+              + ", ".join(f'{p["figures"]["interval_seconds"]:.2f}s/'
+                          f'{int(p["figures"]["interval_steps"])} steps' for p in plans),
+              file=sys.stderr)
         for crash in crashes:
             before = [p for p in plans if int(p["id"]) < int(crash["id"])]
             after = [p for p in plans if int(p["id"]) > int(crash["id"])]
             self.assertTrue(before and after, "no plan on both sides of a crash")
-            self.assertLess(after[0]["figures"]["interval_steps"],
-                            before[-1]["figures"]["interval_steps"], after[0]["message"])
+            self.assertLess(after[0]["figures"]["mtbf_seconds"],
+                            before[-1]["figures"]["mtbf_seconds"], after[0]["message"])
+            self.assertLess(after[0]["figures"]["interval_seconds"],
+                            before[-1]["figures"]["interval_seconds"], after[0]["message"])
 
         # 2. Every rank checkpointed at exactly the same steps (in each
         #    generation, up to the last step every rank completed in it).
         checkpoints = [e for e in log if e.get("event") == "checkpoint"]
         self.assertGreater(len(checkpoints), 8, "the plan made the job checkpoint")
         for gen in {e["generation"] for e in checkpoints}:
-            last = min(max(e["step"] for e in log if "step" in e and e.get("event") is None
-                           and e["generation"] == gen and e["rank"] == r) for r in range(4))
+            last = min(max(e["step"] for e in train_steps(c.train_log)
+                           if e["generation"] == gen and e["rank"] == r) for r in range(4))
             by_rank = [sorted(e["step"] for e in checkpoints
                               if e["generation"] == gen and e["rank"] == r and e["step"] <= last)
                        for r in range(4)]
@@ -81,7 +89,7 @@ class PlanningEndToEnd(unittest.TestCase):
         self.assertIsNotNone(resumed[3])
 
         # 3. The ledger adds up to the wall time measured outside trainsup.
-        steps = [e for e in log if "step" in e and e.get("event") is None]
+        steps = train_steps(c.train_log)
         measured_wall = max(e["time"] for e in steps) - min(e["time"] for e in steps)
         detail = c.ctl_json("job", "e2e-plan")
         ledger = detail["ledger"]

@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, train_log, wait_for  # noqa: E402
+from cluster import REPO, Cluster, train_log, train_steps, wait_for  # noqa: E402
 
 STARTUP = 120
 QUARANTINE_EXIT = 75
@@ -29,7 +29,7 @@ def steps_by_generation(entries):
     """{generation: {rank: [steps in order]}} from the training script's log."""
     out = {}
     for e in entries:
-        if "step" in e:
+        if "step" in e and "event" not in e:
             out.setdefault(e["generation"], {}).setdefault(e["rank"], []).append(e["step"])
     return out
 
@@ -158,9 +158,9 @@ class RecoveryEndToEnd(unittest.TestCase):
         self.assertEqual(resized["figures"]["new_world_size"], 2)
         self.assertIn("global batch 256 -> 128", resized["message"])
         self.assertEqual(c.agents["node-a"].wait(timeout=180), 0)
-        last = max(e["generation"] for e in train_log(c.train_log) if "step" in e)
-        self.assertTrue(all(e["node"] == "node-a" for e in train_log(c.train_log)
-                            if e.get("generation") == last and "step" in e))
+        last = max(e["generation"] for e in train_steps(c.train_log))
+        self.assertTrue(all(e["node"] == "node-a" for e in train_steps(c.train_log)
+                            if e["generation"] == last))
 
     def test_a_job_that_always_crashes_is_held_at_the_cap_and_resume_lifts_it(self):
         c = self.make_cluster("--restart-limit", "2", "--restart-window", "10m",
@@ -229,9 +229,8 @@ class RecoveryEndToEnd(unittest.TestCase):
         survive = [e for e in c.events("e2e-survive")
                    if e["kind"] in ("restart", "stall", "crash")]
         self.assertEqual(survive, [])
-        self.assertEqual({e["generation"] for e in train_log(c.train_log) if "step" in e}, {1})
-        self.assertEqual(len({(e["rank"], e["step"]) for e in train_log(c.train_log)
-                              if "step" in e}), 4 * 400)
+        self.assertEqual({e["generation"] for e in train_steps(c.train_log)}, {1})
+        self.assertEqual(len({(e["rank"], e["step"]) for e in train_steps(c.train_log)}), 4 * 400)
 
 
 if __name__ == "__main__":

@@ -36,6 +36,8 @@ def parse_args():
     p.add_argument("--checkpoint-dir", default="", help="checkpoint here, resume from here")
     p.add_argument("--checkpoint-every", type=int, default=0,
                    help="checkpoint every N steps (0: never)")
+    p.add_argument("--checkpoint-extra-seconds", type=float, default=0.0,
+                   help="a slower checkpoint store: each save takes this much longer")
     p.add_argument("--planned-checkpoints", action="store_true",
                    help="checkpoint when the supervisor's plan says (hb.should_checkpoint)")
     p.add_argument("--data-wait-seconds", type=float, default=0.0,
@@ -192,6 +194,7 @@ def main():
         if due:
             with hb.checkpointing(step):
                 checkpointer.save(step, model, optimizer, gen)
+                time.sleep(args.checkpoint_extra_seconds)
             if log:
                 log.write(json.dumps({"event": "checkpoint", "rank": rank, "step": step,
                                       "generation": GENERATION, "time": time.time()}) + "\n")
