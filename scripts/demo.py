@@ -2,7 +2,8 @@
 
 Starts trainsupd and two trainsup-agents ("node-a", "node-b"), each wrapping an
 elastic `torchrun --nnodes=1:2 --nproc_per_node=2` of tests/e2e/train.py (gloo
-on CPU, checkpointing every 20 steps), and shows what trainsup sees and does:
+on CPU, checkpointing when trainsupd's plan says), and shows what trainsup sees
+and does:
 
 1. the live `trainsupctl ranks` table while the 4 ranks train;
 2. a rank on node-b hangs before its all-reduce (as with a wedged GPU or a
@@ -13,7 +14,9 @@ on CPU, checkpointing every 20 steps), and shows what trainsup sees and does:
 3. node-b fails again (a crash): its second failure quarantines it; the fence
    command runs (here it only prints what a scheduler would be told), node-b's
    agent exits with code 75, and generation 3 goes on with node-a alone, at
-   half the world size (an event says what that does to the global batch).
+   half the world size (an event says what that does to the global batch);
+4. the checkpoint plan (shorter as failures accumulate) and the goodput ledger:
+   where every second of the job's wall time went.
 
 Run it through scripts/demo.sh (which installs and builds first).
 """
@@ -63,6 +66,11 @@ def main():
         # defaults meant for real jobs (a 20s stall floor, 5s restart backoff...).
         "--stall-floor", "5s", "--sweep-interval", "500ms", "--restart-backoff", "2s",
         "--stop-grace", "5s", "--quarantine-after", "2",
+        # A flaky, young cluster: plan checkpoints from a prior of one failure
+        # every 5 minutes (the default is 24h), a cheap checkpoint and a quick
+        # restart, until the job has measured its own.
+        "--mtbf-prior", "5m", "--checkpoint-cost-prior", "100ms", "--restart-cost-prior", "10s",
+        "--plan-horizon", "1s",
         "--fence-command", os.path.join(REPO, "scripts", "demo-fence.sh")])
     cluster.supervisor_args += ["--state", os.path.join(cluster.workdir, "state.db")]
     try:
@@ -74,7 +82,7 @@ def main():
         banner("starting 2 agents, each wrapping torchrun --nnodes=1:2 --nproc_per_node=2")
         cluster.start_job(JOB, elastic=True, train_args=[
             "--steps", str(args.steps), "--step-seconds", str(args.step_seconds),
-            "--checkpoint-every", "20",
+            "--planned-checkpoints",
             "--checkpoint-dir", os.path.join(cluster.workdir, "checkpoints"),
             "--hang-node", "node-b", "--hang-local-rank", "0", "--hang-step", "80",
             "--hang-generation", "1",
@@ -115,6 +123,8 @@ def main():
         banner(f"done: node-a's agent exited with {code}. What trainsupd saw and did:")
         show(cluster, "events", JOB)
         show(cluster, "jobs")
+        banner("the job in depth: MTBF, checkpoint and restart cost, the plan, the ledger")
+        show(cluster, "job", JOB)
         banner("a few of trainsupd's /metrics series")
         for line in cluster.metrics().splitlines():
             if line.startswith(("trainsup_job_restarts_total", "trainsup_job_generation",

@@ -1,5 +1,7 @@
 #include "daemon/core/checkpoint_planner.h"
 
+#include "daemon/core/format.h"
+
 #include <cmath>
 #include <limits>
 
@@ -10,15 +12,6 @@
 namespace trainsup {
 
 namespace {
-
-// "46m29s" (whole seconds from a minute up), "2.5s" below.
-std::string Human(double seconds) {
-  if (!std::isfinite(seconds)) return "never";
-  if (seconds < 60) return absl::StrFormat("%.3gs", seconds);
-  return absl::FormatDuration(absl::Seconds(std::round(seconds)));
-}
-
-std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
 
 absl::Status CheckFinite(double value, bool allow_zero, const char* what) {
   if (std::isfinite(value) && (value > 0 || (allow_zero && value == 0))) {
@@ -114,7 +107,7 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointPlanInputs& in) {
     plan.warnings.push_back(absl::StrFormat(
         "Daly's formula needs a checkpoint cost below 2 x MTBF (%s >= 2 x %s); his interval is "
         "then the MTBF",
-        Human(c), Human(m)));
+        HumanSeconds(c), HumanSeconds(m)));
   }
 
   // W is convex in T with its minimum at T*: when the asynchronous write
@@ -124,7 +117,7 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointPlanInputs& in) {
     plan.warnings.push_back(absl::StrFormat(
         "a write would still be running when the next is due: the best interval %s is shorter "
         "than the asynchronous write %s; the interval is raised to %s",
-        Human(plan.interval_seconds), Human(a), Human(a)));
+        HumanSeconds(plan.interval_seconds), HumanSeconds(a), HumanSeconds(a)));
     plan.interval_seconds = a;
   }
   plan.at_interval = ExpectedWaste(plan.interval_seconds, c, m, r);
@@ -134,18 +127,22 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointPlanInputs& in) {
     plan.verdict_text = absl::StrFormat(
         "no interval gives positive goodput on this infrastructure: even the best interval (%s) "
         "loses %s of wall time (write tax %s, rework and restart %s)",
-        Human(plan.interval_seconds), Percent(plan.at_interval.total_waste_fraction),
+        HumanSeconds(plan.interval_seconds), Percent(plan.at_interval.total_waste_fraction),
         Percent(plan.at_interval.write_tax_fraction), Percent(plan.at_interval.rework_fraction));
   } else if (in.run_seconds.has_value() && plan.interval_seconds >= *in.run_seconds) {
     plan.verdict = CheckpointVerdict::kCheckpointAtEnd;
     plan.verdict_text = absl::StrFormat(
         "checkpoint once at the end: the best interval (%s) is not shorter than the run (%s)",
-        Human(plan.interval_seconds), Human(*in.run_seconds));
+        HumanSeconds(plan.interval_seconds), HumanSeconds(*in.run_seconds));
   } else {
     plan.verdict = CheckpointVerdict::kCheckpointEvery;
+    // From a minute up, also in plain seconds ("46m29s (2789 s)").
+    const std::string seconds = plan.interval_seconds >= 60
+                                    ? absl::StrFormat(" (%.0f s)", plan.interval_seconds)
+                                    : "";
     plan.verdict_text = absl::StrFormat(
-        "checkpoint every %s (%.0f s): expected overhead %s, goodput %s",
-        Human(plan.interval_seconds), plan.interval_seconds,
+        "checkpoint every %s%s: expected overhead %s, goodput %s",
+        HumanSeconds(plan.interval_seconds), seconds,
         Percent(plan.at_interval.total_waste_fraction), Percent(plan.at_interval.goodput_fraction));
   }
   return plan;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/core/format.h"
 #include "daemon/core/validation.h"
 
 namespace trainsup {
@@ -215,8 +216,6 @@ uint32_t Supervisor::agents_connected() const { return static_cast<uint32_t>(ses
 namespace trainsup {
 namespace {
 
-std::string Seconds(absl::Duration d) { return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d)); }
-
 std::string ExitDescription(const RankDeath& death) {
   if (!death.exit_known) return "exit status unknown";
   if (death.signal != 0) return absl::StrCat("killed by signal ", death.signal);
@@ -338,11 +337,11 @@ bool Supervisor::SweepStall(absl::Time now, Job& job) {
   e.time = now;
   e.kind = EventKind::kStall;
   e.message = verdict.startup
-                  ? absl::StrCat("no first step ", Seconds(verdict.silent),
+                  ? absl::StrCat("no first step ", TenthsOfSeconds(verdict.silent),
                                  " after the generation started (start-up grace ",
-                                 Seconds(verdict.threshold), ")")
-                  : absl::StrCat("no rank advanced for ", Seconds(verdict.silent), " (threshold ",
-                                 Seconds(verdict.threshold), ") at step ", job.max_step());
+                                 TenthsOfSeconds(verdict.threshold), ")")
+                  : absl::StrCat("no rank advanced for ", TenthsOfSeconds(verdict.silent), " (threshold ",
+                                 TenthsOfSeconds(verdict.threshold), ") at step ", job.max_step());
   if (culprit.rank) {
     const RankState& r = job.rank(*culprit.rank);
     e.rank = *culprit.rank;

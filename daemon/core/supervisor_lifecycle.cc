@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/core/supervisor.h"
+#include "daemon/core/format.h"
 
 namespace trainsup {
 namespace {
@@ -19,8 +20,6 @@ bool IsStopped(const LauncherInfo& launcher) {
 bool IsRunning(const LauncherInfo& launcher) {
   return launcher.state == LauncherState::kRunning || launcher.state == LauncherState::kStopping;
 }
-
-std::string Secs(absl::Duration d) { return absl::StrFormat("%.1fs", absl::ToDoubleSeconds(d)); }
 
 }  // namespace
 
@@ -242,7 +241,7 @@ void Supervisor::SweepStopping(absl::Time now, Job& job) {
   const std::string stopped =
       waiting_for == 0 ? "every node stopped"
                        : absl::StrCat(waiting_for, " node(s) did not stop within ",
-                                      Secs(options_.stop_timeout), "; going on without them");
+                                      TenthsOfSeconds(options_.stop_timeout), "; going on without them");
   RestartGovernor::Decision decision = control.governor.Decide(now);
   if (!decision.allowed) {
     const std::string reason = absl::StrCat(
@@ -261,7 +260,7 @@ void Supervisor::SweepStopping(absl::Time now, Job& job) {
   }
   control.restart_at = now + decision.backoff;
   Transition(now, job, JobState::kRestarting,
-             absl::StrCat(stopped, "; restart in ", Secs(decision.backoff), " (",
+             absl::StrCat(stopped, "; restart in ", TenthsOfSeconds(decision.backoff), " (",
                           decision.recent, " restarts within the window)"));
 }
 
@@ -334,11 +333,11 @@ void Supervisor::TrackRecovery(absl::Time now, Job& job) {
   e.time = now;
   e.kind = EventKind::kRecovered;
   const absl::Duration total = job.first_progress() - r.failed;
-  e.message = absl::StrCat("first step of generation ", job.generation(), " ", Secs(total),
-                           " after the failure: detect ", Secs(r.detected - r.failed), ", stop ",
-                           Secs(r.stopped - r.detected), ", backoff ", Secs(r.started - r.stopped),
-                           ", relaunch ", Secs(up - r.started), ", first step ",
-                           Secs(job.first_progress() - up));
+  e.message = absl::StrCat("first step of generation ", job.generation(), " ", TenthsOfSeconds(total),
+                           " after the failure: detect ", TenthsOfSeconds(r.detected - r.failed), ", stop ",
+                           TenthsOfSeconds(r.stopped - r.detected), ", backoff ", TenthsOfSeconds(r.started - r.stopped),
+                           ", relaunch ", TenthsOfSeconds(up - r.started), ", first step ",
+                           TenthsOfSeconds(job.first_progress() - up));
   e.figures = {{"detect_seconds", absl::ToDoubleSeconds(r.detected - r.failed)},
                {"stop_seconds", absl::ToDoubleSeconds(r.stopped - r.detected)},
                {"backoff_seconds", absl::ToDoubleSeconds(r.started - r.stopped)},

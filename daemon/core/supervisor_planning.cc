@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "daemon/core/format.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/supervisor.h"
 
@@ -17,8 +18,6 @@ constexpr int64_t kMinHorizonSteps = 5;
 // any step the job will reach again only if the job never goes back that
 // far; 64 is plenty for the few plans a job sees.
 constexpr size_t kMaxPlans = 64;
-
-std::string Hours(double seconds) { return absl::StrFormat("%.2fh", seconds / 3600); }
 
 }  // namespace
 
@@ -116,12 +115,13 @@ void Supervisor::Replan(absl::Time now, Job& job) {
                   {"checkpoint_seconds", inputs.checkpoint_seconds},
                   {"restart_seconds", inputs.restart_seconds}};
   std::string why = absl::StrFormat(
-      "checkpoint every %d steps (%.1fs) from step %d: C=%.2fs%s, M=%s (conservative; %d "
-      "failures over %s), R=%.0fs%s; expected waste %.1f%%",
-      steps, plan->interval_seconds, spec.effective_from_step, inputs.checkpoint_seconds,
-      c_measured ? " measured" : " prior", Hours(mtbf.conservative_seconds), mtbf.failures,
-      Hours(mtbf.exposure_seconds), inputs.restart_seconds, r_measured ? " measured" : " prior",
-      100 * plan->at_interval.total_waste_fraction);
+      "checkpoint every %d steps (%s) from step %d: C=%s%s, M=%s (conservative; %d "
+      "failures over %s), R=%s%s; expected waste %s",
+      steps, HumanSeconds(plan->interval_seconds), spec.effective_from_step,
+      HumanSeconds(inputs.checkpoint_seconds), c_measured ? " measured" : " prior",
+      HumanSeconds(mtbf.conservative_seconds), mtbf.failures, HumanSeconds(mtbf.exposure_seconds),
+      HumanSeconds(inputs.restart_seconds), r_measured ? " measured" : " prior",
+      Percent(plan->at_interval.total_waste_fraction));
   if (plan->verdict != CheckpointVerdict::kCheckpointEvery) absl::StrAppend(&why, "; ", plan->verdict_text);
   for (const std::string& w : plan->warnings) absl::StrAppend(&why, "; ", w);
   Publish(now, job, std::move(spec), why, std::move(spec_figures));

@@ -488,7 +488,7 @@ TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
   SupervisorOutput out = Take();
   std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
   ASSERT_EQ(plans.size(), 1u);
-  EXPECT_THAT(plans[0].message, HasSubstr("C=18.00s measured"));
+  EXPECT_THAT(plans[0].message, HasSubstr("C=18s measured"));
   const int64_t wanted = ExpectedIntervalSteps(
       18, sup_->JobMtbf(control(), sweep).conservative_seconds, 300, 0.5);
   EXPECT_EQ(Figure(plans[0], "interval_steps"), static_cast<double>(wanted));
