@@ -3,21 +3,7 @@
 #include <tuple>
 
 namespace trainsup {
-namespace {
-
-bool CertainFailure(const RankState& r) {
-  if (!r.exception_type.empty()) return true;
-  return r.death && r.death->exit_known && (r.death->exit_code != 0 || r.death->signal != 0);
-}
-
-}  // namespace
-
-bool CrashDetector::HasFailure(const Job& job) {
-  for (const RankState& r : job.ranks()) {
-    if (r.death && r.death->failed() && CertainFailure(r)) return true;
-  }
-  return false;
-}
+bool CrashDetector::HasFailure(const Job& job) { return job.has_certain_failure(); }
 
 std::optional<CrashVerdict> CrashDetector::Check(const Job& job, absl::Time first_heard,
                                                  absl::Time now, bool launcher_failed) const {

@@ -45,12 +45,19 @@ uint32_t Job::ranks_alive() const {
   return n;
 }
 
+void Job::NoteIfCertainFailure(const RankState& r) {
+  if (!r.death || !r.death->failed()) return;
+  const bool exited_badly = r.death->exit_known && (r.death->exit_code != 0 || r.death->signal != 0);
+  if (exited_badly || !r.exception_type.empty()) certain_failure_ = true;
+}
+
 void Job::Resize(uint32_t world_size) {
   world_size_ = world_size;
   ranks_.clear();
   ranks_.reserve(world_size);
   for (uint32_t i = 0; i < world_size; ++i) ranks_.emplace_back(step_window_, compute_window_);
   ranks_reporting_ = 0;
+  certain_failure_ = false;
   max_step_ = -1;
 }
 
@@ -136,6 +143,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     case HeartbeatKind::kException:
       r.exception_type = hb.exception_type;
       r.exception_message = hb.exception_message;
+      NoteIfCertainFailure(r);
       break;
     case HeartbeatKind::kStart:
     case HeartbeatKind::kUnspecified:
@@ -172,6 +180,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   death.exit_code = process.exit_code;
   death.signal = process.signal;
   r.death = death;
+  NoteIfCertainFailure(r);
 }
 
 void Job::ForgetLiveness(NodeIndex node) {

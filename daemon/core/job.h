@@ -126,6 +126,10 @@ class Job {
   uint64_t global_batch() const;
   // True when some rank is inside a checkpoint's blocking part.
   bool any_in_checkpoint() const;
+  // True once some rank's process died in a way that is certainly a failure
+  // (a non-zero exit, a signal, or after an uncaught exception). O(1): kept
+  // as the observations arrive, because reports ask on every arrival.
+  bool has_certain_failure() const { return certain_failure_; }
 
   // Mutable access for the detectors' verdicts. REQUIRES: rank < world_size().
   RankState& mutable_rank(uint32_t rank) { return ranks_[rank]; }
@@ -161,6 +165,7 @@ class Job {
 
  private:
   void Resize(uint32_t world_size);
+  void NoteIfCertainFailure(const RankState& r);
 
   const std::string id_;
   const size_t step_window_;
@@ -175,6 +180,7 @@ class Job {
   absl::Time last_progress_ = absl::InfinitePast();
   uint64_t heartbeats_received_ = 0;
   uint32_t ranks_reporting_ = 0;
+  bool certain_failure_ = false;
   JobHealth health_;
   std::array<uint64_t, kEventKindCount> event_counts_{};
   std::vector<FrontierStep> frontier_;

@@ -179,8 +179,14 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   }
   for (const RankProcessInfo& process : report.processes) job.ApplyProcess(now, index, process);
   JobHealth& health = job.mutable_health();
+  // O(1) per report (a report must not cost O(ranks) or O(nodes)): this
+  // node's command, or a rank's certain failure.
+  const LauncherInfo& l = node.launcher;
+  const bool launcher_failed = node.generation == job.generation() &&
+                               l.state == LauncherState::kExited &&
+                               (l.exit_code != 0 || l.signal != 0);
   if (health.failure_first_heard == absl::InfinitePast() &&
-      (CrashDetector::HasFailure(job) || AnyLauncherFailed(job))) {
+      (job.has_certain_failure() || launcher_failed)) {
     health.failure_first_heard = now;  // the crash settle clock starts
   }
   JobControl& control = ControlFor(job);

@@ -10,9 +10,14 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
 
 namespace trainsup {
 namespace {
+
+using ::trainsup::testing::AliveProcess;
+using ::trainsup::testing::DeadProcess;
+using ::trainsup::testing::MakeHeartbeat;
 
 constexpr NodeIndex kNodeA = 0;  // ranks 0, 1
 constexpr NodeIndex kNodeB = 1;  // ranks 2, 3
@@ -31,41 +36,14 @@ CrashOptions Options() {
 }
 
 Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) {
-  Heartbeat hb;
-  hb.kind = kind;
-  hb.job = "job";
-  hb.rank = rank;
-  hb.local_rank = rank % 2;
-  hb.world_size = kWorld;
-  hb.pid = 100 + rank;
-  hb.step = step;
+  Heartbeat hb = MakeHeartbeat(kind, rank, step, kWorld);
   hb.step_duration_s = 0.5;
   return hb;
 }
 
-RankProcessInfo Alive(uint32_t rank) {
-  RankProcessInfo p;
-  p.rank = rank;
-  p.pid = 100 + rank;
-  p.alive = true;
-  return p;
-}
-
-// A dead rank as its agent reports it: `ago` seconds before the report.
-RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code, int32_t signal = 0) {
-  RankProcessInfo p;
-  p.rank = rank;
-  p.pid = 100 + rank;
-  p.alive = false;
-  p.exit_known = true;
-  p.exit_code = exit_code;
-  p.signal = signal;
-  p.died_seconds_ago = ago;
-  return p;
-}
-
+// A dead rank whose exit status its agent does not know.
 RankProcessInfo DiedUnknown(uint32_t rank, double ago) {
-  RankProcessInfo p = Died(rank, ago, 0);
+  RankProcessInfo p = DeadProcess(rank, ago, 0);
   p.exit_known = false;
   return p;
 }
@@ -76,7 +54,7 @@ class CrashDetectorTest : public ::testing::Test {
   void SetUp() override {
     for (uint32_t r = 0; r < kWorld; ++r) {
       ASSERT_EQ(job_.Apply(T0(), NodeOf(r), Hb(HeartbeatKind::kStep, r, 5)), std::nullopt);
-      job_.ApplyProcess(T0(), NodeOf(r), Alive(r));
+      job_.ApplyProcess(T0(), NodeOf(r), AliveProcess(r));
     }
   }
 
@@ -96,12 +74,12 @@ class CrashDetectorTest : public ::testing::Test {
 
 TEST_F(CrashDetectorTest, FirstToDieByCorrectedTimeIsNamedNotTheFirstReported) {
   // Node A reports rank 1 first: it died 0.2s before T0 + 10s.
-  Report(AtMs(10000), Died(1, 0.2, /*exit_code=*/1));
+  Report(AtMs(10000), DeadProcess(1, 0.2, /*exit_code=*/1));
   // Node B's report arrives later, but rank 3 died 1.0s before T0 + 10.5s:
   // 0.3s before rank 1.
-  Report(AtMs(10500), Died(3, 1.0, /*exit_code=*/0, /*signal=*/6));
+  Report(AtMs(10500), DeadProcess(3, 1.0, /*exit_code=*/0, /*signal=*/6));
   // Rank 0 died last.
-  Report(AtMs(10500), Died(0, 0.1, /*exit_code=*/1));
+  Report(AtMs(10500), DeadProcess(0, 0.1, /*exit_code=*/1));
 
   std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(12000));
 
@@ -113,7 +91,7 @@ TEST_F(CrashDetectorTest, FirstToDieByCorrectedTimeIsNamedNotTheFirstReported) {
 }
 
 TEST_F(CrashDetectorTest, DeathTimeIsReceiveTimeMinusDiedSecondsAgo) {
-  Report(AtMs(10000), Died(2, 2.25, 1));
+  Report(AtMs(10000), DeadProcess(2, 2.25, 1));
 
   ASSERT_TRUE(job_.rank(2).death.has_value());
   EXPECT_EQ(job_.rank(2).death->time, AtMs(7750));
@@ -121,9 +99,9 @@ TEST_F(CrashDetectorTest, DeathTimeIsReceiveTimeMinusDiedSecondsAgo) {
 }
 
 TEST_F(CrashDetectorTest, NegativeOrNonFiniteDiedSecondsAgoCountsAsNow) {
-  Report(AtMs(10000), Died(0, -5, 1));
-  Report(AtMs(10000), Died(1, std::nan(""), 1));
-  Report(AtMs(10000), Died(2, std::numeric_limits<double>::infinity(), 1));
+  Report(AtMs(10000), DeadProcess(0, -5, 1));
+  Report(AtMs(10000), DeadProcess(1, std::nan(""), 1));
+  Report(AtMs(10000), DeadProcess(2, std::numeric_limits<double>::infinity(), 1));
 
   for (uint32_t r = 0; r < 3; ++r) {
     ASSERT_TRUE(job_.rank(r).death.has_value()) << r;
@@ -132,7 +110,7 @@ TEST_F(CrashDetectorTest, NegativeOrNonFiniteDiedSecondsAgoCountsAsNow) {
 }
 
 TEST_F(CrashDetectorTest, NoVerdictBeforeTheSettleTime) {
-  Report(AtMs(10000), Died(2, 0.1, 1));
+  Report(AtMs(10000), DeadProcess(2, 0.1, 1));
   ASSERT_TRUE(CrashDetector::HasFailure(job_));
 
   EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(10000)), std::nullopt);
@@ -140,7 +118,7 @@ TEST_F(CrashDetectorTest, NoVerdictBeforeTheSettleTime) {
 }
 
 TEST_F(CrashDetectorTest, VerdictOnceTheSettleTimeHasPassed) {
-  Report(AtMs(10000), Died(2, 0.1, 1));
+  Report(AtMs(10000), DeadProcess(2, 0.1, 1));
 
   std::optional<CrashVerdict> at = detector_.Check(job_, AtMs(10000), AtMs(11000));
   std::optional<CrashVerdict> after = detector_.Check(job_, AtMs(10000), AtMs(60000));
@@ -154,13 +132,13 @@ TEST_F(CrashDetectorTest, VerdictOnceTheSettleTimeHasPassed) {
 TEST_F(CrashDetectorTest, SettleIsCountedFromFirstHeardNotFromTheDeath) {
   // The death is dated 5s before the report, but the supervisor heard of it
   // at T0 + 10s: the other agents get the full settle time from then.
-  Report(AtMs(10000), Died(2, 5.0, 1));
+  Report(AtMs(10000), DeadProcess(2, 5.0, 1));
 
   EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(10500)), std::nullopt);
 }
 
 TEST_F(CrashDetectorTest, AllRanksExitingZeroIsNotACrash) {
-  for (uint32_t r = 0; r < kWorld; ++r) Report(AtMs(10000 + r), Died(r, 0.1 * r, 0));
+  for (uint32_t r = 0; r < kWorld; ++r) Report(AtMs(10000 + r), DeadProcess(r, 0.1 * r, 0));
 
   EXPECT_FALSE(CrashDetector::HasFailure(job_));
   EXPECT_EQ(detector_.Check(job_, AtMs(10000), AtMs(100000)), std::nullopt);
@@ -178,7 +156,7 @@ TEST_F(CrashDetectorTest, DeathWithUnknownExitStatusAloneIsNotACertainFailure) {
 TEST_F(CrashDetectorTest, UnknownExitCountsAndCanBeNamedOnceAnotherRankCertainlyFailed) {
   // Rank 1 vanished (status unknown) 0.5s before rank 2 exited with code 1.
   Report(AtMs(10000), DiedUnknown(1, 0.5));
-  Report(AtMs(10000), Died(2, 0.0, 1));
+  Report(AtMs(10000), DeadProcess(2, 0.0, 1));
 
   ASSERT_TRUE(CrashDetector::HasFailure(job_));
   std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
@@ -206,8 +184,8 @@ TEST_F(CrashDetectorTest, ExceptionOfARankStillAliveIsNoFailureYet) {
 }
 
 TEST_F(CrashDetectorTest, ExitCodeAndSignalAreCarried) {
-  Report(AtMs(10000), Died(0, 0.0, /*exit_code=*/137));
-  Report(AtMs(10000), Died(2, 0.5, /*exit_code=*/0, /*signal=*/11));
+  Report(AtMs(10000), DeadProcess(0, 0.0, /*exit_code=*/137));
+  Report(AtMs(10000), DeadProcess(2, 0.5, /*exit_code=*/0, /*signal=*/11));
 
   std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
 
@@ -221,8 +199,8 @@ TEST_F(CrashDetectorTest, ExitCodeAndSignalAreCarried) {
 }
 
 TEST_F(CrashDetectorTest, FailedRanksCountsOnlyFailedDeaths) {
-  Report(AtMs(10000), Died(0, 0.3, 0));  // clean exit: not counted
-  Report(AtMs(10000), Died(1, 0.2, 2));
+  Report(AtMs(10000), DeadProcess(0, 0.3, 0));  // clean exit: not counted
+  Report(AtMs(10000), DeadProcess(1, 0.2, 2));
   Report(AtMs(10000), DiedUnknown(2, 0.1));
   // Rank 3 alive.
 
@@ -234,8 +212,8 @@ TEST_F(CrashDetectorTest, FailedRanksCountsOnlyFailedDeaths) {
 }
 
 TEST_F(CrashDetectorTest, AtEqualDeathTimesTheLowerRankIsNamed) {
-  Report(AtMs(10000), Died(3, 0.0, 1));
-  Report(AtMs(10000), Died(1, 0.0, 1));
+  Report(AtMs(10000), DeadProcess(3, 0.0, 1));
+  Report(AtMs(10000), DeadProcess(1, 0.0, 1));
 
   std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
 
@@ -244,10 +222,10 @@ TEST_F(CrashDetectorTest, AtEqualDeathTimesTheLowerRankIsNamed) {
 }
 
 TEST_F(CrashDetectorTest, FirstReportOfADeathWins) {
-  Report(AtMs(10000), Died(2, 0.1, 1));
+  Report(AtMs(10000), DeadProcess(2, 0.1, 1));
   // The next report of the same death, with the agent's then "seen ago":
   // it must not move the death (to 8.0s here) or change its status.
-  Report(AtMs(11000), Died(2, 3.0, 9, 15));
+  Report(AtMs(11000), DeadProcess(2, 3.0, 9, 15));
 
   ASSERT_TRUE(job_.rank(2).death.has_value());
   EXPECT_EQ(job_.rank(2).death->time, AtMs(9900));
@@ -256,7 +234,7 @@ TEST_F(CrashDetectorTest, FirstReportOfADeathWins) {
 }
 
 TEST_F(CrashDetectorTest, ProcessReportOfAnotherGenerationIsIgnored) {
-  RankProcessInfo old = Died(2, 0.1, 1);
+  RankProcessInfo old = DeadProcess(2, 0.1, 1);
   old.generation = 7;  // the job is in generation 0
 
   Report(AtMs(10000), old);
@@ -277,8 +255,8 @@ TEST_F(CrashDetectorTest, RankThatRaisedIsNamedFirstWhileItsProcessStillTearsDow
   // Rank 2 raised at T0 + 9s and is still alive (the interpreter tearing
   // down); rank 0 died with exit code 1 at T0 + 9.5s.
   Exception(AtMs(9000), 2, "RuntimeError", "boom");
-  Report(AtMs(10000), Raised(Alive(2), 1.0));
-  Report(AtMs(10000), Died(0, 0.5, 1));
+  Report(AtMs(10000), Raised(AliveProcess(2), 1.0));
+  Report(AtMs(10000), DeadProcess(0, 0.5, 1));
 
   ASSERT_TRUE(CrashDetector::HasFailure(job_));
   std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(10000), AtMs(11000));
@@ -291,24 +269,24 @@ TEST_F(CrashDetectorTest, RankThatRaisedIsNamedFirstWhileItsProcessStillTearsDow
 }
 
 TEST_F(CrashDetectorTest, DeathOfARankThatRaisedIsDatedAtTheException) {
-  Report(AtMs(10000), Raised(Died(2, 0.0, 1), 2.0));
+  Report(AtMs(10000), Raised(DeadProcess(2, 0.0, 1), 2.0));
 
   ASSERT_TRUE(job_.rank(2).death.has_value());
   EXPECT_EQ(job_.rank(2).death->time, AtMs(8000));
 }
 
 TEST_F(CrashDetectorTest, LaterExceptionReportMovesTheDeathBackToTheException) {
-  Report(AtMs(10000), Died(2, 0.5, 1));  // died at T0 + 9.5s
+  Report(AtMs(10000), DeadProcess(2, 0.5, 1));  // died at T0 + 9.5s
   // The next report also tells it raised at T0 + 8.5s, before it died.
-  Report(AtMs(11000), Raised(Died(2, 1.5, 1), 2.5));
+  Report(AtMs(11000), Raised(DeadProcess(2, 1.5, 1), 2.5));
 
   ASSERT_TRUE(job_.rank(2).death.has_value());
   EXPECT_EQ(job_.rank(2).death->time, AtMs(8500));
 }
 
 TEST_F(CrashDetectorTest, ExceptionReportedAfterTheDeathDoesNotMoveItLater) {
-  Report(AtMs(10000), Died(2, 0.5, 1));  // died at T0 + 9.5s
-  Report(AtMs(11000), Raised(Died(2, 1.5, 1), 0.5));  // "raised" at T0 + 10.5s
+  Report(AtMs(10000), DeadProcess(2, 0.5, 1));  // died at T0 + 9.5s
+  Report(AtMs(11000), Raised(DeadProcess(2, 1.5, 1), 0.5));  // "raised" at T0 + 10.5s
 
   ASSERT_TRUE(job_.rank(2).death.has_value());
   EXPECT_EQ(job_.rank(2).death->time, AtMs(9500));

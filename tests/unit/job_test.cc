@@ -7,10 +7,13 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/reject_reason.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
 #include "tests/unit/reject_reason_printer.h"
 
 namespace trainsup {
 namespace {
+
+using ::trainsup::testing::MakeHeartbeat;
 
 constexpr NodeIndex kNodeA = 0;
 constexpr NodeIndex kNodeB = 1;
@@ -19,17 +22,12 @@ constexpr size_t kComputeWindow = 8;
 
 absl::Time At(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
 
+// A heartbeat of the shared conventions but for the pid: here 1000 + rank,
+// told apart from the processes' 2000 + rank.
 Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step, uint32_t world_size = 4,
              uint64_t generation = 0) {
-  Heartbeat hb;
-  hb.kind = kind;
-  hb.job = "job";
-  hb.rank = rank;
-  hb.local_rank = rank % 2;
-  hb.world_size = world_size;
+  Heartbeat hb = MakeHeartbeat(kind, rank, step, world_size, generation);
   hb.pid = 1000 + rank;
-  hb.step = step;
-  hb.generation = generation;
   return hb;
 }
 

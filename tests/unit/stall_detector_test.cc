@@ -9,12 +9,16 @@
 #include "daemon/core/job.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
 
 namespace trainsup {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
+using ::trainsup::testing::AliveProcess;
+using ::trainsup::testing::DeadProcess;
+using ::trainsup::testing::MakeHeartbeat;
 
 constexpr NodeIndex kNodeA = 0;
 constexpr NodeIndex kNodeB = 1;
@@ -38,18 +42,6 @@ StallOptions Options() {
 // Ranks 0..world/2-1 live on node A, the rest on node B.
 NodeIndex NodeOf(uint32_t rank, uint32_t world) { return rank < world / 2 ? kNodeA : kNodeB; }
 
-Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step, uint32_t world) {
-  Heartbeat hb;
-  hb.kind = kind;
-  hb.job = "job";
-  hb.rank = rank;
-  hb.local_rank = rank % 2;
-  hb.world_size = world;
-  hb.pid = 100 + rank;
-  hb.step = step;
-  return hb;
-}
-
 void Apply(Job& job, absl::Time now, const Heartbeat& hb) {
   ASSERT_EQ(job.Apply(now, NodeOf(hb.rank, hb.world_size), hb), std::nullopt)
       << "rank " << hb.rank << " step " << hb.step;
@@ -57,32 +49,21 @@ void Apply(Job& job, absl::Time now, const Heartbeat& hb) {
 
 void ApplyStep(Job& job, absl::Time now, uint32_t rank, int64_t step, uint32_t world,
                double duration_s) {
-  Heartbeat hb = Hb(HeartbeatKind::kStep, rank, step, world);
+  Heartbeat hb = MakeHeartbeat(HeartbeatKind::kStep, rank, step, world);
   hb.step_duration_s = duration_s;
   Apply(job, now, hb);
 }
 
-RankProcessInfo Alive(uint32_t rank) {
-  RankProcessInfo p;
-  p.rank = rank;
-  p.pid = 100 + rank;
-  p.alive = true;
-  return p;
-}
-
+// A rank that exited (at the report's time), its exit status known or not.
 RankProcessInfo Exited(uint32_t rank, bool exit_known, int32_t exit_code) {
-  RankProcessInfo p;
-  p.rank = rank;
-  p.pid = 100 + rank;
-  p.alive = false;
+  RankProcessInfo p = DeadProcess(rank, /*ago=*/0, exit_code);
   p.exit_known = exit_known;
-  p.exit_code = exit_code;
   return p;
 }
 
 void ReportAllAlive(Job& job, absl::Time now) {
   for (uint32_t r = 0; r < job.world_size(); ++r) {
-    job.ApplyProcess(now, NodeOf(r, job.world_size()), Alive(r));
+    job.ApplyProcess(now, NodeOf(r, job.world_size()), AliveProcess(r));
   }
 }
 
@@ -163,7 +144,7 @@ TEST(StallDetectorTest, SilenceIsMeasuredFromTheLastStepOfAnyRank) {
 void StartedNoStep(Job& job, absl::Time generation_start, absl::Time start_heartbeats) {
   ASSERT_TRUE(job.ObserveGeneration(generation_start, 1));
   for (uint32_t r = 0; r < 4; ++r) {
-    Heartbeat hb = Hb(HeartbeatKind::kStart, r, 0, 4);
+    Heartbeat hb = MakeHeartbeat(HeartbeatKind::kStart, r, 0, 4);
     hb.generation = 1;
     Apply(job, start_heartbeats, hb);
   }
@@ -200,7 +181,7 @@ TEST(StallDetectorTest, StartupGraceIsMeasuredFromTheGenerationStart) {
 TEST(StallDetectorTest, FirstStepEndsTheStartupGrace) {
   Job job("job", kStepWindow, kComputeWindow);
   StartedNoStep(job, AtS(0), AtS(30));
-  Heartbeat hb = Hb(HeartbeatKind::kStep, 0, 1, 4);
+  Heartbeat hb = MakeHeartbeat(HeartbeatKind::kStep, 0, 1, 4);
   hb.generation = 1;
   hb.step_duration_s = 1;
   Apply(job, AtS(60), hb);
@@ -268,7 +249,7 @@ TEST(StallDetectorTest, RanksWithoutAProcessReportAreNotJudged) {
 TEST(StallDetectorTest, RankInsideACheckpointRaisesTheThresholdToCheckpointGrace) {
   Job job("job", kStepWindow, kComputeWindow);
   RunSteps(job, 4, 10, absl::Seconds(1));
-  Apply(job, AtS(10), Hb(HeartbeatKind::kCheckpointBegin, 2, 10, 4));
+  Apply(job, AtS(10), MakeHeartbeat(HeartbeatKind::kCheckpointBegin, 2, 10, 4));
   const absl::Time last = AtS(10);
   StallDetector detector(Options());
 
@@ -285,8 +266,8 @@ TEST(StallDetectorTest, RankInsideACheckpointRaisesTheThresholdToCheckpointGrace
 TEST(StallDetectorTest, EndedCheckpointNoLongerRaisesTheThreshold) {
   Job job("job", kStepWindow, kComputeWindow);
   RunSteps(job, 4, 10, absl::Seconds(1));
-  Apply(job, AtS(10), Hb(HeartbeatKind::kCheckpointBegin, 2, 10, 4));
-  Apply(job, AtS(12), Hb(HeartbeatKind::kCheckpointEnd, 2, 10, 4));
+  Apply(job, AtS(10), MakeHeartbeat(HeartbeatKind::kCheckpointBegin, 2, 10, 4));
+  Apply(job, AtS(12), MakeHeartbeat(HeartbeatKind::kCheckpointEnd, 2, 10, 4));
 
   StallVerdict v = StallDetector(Options()).Check(job, AtS(31));
 
@@ -303,10 +284,10 @@ class CulpritTest : public ::testing::Test {
   void SetUp() override { RunSteps(job_, 4, 10, absl::Seconds(1)); }
 
   void ComputeBegin(uint32_t rank, int64_t step, absl::Time now) {
-    Apply(job_, now, Hb(HeartbeatKind::kComputeBegin, rank, step, 4));
+    Apply(job_, now, MakeHeartbeat(HeartbeatKind::kComputeBegin, rank, step, 4));
   }
   void ComputeEnd(uint32_t rank, int64_t step, absl::Time now) {
-    Apply(job_, now, Hb(HeartbeatKind::kComputeEnd, rank, step, 4));
+    Apply(job_, now, MakeHeartbeat(HeartbeatKind::kComputeEnd, rank, step, 4));
   }
   // Computed step `step` and now waits in its collective.
   void ComputeDone(uint32_t rank, int64_t step, absl::Time now) {
@@ -401,7 +382,7 @@ TEST_F(CulpritTest, RanksThatNeverBracketComputeAreUndetermined) {
 TEST(FindCulpritTest, SingleRankJobIsUndetermined) {
   Job job("job", kStepWindow, kComputeWindow);
   RunSteps(job, 1, 10, absl::Seconds(1));
-  Apply(job, AtS(11), Hb(HeartbeatKind::kComputeBegin, 0, 11, 1));
+  Apply(job, AtS(11), MakeHeartbeat(HeartbeatKind::kComputeBegin, 0, 11, 1));
 
   Culprit c = FindCulprit(job);
 

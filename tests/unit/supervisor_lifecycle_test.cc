@@ -4,10 +4,8 @@
 // change, and Restore from the state store. Checked on what goes out:
 // TakeOutput()'s commands, journal rows, fences and events.
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,40 +20,20 @@
 #include "daemon/core/supervisor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_agents.h"
 
 namespace trainsup {
 namespace {
 
 using ::testing::HasSubstr;
+using ::trainsup::testing::FakeAgentsOptions;
+using ::trainsup::testing::FakeAgentsTest;
+using ::trainsup::testing::Figure;
+using ::trainsup::testing::OfKind;
 using Kind = AgentCommand::Kind;
 
 absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
 absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(s * 1000)); }
-
-SupervisorOptions Options() {
-  SupervisorOptions o;
-  o.step_window = 16;
-  o.stall.floor = absl::Seconds(20);
-  o.stall.factor = 10;
-  o.stall.startup_grace = absl::Minutes(5);
-  o.stall.checkpoint_grace = absl::Minutes(15);
-  o.crash.settle = absl::Seconds(1);
-  o.straggler.window = 10;
-  o.straggler.ratio = 1.5;
-  o.straggler.mad_factor = 3;
-  o.straggler.persistence = 3;
-  o.event_log_size = 1000;
-  o.restart.limit = 5;
-  o.restart.window = absl::Hours(1);
-  o.restart.backoff_initial = absl::Seconds(5);
-  o.restart.backoff_max = absl::Minutes(5);
-  o.quarantine.after = 3;
-  o.quarantine.window = absl::Hours(1);
-  o.quarantine.max_fraction = 0.25;
-  o.stop_timeout = absl::Seconds(60);
-  o.stop_grace = absl::Seconds(10);
-  return o;
-}
 
 // The lifecycle commands' names; nullptr for other kinds (e.g. checkpoint
 // plans), which these tests leave out.
@@ -85,21 +63,6 @@ std::vector<std::string> Describe(const std::vector<AgentCommand>& commands) {
   return out;
 }
 
-std::vector<Event> OfKind(const std::vector<Event>& events, EventKind kind) {
-  std::vector<Event> out;
-  for (const Event& e : events) {
-    if (e.kind == kind) out.push_back(e);
-  }
-  return out;
-}
-
-std::optional<double> Figure(const Event& e, const std::string& name) {
-  for (const auto& [key, value] : e.figures) {
-    if (key == name) return value;
-  }
-  return std::nullopt;
-}
-
 void ExpectSameEvents(const std::vector<Event>& journal, const std::vector<Event>& output) {
   ASSERT_EQ(journal.size(), output.size());
   for (size_t i = 0; i < journal.size(); ++i) {
@@ -119,40 +82,17 @@ void ExpectSameEvents(const std::vector<Event>& journal, const std::vector<Event
 
 constexpr uint32_t kWorld = 4;  // ranks 0, 1 on node-a; 2, 3 on node-b
 
-class LifecycleTest : public ::testing::Test {
+class LifecycleTest : public FakeAgentsTest {
  protected:
-  void SetUp() override { options_ = Options(); }
+  void SetUp() override { options_ = FakeAgentsOptions(); }
 
   // Creates the supervisor; fresh agents on node-a and node-b say hello at
   // `now` and are told to launch generation 1.
   void Start(absl::Time now = AtS(0)) {
     Create();
-    a_ = Connect(now, "node-a");
-    b_ = Connect(now, "node-b");
-    gen_ = job().generation();
+    ConnectAgents(now);
     ASSERT_EQ(gen_, 1u);
     Take();
-  }
-
-  void Create() { sup_ = std::make_unique<Supervisor>(options_); }
-
-  // A hello; a fresh agent (launcher waiting) unless `running` names the
-  // generation it already runs.
-  SessionId Connect(absl::Time now, const std::string& node,
-                    std::optional<uint64_t> running = std::nullopt,
-                    Supervisor::HelloResult* result_out = nullptr) {
-    AgentHelloInfo hello;
-    hello.node = node;
-    hello.job = "job";
-    hello.incarnation = ++incarnation_;
-    hello.generation = running.value_or(0);
-    hello.launcher.state = running ? LauncherState::kRunning : LauncherState::kWaiting;
-    hello.agent_version = "test";
-    absl::StatusOr<Supervisor::HelloResult> result = sup_->Hello(now, hello);
-    EXPECT_TRUE(result.ok()) << result.status();
-    if (!result.ok()) return 0;
-    if (result_out != nullptr) *result_out = *result;
-    return result->session;
   }
 
   // What the supervisor decided since the last call. Every output must
@@ -161,83 +101,6 @@ class LifecycleTest : public ::testing::Test {
     SupervisorOutput out = sup_->TakeOutput();
     ExpectSameEvents(out.journal.events, out.events);
     return out;
-  }
-
-  std::vector<uint32_t> RanksOf(SessionId session) const {
-    return session == a_ ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{2, 3};
-  }
-
-  Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) const {
-    Heartbeat hb;
-    hb.kind = kind;
-    hb.job = "job";
-    hb.rank = rank;
-    hb.local_rank = rank % 2;
-    hb.world_size = world_;
-    hb.pid = 100 + rank;
-    hb.step = step;
-    hb.generation = gen_;
-    return hb;
-  }
-
-  RankProcessInfo Alive(uint32_t rank) const {
-    RankProcessInfo p;
-    p.rank = rank;
-    p.local_rank = rank % 2;
-    p.pid = 100 + rank;
-    p.generation = gen_;
-    p.alive = true;
-    return p;
-  }
-
-  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code) const {
-    RankProcessInfo p = Alive(rank);
-    p.alive = false;
-    p.exit_known = true;
-    p.exit_code = exit_code;
-    p.died_seconds_ago = ago;
-    return p;
-  }
-
-  void SendWith(absl::Time now, SessionId session, const LauncherInfo& launcher,
-                std::vector<Heartbeat> heartbeats = {},
-                std::vector<RankProcessInfo> processes = {}) {
-    NodeReportInfo report;
-    report.sequence = ++sequence_;
-    report.generation = gen_;
-    report.launcher = launcher;
-    report.heartbeats = std::move(heartbeats);
-    report.processes = std::move(processes);
-    absl::Status status = sup_->Report(now, session, report);
-    ASSERT_TRUE(status.ok()) << status;
-  }
-
-  void Send(absl::Time now, SessionId session, std::vector<Heartbeat> heartbeats = {},
-            std::vector<RankProcessInfo> processes = {}) {
-    LauncherInfo running;
-    running.state = LauncherState::kRunning;
-    running.pid = 4000;
-    SendWith(now, session, running, std::move(heartbeats), std::move(processes));
-  }
-
-  void SendLauncherExit(absl::Time now, SessionId session, int32_t exit_code,
-                        int32_t signal = 0) {
-    LauncherInfo exited;
-    exited.state = LauncherState::kExited;
-    exited.exit_code = exit_code;
-    exited.signal = signal;
-    SendWith(now, session, exited);
-  }
-
-  // The agent launched the current generation: its ranks say START.
-  void SendStarted(absl::Time now, SessionId session) {
-    std::vector<Heartbeat> hbs;
-    std::vector<RankProcessInfo> processes;
-    for (uint32_t r : RanksOf(session)) {
-      hbs.push_back(Hb(HeartbeatKind::kStart, r, 0));
-      processes.push_back(Alive(r));
-    }
-    Send(now, session, hbs, processes);
   }
 
   // Every rank of `session` completes `step`, with `samples` per step.
@@ -292,28 +155,6 @@ class LifecycleTest : public ::testing::Test {
     Take();
     return start + absl::Seconds(3);
   }
-
-  const Job& job() const {
-    const Job* j = sup_->FindJob("job");
-    EXPECT_NE(j, nullptr);
-    return *j;
-  }
-
-  // The job's lifecycle state by name ("running", ...), readable in failures.
-  std::string state() const {
-    const JobControl* c = sup_->FindControl("job");
-    EXPECT_NE(c, nullptr);
-    return c == nullptr ? "no job" : std::string(JobStateName(c->state));
-  }
-
-  SupervisorOptions options_;
-  std::unique_ptr<Supervisor> sup_;
-  SessionId a_ = 0;
-  SessionId b_ = 0;
-  uint64_t gen_ = 0;
-  uint32_t world_ = kWorld;
-  uint64_t sequence_ = 0;
-  uint64_t incarnation_ = 0;
 };
 
 // ---------------------------------------------------------------------------

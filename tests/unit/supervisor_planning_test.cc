@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -29,6 +28,7 @@
 #include "daemon/core/supervisor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_agents.h"
 
 namespace trainsup {
 namespace {
@@ -37,6 +37,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using Kind = AgentCommand::Kind;
+using ::trainsup::testing::FakeAgentsOptions;
+using ::trainsup::testing::FakeAgentsTest;
+using ::trainsup::testing::Figure;
+using ::trainsup::testing::OfKind;
 
 constexpr double kEps = 1e-9;
 
@@ -44,28 +48,12 @@ absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Millise
 absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(std::llround(s * 1000))); }
 
 SupervisorOptions Options() {
-  SupervisorOptions o;
-  o.step_window = 16;
-  o.stall.floor = absl::Seconds(20);
-  o.stall.factor = 10;
-  o.stall.startup_grace = absl::Minutes(5);
-  o.stall.checkpoint_grace = absl::Minutes(15);
-  o.crash.settle = absl::Seconds(1);
-  o.straggler.window = 10;
-  o.straggler.ratio = 1.5;
-  o.straggler.mad_factor = 3;
-  o.straggler.persistence = 3;
-  o.event_log_size = 1000;
+  SupervisorOptions o = FakeAgentsOptions();
   // Many restarts, 1s apart, and no quarantine: the tests count failures.
   o.restart.limit = 100;
-  o.restart.window = absl::Hours(1);
   o.restart.backoff_initial = absl::Seconds(1);
   o.restart.backoff_max = absl::Seconds(1);
   o.quarantine.after = 1000;
-  o.quarantine.window = absl::Hours(1);
-  o.quarantine.max_fraction = 0.25;
-  o.stop_timeout = absl::Seconds(60);
-  o.stop_grace = absl::Seconds(10);
   // The planning defaults, spelled out: the expectations below use them.
   o.mtbf.prior_seconds = 24 * 3600;
   o.mtbf.confidence = 0.8;
@@ -75,21 +63,6 @@ SupervisorOptions Options() {
   o.replan_threshold = 0.2;
   o.plan_checkpoints = true;
   return o;
-}
-
-std::vector<Event> OfKind(const std::vector<Event>& events, EventKind kind) {
-  std::vector<Event> out;
-  for (const Event& e : events) {
-    if (e.kind == kind) out.push_back(e);
-  }
-  return out;
-}
-
-std::optional<double> Figure(const Event& e, const std::string& name) {
-  for (const auto& [key, value] : e.figures) {
-    if (key == name) return value;
-  }
-  return std::nullopt;
 }
 
 std::vector<AgentCommand> Plans(const std::vector<AgentCommand>& commands) {
@@ -128,102 +101,28 @@ double ConservativeMtbf(double exposure_seconds, int failures) {
 
 constexpr uint32_t kWorld = 4;  // ranks 0, 1 on node-a; 2, 3 on node-b
 
-class PlanningTest : public ::testing::Test {
+class PlanningTest : public FakeAgentsTest {
  protected:
   void SetUp() override { options_ = Options(); }
 
   // Fresh agents on node-a and node-b say hello at `now`.
   void Start(absl::Time now = AtS(0)) {
-    sup_ = std::make_unique<Supervisor>(options_);
-    a_ = Connect(now, "node-a");
-    b_ = Connect(now, "node-b");
-    gen_ = job().generation();
+    Create();
+    ConnectAgents(now);
     Take();
-  }
-
-  SessionId Connect(absl::Time now, const std::string& node,
-                    std::optional<uint64_t> running = std::nullopt,
-                    const std::string& job_id = "job") {
-    AgentHelloInfo hello;
-    hello.node = node;
-    hello.job = job_id;
-    hello.incarnation = ++incarnation_;
-    hello.generation = running.value_or(0);
-    hello.launcher.state = running ? LauncherState::kRunning : LauncherState::kWaiting;
-    hello.agent_version = "test";
-    absl::StatusOr<Supervisor::HelloResult> result = sup_->Hello(now, hello);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() ? result->session : 0;
   }
 
   SupervisorOutput Take() { return sup_->TakeOutput(); }
 
-  std::vector<uint32_t> RanksOf(SessionId session) const {
-    return session == a_ ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{2, 3};
-  }
-
-  Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) const {
-    Heartbeat hb;
-    hb.kind = kind;
-    hb.job = "job";
-    hb.rank = rank;
-    hb.local_rank = rank % 2;
-    hb.world_size = kWorld;
-    hb.pid = 100 + rank;
-    hb.step = step;
-    hb.generation = gen_;
-    return hb;
-  }
-
-  RankProcessInfo Alive(uint32_t rank) const {
-    RankProcessInfo p;
-    p.rank = rank;
-    p.local_rank = rank % 2;
-    p.pid = 100 + rank;
-    p.generation = gen_;
-    p.alive = true;
-    return p;
-  }
-
-  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code) const {
-    RankProcessInfo p = Alive(rank);
-    p.alive = false;
-    p.exit_known = true;
-    p.exit_code = exit_code;
-    p.died_seconds_ago = ago;
-    return p;
-  }
-
-  void SendWith(absl::Time now, SessionId session, LauncherState state,
-                std::vector<Heartbeat> heartbeats = {},
-                std::vector<RankProcessInfo> processes = {}, int32_t exit_code = 0,
-                int32_t signal = 0) {
-    NodeReportInfo report;
-    report.sequence = ++sequence_;
-    report.generation = gen_;
-    report.launcher.state = state;
-    report.launcher.pid = 4000;
-    report.launcher.exit_code = exit_code;
-    report.launcher.signal = signal;
-    report.heartbeats = std::move(heartbeats);
-    report.processes = std::move(processes);
-    absl::Status status = sup_->Report(now, session, report);
-    ASSERT_TRUE(status.ok()) << status;
-  }
-
-  void Send(absl::Time now, SessionId session, std::vector<Heartbeat> heartbeats = {},
-            std::vector<RankProcessInfo> processes = {}) {
-    SendWith(now, session, LauncherState::kRunning, std::move(heartbeats), std::move(processes));
-  }
-
-  void SendStarted(absl::Time now, SessionId session) {
-    std::vector<Heartbeat> hbs;
-    std::vector<RankProcessInfo> processes;
-    for (uint32_t r : RanksOf(session)) {
-      hbs.push_back(Hb(HeartbeatKind::kStart, r, 0));
-      processes.push_back(Alive(r));
-    }
-    Send(now, session, hbs, processes);
+  // The agent's command ended with `exit_code` / `signal`; these agents
+  // report the launcher's pid (4000) with it.
+  void SendExited(absl::Time now, SessionId session, int32_t exit_code, int32_t signal = 0) {
+    LauncherInfo exited;
+    exited.state = LauncherState::kExited;
+    exited.pid = 4000;
+    exited.exit_code = exit_code;
+    exited.signal = signal;
+    SendWith(now, session, exited);
   }
 
   void StartedAll(absl::Time now) {
@@ -280,8 +179,8 @@ class PlanningTest : public ::testing::Test {
     Send(now, a_, {}, {Died(0, 0.5, 1), Alive(1)});
     sup_->Sweep(now + absl::Seconds(1));
     EXPECT_EQ(state(), "stopping");
-    SendWith(now + absl::Seconds(2), a_, LauncherState::kExited, {}, {}, 1);
-    SendWith(now + absl::Seconds(2), b_, LauncherState::kExited, {}, {}, 0, 15);
+    SendExited(now + absl::Seconds(2), a_, 1);
+    SendExited(now + absl::Seconds(2), b_, 0, 15);
     sup_->Sweep(now + absl::Seconds(2));
     EXPECT_EQ(state(), "restarting");
     sup_->Sweep(now + absl::Seconds(3));
@@ -291,30 +190,14 @@ class PlanningTest : public ::testing::Test {
     return now + absl::Seconds(3);
   }
 
-  const Job& job() const {
-    const Job* j = sup_->FindJob("job");
-    EXPECT_NE(j, nullptr);
-    return *j;
-  }
-
   const JobControl& control() const {
     const JobControl* c = sup_->FindControl("job");
     EXPECT_NE(c, nullptr);
     return *c;
   }
 
-  std::string state() const { return std::string(JobStateName(control().state)); }
-
   const LedgerTotals& ledger() const { return control().ledger.totals(); }
   double Seconds(Bucket b) const { return ledger().seconds[static_cast<int>(b)]; }
-
-  SupervisorOptions options_;
-  std::unique_ptr<Supervisor> sup_;
-  SessionId a_ = 0;
-  SessionId b_ = 0;
-  uint64_t gen_ = 0;
-  uint64_t sequence_ = 0;
-  uint64_t incarnation_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -544,8 +427,8 @@ TEST_F(PlanningTest, ExposureStopsWhileStoppingAndRestarting) {
   ASSERT_EQ(state(), "stopping");
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(41)).exposure_seconds, 31, kEps);
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(500)).exposure_seconds, 31, kEps);
-  SendWith(AtS(42), a_, LauncherState::kExited, {}, {}, 1);
-  SendWith(AtS(42), b_, LauncherState::kExited, {}, {}, 0, 15);
+  SendExited(AtS(42), a_, 1);
+  SendExited(AtS(42), b_, 0, 15);
   sup_->Sweep(AtS(42));
   ASSERT_EQ(state(), "restarting");
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(600)).exposure_seconds, 31, kEps);
@@ -558,8 +441,8 @@ TEST_F(PlanningTest, ExposureStopsWhileHeld) {
   Steps(AtS(11), 1, 4, 0.5);
   Send(AtS(40), a_, {}, {Died(0, 0.5, 1), Alive(1)});
   sup_->Sweep(AtS(41));
-  SendWith(AtS(42), a_, LauncherState::kExited, {}, {}, 1);
-  SendWith(AtS(42), b_, LauncherState::kExited, {}, {}, 0, 15);
+  SendExited(AtS(42), a_, 1);
+  SendExited(AtS(42), b_, 0, 15);
   sup_->Sweep(AtS(42));
   ASSERT_EQ(state(), "held");
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(3600)).exposure_seconds, 31, kEps);
@@ -570,7 +453,9 @@ TEST_F(PlanningTest, ClusterMtbfSumsTheJobs) {
   Start(AtS(0));
   StartedAll(AtS(10));  // "job" running from 10s
   // A second job on node-c, running from 20s, fails once.
-  const SessionId c = Connect(AtS(0), "node-c", std::nullopt, "other");
+  AgentHelloInfo hello = HelloOf("node-c");
+  hello.job = "other";
+  const SessionId c = Connect(AtS(0), hello);
   Heartbeat hb;
   hb.kind = HeartbeatKind::kStart;
   hb.job = "other";

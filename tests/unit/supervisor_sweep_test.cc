@@ -6,12 +6,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <string>
 #include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
@@ -19,41 +16,19 @@
 #include "daemon/core/supervisor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_agents.h"
 
 namespace trainsup {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr uint32_t kWorld = 4;  // ranks 0, 1 on node-a; 2, 3 on node-b
+using ::trainsup::testing::FakeAgentsOptions;
+using ::trainsup::testing::FakeAgentsTest;
+using ::trainsup::testing::Figure;
+using ::trainsup::testing::OfKind;
 
 absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
 absl::Time AtS(int64_t s) { return AtMs(s * 1000); }
-
-SupervisorOptions Options() {
-  SupervisorOptions o;
-  o.step_window = 16;
-  o.stall.floor = absl::Seconds(20);
-  o.stall.factor = 10;
-  o.stall.startup_grace = absl::Minutes(5);
-  o.stall.checkpoint_grace = absl::Minutes(15);
-  o.crash.settle = absl::Seconds(1);
-  o.straggler.window = 10;
-  o.straggler.ratio = 1.5;
-  o.straggler.mad_factor = 3;
-  o.straggler.persistence = 3;
-  o.event_log_size = 1000;
-  o.restart.limit = 5;
-  o.restart.window = absl::Hours(1);
-  o.restart.backoff_initial = absl::Seconds(5);
-  o.restart.backoff_max = absl::Minutes(5);
-  o.quarantine.after = 3;
-  o.quarantine.window = absl::Hours(1);
-  o.quarantine.max_fraction = 0.25;
-  o.stop_timeout = absl::Seconds(60);
-  o.stop_grace = absl::Seconds(10);
-  return o;
-}
 
 bool IsDetection(EventKind kind) {
   return kind == EventKind::kStall ||
@@ -70,21 +45,6 @@ std::vector<Event> Detections(const std::vector<Event>& events) {
   return out;
 }
 
-std::vector<Event> OfKind(const std::vector<Event>& events, EventKind kind) {
-  std::vector<Event> out;
-  for (const Event& e : events) {
-    if (e.kind == kind) out.push_back(e);
-  }
-  return out;
-}
-
-std::optional<double> Figure(const Event& e, const std::string& name) {
-  for (const auto& [key, value] : e.figures) {
-    if (key == name) return value;
-  }
-  return std::nullopt;
-}
-
 // Compute seconds of `rank` at `step` (nullopt: not bracketed).
 using ComputeFn = std::function<std::optional<double>(uint32_t rank, int64_t step)>;
 
@@ -93,91 +53,13 @@ std::optional<double> NoCompute(uint32_t, int64_t) { return std::nullopt; }
 // Two agents, node-a (ranks 0, 1) and node-b (ranks 2, 3), of job "job",
 // connected at T0 as fresh agents and running the generation the supervisor
 // gave them.
-class SweepTest : public ::testing::Test {
+class SweepTest : public FakeAgentsTest {
  protected:
   void SetUp() override {
-    a_ = Connect(AtS(0), "node-a");
-    b_ = Connect(AtS(0), "node-b");
-    gen_ = job().generation();
-  }
-
-  // A hello; returns the session. A fresh agent (launcher waiting) unless
-  // `running` names the generation it already runs.
-  SessionId Connect(absl::Time now, const std::string& node,
-                    std::optional<uint64_t> running = std::nullopt) {
-    AgentHelloInfo hello;
-    hello.node = node;
-    hello.job = "job";
-    hello.incarnation = 1;
-    hello.generation = running.value_or(0);
-    hello.launcher.state = running ? LauncherState::kRunning : LauncherState::kWaiting;
-    hello.agent_version = "test";
-    absl::StatusOr<Supervisor::HelloResult> result = sup_.Hello(now, hello);
-    EXPECT_TRUE(result.ok()) << result.status();
-    return result.ok() ? result->session : 0;
-  }
-
-  Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) const {
-    Heartbeat hb;
-    hb.kind = kind;
-    hb.job = "job";
-    hb.rank = rank;
-    hb.local_rank = rank % 2;
-    hb.world_size = kWorld;
-    hb.pid = 100 + rank;
-    hb.step = step;
-    hb.generation = gen_;
-    return hb;
-  }
-
-  RankProcessInfo Alive(uint32_t rank) const {
-    RankProcessInfo p;
-    p.rank = rank;
-    p.local_rank = rank % 2;
-    p.pid = 100 + rank;
-    p.generation = gen_;
-    p.alive = true;
-    return p;
-  }
-
-  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code) const {
-    RankProcessInfo p = Alive(rank);
-    p.alive = false;
-    p.exit_known = true;
-    p.exit_code = exit_code;
-    p.died_seconds_ago = ago;
-    return p;
-  }
-
-  // A report of the agent's running command, with `heartbeats` and
-  // `processes`.
-  void Send(absl::Time now, SessionId session, std::vector<Heartbeat> heartbeats,
-            std::vector<RankProcessInfo> processes) {
-    LauncherInfo running;
-    running.state = LauncherState::kRunning;
-    running.pid = 4000;
-    SendWith(now, session, running, std::move(heartbeats), std::move(processes));
-  }
-
-  void SendWith(absl::Time now, SessionId session, const LauncherInfo& launcher,
-                std::vector<Heartbeat> heartbeats, std::vector<RankProcessInfo> processes) {
-    NodeReportInfo report;
-    report.sequence = ++sequence_;
-    report.generation = gen_;
-    report.launcher = launcher;
-    report.heartbeats = std::move(heartbeats);
-    report.processes = std::move(processes);
-    absl::Status status = sup_.Report(now, session, report);
-    ASSERT_TRUE(status.ok()) << status;
-  }
-
-  // The agent's command ended with `exit_code` / `signal`.
-  void SendLauncherExit(absl::Time now, SessionId session, int32_t exit_code, int32_t signal = 0) {
-    LauncherInfo exited;
-    exited.state = LauncherState::kExited;
-    exited.exit_code = exit_code;
-    exited.signal = signal;
-    SendWith(now, session, exited, {}, {});
+    options_ = FakeAgentsOptions();
+    fixed_incarnation_ = 1;  // the agents never restart
+    Create();
+    ConnectAgents(AtS(0));
   }
 
   // Every rank completes `step` (duration 1s); each node reports its ranks
@@ -186,7 +68,7 @@ class SweepTest : public ::testing::Test {
     for (SessionId session : {a_, b_}) {
       std::vector<Heartbeat> hbs;
       std::vector<RankProcessInfo> processes;
-      for (uint32_t r : session == a_ ? std::vector<uint32_t>{0, 1} : std::vector<uint32_t>{2, 3}) {
+      for (uint32_t r : RanksOf(session)) {
         Heartbeat hb = Hb(HeartbeatKind::kStep, r, step);
         hb.step_duration_s = 1.0;
         hb.compute_s = compute(r, step);
@@ -221,23 +103,11 @@ class SweepTest : public ::testing::Test {
   void StopAndRestart(absl::Time now) {
     SendLauncherExit(now, a_, 0, /*signal=*/15);
     SendLauncherExit(now, b_, 0, /*signal=*/15);
-    sup_.Sweep(now);                      // every node stopped: restarting
-    sup_.Sweep(now + absl::Seconds(5));   // the backoff: the next generation
+    sup_->Sweep(now);                      // every node stopped: restarting
+    sup_->Sweep(now + absl::Seconds(5));   // the backoff: the next generation
     ASSERT_EQ(job().generation(), gen_ + 1);
     gen_ = job().generation();
   }
-
-  const Job& job() const {
-    const Job* j = sup_.FindJob("job");
-    EXPECT_NE(j, nullptr);
-    return *j;
-  }
-
-  Supervisor sup_{Options()};
-  SessionId a_ = 0;
-  SessionId b_ = 0;
-  uint64_t gen_ = 0;
-  uint64_t sequence_ = 0;
 };
 
 // ---------------------------------------------------------------------------
@@ -248,8 +118,8 @@ TEST_F(SweepTest, HangIsOneStallEventNamingTheCulpritRankAndNode) {
   HangOnRank2(AtMs(10500), 11);
 
   // Silent exactly the 20s threshold: not yet.
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(30))).empty());
-  std::vector<Event> events = Detections(sup_.Sweep(AtMs(30500)));
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(30))).empty());
+  std::vector<Event> events = Detections(sup_->Sweep(AtMs(30500)));
 
   ASSERT_EQ(events.size(), 1u);
   const Event& e = events[0];
@@ -271,24 +141,24 @@ TEST_F(SweepTest, HangIsOneStallEventNamingTheCulpritRankAndNode) {
 TEST_F(SweepTest, StallIsReportedOnceWhileItLasts) {
   RunSteps(10);
   HangOnRank2(AtMs(10500), 11);
-  ASSERT_EQ(OfKind(sup_.Sweep(AtS(31)), EventKind::kStall).size(), 1u);
+  ASSERT_EQ(OfKind(sup_->Sweep(AtS(31)), EventKind::kStall).size(), 1u);
 
   // The agents keep reporting the processes alive; nothing advances.
   for (int64_t t : {32, 40, 50, 60}) {
     Send(AtS(t), a_, {}, {Alive(0), Alive(1)});
     Send(AtS(t), b_, {}, {Alive(2), Alive(3)});
-    EXPECT_TRUE(Detections(sup_.Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
+    EXPECT_TRUE(Detections(sup_->Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
   }
 
   EXPECT_EQ(job().event_count(EventKind::kStall), 1u);
-  EXPECT_EQ(OfKind(sup_.events().Since(0, "job"), EventKind::kStall).size(), 1u);
+  EXPECT_EQ(OfKind(sup_->events().Since(0, "job"), EventKind::kStall).size(), 1u);
   EXPECT_TRUE(job().health().stalled);
 }
 
 TEST_F(SweepTest, AllRanksWaitingAlikeIsAStallWithNoCulprit) {
   RunSteps(10);
 
-  std::vector<Event> events = Detections(sup_.Sweep(AtS(31)));
+  std::vector<Event> events = Detections(sup_->Sweep(AtS(31)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kStall);
@@ -316,8 +186,8 @@ TEST_F(SweepTest, SlowButSteadyJobIsNotStalled) {
     Send(AtS(5 * s), b_, b, {Alive(2), Alive(3)});
   }
 
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(50 + 49))).empty());
-  std::vector<Event> events = Detections(sup_.Sweep(AtS(50 + 51)));
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(50 + 49))).empty());
+  std::vector<Event> events = Detections(sup_->Sweep(AtS(50 + 51)));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(Figure(events[0], "threshold_seconds"), 50.0);
 }
@@ -336,8 +206,8 @@ TEST_F(SweepTest, CrashReportedByTwoAgentsNamesTheFirstRankToDieOnce) {
   exception.exception_message = "CUDA error: an illegal memory access was encountered";
   Send(AtMs(10400), b_, {exception}, {Died(2, 1.0, /*exit_code=*/1), Alive(3)});
 
-  EXPECT_TRUE(Detections(sup_.Sweep(AtMs(10999))).empty());  // settling since T0 + 10s
-  std::vector<Event> events = Detections(sup_.Sweep(AtMs(11000)));
+  EXPECT_TRUE(Detections(sup_->Sweep(AtMs(10999))).empty());  // settling since T0 + 10s
+  std::vector<Event> events = Detections(sup_->Sweep(AtMs(11000)));
 
   ASSERT_EQ(events.size(), 1u);
   const Event& e = events[0];
@@ -359,13 +229,13 @@ TEST_F(SweepTest, CrashedJobIsReportedOnceAndNeverAsAStall) {
   RunSteps(5);
   Send(AtMs(10000), a_, {}, {Died(0, 0.2, 1), Alive(1)});
   Send(AtMs(10400), b_, {}, {Died(2, 1.0, 1), Alive(3)});
-  ASSERT_EQ(Detections(sup_.Sweep(AtS(11))).size(), 1u);
+  ASSERT_EQ(Detections(sup_->Sweep(AtS(11))).size(), 1u);
 
   // The surviving ranks stay alive and silent far past the stall threshold.
   for (int64_t t : {12, 30, 50}) {
     Send(AtS(t), a_, {}, {Alive(1)});
     Send(AtS(t), b_, {}, {Alive(3)});
-    EXPECT_TRUE(Detections(sup_.Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
+    EXPECT_TRUE(Detections(sup_->Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
   }
 
   EXPECT_EQ(job().event_count(EventKind::kCrash), 1u);
@@ -381,8 +251,8 @@ TEST_F(SweepTest, DeadRanksHoldOffTheStallRuleBeforeTheCrashSettles) {
   vanished.exit_known = false;
   Send(AtS(6), a_, {}, {Alive(0), vanished});
 
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(7))).empty());
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(100))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(7))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(100))).empty());
   EXPECT_EQ(job().health().failure_first_heard, absl::InfinitePast());
 }
 
@@ -391,8 +261,8 @@ TEST_F(SweepTest, SettleClockStartsWhenTheSupervisorFirstHearsOfAFailure) {
   // The death is dated 5s back, but only heard of at T0 + 10s.
   Send(AtS(10), b_, {}, {Died(3, 5.0, 1), Alive(2)});
 
-  EXPECT_TRUE(Detections(sup_.Sweep(AtMs(10500))).empty());
-  std::vector<Event> events = Detections(sup_.Sweep(AtMs(11000)));
+  EXPECT_TRUE(Detections(sup_->Sweep(AtMs(10500))).empty());
+  std::vector<Event> events = Detections(sup_->Sweep(AtMs(11000)));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kCrash);
   EXPECT_EQ(events[0].rank, 3u);
@@ -403,8 +273,8 @@ TEST_F(SweepTest, RanksExitingZeroAreNoCrashAndNoStall) {
   Send(AtS(6), a_, {}, {Died(0, 0, 0), Died(1, 0, 0)});
   Send(AtS(6), b_, {}, {Died(2, 0, 0), Died(3, 0, 0)});
 
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(7))).empty());
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(1000))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(7))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(1000))).empty());
   EXPECT_EQ(job().health().failure_first_heard, absl::InfinitePast());
   EXPECT_EQ(job().event_count(EventKind::kCrash), 0u);
 }
@@ -412,8 +282,8 @@ TEST_F(SweepTest, RanksExitingZeroAreNoCrashAndNoStall) {
 TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
   SendLauncherExit(AtS(5), a_, /*exit_code=*/2);
 
-  EXPECT_TRUE(Detections(sup_.Sweep(AtMs(5999))).empty());
-  std::vector<Event> events = Detections(sup_.Sweep(AtS(6)));
+  EXPECT_TRUE(Detections(sup_->Sweep(AtMs(5999))).empty());
+  std::vector<Event> events = Detections(sup_->Sweep(AtS(6)));
 
   ASSERT_EQ(events.size(), 1u);
   const Event& e = events[0];
@@ -422,8 +292,8 @@ TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
   EXPECT_EQ(e.node, "node-a");
   EXPECT_THAT(e.message, HasSubstr("the command on node-a failed (exit code 2)"));
   EXPECT_EQ(Figure(e, "exit_code"), 2.0);
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(7))).empty());
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(8))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(7))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(8))).empty());
   EXPECT_EQ(job().event_count(EventKind::kCrash), 1u);
   EXPECT_EQ(job().event_count(EventKind::kStall), 0u);
 }
@@ -431,7 +301,7 @@ TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
 TEST_F(SweepTest, LauncherKilledBySignalIsNamedWithTheSignal) {
   SendLauncherExit(AtS(5), b_, 0, /*signal=*/9);
 
-  std::vector<Event> events = Detections(sup_.Sweep(AtS(6)));
+  std::vector<Event> events = Detections(sup_->Sweep(AtS(6)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].node, "node-b");
@@ -444,22 +314,22 @@ TEST_F(SweepTest, LauncherKilledBySignalIsNamedWithTheSignal) {
 // generation is blamed on the node that runs it, with its own exit code.
 TEST_F(SweepTest, LauncherCrashInANewGenerationNamesThatGenerationsNode) {
   SendLauncherExit(AtS(5), a_, /*exit_code=*/1);
-  std::vector<Event> first = OfKind(sup_.Sweep(AtS(6)), EventKind::kCrash);
+  std::vector<Event> first = OfKind(sup_->Sweep(AtS(6)), EventKind::kCrash);
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(first[0].node, "node-a");
   // node-a goes away; node-b obeys the stop; the next generation runs on
   // node-b alone.
-  sup_.Disconnected(AtS(7), a_);
+  sup_->Disconnected(AtS(7), a_);
   SendLauncherExit(AtS(7), b_, 0, /*signal=*/15);
-  sup_.Sweep(AtS(7));
-  sup_.Sweep(AtS(12));
+  sup_->Sweep(AtS(7));
+  sup_->Sweep(AtS(12));
   ASSERT_EQ(job().generation(), gen_ + 1);
   gen_ = job().generation();
   Send(AtS(13), b_, {}, {});
 
   // The new generation's command fails on node-b.
   SendLauncherExit(AtS(20), b_, /*exit_code=*/3);
-  std::vector<Event> second = OfKind(sup_.Sweep(AtS(21)), EventKind::kCrash);
+  std::vector<Event> second = OfKind(sup_->Sweep(AtS(21)), EventKind::kCrash);
 
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].generation, gen_);
@@ -478,7 +348,7 @@ TEST_F(SweepTest, StragglerIsOneEventAndLaterOneCleared) {
   std::vector<std::pair<int64_t, Event>> seen;
   for (int64_t step = 0; step <= 100; ++step) {
     StepAll(AtS(step), step, compute);
-    for (Event& e : Detections(sup_.Sweep(AtS(step)))) seen.emplace_back(step, std::move(e));
+    for (Event& e : Detections(sup_->Sweep(AtS(step)))) seen.emplace_back(step, std::move(e));
     if (step == 30) {
       EXPECT_TRUE(job().rank(3).straggler);
       EXPECT_EQ(job().stragglers(), 1u);
@@ -514,7 +384,7 @@ TEST_F(SweepTest, WallStepTimeAloneNamesNoStraggler) {
   // brackets its compute: nothing to judge.
   for (int64_t step = 0; step <= 100; ++step) {
     StepAll(AtS(step), step);
-    EXPECT_TRUE(Detections(sup_.Sweep(AtS(step))).empty()) << step;
+    EXPECT_TRUE(Detections(sup_->Sweep(AtS(step))).empty()) << step;
   }
 }
 
@@ -528,7 +398,7 @@ class NewGenerationTest : public SweepTest {
     SweepTest::SetUp();
     RunSteps(10);
     HangOnRank2(AtMs(10500), 11);
-    ASSERT_EQ(OfKind(sup_.Sweep(AtS(31)), EventKind::kStall).size(), 1u);
+    ASSERT_EQ(OfKind(sup_->Sweep(AtS(31)), EventKind::kStall).size(), 1u);
     ASSERT_TRUE(job().health().stalled);
     ASSERT_EQ(job().health().stall_culprit, 2u);
   }
@@ -571,9 +441,9 @@ TEST_F(NewGenerationTest, RestartedJobIsStalledAgainOnlyByANewHang) {
 
   // The new generation runs steps 1..5 from T0 + 50s, then hangs on rank 2.
   RunSteps(5, AtS(50));
-  EXPECT_TRUE(Detections(sup_.Sweep(AtS(60))).empty());
+  EXPECT_TRUE(Detections(sup_->Sweep(AtS(60))).empty());
   HangOnRank2(AtS(56), 6);
-  std::vector<Event> events = Detections(sup_.Sweep(AtS(76)));
+  std::vector<Event> events = Detections(sup_->Sweep(AtS(76)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kStall);
@@ -585,7 +455,7 @@ TEST_F(NewGenerationTest, RestartedJobIsStalledAgainOnlyByANewHang) {
 TEST_F(SweepTest, CrashOfANewGenerationIsReportedAgain) {
   RunSteps(5);
   Send(AtS(10), b_, {}, {Died(2, 0.5, 1), Alive(3)});
-  ASSERT_EQ(OfKind(sup_.Sweep(AtS(11)), EventKind::kCrash).size(), 1u);
+  ASSERT_EQ(OfKind(sup_->Sweep(AtS(11)), EventKind::kCrash).size(), 1u);
   ASSERT_TRUE(job().health().crash_reported);
 
   StopAndRestart(AtS(20));
@@ -595,7 +465,7 @@ TEST_F(SweepTest, CrashOfANewGenerationIsReportedAgain) {
 
   RunSteps(5, AtS(30));
   Send(AtS(40), a_, {}, {Died(1, 0.5, 1), Alive(0)});
-  std::vector<Event> events = Detections(sup_.Sweep(AtS(41)));
+  std::vector<Event> events = Detections(sup_->Sweep(AtS(41)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kCrash);

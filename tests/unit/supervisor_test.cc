@@ -12,45 +12,24 @@
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/validation.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
 #include "tests/unit/reject_reason_printer.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time At(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
+using ::trainsup::testing::AliveProcess;
+using ::trainsup::testing::MakeHeartbeat;
+using ::trainsup::testing::MakeHello;
 
-AgentHelloInfo HelloFrom(const std::string& node, const std::string& job = "job",
-                         uint64_t incarnation = 1, uint64_t generation = 0) {
-  AgentHelloInfo hello;
-  hello.node = node;
-  hello.job = job;
-  hello.incarnation = incarnation;
-  hello.generation = generation;
-  hello.launcher.state = LauncherState::kWaiting;
-  hello.agent_version = "test";
-  return hello;
-}
+absl::Time At(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
 
 Heartbeat Step(uint32_t rank, int64_t step, const std::string& job = "job",
                uint32_t world_size = 4) {
-  Heartbeat hb;
-  hb.kind = HeartbeatKind::kStep;
+  Heartbeat hb = MakeHeartbeat(HeartbeatKind::kStep, rank, step, world_size);
   hb.job = job;
-  hb.rank = rank;
-  hb.local_rank = rank % 2;
-  hb.world_size = world_size;
-  hb.pid = 100 + rank;
-  hb.step = step;
   hb.step_duration_s = 0.5;
   return hb;
-}
-
-RankProcessInfo AliveProcess(uint32_t rank) {
-  RankProcessInfo p;
-  p.rank = rank;
-  p.pid = 100 + rank;
-  p.alive = true;
-  return p;
 }
 
 class SupervisorTest : public ::testing::Test {
@@ -59,7 +38,7 @@ class SupervisorTest : public ::testing::Test {
   SessionId Connect(const std::string& node, const std::string& job = "job",
                     uint64_t incarnation = 1) {
     absl::StatusOr<Supervisor::HelloResult> result =
-        supervisor_.Hello(At(0), HelloFrom(node, job, incarnation));
+        supervisor_.Hello(At(0), MakeHello(node, job, incarnation));
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? result->session : 0;
   }
@@ -78,7 +57,7 @@ class SupervisorTest : public ::testing::Test {
 TEST_F(SupervisorTest, HelloRejectsInvalidNodeName) {
   for (const std::string& name : {std::string(), std::string("node 1"), std::string("a/b"),
                                   std::string(kMaxNameLength + 1, 'n')}) {
-    absl::StatusOr<Supervisor::HelloResult> result = supervisor_.Hello(At(0), HelloFrom(name));
+    absl::StatusOr<Supervisor::HelloResult> result = supervisor_.Hello(At(0), MakeHello(name));
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << "'" << name << "'";
   }
   EXPECT_TRUE(supervisor_.nodes().empty());
@@ -88,7 +67,7 @@ TEST_F(SupervisorTest, HelloRejectsInvalidNodeName) {
 TEST_F(SupervisorTest, HelloRejectsInvalidJobId) {
   for (const std::string& job : {std::string(), std::string("job!"), std::string("a b")}) {
     absl::StatusOr<Supervisor::HelloResult> result =
-        supervisor_.Hello(At(0), HelloFrom("node-1", job));
+        supervisor_.Hello(At(0), MakeHello("node-1", job));
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << "'" << job << "'";
   }
   EXPECT_TRUE(supervisor_.nodes().empty());
@@ -97,7 +76,7 @@ TEST_F(SupervisorTest, HelloRejectsInvalidJobId) {
 
 TEST_F(SupervisorTest, HelloOpensASessionAndReturnsTheJobsGeneration) {
   absl::StatusOr<Supervisor::HelloResult> result =
-      supervisor_.Hello(At(0), HelloFrom("node-1", "job", 1, /*generation=*/3));
+      supervisor_.Hello(At(0), MakeHello("node-1", "job", 1, /*generation=*/3));
   ASSERT_TRUE(result.ok()) << result.status();
 
   EXPECT_NE(result->session, 0u);
@@ -117,7 +96,7 @@ TEST_F(SupervisorTest, HelloOpensASessionAndReturnsTheJobsGeneration) {
 TEST_F(SupervisorTest, SecondHelloSupersedesTheFirstSession) {
   SessionId first = Connect("node-1");
 
-  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(At(10), HelloFrom("node-1"));
+  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(At(10), MakeHello("node-1"));
   ASSERT_TRUE(second.ok()) << second.status();
 
   EXPECT_EQ(second->superseded, first);
@@ -134,7 +113,7 @@ TEST_F(SupervisorTest, HelloAfterDisconnectSupersedesNothing) {
   SessionId first = Connect("node-1");
   supervisor_.Disconnected(At(5), first);
 
-  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(At(10), HelloFrom("node-1"));
+  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(At(10), MakeHello("node-1"));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->superseded, 0u);
 }

@@ -1,0 +1,254 @@
+// heartbeat_load: how many rank heartbeats trainsupd takes in, side by side
+// with what the same gRPC streams carry into a server that only reads them,
+// in one run on one machine; and what one detector sweep costs per rank at
+// scale. See docs/benchmarks.md.
+//
+//   heartbeat_load [agents] [ranks_per_agent] [steps_per_report] [seconds] [sweep_ranks]
+//   defaults:        8        8                 4                  5         100000
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "daemon/core/supervisor.h"
+#include "daemon/server.h"
+#include "trainsup/v1/agent.grpc.pb.h"
+
+namespace trainsup {
+namespace {
+
+struct Load {
+  int agents = 8;
+  int ranks_per_agent = 8;
+  int steps_per_report = 4;
+  double seconds = 5;
+};
+
+// A server that reads agent streams and drops every message: the ceiling of
+// what gRPC itself carries on this machine.
+class NullAgentService final : public v1::AgentService::CallbackService {
+ public:
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage>* Connect(
+      grpc::CallbackServerContext*) override {
+    class Reader final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage> {
+     public:
+      explicit Reader(std::atomic<uint64_t>* heartbeats) : heartbeats_(heartbeats) {
+        StartRead(&in_);
+      }
+      void OnReadDone(bool ok) override {
+        if (!ok) {
+          Finish(grpc::Status::OK);
+          return;
+        }
+        heartbeats_->fetch_add(in_.report().heartbeats_size(), std::memory_order_relaxed);
+        StartRead(&in_);
+      }
+      void OnDone() override { delete this; }
+
+     private:
+      std::atomic<uint64_t>* heartbeats_;
+      v1::AgentMessage in_;
+    };
+    return new Reader(&heartbeats_);
+  }
+  uint64_t heartbeats() const { return heartbeats_.load(); }
+
+ private:
+  std::atomic<uint64_t> heartbeats_{0};
+};
+
+// One agent: a stream, a hello, then reports of ranks_per_agent x
+// steps_per_report STEP heartbeats as fast as the stream takes them.
+uint64_t RunAgent(const std::string& address, int index, const Load& load,
+                  std::chrono::steady_clock::time_point deadline) {
+  auto stub = v1::AgentService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  auto stream = stub->Connect(&context);
+  v1::AgentMessage hello;
+  hello.mutable_hello()->set_node(absl::StrCat("bench-node-", index));
+  hello.mutable_hello()->set_job("bench");
+  hello.mutable_hello()->set_incarnation(index + 1);
+  hello.mutable_hello()->set_generation(1);
+  hello.mutable_hello()->mutable_launcher()->set_state(v1::LauncherStatus::STATE_RUNNING);
+  if (!stream->Write(hello)) return 0;
+  const int world = load.agents * load.ranks_per_agent;
+  uint64_t sent = 0;
+  int64_t step = 0;
+  v1::AgentMessage message;
+  while (std::chrono::steady_clock::now() < deadline) {
+    v1::NodeReport* report = message.mutable_report();
+    report->Clear();
+    report->set_generation(1);
+    for (int s = 0; s < load.steps_per_report; ++s, ++step) {
+      for (int r = 0; r < load.ranks_per_agent; ++r) {
+        v1::RankHeartbeat* hb = report->add_heartbeats();
+        hb->set_kind(v1::HEARTBEAT_KIND_STEP);
+        hb->set_job("bench");
+        hb->set_rank(index * load.ranks_per_agent + r);
+        hb->set_local_rank(r);
+        hb->set_world_size(world);
+        hb->set_pid(10000 + r);
+        hb->set_step(step);
+        hb->set_step_duration_seconds(0.1 + 0.001 * r);
+        hb->set_compute_seconds(0.08);
+        hb->set_generation(1);
+      }
+    }
+    if (!stream->Write(message)) break;
+    sent += report->heartbeats_size();
+  }
+  stream->WritesDone();
+  // Read what the server said (its welcome, plans) before Finish, which
+  // otherwise waits for those messages to be read.
+  v1::SupervisorMessage ignored;
+  while (stream->Read(&ignored)) {
+  }
+  stream->Finish();
+  return sent;
+}
+
+struct Result {
+  double sent_per_second = 0;
+  double taken_per_second = 0;
+};
+
+Result Drive(const std::string& address, const Load& load, const std::function<uint64_t()>& taken) {
+  const uint64_t before = taken();
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(load.seconds * 1000));
+  std::vector<uint64_t> sent(load.agents, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < load.agents; ++i) {
+    threads.emplace_back([&, i] { sent[i] = RunAgent(address, i, load, deadline); });
+  }
+  for (std::thread& t : threads) t.join();
+  const double elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  uint64_t total = 0;
+  for (uint64_t s : sent) total += s;
+  return {total / elapsed, (taken() - before) / elapsed};
+}
+
+// The supervisor's per-sweep cost with `ranks` ranks reporting (nodes of 8),
+// and the memory the core holds per rank.
+void SweepAtScale(int ranks) {
+  SupervisorOptions options;
+  Supervisor core(options);
+  const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
+  const int per_node = 8;
+  const int nodes = (ranks + per_node - 1) / per_node;
+  std::vector<SessionId> sessions;
+  for (int n = 0; n < nodes; ++n) {
+    AgentHelloInfo hello;
+    hello.node = absl::StrCat("n", n);
+    hello.job = "scale";
+    hello.incarnation = n + 1;
+    hello.generation = 1;
+    hello.launcher.state = LauncherState::kRunning;
+    sessions.push_back(core.Hello(t0, hello)->session);
+  }
+  // 60 steps per rank: full compute windows for the straggler detector.
+  const auto fill_start = std::chrono::steady_clock::now();
+  for (int step = 0; step < 60; ++step) {
+    for (int n = 0; n < nodes; ++n) {
+      NodeReportInfo report;
+      report.generation = 1;
+      report.launcher.state = LauncherState::kRunning;
+      for (int r = n * per_node; r < std::min(ranks, (n + 1) * per_node); ++r) {
+        Heartbeat hb;
+        hb.kind = HeartbeatKind::kStep;
+        hb.job = "scale";
+        hb.rank = r;
+        hb.local_rank = r % per_node;
+        hb.world_size = ranks;
+        hb.pid = 1000 + r;
+        hb.step = step;
+        hb.step_duration_s = 0.1;
+        hb.compute_s = 0.08 + 0.0001 * (r % 7);
+        hb.generation = 1;
+        report.heartbeats.push_back(std::move(hb));
+        if (step == 0) report.processes.push_back({static_cast<uint32_t>(r), 0, 1000u + r, 1, true});
+      }
+      (void)core.Report(t0 + absl::Milliseconds(100 * step), sessions[n], report);
+    }
+  }
+  const double fill = std::chrono::duration<double>(std::chrono::steady_clock::now() - fill_start).count();
+  core.TakeOutput();
+  const int sweeps = 20;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < sweeps; ++i) core.Sweep(t0 + absl::Seconds(6) + absl::Milliseconds(i));
+  const double per_sweep =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / sweeps;
+  std::printf("core at %d ranks (%d nodes): %.0f heartbeats/s applied in one thread; one sweep "
+              "%.1f ms (%.2f us per rank)\n",
+              ranks, nodes, 60.0 * ranks / fill, per_sweep * 1e3, per_sweep * 1e6 / ranks);
+}
+
+}  // namespace
+}  // namespace trainsup
+
+int main(int argc, char** argv) {
+  using namespace trainsup;
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  Load load;
+  int sweep_ranks = 100000;
+  if (argc > 1) load.agents = std::atoi(argv[1]);
+  if (argc > 2) load.ranks_per_agent = std::atoi(argv[2]);
+  if (argc > 3) load.steps_per_report = std::atoi(argv[3]);
+  if (argc > 4) load.seconds = std::atof(argv[4]);
+  if (argc > 5) sweep_ranks = std::atoi(argv[5]);
+  std::printf("load: %d agent streams x %d ranks, %d steps per report (%d heartbeats per "
+              "message), %.0fs per run\n",
+              load.agents, load.ranks_per_agent, load.steps_per_report,
+              load.ranks_per_agent * load.steps_per_report, load.seconds);
+
+  // 1. The ceiling: the same streams into a server that only reads.
+  NullAgentService null_service;
+  int null_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &null_port);
+  builder.RegisterService(&null_service);
+  std::unique_ptr<grpc::Server> null_server = builder.BuildAndStart();
+  Result ceiling = Drive(absl::StrCat("127.0.0.1:", null_port), load,
+                         [&] { return null_service.heartbeats(); });
+  null_server->Shutdown();
+
+  // 2. trainsupd's own AgentService (validation, per-rank state, windows).
+  MonotonicClock clock;
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "";
+  auto server = Server::Start(options, &clock);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  Result supervisor = Drive((*server)->grpc_address(), load, [&] {
+    return (*server)->host().Read(
+        [](const Supervisor& core, absl::Time) { return core.heartbeats_received(); });
+  });
+  const uint64_t rejected = (*server)->host().Read(
+      [](const Supervisor& core, absl::Time) { return core.rejected().Total(); });
+  (*server)->Shutdown();
+
+  std::printf("%-34s %14s %14s\n", "", "sent/s", "taken/s");
+  std::printf("%-34s %14.0f %14.0f\n", "null server (gRPC ceiling)", ceiling.sent_per_second,
+              ceiling.taken_per_second);
+  std::printf("%-34s %14.0f %14.0f\n", "trainsupd AgentService", supervisor.sent_per_second,
+              supervisor.taken_per_second);
+  std::printf("trainsupd / ceiling: %.2f (heartbeats refused: %llu)\n",
+              supervisor.taken_per_second / ceiling.taken_per_second,
+              static_cast<unsigned long long>(rejected));
+  if (sweep_ranks > 0) SweepAtScale(sweep_ranks);
+  return 0;
+}
