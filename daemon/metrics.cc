@@ -215,8 +215,11 @@ void CollectJob(const Job& job, const Supervisor& core, absl::Time now,
   AddSample(f.job_ranks_alive, id, job.ranks_alive());
   AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
   AddSample(f.job_stalled, id, job.health().stalled ? 1 : 0);
+  // One pass over every rank's step window for the threshold and the quantiles.
+  const JobStepStats stats = ComputeJobStepStats(job);
   if (job.ranks_reporting() > 0) {
-    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(stall.Check(job, now).threshold));
+    AddSample(f.job_stall_threshold, id,
+              absl::ToDoubleSeconds(stall.Check(job, now, stats).threshold));
   }
   AddSample(f.job_stragglers, id, job.stragglers());
   for (int k = 0; k < kEventKindCount; ++k) {
@@ -225,7 +228,6 @@ void CollectJob(const Job& job, const Supervisor& core, absl::Time now,
               static_cast<double>(job.event_count(kind)));
   }
   CollectStragglers(job, options, f);
-  JobStepStats stats = ComputeJobStepStats(job);
   if (stats.ranks_with_samples > 0) {
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}}, stats.median_rank_p99_s);

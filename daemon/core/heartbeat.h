@@ -58,6 +58,11 @@ struct LauncherInfo {
   uint32_t pid = 0;
   int32_t exit_code = 0;
   int32_t signal = 0;
+
+  // The command ended with a non-zero exit code or a signal.
+  bool failed() const { return state == LauncherState::kExited && (exit_code != 0 || signal != 0); }
+  // The command ended with exit code 0.
+  bool succeeded() const { return state == LauncherState::kExited && exit_code == 0 && signal == 0; }
 };
 
 struct RankProcessInfo {

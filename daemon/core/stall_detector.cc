@@ -56,6 +56,11 @@ Culprit FindCulprit(const Job& job) {
 }
 
 StallVerdict StallDetector::Check(const Job& job, absl::Time now) const {
+  if (job.ranks_reporting() == 0) return StallVerdict();
+  return Check(job, now, ComputeJobStepStats(job));
+}
+
+StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepStats& stats) const {
   StallVerdict verdict;
   if (job.ranks_reporting() == 0) return verdict;
   for (const RankState& r : job.ranks()) {
@@ -64,8 +69,8 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now) const {
   const bool started = job.last_progress() != absl::InfinitePast();
   verdict.startup = !started;
   if (started) {
-    const double p99 = ComputeJobStepStats(job).median_rank_p99_s;
-    verdict.threshold = std::max(options_.floor, options_.factor * absl::Seconds(p99));
+    verdict.threshold =
+        std::max(options_.floor, options_.factor * absl::Seconds(stats.median_rank_p99_s));
     verdict.silent = now - job.last_progress();
   } else {
     verdict.threshold = options_.startup_grace;

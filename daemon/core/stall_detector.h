@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/core/job.h"
+#include "daemon/core/job_stats.h"
 
 namespace trainsup {
 
@@ -54,6 +55,9 @@ class StallDetector {
   // ended are a finished job, neither a stall. Stalled means strictly longer
   // than the threshold.
   StallVerdict Check(const Job& job, absl::Time now) const;
+  // The same with the job's step statistics already computed (they cost a
+  // pass over every rank's window; a sweep computes them once).
+  StallVerdict Check(const Job& job, absl::Time now, const JobStepStats& stats) const;
 
   const StallOptions& options() const { return options_; }
 

@@ -181,10 +181,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   JobHealth& health = job.mutable_health();
   // O(1) per report (a report must not cost O(ranks) or O(nodes)): this
   // node's command, or a rank's certain failure.
-  const LauncherInfo& l = node.launcher;
-  const bool launcher_failed = node.generation == job.generation() &&
-                               l.state == LauncherState::kExited &&
-                               (l.exit_code != 0 || l.signal != 0);
+  const bool launcher_failed = node.generation == job.generation() && node.launcher.failed();
   if (health.failure_first_heard == absl::InfinitePast() &&
       (job.has_certain_failure() || launcher_failed)) {
     health.failure_first_heard = now;  // the crash settle clock starts
@@ -235,13 +232,14 @@ const std::string& Supervisor::NodeName(NodeIndex index) const {
   return index == kNoNode || index >= nodes_.size() ? *kUnknown : nodes_[index].name;
 }
 
-bool Supervisor::AnyLauncherFailed(const Job& job) const {
-  for (const NodeRecord& node : nodes_) {
-    if (node.job != job.id() || node.generation != job.generation()) continue;
-    const LauncherInfo& l = node.launcher;
-    if (l.state == LauncherState::kExited && (l.exit_code != 0 || l.signal != 0)) return true;
+NodeIndex Supervisor::FailedLauncherNode(const Job& job) const {
+  for (NodeIndex i = 0; i < nodes_.size(); ++i) {
+    const NodeRecord& node = nodes_[i];
+    if (node.job == job.id() && node.generation == job.generation() && node.launcher.failed()) {
+      return i;
+    }
   }
-  return false;
+  return kNoNode;
 }
 
 void Supervisor::Emit(Job* job, Event event) {
@@ -280,26 +278,21 @@ bool Supervisor::SweepCrash(absl::Time now, Job& job) {
   Event e;
   e.time = now;
   e.kind = EventKind::kCrash;
+  const NodeIndex failed_node = FailedLauncherNode(job);
   std::optional<CrashVerdict> verdict =
-      crash_detector_.Check(job, health.failure_first_heard, now, AnyLauncherFailed(job));
+      crash_detector_.Check(job, health.failure_first_heard, now, failed_node != kNoNode);
   if (!verdict) {
     // The command failed without a rank death to name (e.g. before any rank
     // reported): name the node.
-    NodeIndex failed_node = kNoNode;
-    for (NodeIndex i = 0; i < nodes_.size(); ++i) {
-      const NodeRecord& node = nodes_[i];
+    if (failed_node != kNoNode) {
+      const NodeRecord& node = nodes_[failed_node];
       const LauncherInfo& l = node.launcher;
-      if (node.job == job.id() && node.generation == job.generation() &&
-          l.state == LauncherState::kExited && (l.exit_code != 0 || l.signal != 0)) {
-        failed_node = i;
-        e.node = node.name;
-        e.message = absl::StrCat("the command on ", node.name, " failed (",
-                                 l.signal != 0 ? absl::StrCat("signal ", l.signal)
-                                               : absl::StrCat("exit code ", l.exit_code),
-                                 ") with no rank death to name");
-        e.figures = {{"exit_code", l.exit_code}, {"signal", l.signal}};
-        break;
-      }
+      e.node = node.name;
+      e.message = absl::StrCat("the command on ", node.name, " failed (",
+                               l.signal != 0 ? absl::StrCat("signal ", l.signal)
+                                             : absl::StrCat("exit code ", l.exit_code),
+                               ") with no rank death to name");
+      e.figures = {{"exit_code", l.exit_code}, {"signal", l.signal}};
     }
     const std::string message = e.message;
     Emit(&job, std::move(e));
@@ -328,12 +321,12 @@ bool Supervisor::SweepCrash(absl::Time now, Job& job) {
   return true;
 }
 
-bool Supervisor::SweepStall(absl::Time now, Job& job) {
+bool Supervisor::SweepStall(absl::Time now, Job& job, const JobStepStats& stats) {
   JobHealth& health = job.mutable_health();
   // A stall is acted on at once (the job is stopped and restarted), so it
   // lasts until the next generation resets the health.
   if (health.stalled) return false;
-  const StallVerdict verdict = stall_detector_.Check(job, now);
+  const StallVerdict verdict = stall_detector_.Check(job, now, stats);
   if (!verdict.stalled) return false;
   health.stalled = true;
   health.stalled_since = now;

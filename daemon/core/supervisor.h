@@ -265,8 +265,9 @@ class Supervisor {
   // The node index of a live session, or kNoNode.
   NodeIndex NodeOfSession(SessionId session) const;
   void CountAgentRejects(NodeRecord& node, const NodeReportInfo& report);
-  // True when some node of `job` reports its command ended with a failure.
-  bool AnyLauncherFailed(const Job& job) const;
+  // The first node of `job` whose command failed in the job's current
+  // generation, or kNoNode.
+  NodeIndex FailedLauncherNode(const Job& job) const;
   const std::string& NodeName(NodeIndex index) const;
 
   JobControl& ControlFor(const Job& job);
@@ -275,7 +276,7 @@ class Supervisor {
   // Detectors (supervisor.cc). Each returns true when it found a failure
   // that it handed to OnFailure.
   bool SweepCrash(absl::Time now, Job& job);
-  bool SweepStall(absl::Time now, Job& job);
+  bool SweepStall(absl::Time now, Job& job, const JobStepStats& stats);
   void SweepStragglers(absl::Time now, Job& job);
 
   // Lifecycle (supervisor_lifecycle.cc).
@@ -294,7 +295,7 @@ class Supervisor {
   void StartNextGeneration(absl::Time now, Job& job);
   void CheckFinished(absl::Time now, Job& job);
   void TrackRecovery(absl::Time now, Job& job);
-  void Replan(absl::Time now, Job& job);
+  void Replan(absl::Time now, Job& job, const JobStepStats& stats);
   // Appends a plan and announces it; Reconcile sends it to the agents.
   void Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, const std::string& why,
                std::vector<std::pair<std::string, double>> figures);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "daemon/core/supervisor.h"
 #include "daemon/core/format.h"
+#include "daemon/core/job_stats.h"
 
 namespace trainsup {
 namespace {
@@ -137,10 +138,13 @@ void Supervisor::SweepLifecycle(absl::Time now, Job& job) {
       // A dying job is one failure: a crash found here ends this sweep's
       // look at the job (its ranks are about to be stopped).
       if (SweepCrash(now, job)) break;
-      if (SweepStall(now, job)) break;
+      // One pass over every rank's step window serves the stall rule and the
+      // planner.
+      const JobStepStats stats = ComputeJobStepStats(job);
+      if (SweepStall(now, job, stats)) break;
       SweepStragglers(now, job);
       TrackRecovery(now, job);
-      Replan(now, job);
+      Replan(now, job, stats);
       CheckFinished(now, job);
       // Keep the MTBF exposure on disk fresh, not only at transitions.
       if (now - ControlFor(job).journaled_at >= absl::Minutes(1)) JournalJob(now, job);
@@ -359,8 +363,7 @@ void Supervisor::CheckFinished(absl::Time now, Job& job) {
       if (node.connected) return;
       continue;
     }
-    const LauncherInfo& l = node.launcher;
-    if (l.state != LauncherState::kExited || l.exit_code != 0 || l.signal != 0) return;
+    if (!node.launcher.succeeded()) return;
     ++participating;
   }
   if (participating == 0) return;

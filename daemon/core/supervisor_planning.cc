@@ -69,10 +69,10 @@ void Supervisor::Publish(absl::Time now, Job& job, CheckpointPlanSpec spec, cons
   Emit(&job, std::move(e));
 }
 
-void Supervisor::Replan(absl::Time now, Job& job) {
+void Supervisor::Replan(absl::Time now, Job& job, const JobStepStats& stats) {
   if (!options_.plan_checkpoints || job.max_step() < 0) return;
   JobControl& control = ControlFor(job);
-  const double step_s = ComputeJobStepStats(job).median_rank_p50_s;
+  const double step_s = stats.median_rank_p50_s;
   if (step_s <= 0) return;
 
   bool c_measured = false;
