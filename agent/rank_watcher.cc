@@ -122,10 +122,4 @@ void RankWatcher::Clear() {
   ranks_.clear();
 }
 
-size_t RankWatcher::alive_count() const {
-  size_t n = 0;
-  for (const auto& [rank, w] : ranks_) n += w.process.alive() ? 1 : 0;
-  return n;
-}
-
 }  // namespace trainsup

@@ -54,7 +54,6 @@ class RankWatcher {
   // Forgets everything (a new generation starts).
   void Clear();
 
-  size_t alive_count() const;
 
  private:
   struct Watched : ProcessObservation {

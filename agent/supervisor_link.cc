@@ -53,14 +53,6 @@ bool SupervisorLink::connected() const {
   absl::MutexLock lock(&mu_);
   return connected_;
 }
-uint64_t SupervisorLink::reports_sent() const {
-  absl::MutexLock lock(&mu_);
-  return reports_sent_;
-}
-uint64_t SupervisorLink::heartbeats_sent() const {
-  absl::MutexLock lock(&mu_);
-  return heartbeats_sent_;
-}
 uint64_t SupervisorLink::sessions() const {
   absl::MutexLock lock(&mu_);
   return sessions_;
@@ -176,15 +168,12 @@ void SupervisorLink::WriteReports(Stream* stream) {
     }
     v1::AgentMessage message;
     *message.mutable_report() = batcher_->TakeReport(now);
-    const int heartbeats = message.report().heartbeats_size();
     if (!stream->Write(message)) {
       batcher_->Restore(std::move(*message.mutable_report()));
       return;
     }
     last_sent = now;
     absl::MutexLock lock(&mu_);
-    ++reports_sent_;
-    heartbeats_sent_ += static_cast<uint64_t>(heartbeats);
     flush_done_ = std::max(flush_done_, flush_ticket);
   }
 }

@@ -57,8 +57,6 @@ class SupervisorLink {
 
   // True between the supervisor's welcome and the end of that stream.
   bool connected() const;
-  uint64_t reports_sent() const;
-  uint64_t heartbeats_sent() const;
   uint64_t sessions() const;  // streams that were welcomed
 
  private:
@@ -84,8 +82,6 @@ class SupervisorLink {
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t reports_sent_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t heartbeats_sent_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sessions_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
