@@ -8,7 +8,7 @@
 #include "agent/agent.h"
 #include "common/cli_options.h"
 #include "common/log.h"
-#include "daemon/core/validation.h"
+#include "common/limits.h"
 
 namespace {
 

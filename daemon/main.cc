@@ -109,9 +109,9 @@ int main(int argc, char** argv) {
                     "C until a job has reported its own checkpoints (hb.checkpointing)");
   AddDurationOption(app, "--restart-cost-prior", &core.restart_cost_prior,
                     "R until a job has been restarted once");
-  AddDurationOption(app, "--plan-horizon", &core.plan_horizon,
+  AddDurationOption(app, "--plan-horizon", &core.publish.horizon,
                     "a new checkpoint plan takes effect this far ahead (at least 5 steps)");
-  app.add_option("--replan-threshold", core.replan_threshold,
+  app.add_option("--replan-threshold", core.publish.replan_threshold,
                  "publish a new plan only when the interval moves by more than this fraction")
       ->capture_default_str()->check(CLI::Range(0.0, 10.0));
   bool no_plan = false;

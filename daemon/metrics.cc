@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/core/job_stats.h"
+#include "daemon/core/job_view.h"
 
 namespace trainsup {
 namespace {
@@ -175,35 +175,32 @@ void CollectStragglers(const Job& job, const MetricsOptions& options, Families& 
   }
 }
 
-void CollectJob(const Job& job, const Supervisor& core, absl::Time now,
-                const MetricsOptions& options, Families& f) {
+void CollectJob(const JobView& view, const MetricsOptions& options, Families& f) {
+  const JobEntry& entry = *view.entry;
+  const Job& job = entry.job();
   const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
-  const StallDetector& stall = core.stall_detector();
-  if (const JobControl* control = core.FindControl(job.id()); control != nullptr) {
-    for (int k = 0; k < kJobStateCount; ++k) {
-      JobState state = static_cast<JobState>(k);
-      AddSample(f.job_state, {{"job_id", job.id()}, {"state", std::string(JobStateName(state))}},
-                control->state == state ? 1 : 0);
-    }
-    AddSample(f.job_restarts, id, static_cast<double>(control->restarts));
-    const LedgerTotals& ledger = control->ledger.totals();
-    for (int b = 0; b < kBucketCount; ++b) {
-      AddSample(f.job_time,
-                {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id()}},
-                ledger.seconds[b]);
-    }
-    AddSample(f.job_goodput, id, ledger.goodput());
-    AddMtbf(f.job_mtbf, core.JobMtbf(*control, now), id);
-    bool measured = false;
-    AddSample(f.job_checkpoint_cost, id, core.CheckpointCost(*control, &measured));
-    AddSample(f.job_restart_cost, id, core.RestartCost(*control, &measured));
-    if (control->plan_figures) {
-      AddSample(f.job_checkpoint_interval, id, control->plan_figures->interval_seconds);
-    }
-    if (!control->plans.empty()) {
-      AddSample(f.job_checkpoint_interval_steps, id,
-                static_cast<double>(control->plans.back().interval_steps));
-    }
+  for (int k = 0; k < kJobStateCount; ++k) {
+    JobState state = static_cast<JobState>(k);
+    AddSample(f.job_state, {{"job_id", job.id()}, {"state", std::string(JobStateName(state))}},
+              entry.lifecycle.state == state ? 1 : 0);
+  }
+  AddSample(f.job_restarts, id, static_cast<double>(entry.lifecycle.restarts));
+  const LedgerTotals& ledger = entry.ledger.totals();
+  for (int b = 0; b < kBucketCount; ++b) {
+    AddSample(f.job_time,
+              {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id()}},
+              ledger.seconds[b]);
+  }
+  AddSample(f.job_goodput, id, ledger.goodput());
+  AddMtbf(f.job_mtbf, view.mtbf, id);
+  AddSample(f.job_checkpoint_cost, id, view.checkpoint_cost.seconds);
+  AddSample(f.job_restart_cost, id, view.restart_cost.seconds);
+  if (entry.plans.figures()) {
+    AddSample(f.job_checkpoint_interval, id, entry.plans.figures()->interval_seconds);
+  }
+  if (!entry.plans.plans().empty()) {
+    AddSample(f.job_checkpoint_interval_steps, id,
+              static_cast<double>(entry.plans.plans().back().interval_steps));
   }
   AddSample(f.job_generation, id, static_cast<double>(job.generation()));
   AddSample(f.job_world_size, id, job.world_size());
@@ -214,20 +211,18 @@ void CollectJob(const Job& job, const Supervisor& core, absl::Time now,
   AddSample(f.job_ranks_reporting, id, job.ranks_reporting());
   AddSample(f.job_ranks_alive, id, job.ranks_alive());
   AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
-  AddSample(f.job_stalled, id, job.health().stalled ? 1 : 0);
-  // One pass over every rank's step window for the threshold and the quantiles.
-  const JobStepStats stats = ComputeJobStepStats(job);
-  if (job.ranks_reporting() > 0) {
-    AddSample(f.job_stall_threshold, id,
-              absl::ToDoubleSeconds(stall.Check(job, now, stats).threshold));
+  AddSample(f.job_stalled, id, entry.verdicts().stalled ? 1 : 0);
+  if (view.stall_threshold) {
+    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*view.stall_threshold));
   }
   AddSample(f.job_stragglers, id, job.stragglers());
   for (int k = 0; k < kEventKindCount; ++k) {
     EventKind kind = static_cast<EventKind>(k);
     AddSample(f.job_events, {{"job_id", job.id()}, {"kind", std::string(EventKindName(kind))}},
-              static_cast<double>(job.event_count(kind)));
+              static_cast<double>(entry.event_count(kind)));
   }
   CollectStragglers(job, options, f);
+  const JobStepStats& stats = view.step_stats;
   if (stats.ranks_with_samples > 0) {
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
@@ -257,7 +252,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.build_info, {{"version", TRAINSUP_VERSION}}, 1);
     AddSample(f.agents_connected, {}, core.agents_connected());
     AddSample(f.nodes, {}, static_cast<double>(core.nodes().size()));
-    std::vector<const Job*> jobs = core.Jobs();
+    std::vector<const JobEntry*> jobs = core.Jobs();
     AddSample(f.jobs, {}, static_cast<double>(jobs.size()));
     AddSample(f.reports, {}, static_cast<double>(core.reports_received()));
     AddSample(f.heartbeats, {}, static_cast<double>(core.heartbeats_received()));
@@ -268,17 +263,16 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
                 static_cast<double>(core.rejected().Get(reason)));
     }
     AddSample(f.dropped, {}, static_cast<double>(core.heartbeats_dropped_by_agents()));
-    uint32_t quarantined = 0;
     for (const NodeRecord& node : core.nodes()) {
-      if (!node.quarantined) continue;
-      ++quarantined;
-      AddSample(f.node_quarantined, {{"node", node.name}}, 1);
+      if (core.quarantine().IsQuarantined(node.name)) {
+        AddSample(f.node_quarantined, {{"node", node.name}}, 1);
+      }
     }
-    AddSample(f.nodes_quarantined, {}, quarantined);
+    AddSample(f.nodes_quarantined, {}, static_cast<double>(core.quarantine().quarantined_count()));
     AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
     AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
     AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
-    for (const Job* job : jobs) CollectJob(*job, core, now, options_, f);
+    for (const JobEntry* job : jobs) CollectJob(core.ViewOf(*job, now), options_, f);
     return 0;
   });
   return f.Take();

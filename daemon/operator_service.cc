@@ -5,7 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_util.h"
-#include "daemon/core/job_stats.h"
+#include "common/format.h"
+#include "daemon/core/job_view.h"
 
 namespace trainsup {
 namespace {
@@ -21,7 +22,9 @@ double SecondsSince(absl::Time then, absl::Time now) {
   return absl::ToDoubleSeconds(now - then);
 }
 
-void RenderJob(const Job& job, const Supervisor& core, v1::Job* out) {
+void RenderJob(const JobView& view, v1::Job* out) {
+  const JobEntry& entry = *view.entry;
+  const Job& job = entry.job();
   out->set_job_id(job.id());
   out->set_generation(job.generation());
   out->set_world_size(job.world_size());
@@ -32,27 +35,21 @@ void RenderJob(const Job& job, const Supervisor& core, v1::Job* out) {
     SetTimestamp(job.last_progress(), out->mutable_last_progress_time());
   }
   out->set_heartbeats_received(job.heartbeats_received());
-  uint32_t nodes = 0;
-  for (const NodeRecord& node : core.nodes()) nodes += node.job == job.id() ? 1 : 0;
-  out->set_nodes(nodes);
-  JobStepStats stats = ComputeJobStepStats(job);
-  out->set_step_p50_seconds(stats.median_rank_p50_s);
-  out->set_step_p99_seconds(stats.median_rank_p99_s);
-  out->set_stalled(job.health().stalled);
+  out->set_nodes(view.nodes);
+  out->set_step_p50_seconds(view.step_stats.median_rank_p50_s);
+  out->set_step_p99_seconds(view.step_stats.median_rank_p99_s);
+  out->set_stalled(entry.verdicts().stalled);
   out->set_stragglers(job.stragglers());
-  if (const JobControl* control = core.FindControl(job.id()); control != nullptr) {
-    out->set_state(std::string(JobStateName(control->state)));
-    out->set_state_reason(control->reason);
-    if (control->since != absl::InfinitePast()) SetTimestamp(control->since, out->mutable_state_since());
-    out->set_restarts(control->restarts);
-  }
+  const JobLifecycle& life = entry.lifecycle;
+  out->set_state(std::string(JobStateName(life.state)));
+  out->set_state_reason(life.reason);
+  if (life.since != absl::InfinitePast()) SetTimestamp(life.since, out->mutable_state_since());
+  out->set_restarts(life.restarts);
 }
 
 std::string ExitText(const RankState& r) {
   if (!r.death) return "";
-  if (!r.death->exit_known) return "exited, status unknown";
-  if (r.death->signal != 0) return absl::StrCat("signal ", r.death->signal);
-  return absl::StrCat("exit code ", r.death->exit_code);
+  return ExitStatusText(r.death->exit_known, r.death->exit_code, r.death->signal);
 }
 
 void RenderEvent(const Event& e, v1::Event* out) {
@@ -71,8 +68,8 @@ void RenderEvent(const Event& e, v1::Event* out) {
 
 grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
                                            v1::ListJobsResponse* response) {
-  host_->Read([&](const Supervisor& core, absl::Time) {
-    for (const Job* job : core.Jobs()) RenderJob(*job, core, response->add_jobs());
+  host_->Read([&](const Supervisor& core, absl::Time now) {
+    for (const JobEntry* job : core.Jobs()) RenderJob(core.ViewOf(*job, now), response->add_jobs());
     return 0;
   });
   return grpc::Status::OK;
@@ -81,10 +78,12 @@ grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJ
 grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::ListRanksRequest* request,
                                             v1::ListRanksResponse* response) {
   return host_->Read([&](const Supervisor& core, absl::Time now) {
-    const Job* job = core.FindJob(request->job_id());
-    if (job == nullptr) {
+    const JobEntry* entry = core.FindEntry(request->job_id());
+    if (entry == nullptr) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", request->job_id(), "'"));
     }
+    const Job* job = &entry->job();
+    const GenerationVerdicts& verdicts = entry->verdicts();
     response->set_job_id(job->id());
     response->set_world_size(job->world_size());
     for (uint32_t i = 0; i < job->world_size(); ++i) {
@@ -110,8 +109,8 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::List
       out->set_compute_p99_seconds(c.p99);
       out->set_phase(std::string(StepPhaseName(r.phase)));
       out->set_straggler(r.straggler);
-      out->set_stall_culprit(job->health().stalled && job->health().stall_culprit == i);
-      out->set_crash_culprit(job->health().crash_rank == i);
+      out->set_stall_culprit(verdicts.stalled && verdicts.stall_culprit == i);
+      out->set_crash_culprit(verdicts.crash_culprit == i);
       out->set_exit(ExitText(r));
       if (!r.exception_type.empty()) {
         out->set_exception(absl::StrCat(r.exception_type, ": ", r.exception_message));
@@ -124,26 +123,19 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::List
 grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
                                             v1::ListNodesResponse* response) {
   host_->Read([&](const Supervisor& core, absl::Time now) {
-    // Ranks per node, counted once over every job's ranks.
-    std::vector<uint32_t> ranks(core.nodes().size(), 0);
-    for (const Job* job : core.Jobs()) {
-      for (const RankState& r : job->ranks()) {
-        if (r.seen && r.node != kNoNode) ++ranks[r.node];
-      }
-    }
-    for (NodeIndex i = 0; i < core.nodes().size(); ++i) {
-      const NodeRecord& node = core.node(i);
+    for (const NodeView& view : core.NodeViews()) {
+      const NodeRecord& node = *view.record;
       v1::Node* out = response->add_nodes();
       out->set_node(node.name);
       out->set_job_id(node.job);
       out->set_connected(node.connected);
       out->set_agent_incarnation(node.incarnation);
       out->set_last_report_age_seconds(SecondsSince(node.last_report, now));
-      out->set_ranks(ranks[i]);
+      out->set_ranks(view.ranks);
       out->set_launcher_state(std::string(LauncherStateName(node.launcher.state)));
       out->set_heartbeats_received(node.heartbeats_received);
-      out->set_quarantined(node.quarantined);
-      out->set_quarantine_reason(node.quarantine_reason);
+      out->set_quarantined(view.quarantined);
+      out->set_quarantine_reason(view.quarantine_reason);
       out->set_generation(node.generation);
     }
     std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
@@ -221,31 +213,28 @@ void RenderLedger(const LedgerTotals& t, v1::LedgerBuckets* out) {
 grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
                                          v1::JobDetail* response) {
   return host_->Read([&](const Supervisor& core, absl::Time now) {
-    const Job* job = core.FindJob(request->job_id());
-    const JobControl* control = core.FindControl(request->job_id());
-    if (job == nullptr || control == nullptr) {
+    const JobEntry* entry = core.FindEntry(request->job_id());
+    if (entry == nullptr) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("no job '", request->job_id(), "'"));
     }
-    RenderJob(*job, core, response->mutable_job());
-    RenderMtbf(core.JobMtbf(*control, now), response->mutable_job_mtbf());
+    const JobView view = core.ViewOf(*entry, now);
+    RenderJob(view, response->mutable_job());
+    RenderMtbf(view.mtbf, response->mutable_job_mtbf());
     RenderMtbf(core.ClusterMtbf(now), response->mutable_cluster_mtbf());
-    bool measured = false;
-    response->set_checkpoint_cost_seconds(core.CheckpointCost(*control, &measured));
-    response->set_checkpoint_cost_measured(measured);
-    response->set_checkpoint_async_seconds(
-        control->checkpoint_async.empty() ? 0 : control->checkpoint_async.Percentile(0.5));
-    response->set_restart_cost_seconds(core.RestartCost(*control, &measured));
-    response->set_restart_cost_measured(measured);
-    if (control->plan_figures) {
-      const CheckpointPlan& p = *control->plan_figures;
-      response->set_young_interval_seconds(p.young_interval_seconds);
-      response->set_daly_interval_seconds(p.daly_interval_seconds);
-      response->set_planned_interval_seconds(p.interval_seconds);
-      response->set_expected_waste_fraction(p.at_interval.total_waste_fraction);
-      response->set_plan_verdict(p.verdict_text);
-      for (const std::string& w : p.warnings) response->add_plan_warnings(w);
+    response->set_checkpoint_cost_seconds(view.checkpoint_cost.seconds);
+    response->set_checkpoint_cost_measured(view.checkpoint_cost.measured);
+    response->set_checkpoint_async_seconds(view.checkpoint_async_s);
+    response->set_restart_cost_seconds(view.restart_cost.seconds);
+    response->set_restart_cost_measured(view.restart_cost.measured);
+    if (const std::optional<CheckpointPlan>& p = entry->plans.figures(); p) {
+      response->set_young_interval_seconds(p->young_interval_seconds);
+      response->set_daly_interval_seconds(p->daly_interval_seconds);
+      response->set_planned_interval_seconds(p->interval_seconds);
+      response->set_expected_waste_fraction(p->at_interval.total_waste_fraction);
+      response->set_plan_verdict(p->verdict_text);
+      for (const std::string& w : p->warnings) response->add_plan_warnings(w);
     }
-    for (const CheckpointPlanSpec& spec : control->plans) {
+    for (const CheckpointPlanSpec& spec : entry->plans.plans()) {
       v1::PlanSpec* out = response->add_plans();
       out->set_plan_id(spec.plan_id);
       out->set_anchor_step(spec.anchor_step);
@@ -253,10 +242,9 @@ grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobR
       out->set_effective_from_step(spec.effective_from_step);
       for (int64_t s : spec.one_off_steps) out->add_one_off_steps(s);
     }
-    response->set_next_checkpoint_step(
-        control->plans.empty() ? -1 : NextCheckpointStep(control->plans, job->max_step() + 1));
-    RenderLedger(control->ledger.totals(), response->mutable_ledger());
-    for (const auto& [generation, totals] : control->ledger.by_generation()) {
+    response->set_next_checkpoint_step(view.next_checkpoint_step);
+    RenderLedger(entry->ledger.totals(), response->mutable_ledger());
+    for (const auto& [generation, totals] : entry->ledger.by_generation()) {
       v1::GenerationLedger* g = response->add_generations();
       g->set_generation(generation);
       RenderLedger(totals, g->mutable_buckets());

@@ -13,6 +13,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
@@ -22,7 +23,7 @@
 namespace trainsup {
 namespace {
 
-// Schema version 1. Times are REAL unix seconds, NULL for absl::InfinitePast()
+// The newest schema (StateStore::kSchemaVersion). Times are REAL unix seconds, NULL for absl::InfinitePast()
 // and +inf for absl::InfiniteFuture(). uint64 values are stored bit for bit in
 // SQLite's signed 64-bit INTEGER. Failures and restarts keep the order they
 // were applied in `seq`. A figure value is NULL for NaN (SQLite has no NaN).
@@ -43,7 +44,8 @@ constexpr const char* kCreateSchema[] = {
     "CREATE TABLE jobs ("
     "  job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
     "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
-    "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0)",
+    "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0,"
+    "  restarts_forgiven_before REAL)",
     "CREATE TABLE events ("
     "  id INTEGER PRIMARY KEY, time REAL, kind TEXT NOT NULL, job TEXT NOT NULL,"
     "  generation INTEGER NOT NULL, rank INTEGER, node TEXT NOT NULL,"
@@ -53,6 +55,20 @@ constexpr const char* kCreateSchema[] = {
     "  position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
     "  PRIMARY KEY (event_id, position)) WITHOUT ROWID",
 };
+
+// How an older schema becomes the next one: kMigrations[i] takes version
+// i + 1 to i + 2. Each runs in the transaction that opens the store, so a
+// migration is all or nothing.
+struct Migration {
+  std::vector<const char*> statements;
+};
+const std::vector<Migration>& Migrations() {
+  static const auto* const kMigrations = new std::vector<Migration>{
+      // 1 -> 2: an operator's resume is kept with its job.
+      {{"ALTER TABLE jobs ADD COLUMN restarts_forgiven_before REAL"}},
+  };
+  return *kMigrations;
+}
 
 constexpr int kBusyTimeoutMs = 1000;
 
@@ -226,8 +242,9 @@ absl::Status InTransaction(sqlite3* db, const std::string& path, const char* beg
 }
 
 // Checks that the database is empty (sets `*empty`) or a trainsup database
-// of schema version kSchemaVersion. Reads only.
-absl::Status CheckSchema(sqlite3* db, const std::string& path, bool* empty) {
+// of a schema version this build reads (sets `*version`; older ones are
+// migrated). Reads only.
+absl::Status CheckSchema(sqlite3* db, const std::string& path, bool* empty, int* version_out) {
   std::vector<std::string> tables;
   Statement list(db,
                  "SELECT name FROM sqlite_master WHERE type = 'table'"
@@ -252,12 +269,14 @@ absl::Status CheckSchema(sqlite3* db, const std::string& path, bool* empty) {
         absl::StrCat("state database ", path,
                      " is not a trainsup database: its meta table has no schema_version"));
   }
-  if (*version != absl::StrCat(StateStore::kSchemaVersion)) {
+  int number = 0;
+  if (!absl::SimpleAtoi(*version, &number) || number < 1 || number > StateStore::kSchemaVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state database ", path, " has schema version ", *version,
-        " but this trainsupd reads and writes schema version ", StateStore::kSchemaVersion,
+        " but this trainsupd reads schema versions 1 to ", StateStore::kSchemaVersion,
         "; run a matching trainsupd, or move the file away to start with an empty state"));
   }
+  *version_out = number;
   return absl::OkStatus();
 }
 
@@ -294,7 +313,8 @@ absl::Status Initialize(sqlite3* db, const std::string& path) {
   }
 
   bool empty = false;
-  status = CheckSchema(db, path, &empty);
+  int version = 0;
+  status = CheckSchema(db, path, &empty, &version);
   if (!status.ok()) return status;
 
   // Switched only once the file passed the checks above. With the exclusive
@@ -327,6 +347,18 @@ absl::Status Initialize(sqlite3* db, const std::string& path) {
       if (const int rc = insert.Run(); rc != SQLITE_OK) {
         return SqliteStatus(path, db, rc, "creating the schema");
       }
+    }
+    for (; !empty && version < StateStore::kSchemaVersion; ++version) {
+      const std::string doing = absl::StrCat("migrating schema version ", version, " to ", version + 1);
+      for (const char* sql : Migrations()[version - 1].statements) {
+        absl::Status migrated = Exec(db, path, sql, doing);
+        if (!migrated.ok()) return migrated;
+      }
+      Statement bump(db, "UPDATE meta SET value = ?1 WHERE key = 'schema_version'");
+      bump.BindInt(1, version + 1);
+      if (const int rc = bump.Run(); rc != SQLITE_OK) return SqliteStatus(path, db, rc, doing);
+      TRAINSUP_LOG_INFO("state database %s: schema version %d migrated to %d", path, version,
+                        version + 1);
     }
     // A write, so that the exclusive lock is surely taken now and not at
     // the first Apply(): a second trainsupd on this file fails at start-up.
@@ -383,7 +415,7 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
     Statement upsert(
         db,
         "INSERT OR REPLACE INTO jobs (job, generation, state, reason, world_size, changed,"
-        " exposure_seconds) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+        " exposure_seconds, restarts_forgiven_before) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     for (const JobRow& row : journal.jobs) {
       upsert.BindText(1, row.job);
       upsert.BindUint(2, row.generation);
@@ -392,6 +424,7 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
       upsert.BindInt(5, row.world_size);
       upsert.BindTime(6, row.changed);
       upsert.BindDouble(7, row.exposure_seconds);
+      upsert.BindTime(8, row.restarts_forgiven_before);
       if (const int rc = upsert.Run(); rc != SQLITE_OK) return error(rc);
     }
   }
@@ -453,8 +486,8 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
 
   Statement jobs(
       db,
-      "SELECT job, generation, state, reason, world_size, changed, exposure_seconds FROM jobs"
-      " ORDER BY job");
+      "SELECT job, generation, state, reason, world_size, changed, exposure_seconds,"
+      " restarts_forgiven_before FROM jobs ORDER BY job");
   status = ForEachRow(jobs, path, [&](Statement& row) {
     JobRow& job = state->jobs.emplace_back();
     job.job = row.Text(0);
@@ -464,6 +497,7 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
     job.world_size = static_cast<uint32_t>(row.Int(4));
     job.changed = row.Time(5);
     job.exposure_seconds = row.Double(6);
+    job.restarts_forgiven_before = row.Time(7);
   });
   if (!status.ok()) return status;
 

@@ -34,15 +34,15 @@ namespace trainsup {
 // Thread-safe: calls are serialized by an internal mutex.
 class StateStore {
  public:
-  // The schema this build reads and writes. A database with another version
-  // is refused (no silent migration).
-  static constexpr int kSchemaVersion = 1;
+  // The schema this build writes. A database of an older version is migrated
+  // when opened (logged; all or nothing); a newer one is refused.
+  static constexpr int kSchemaVersion = 2;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:
   //   DataLoss            the file is not a SQLite database, or is corrupt
   //   Unavailable         another process holds the database open
-  //   FailedPrecondition  another schema version, or a SQLite database of
+  //   FailedPrecondition  a newer schema version, or a SQLite database of
   //                       some other program, or one that cannot use WAL
   //   NotFound / PermissionDenied / ...  the file cannot be opened or
   //                       created (missing directory, permissions)

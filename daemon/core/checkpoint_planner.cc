@@ -1,6 +1,6 @@
 #include "daemon/core/checkpoint_planner.h"
 
-#include "daemon/core/format.h"
+#include "common/format.h"
 
 #include <cmath>
 #include <limits>

@@ -68,7 +68,6 @@ bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
   last_progress_ = absl::InfinitePast();
   first_heartbeat_ = absl::InfinitePast();
   first_progress_ = absl::InfinitePast();
-  health_ = JobHealth();
   frontier_.clear();
   Resize(0);
   return true;

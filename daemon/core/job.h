@@ -1,14 +1,12 @@
 #ifndef TRAINSUP_DAEMON_CORE_JOB_H_
 #define TRAINSUP_DAEMON_CORE_JOB_H_
 
-#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
-#include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/reject_reason.h"
@@ -81,19 +79,9 @@ struct RankState {
   bool straggler = false;
 };
 
-// The detectors' verdicts on the job's current generation.
-struct JobHealth {
-  bool stalled = false;
-  absl::Time stalled_since = absl::InfinitePast();
-  std::optional<uint32_t> stall_culprit;
-  // When the supervisor first heard of a failed rank or launcher.
-  absl::Time failure_first_heard = absl::InfinitePast();
-  bool crash_reported = false;
-  std::optional<uint32_t> crash_rank;
-};
-
-// One training job: its generation, world size and per-rank state.
-// Thread-compatible.
+// What the supervisor observed of one training job: its generation, world
+// size and per-rank state. Observations only; the rules' verdicts are kept
+// beside it (JobEntry). Thread-compatible.
 class Job {
  public:
   Job(std::string id, size_t step_window, size_t compute_window);
@@ -133,8 +121,6 @@ class Job {
 
   // Mutable access for the detectors' verdicts. REQUIRES: rank < world_size().
   RankState& mutable_rank(uint32_t rank) { return ranks_[rank]; }
-  const JobHealth& health() const { return health_; }
-  JobHealth& mutable_health() { return health_; }
   uint32_t stragglers() const;
 
   // The frontier's moves since the last call (steps completed by the first
@@ -143,10 +129,6 @@ class Job {
   // Checkpoints since the last call: (blocking seconds, asynchronous seconds)
   // of each rank's CHECKPOINT_END.
   std::vector<std::pair<double, double>> TakeCheckpoints() { return std::move(checkpoints_); }
-
-  // Events of each kind about this job, across generations.
-  uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
-  void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
 
   // Moves to `generation` if it is newer: every rank starts over. Returns
   // true when it did.
@@ -181,8 +163,6 @@ class Job {
   uint64_t heartbeats_received_ = 0;
   uint32_t ranks_reporting_ = 0;
   bool certain_failure_ = false;
-  JobHealth health_;
-  std::array<uint64_t, kEventKindCount> event_counts_{};
   std::vector<FrontierStep> frontier_;
   std::vector<std::pair<double, double>> checkpoints_;
 };

@@ -56,6 +56,9 @@ struct JobRow {
   absl::Time changed = absl::InfinitePast();
   // Seconds the job has spent running, across generations (MTBF exposure).
   double exposure_seconds = 0;
+  // Restarts before this time no longer count towards the restart cap (an
+  // operator resumed the job then); InfinitePast(): never resumed.
+  absl::Time restarts_forgiven_before = absl::InfinitePast();
 };
 
 struct Journal {

@@ -73,18 +73,6 @@ double ChiSquareQuantileEvenDof(double p, int64_t degrees_of_freedom) {
   return lo + (hi - lo) / 2;
 }
 
-absl::Status ValidateMtbfOptions(const MtbfOptions& options) {
-  if (!(std::isfinite(options.prior_seconds) && options.prior_seconds > 0)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MTBF prior must be a finite number of seconds > 0, got %g", options.prior_seconds));
-  }
-  if (!(options.confidence > 0 && options.confidence < 1)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "MTBF confidence must be in (0, 1), got %g", options.confidence));
-  }
-  return absl::OkStatus();
-}
-
 MtbfEstimate MtbfEstimator::Estimate(double exposure_seconds, int failures) const {
   MtbfEstimate e;
   e.exposure_seconds =

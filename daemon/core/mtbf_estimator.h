@@ -3,7 +3,6 @@
 
 #include <cstdint>
 
-#include "absl/status/status.h"
 
 namespace trainsup {
 
@@ -16,9 +15,6 @@ struct MtbfOptions {
   // and 90th percentiles).
   double confidence = 0.8;
 };
-
-// OK, or InvalidArgument naming the bad field.
-absl::Status ValidateMtbfOptions(const MtbfOptions& options);
 
 // All times in seconds.
 struct MtbfEstimate {
@@ -41,7 +37,7 @@ struct MtbfEstimate {
 // time-truncated data. Pure; immutable after construction.
 class MtbfEstimator {
  public:
-  // REQUIRES: ValidateMtbfOptions(options).ok().
+  // REQUIRES: prior_seconds > 0 and 0 < confidence < 1.
   explicit MtbfEstimator(MtbfOptions options) : options_(options) {}
 
   // `exposure_seconds` < 0 or not finite counts as 0, `failures` < 0 as 0.

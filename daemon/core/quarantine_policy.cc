@@ -49,6 +49,7 @@ void QuarantinePolicy::Remember(absl::Time time, const std::string& node, absl::
 
 void QuarantinePolicy::Quarantine(const std::string& node, const std::string& reason) {
   NodeState& state = nodes_[node];
+  if (!state.quarantined) ++quarantined_;
   state.quarantined = true;
   state.reason = reason;
 }
@@ -56,6 +57,7 @@ void QuarantinePolicy::Quarantine(const std::string& node, const std::string& re
 void QuarantinePolicy::Unquarantine(const std::string& node) {
   auto it = nodes_.find(node);
   if (it == nodes_.end()) return;
+  if (it->second.quarantined) --quarantined_;
   it->second.quarantined = false;
   it->second.reason.clear();
   it->second.failures.clear();
@@ -70,12 +72,6 @@ const std::string& QuarantinePolicy::ReasonOf(absl::string_view node) const {
   static const std::string* const kNone = new std::string();
   auto it = nodes_.find(node);
   return it == nodes_.end() ? *kNone : it->second.reason;
-}
-
-size_t QuarantinePolicy::quarantined_count() const {
-  size_t n = 0;
-  for (const auto& [name, state] : nodes_) n += state.quarantined ? 1 : 0;
-  return n;
 }
 
 }  // namespace trainsup

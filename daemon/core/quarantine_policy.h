@@ -22,8 +22,8 @@ struct QuarantineOptions {
   double max_fraction = 0.25;
 };
 
-// Which nodes are quarantined, and the failures that count towards it.
-// Pure; thread-compatible.
+// Which nodes are quarantined (the one place that says so), and the failures
+// that count towards it. Pure; thread-compatible.
 class QuarantinePolicy {
  public:
   explicit QuarantinePolicy(QuarantineOptions options) : options_(options) {}
@@ -47,8 +47,9 @@ class QuarantinePolicy {
   // Lifts the quarantine and forgets the node's attributed failures.
   void Unquarantine(const std::string& node);
   bool IsQuarantined(absl::string_view node) const;
+  // Why `node` is quarantined; "" when it is not.
   const std::string& ReasonOf(absl::string_view node) const;
-  size_t quarantined_count() const;
+  size_t quarantined_count() const { return quarantined_; }
   // Quarantines the cap refused since start.
   uint64_t skipped() const { return skipped_; }
 
@@ -65,6 +66,7 @@ class QuarantinePolicy {
 
   const QuarantineOptions options_;
   absl::flat_hash_map<std::string, NodeState> nodes_;
+  size_t quarantined_ = 0;
   uint64_t skipped_ = 0;
 };
 

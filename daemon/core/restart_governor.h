@@ -36,7 +36,9 @@ class RestartGovernor {
   void RecordRestart(absl::Time time);
 
   // The operator lifted a hold: restarts before `now` no longer count.
+  // Persisted with the job, so that the resume outlives a supervisor restart.
   void Forgive(absl::Time now);
+  absl::Time forgiven_before() const { return forgiven_before_; }
 
   const RestartPolicy& policy() const { return policy_; }
 

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/format.h"
 #include "daemon/core/job_stats.h"
 
 namespace trainsup {
@@ -80,6 +81,14 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
     verdict.threshold = std::max(verdict.threshold, options_.checkpoint_grace);
   }
   verdict.stalled = verdict.silent > verdict.threshold;
+  if (!verdict.stalled) return verdict;
+  verdict.reason =
+      verdict.startup
+          ? absl::StrCat("no first step ", TenthsOfSeconds(verdict.silent),
+                         " after the generation started (start-up grace ",
+                         TenthsOfSeconds(verdict.threshold), ")")
+          : absl::StrCat("no rank advanced for ", TenthsOfSeconds(verdict.silent), " (threshold ",
+                         TenthsOfSeconds(verdict.threshold), ") at step ", job.max_step());
   return verdict;
 }
 

@@ -43,6 +43,9 @@ struct StallVerdict {
   absl::Duration silent;     // since the last step (or the generation start)
   absl::Duration threshold;  // the threshold that applied
   bool startup = false;      // no step yet in this generation
+  // When stalled, for people: "no rank advanced for 20.5s (threshold 20.0s)
+  // at step 12".
+  std::string reason;
 };
 
 // The stall rule. Pure: a function of the job's state and `now`.

@@ -2,13 +2,24 @@
 
 #include <cmath>
 
+#include "absl/strings/str_format.h"
 #include "daemon/core/job_stats.h"
 
 namespace trainsup {
 
-void StragglerDetector::Reset() {
-  next_window_step_ = -1;
-  streaks_.clear();
+StragglerChange StragglerDetector::Change(uint32_t rank, bool flagged, double rank_p99_s,
+                                          double median_p99_s) const {
+  StragglerChange c;
+  c.rank = rank;
+  c.flagged = flagged;
+  c.rank_p99_s = rank_p99_s;
+  c.job_median_p99_s = median_p99_s;
+  c.ratio = median_p99_s > 0 ? rank_p99_s / median_p99_s : 0;
+  c.reason = absl::StrFormat(
+      "compute p99 %.3fs vs job median p99 %.3fs (%.1fx)%s", rank_p99_s, median_p99_s, c.ratio,
+      flagged ? absl::StrFormat(" for %d windows of %d steps", options_.persistence, options_.window)
+              : " again in line");
+  return c;
 }
 
 std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
@@ -49,10 +60,10 @@ std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
     RankState& r = job.mutable_rank(i);
     if (!r.straggler && streak.slow >= options_.persistence) {
       r.straggler = true;
-      changes.push_back({i, true, p99[i], median});
+      changes.push_back(Change(i, true, p99[i], median));
     } else if (r.straggler && streak.ok >= options_.persistence) {
       r.straggler = false;
-      changes.push_back({i, false, p99[i], median});
+      changes.push_back(Change(i, false, p99[i], median));
     }
   }
   return changes;

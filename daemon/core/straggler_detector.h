@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_STRAGGLER_DETECTOR_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "daemon/core/job.h"
@@ -29,6 +30,10 @@ struct StragglerChange {
   bool flagged = false;  // true: became a straggler; false: cleared
   double rank_p99_s = 0;
   double job_median_p99_s = 0;
+  double ratio = 0;  // rank_p99_s / job_median_p99_s
+  // For people: "compute p99 0.300s vs job median p99 0.100s (3.0x) for 3
+  // windows of 10 steps".
+  std::string reason;
 };
 
 // Finds ranks whose own work (hb.compute()) is persistently slower than the
@@ -36,7 +41,8 @@ struct StragglerChange {
 // ranks wait inside the collective for the slow one, so every rank's step
 // takes the same time. Per-rank distributions are compared by their p99 with
 // the job's median p99: never a mean, which one slow rank would drag.
-// Keeps per-rank streaks between windows; thread-compatible.
+// Keeps per-rank streaks between windows (one detector per job and
+// generation); thread-compatible.
 class StragglerDetector {
  public:
   explicit StragglerDetector(StragglerOptions options) : options_(options) {}
@@ -47,17 +53,16 @@ class StragglerDetector {
   // judgement.
   std::vector<StragglerChange> Evaluate(Job& job);
 
-  // Forget streaks (a new generation).
-  void Reset();
-
   const StragglerOptions& options() const { return options_; }
 
  private:
+  StragglerChange Change(uint32_t rank, bool flagged, double rank_p99_s, double median_p99_s) const;
+
   struct Streak {
     int slow = 0;
     int ok = 0;
   };
-  const StragglerOptions options_;
+  StragglerOptions options_;  // not const: a new generation assigns a fresh detector
   int64_t next_window_step_ = -1;
   std::vector<Streak> streaks_;
 };

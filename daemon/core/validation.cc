@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
-
 namespace trainsup {
 namespace {
 
@@ -32,16 +30,6 @@ bool IsKnownKind(HeartbeatKind kind) {
 }
 
 }  // namespace
-
-bool IsValidName(absl::string_view name) {
-  if (name.empty() || name.size() > kMaxNameLength) return false;
-  for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return false;
-    }
-  }
-  return true;
-}
 
 std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job) {
   if (!IsKnownKind(hb.kind)) return RejectReason::kBadKind;

@@ -58,6 +58,7 @@ std::string Dump(const Journal& j) {
   for (const JobRow& r : j.jobs) {
     absl::StrAppend(&out, "job ", r.job, " gen=", r.generation, " state=", r.state,
                     " reason=", r.reason, " world=", r.world_size, " changed=", Str(r.changed),
+                    " exposure=", r.exposure_seconds, " forgiven=", Str(r.restarts_forgiven_before),
                     "\n");
   }
   for (const Event& e : j.events) {
@@ -163,8 +164,8 @@ TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
   journal.restarts.push_back({kT0 + absl::Seconds(1), "llama", 4, 5, "crash on node-a"});
   journal.restarts.push_back(
       {absl::InfinitePast(), "tiny", 0, std::numeric_limits<uint64_t>::max(), ""});
-  journal.jobs.push_back(
-      {"llama", 5, "running", "restarted after a crash", 512, kT0 - absl::Hours(1)});
+  journal.jobs.push_back({"llama", 5, "running", "restarted after a crash", 512,
+                          kT0 - absl::Hours(1), 3600.5, kT0 - absl::Minutes(30)});
   journal.jobs.push_back({"tiny", 0, "", "", 0, absl::InfinitePast()});
 
   Event full = MakeEvent(1, EventKind::kStraggler);
@@ -500,17 +501,63 @@ TEST_F(StateStoreTest, EmptyPathIsInvalid) {
   EXPECT_EQ(StateStore::Open("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST_F(StateStoreTest, OtherSchemaVersionIsFailedPrecondition) {
+TEST_F(StateStoreTest, NewerSchemaVersionIsFailedPreconditionAndLeftUnmodified) {
   { ASSERT_NE(OpenOrDie(), nullptr); }
-  RawSql(path_, "UPDATE meta SET value = 2 WHERE key = 'schema_version'");
+  const int newer = StateStore::kSchemaVersion + 1;
+  RawSql(path_, absl::StrCat("UPDATE meta SET value = ", newer, " WHERE key = 'schema_version'"));
   const std::string bytes = ReadBytes(path_);
   absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
   EXPECT_EQ(ReadBytes(path_), bytes);
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
   EXPECT_THAT(store.status().message(), HasSubstr(path_));
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 1"));
+  EXPECT_THAT(store.status().message(), HasSubstr(absl::StrCat("schema version ", newer)));
+  EXPECT_THAT(store.status().message(),
+              HasSubstr(absl::StrCat("versions 1 to ", StateStore::kSchemaVersion)));
+}
+
+TEST_F(StateStoreTest, SchemaVersionOneIsMigratedKeepingItsRows) {
+  // A store as the first trainsupd wrote it: no restarts_forgiven_before.
+  RawSql(path_,
+         "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
+         "INSERT INTO meta VALUES ('schema_version', 1);"
+         "CREATE TABLE nodes (name TEXT PRIMARY KEY NOT NULL, quarantined INTEGER NOT NULL,"
+         "  reason TEXT NOT NULL, changed REAL, changed_by TEXT NOT NULL);"
+         "CREATE TABLE failures (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
+         "  job TEXT NOT NULL, generation INTEGER NOT NULL, kind TEXT NOT NULL,"
+         "  node TEXT NOT NULL, rank INTEGER, message TEXT NOT NULL);"
+         "CREATE TABLE restarts (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
+         "  job TEXT NOT NULL, from_generation INTEGER NOT NULL,"
+         "  to_generation INTEGER NOT NULL, reason TEXT NOT NULL);"
+         "CREATE TABLE jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
+         "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
+         "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0);"
+         "CREATE TABLE events (id INTEGER PRIMARY KEY, time REAL, kind TEXT NOT NULL,"
+         "  job TEXT NOT NULL, generation INTEGER NOT NULL, rank INTEGER, node TEXT NOT NULL,"
+         "  message TEXT NOT NULL);"
+         "CREATE TABLE event_figures (event_id INTEGER NOT NULL REFERENCES events (id)"
+         "  ON DELETE CASCADE, position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
+         "  PRIMARY KEY (event_id, position)) WITHOUT ROWID;"
+         "INSERT INTO jobs VALUES ('llama', 3, 'held', 'restart limit reached', 8, 1800000000,"
+         "  42.5);");
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    PersistedState state = LoadAll(*store);
+    ASSERT_EQ(state.jobs.size(), 1u);
+    EXPECT_EQ(state.jobs[0].state, "held");
+    EXPECT_EQ(state.jobs[0].exposure_seconds, 42.5);
+    EXPECT_EQ(state.jobs[0].restarts_forgiven_before, absl::InfinitePast());
+    // The migrated store takes the new column.
+    JobRow resumed = state.jobs[0];
+    resumed.restarts_forgiven_before = kT0;
+    Journal journal;
+    journal.jobs.push_back(resumed);
+    ASSERT_TRUE(store->Apply(journal).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(LoadAll(*store).jobs[0].restarts_forgiven_before, kT0);
 }
 
 TEST_F(StateStoreTest, SqliteDatabaseOfAnotherProgramIsRefused) {

@@ -159,10 +159,16 @@ const Job& FakeAgentsTest::job() const {
   return *j;
 }
 
+const JobEntry& FakeAgentsTest::entry() const {
+  const JobEntry* e = sup_->FindEntry("job");
+  EXPECT_NE(e, nullptr);
+  return *e;
+}
+
 std::string FakeAgentsTest::state() const {
-  const JobControl* c = sup_->FindControl("job");
-  EXPECT_NE(c, nullptr);
-  return c == nullptr ? "no job" : std::string(JobStateName(c->state));
+  const JobEntry* e = sup_->FindEntry("job");
+  EXPECT_NE(e, nullptr);
+  return e == nullptr ? "no job" : std::string(JobStateName(e->lifecycle.state));
 }
 
 }  // namespace testing

@@ -87,6 +87,8 @@ class FakeAgentsTest : public ::testing::Test {
   void SendStarted(absl::Time now, SessionId session);
 
   const Job& job() const;
+  // Everything the supervisor holds about job "job": verdicts, lifecycle.
+  const JobEntry& entry() const;
   // The job's lifecycle state by name ("running", ...), readable in failures.
   std::string state() const;
 

@@ -175,14 +175,5 @@ TEST(MtbfEstimatorTest, NegativeOrNonFiniteInputsCountAsZero) {
   }
 }
 
-TEST(MtbfEstimatorTest, OptionsAreValidated) {
-  EXPECT_TRUE(ValidateMtbfOptions(MtbfOptions{}).ok());
-  EXPECT_FALSE(ValidateMtbfOptions(Options(0, 0.8)).ok());
-  EXPECT_FALSE(ValidateMtbfOptions(Options(-1, 0.8)).ok());
-  EXPECT_FALSE(ValidateMtbfOptions(Options(std::nan(""), 0.8)).ok());
-  EXPECT_FALSE(ValidateMtbfOptions(Options(1, 0)).ok());
-  EXPECT_FALSE(ValidateMtbfOptions(Options(1, 1)).ok());
-}
-
 }  // namespace
 }  // namespace trainsup

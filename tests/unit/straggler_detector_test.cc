@@ -53,7 +53,8 @@ StragglerOptions DefaultOptions() {
 class Harness {
  public:
   Harness(uint32_t world, StragglerOptions options)
-      : world_(world), job_("job", /*step_window=*/16, options.window), detector_(options) {}
+      : world_(world), options_(options), job_("job", /*step_window=*/16, options.window),
+        detector_(options) {}
 
   // Steps from..to (inclusive), each followed by an Evaluate; returns the
   // changes seen.
@@ -85,9 +86,12 @@ class Harness {
 
   Job& job() { return job_; }
   StragglerDetector& detector() { return detector_; }
+  // A fresh detector, as the supervisor makes for each new generation.
+  void NewDetector() { detector_ = StragglerDetector(options_); }
 
  private:
   const uint32_t world_;
+  const StragglerOptions options_;
   Job job_;
   StragglerDetector detector_;
 };
@@ -331,12 +335,12 @@ TEST(StragglerDetectorTest, JudgementFollowsTheMaxStepNotTheNumberOfCalls) {
   EXPECT_TRUE(h.Run(18, 26, OneSlow(1, Always)).empty());
 }
 
-TEST(StragglerDetectorTest, ResetForgetsStreaksAndRearms) {
+TEST(StragglerDetectorTest, FreshDetectorForgetsStreaksAndRearms) {
   Harness h(4, SmallOptions());
   // Two slow windows (10, 20), then a new generation's detector state.
   ASSERT_TRUE(h.Run(0, 20, OneSlow(2, Always)).empty());
 
-  h.detector().Reset();
+  h.NewDetector();
 
   // Re-armed at step 21: judged at 31, 41, 51; a carried streak would flag at 31.
   std::vector<Seen> seen = h.Run(21, 60, OneSlow(2, Always));

@@ -218,7 +218,7 @@ TEST_F(LifecycleTest, AllStoppedMeansRestartingWithThePolicysBackoff) {
   sup_->Sweep(AtS(15));
 
   EXPECT_EQ(state(), "restarting");
-  const JobControl* control = sup_->FindControl("job");
+  const JobLifecycle* control = &sup_->FindEntry("job")->lifecycle;
   EXPECT_EQ(control->restart_at, AtS(20));
   EXPECT_THAT(control->reason, HasSubstr("every node stopped"));
   SupervisorOutput out = Take();
@@ -264,7 +264,7 @@ TEST_F(LifecycleTest, AfterTheBackoffGenerationTwoStartsOnEveryAgent) {
   ASSERT_EQ(out.journal.jobs.size(), 1u);
   EXPECT_EQ(out.journal.jobs[0].state, "running");
   EXPECT_EQ(out.journal.jobs[0].generation, 2u);
-  EXPECT_EQ(sup_->FindControl("job")->restarts, 1u);
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restarts, 1u);
 
   // Sent once.
   sup_->Sweep(AtS(21));
@@ -312,7 +312,7 @@ TEST_F(LifecycleTest, FirstStepOfTheNewGenerationIsARecoveredEventWithItsTiming)
   StepAll(AtS(26), 2);
   sup_->Sweep(AtS(26));
   EXPECT_TRUE(OfKind(Take().events, EventKind::kRecovered).empty());
-  EXPECT_EQ(job().event_count(EventKind::kRecovered), 1u);
+  EXPECT_EQ(entry().event_count(EventKind::kRecovered), 1u);
 }
 
 TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeout) {
@@ -328,7 +328,7 @@ TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeou
   sup_->Sweep(AtS(71));
 
   EXPECT_EQ(state(), "restarting");
-  EXPECT_THAT(sup_->FindControl("job")->reason,
+  EXPECT_THAT(sup_->FindEntry("job")->lifecycle.reason,
               HasSubstr("1 node(s) did not stop within 60.0s"));
   sup_->Sweep(AtS(76));
   EXPECT_EQ(state(), "running");
@@ -448,7 +448,7 @@ TEST_F(HoldTest, ResumedJobGetsAFreshRestartBudget) {
   CrashOnNodeA(now + absl::Seconds(3));
   BothStop(now + absl::Seconds(5));
   EXPECT_EQ(state(), "restarting");
-  EXPECT_EQ(sup_->FindControl("job")->restart_at, now + absl::Seconds(15));
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restart_at, now + absl::Seconds(15));
 }
 
 // The restart right at a resume counts towards the cap: with
@@ -463,7 +463,7 @@ TEST_F(HoldTest, RestartRightAtResumeCountsTowardsTheCap) {
   SendStarted(now + absl::Seconds(1), b_);
   absl::Time t = now + absl::Seconds(2);
   t = CrashAndRestart(t, absl::Seconds(10));  // restart #2: backoff 5s x 2^1
-  EXPECT_EQ(sup_->FindControl("job")->restarts, 4u);
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restarts, 4u);
 
   CrashOnNodeA(t);
   BothStop(t + absl::Seconds(2));
@@ -802,8 +802,8 @@ TEST_F(LifecycleTest, SameWorldSizeInTheNextGenerationIsNoWorldSizeEvent) {
   CrashAndRestart(AtS(10), absl::Seconds(5));
   StepAll(AtS(30), 2);
   sup_->Sweep(AtS(30));
-  EXPECT_EQ(job().event_count(EventKind::kWorldSizeChanged), 0u);
-  EXPECT_EQ(job().event_count(EventKind::kRecovered), 1u);
+  EXPECT_EQ(entry().event_count(EventKind::kWorldSizeChanged), 0u);
+  EXPECT_EQ(entry().event_count(EventKind::kRecovered), 1u);
 }
 
 // ---------------------------------------------------------------------------
@@ -860,7 +860,7 @@ TEST_F(RestoreTest, JobIsBackAtItsGenerationAndRunning) {
   ASSERT_NE(sup_->FindJob("job"), nullptr);
   EXPECT_EQ(job().generation(), 3u);
   EXPECT_EQ(state(), "running");
-  EXPECT_EQ(sup_->FindControl("job")->reason, "generation 3 started");
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.reason, "generation 3 started");
 }
 
 TEST_F(RestoreTest, ReconnectingAgentsOfTheCurrentGenerationGetNoCommand) {
@@ -934,7 +934,39 @@ TEST_F(RestoreTest, RestoredResumeAfterTheRestartsForgivesThem) {
   BothStop(now_ + absl::Seconds(12));
 
   EXPECT_EQ(state(), "restarting");
-  EXPECT_EQ(sup_->FindControl("job")->restart_at, now_ + absl::Seconds(17));  // initial backoff
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restart_at, now_ + absl::Seconds(17));  // initial backoff
+}
+
+TEST_F(RestoreTest, ResumeKeptWithTheJobForgivesRestartsWithoutItsEvent) {
+  // The resume's event is gone from the store's recent events; the job row
+  // still says when it was.
+  PersistedState s = State();
+  AddRestarts(s, now_);
+  s.jobs[0].restarts_forgiven_before = now_ - absl::Minutes(2);
+  RestoreAndReconnect(s);
+  Take();
+
+  CrashOnNodeA(now_ + absl::Seconds(10));
+  BothStop(now_ + absl::Seconds(12));
+
+  EXPECT_EQ(state(), "restarting");
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restart_at, now_ + absl::Seconds(17));
+}
+
+TEST_F(RestoreTest, ResumeIsJournaledWithTheJob) {
+  PersistedState s = State();
+  AddRestarts(s, now_);
+  RestoreAndReconnect(s);
+  CrashOnNodeA(now_ + absl::Seconds(10));
+  BothStop(now_ + absl::Seconds(12));
+  ASSERT_EQ(state(), "held");
+  Take();
+
+  ASSERT_TRUE(sup_->Resume(now_ + absl::Seconds(20), "job").ok());
+
+  const SupervisorOutput out = Take();
+  ASSERT_FALSE(out.journal.jobs.empty());
+  EXPECT_EQ(out.journal.jobs.back().restarts_forgiven_before, now_ + absl::Seconds(20));
 }
 
 TEST_F(RestoreTest, RestoredEventsKeepTheirIdsAndNewOnesFollow) {

@@ -59,8 +59,8 @@ SupervisorOptions Options() {
   o.mtbf.confidence = 0.8;
   o.checkpoint_cost_prior = absl::Seconds(60);
   o.restart_cost_prior = absl::Minutes(5);
-  o.plan_horizon = absl::Seconds(10);
-  o.replan_threshold = 0.2;
+  o.publish.horizon = absl::Seconds(10);
+  o.publish.replan_threshold = 0.2;
   o.plan_checkpoints = true;
   return o;
 }
@@ -190,10 +190,17 @@ class PlanningTest : public FakeAgentsTest {
     return now + absl::Seconds(3);
   }
 
-  const JobControl& control() const {
-    const JobControl* c = sup_->FindControl("job");
-    EXPECT_NE(c, nullptr);
-    return *c;
+  const JobEntry& control() const { return entry(); }
+  // C and R as the planner takes them (measured, or the prior).
+  double CheckpointCost(bool* measured) const {
+    const CostFigure c = sup_->ViewOf(control(), absl::UnixEpoch()).checkpoint_cost;
+    *measured = c.measured;
+    return c.seconds;
+  }
+  double RestartCost(bool* measured) const {
+    const CostFigure r = sup_->ViewOf(control(), absl::UnixEpoch()).restart_cost;
+    *measured = r.measured;
+    return r.seconds;
   }
 
   const LedgerTotals& ledger() const { return control().ledger.totals(); }
@@ -233,8 +240,8 @@ TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
     EXPECT_EQ(Figure(plans[0], "plan_id"), static_cast<double>(c.plan.plan_id));
   }
   EXPECT_THAT(sessions, ::testing::UnorderedElementsAre(a_, b_));
-  ASSERT_EQ(control().plans.size(), 1u);
-  EXPECT_EQ(control().plans[0].interval_steps, interval);
+  ASSERT_EQ(control().plans.plans().size(), 1u);
+  EXPECT_EQ(control().plans.plans()[0].interval_steps, interval);
   // A sanity anchor for the figures: ~22 200 s conservative MTBF, T* ~ 1633 s.
   EXPECT_NEAR(interval, 3265, 3);
 }
@@ -263,7 +270,7 @@ TEST_F(PlanningTest, HorizonIsAtLeastFiveSteps) {
 }
 
 TEST_F(PlanningTest, HorizonCoversThePlanHorizonInSteps) {
-  options_.plan_horizon = absl::Seconds(30);
+  options_.publish.horizon = absl::Seconds(30);
   RunningJob(4, 2.0);  // 30s is 15 steps of 2s
   sup_->Sweep(AtS(9));
   std::vector<AgentCommand> commands = Plans(Take().commands);
@@ -284,7 +291,7 @@ TEST_F(PlanningTest, NoCheckpointPlanOptionPublishesNothing) {
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
-  EXPECT_THAT(control().plans, IsEmpty());
+  EXPECT_THAT(control().plans.plans(), IsEmpty());
 }
 
 // ---------------------------------------------------------------------------
@@ -300,21 +307,21 @@ TEST_F(PlanningTest, SweepWithNothingChangedPublishesNothingNew) {
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
-  EXPECT_EQ(control().plans.size(), 1u);
+  EXPECT_EQ(control().plans.plans().size(), 1u);
 }
 
 TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
   absl::Time t = RunningJob(10, 0.5);
   sup_->Sweep(t + absl::Seconds(1));
   Take();
-  std::vector<int64_t> published = {control().plans.back().interval_steps};
+  std::vector<int64_t> published = {control().plans.plans().back().interval_steps};
   std::vector<double> conservative;
   for (int failure = 1; failure <= 6; ++failure) {
     t = CrashAndRestart(t + absl::Seconds(2));
     StartedAll(t + absl::Seconds(1));
     t = Steps(t + absl::Seconds(2), 1, 4, 0.5);
     const absl::Time sweep = t + absl::Seconds(1);
-    const int64_t previous_from = control().plans.back().effective_from_step;
+    const int64_t previous_from = control().plans.plans().back().effective_from_step;
     sup_->Sweep(sweep);
     const MtbfEstimate mtbf = sup_->JobMtbf(control(), sweep);
     EXPECT_EQ(mtbf.failures, failure);
@@ -322,7 +329,7 @@ TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
     SupervisorOutput out = Take();
     bool r_measured = false;
     const int64_t wanted = ExpectedIntervalSteps(
-        60, mtbf.conservative_seconds, sup_->RestartCost(control(), &r_measured), 0.5);
+        60, mtbf.conservative_seconds, RestartCost(&r_measured), 0.5);
     const double move =
         std::abs(static_cast<double>(wanted - published.back())) / published.back();
     std::vector<AgentCommand> plans = Plans(out.commands);
@@ -351,7 +358,7 @@ TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
   sup_->Sweep(t + absl::Seconds(1));
   Take();
   bool measured = true;
-  EXPECT_EQ(sup_->CheckpointCost(control(), &measured), 60);
+  EXPECT_EQ(CheckpointCost(&measured), 60);
   EXPECT_FALSE(measured);
 
   // Three ranks checkpoint after step 10, blocking 12s, 30s and 18s.
@@ -362,7 +369,7 @@ TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
   };
   Send(t + absl::Seconds(2), a_, {end(0, 12), end(1, 30)});
   Send(t + absl::Seconds(2), b_, {end(2, 18)});
-  EXPECT_EQ(sup_->CheckpointCost(control(), &measured), 18);
+  EXPECT_EQ(CheckpointCost(&measured), 18);
   EXPECT_TRUE(measured);
 
   // A much cheaper checkpoint than the prior: a new plan, from measured C.
@@ -380,7 +387,7 @@ TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
 TEST_F(PlanningTest, RestartCostIsMeasuredFromFailureToFirstStepOfTheNextGeneration) {
   absl::Time t = RunningJob(10, 0.5);  // step 10 at 6.5s
   bool measured = true;
-  EXPECT_EQ(sup_->RestartCost(control(), &measured), 300);
+  EXPECT_EQ(RestartCost(&measured), 300);
   EXPECT_FALSE(measured);
 
   // Rank 0 dies at 9.5s (reported at 10s); generation 2 starts at 13s, its
@@ -394,7 +401,7 @@ TEST_F(PlanningTest, RestartCostIsMeasuredFromFailureToFirstStepOfTheNextGenerat
   std::vector<Event> recovered = OfKind(Take().events, EventKind::kRecovered);
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_EQ(Figure(recovered[0], "total_seconds"), 20.5);
-  EXPECT_EQ(sup_->RestartCost(control(), &measured), 20.5);
+  EXPECT_EQ(RestartCost(&measured), 20.5);
   EXPECT_TRUE(measured);
 }
 
@@ -479,9 +486,9 @@ TEST_F(PlanningTest, ClusterMtbfSumsTheJobs) {
   report.processes = {died};
   ASSERT_TRUE(sup_->Report(AtS(50), c, report).ok());
   sup_->Sweep(AtS(51));  // "other" stops at 51s
-  const JobControl* other = sup_->FindControl("other");
+  const JobEntry* other = sup_->FindEntry("other");
   ASSERT_NE(other, nullptr);
-  ASSERT_EQ(JobStateName(other->state), "stopping");
+  ASSERT_EQ(JobStateName(other->lifecycle.state), "stopping");
 
   const MtbfEstimate cluster = sup_->ClusterMtbf(AtS(100));
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(100)).exposure_seconds, 90, kEps);
@@ -507,10 +514,10 @@ TEST_F(PlanningTest, EveryAgentGetsEveryPlanOnceInOrder) {
   sup_->Sweep(t + absl::Seconds(4));
   SupervisorOutput third = Take();
 
-  ASSERT_EQ(control().plans.size(), 3u);
-  const uint64_t p1 = control().plans[0].plan_id;
-  const uint64_t p2 = control().plans[1].plan_id;
-  const uint64_t p3 = control().plans[2].plan_id;
+  ASSERT_EQ(control().plans.plans().size(), 3u);
+  const uint64_t p1 = control().plans.plans()[0].plan_id;
+  const uint64_t p2 = control().plans.plans()[1].plan_id;
+  const uint64_t p3 = control().plans.plans()[2].plan_id;
   EXPECT_LT(p1, p2);
   EXPECT_LT(p2, p3);
   using Ids = std::vector<uint64_t>;
@@ -528,7 +535,7 @@ TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
   sup_->Sweep(t + absl::Seconds(2));
   Take();
-  ASSERT_EQ(control().plans.size(), 2u);
+  ASSERT_EQ(control().plans.plans().size(), 2u);
 
   // node-a's agent reconnects (its stream broke; it still runs generation 1).
   sup_->Disconnected(t + absl::Seconds(3), a_);
@@ -538,9 +545,9 @@ TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
   ASSERT_EQ(plans.size(), 2u);
   EXPECT_EQ(plans[0].session, a_);
   EXPECT_EQ(plans[1].session, a_);
-  EXPECT_EQ(plans[0].plan.plan_id, control().plans[0].plan_id);
-  EXPECT_EQ(plans[1].plan.plan_id, control().plans[1].plan_id);
-  EXPECT_EQ(plans[1].plan.one_off_steps, control().plans[1].one_off_steps);
+  EXPECT_EQ(plans[0].plan.plan_id, control().plans.plans()[0].plan_id);
+  EXPECT_EQ(plans[1].plan.plan_id, control().plans.plans()[1].plan_id);
+  EXPECT_EQ(plans[1].plan.one_off_steps, control().plans.plans()[1].one_off_steps);
   // ... once.
   sup_->Sweep(t + absl::Seconds(5));
   EXPECT_THAT(Plans(Take().commands), IsEmpty());
@@ -554,7 +561,7 @@ TEST_F(PlanningTest, AgentJoiningLaterGetsThePlansPublishedBefore) {
   std::vector<AgentCommand> plans = Plans(Take().commands);
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(plans[0].session, c);
-  EXPECT_EQ(plans[0].plan.plan_id, control().plans[0].plan_id);
+  EXPECT_EQ(plans[0].plan.plan_id, control().plans.plans()[0].plan_id);
 }
 
 TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
@@ -563,8 +570,8 @@ TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
   Take();
   uint64_t highest = 0;
-  for (const CheckpointPlanSpec& p : control().plans) highest = std::max(highest, p.plan_id);
-  ASSERT_EQ(control().plans.size(), 2u);
+  for (const CheckpointPlanSpec& p : control().plans.plans()) highest = std::max(highest, p.plan_id);
+  ASSERT_EQ(control().plans.plans().size(), 2u);
 
   // The supervisor restarts 30s later: a new one, restored from its journal
   // (the job's latest row).
@@ -596,10 +603,10 @@ TEST_F(PlanningTest, PlanIdsIncreaseEvenWhenPublishedInTheSameMicrosecond) {
   sup_->Sweep(now);
   ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
   ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
-  ASSERT_EQ(control().plans.size(), 3u);
-  EXPECT_EQ(control().plans[0].plan_id, static_cast<uint64_t>(absl::ToUnixMicros(now)));
-  EXPECT_EQ(control().plans[1].plan_id, control().plans[0].plan_id + 1);
-  EXPECT_EQ(control().plans[2].plan_id, control().plans[1].plan_id + 1);
+  ASSERT_EQ(control().plans.plans().size(), 3u);
+  EXPECT_EQ(control().plans.plans()[0].plan_id, static_cast<uint64_t>(absl::ToUnixMicros(now)));
+  EXPECT_EQ(control().plans.plans()[1].plan_id, control().plans.plans()[0].plan_id + 1);
+  EXPECT_EQ(control().plans.plans()[2].plan_id, control().plans.plans()[1].plan_id + 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -628,32 +635,32 @@ TEST_F(PlanningTest, RequestCheckpointForAJobNotRunningIsAFailedPrecondition) {
   ASSERT_EQ(state(), "stopping");
   EXPECT_EQ(sup_->RequestCheckpoint(AtS(12), "job").status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(control().plans, IsEmpty());
+  EXPECT_THAT(control().plans.plans(), IsEmpty());
 }
 
 TEST_F(PlanningTest, RequestCheckpointAddsAOneOffAtACommonFutureStep) {
   absl::Time t = RunningJob(10, 0.5);
   sup_->Sweep(t + absl::Seconds(1));
   Take();
-  const CheckpointPlanSpec before = control().plans.back();
+  const CheckpointPlanSpec before = control().plans.plans().back();
   t = Steps(t + absl::Seconds(1), 11, 30, 0.5);  // max step 30
 
   absl::StatusOr<std::string> said = sup_->RequestCheckpoint(t, "job");
   ASSERT_TRUE(said.ok()) << said.status();
   EXPECT_THAT(*said, HasSubstr("step 50"));
-  ASSERT_EQ(control().plans.size(), 2u);
-  const CheckpointPlanSpec& after = control().plans.back();
+  ASSERT_EQ(control().plans.plans().size(), 2u);
+  const CheckpointPlanSpec& after = control().plans.plans().back();
   EXPECT_GT(after.plan_id, before.plan_id);
   // The same periodic schedule, plus the one-off 20 steps (10s) ahead.
   EXPECT_EQ(after.anchor_step, before.anchor_step);
   EXPECT_EQ(after.interval_steps, before.interval_steps);
   EXPECT_EQ(after.effective_from_step, before.effective_from_step);
   EXPECT_THAT(after.one_off_steps, ElementsAre(30 + 20));
-  EXPECT_EQ(NextCheckpointStep(control().plans, 31), 50);
+  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), 31), 50);
   // The periodic steps are unchanged around it.
   for (int64_t s = 0; s < 10'000; ++s) {
     if (s == 50) continue;
-    ASSERT_EQ(ShouldCheckpoint(control().plans, s), ShouldCheckpoint({before}, s)) << s;
+    ASSERT_EQ(ShouldCheckpoint(control().plans.plans(), s), ShouldCheckpoint({before}, s)) << s;
   }
 
   SupervisorOutput out = Take();
@@ -671,10 +678,10 @@ TEST_F(PlanningTest, RequestCheckpointWithoutAPlanYetIsAOneOffOnly) {
   options_.plan_checkpoints = false;
   absl::Time t = RunningJob(10, 0.5);
   ASSERT_TRUE(sup_->RequestCheckpoint(t, "job").ok());
-  ASSERT_EQ(control().plans.size(), 1u);
-  EXPECT_EQ(control().plans[0].interval_steps, 0);
-  EXPECT_EQ(NextCheckpointStep(control().plans, 11), 30);
-  EXPECT_EQ(NextCheckpointStep(control().plans, 31), -1);
+  ASSERT_EQ(control().plans.plans().size(), 1u);
+  EXPECT_EQ(control().plans.plans()[0].interval_steps, 0);
+  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), 11), 30);
+  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), 31), -1);
 }
 
 // ---------------------------------------------------------------------------
@@ -746,12 +753,12 @@ TEST_F(PlanningTest, LedgerCountsTheRestartAndReDoneStepsAsLost) {
 // would leave the older plan in force from its own start on): the newest plan
 // decides every step from its effective_from on.
 TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestartThatWentBack) {
-  options_.replan_threshold = 0.05;  // one failure moves the interval by ~15%
+  options_.publish.replan_threshold = 0.05;  // one failure moves the interval by ~15%
   absl::Time t = RunningJob(100, 0.5);  // step 100
   sup_->Sweep(t + absl::Seconds(1));     // plan 1: from step 120
   Take();
-  ASSERT_EQ(control().plans.size(), 1u);
-  ASSERT_EQ(control().plans[0].effective_from_step, 120);
+  ASSERT_EQ(control().plans.plans().size(), 1u);
+  ASSERT_EQ(control().plans.plans()[0].effective_from_step, 120);
 
   // Crash at step 100; generation 2 resumes from its checkpoint at step 50.
   t = CrashAndRestart(t + absl::Seconds(2));
@@ -759,16 +766,16 @@ TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestart
   t = Steps(t + absl::Seconds(2), 51, 52, 0.5);
   sup_->Sweep(t + absl::Seconds(1));  // plan 2: smaller interval, not before step 120
   Take();
-  ASSERT_EQ(control().plans.size(), 2u);
-  const CheckpointPlanSpec newest = control().plans.back();
+  ASSERT_EQ(control().plans.plans().size(), 2u);
+  const CheckpointPlanSpec newest = control().plans.plans().back();
   EXPECT_EQ(newest.effective_from_step, 120);
-  ASSERT_LT(newest.interval_steps, control().plans[0].interval_steps);
+  ASSERT_LT(newest.interval_steps, control().plans.plans()[0].interval_steps);
 
   // Every step from there on follows the newest plan.
-  EXPECT_EQ(NextCheckpointStep(control().plans, newest.effective_from_step + 1),
+  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), newest.effective_from_step + 1),
             newest.effective_from_step + newest.interval_steps);
   for (int64_t s = newest.effective_from_step; s < newest.effective_from_step + 5000; ++s) {
-    EXPECT_EQ(ShouldCheckpoint(control().plans, s),
+    EXPECT_EQ(ShouldCheckpoint(control().plans.plans(), s),
               (s - newest.anchor_step) % newest.interval_steps == 0)
         << "step " << s;
   }

@@ -310,7 +310,7 @@ TEST_F(SupervisorTest, JobsAreSortedById) {
   Connect("n3", "mu");
   Connect("n4", "alpha");
 
-  std::vector<const Job*> jobs = supervisor_.Jobs();
+  std::vector<const JobEntry*> jobs = supervisor_.Jobs();
 
   ASSERT_EQ(jobs.size(), 3u);
   EXPECT_EQ(jobs[0]->id(), "alpha");

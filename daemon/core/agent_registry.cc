@@ -1,0 +1,85 @@
+#include "daemon/core/agent_registry.h"
+
+#include <algorithm>
+
+namespace trainsup {
+
+AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHelloInfo& hello) {
+  Connection c;
+  c.node = FindOrAdd(hello.node);
+  NodeRecord& node = nodes_[c.node];
+  if (node.connected) {
+    c.superseded = node.session;
+    sessions_.erase(node.session);
+  }
+  if (node.incarnation != hello.incarnation) {
+    // A new agent process: its cumulative counters start from zero.
+    node.agent_rejected.clear();
+    node.agent_dropped = 0;
+  }
+  c.session = next_session_++;
+  sessions_.emplace(c.session, c.node);
+  MoveToJob(c.node, hello.job);
+  node.connected = true;
+  node.session = c.session;
+  node.incarnation = hello.incarnation;
+  node.generation = hello.generation;
+  node.launcher = hello.launcher;
+  node.last_report = now;
+  node.told = NodeRecord::Told();  // a new stream has been told nothing yet
+  return c;
+}
+
+NodeIndex AgentRegistry::Disconnect(SessionId session) {
+  auto it = sessions_.find(session);
+  if (it == sessions_.end()) return kNoNode;
+  const NodeIndex index = it->second;
+  sessions_.erase(it);
+  nodes_[index].connected = false;
+  return index;
+}
+
+NodeIndex AgentRegistry::NodeOfSession(SessionId session) const {
+  auto it = sessions_.find(session);
+  return it == sessions_.end() ? kNoNode : it->second;
+}
+
+NodeIndex AgentRegistry::Find(absl::string_view name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? kNoNode : it->second;
+}
+
+NodeIndex AgentRegistry::FindOrAdd(const std::string& name) {
+  auto it = by_name_.find(name);
+  if (it != by_name_.end()) return it->second;
+  const NodeIndex index = static_cast<NodeIndex>(nodes_.size());
+  nodes_.emplace_back();
+  nodes_.back().name = name;
+  by_name_.emplace(name, index);
+  return index;
+}
+
+const std::string& AgentRegistry::NameOf(NodeIndex index) const {
+  static const std::string* const kNone = new std::string();
+  return index == kNoNode || index >= nodes_.size() ? *kNone : nodes_[index].name;
+}
+
+const std::vector<NodeIndex>& AgentRegistry::NodesOf(absl::string_view job) const {
+  static const std::vector<NodeIndex>* const kNone = new std::vector<NodeIndex>();
+  auto it = by_job_.find(job);
+  return it == by_job_.end() ? *kNone : it->second;
+}
+
+void AgentRegistry::MoveToJob(NodeIndex index, const std::string& job) {
+  NodeRecord& node = nodes_[index];
+  if (node.job == job) return;
+  if (!node.job.empty()) {
+    std::vector<NodeIndex>& old = by_job_[node.job];
+    old.erase(std::remove(old.begin(), old.end(), index), old.end());
+    if (old.empty()) by_job_.erase(node.job);
+  }
+  node.job = job;
+  by_job_[job].push_back(index);
+}
+
+}  // namespace trainsup

@@ -1,0 +1,109 @@
+#ifndef TRAINSUP_DAEMON_CORE_AGENT_REGISTRY_H_
+#define TRAINSUP_DAEMON_CORE_AGENT_REGISTRY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+
+namespace trainsup {
+
+// Identifies one agent stream (one Hello). A reconnecting agent gets a new one.
+using SessionId = uint64_t;
+
+// A node as the supervisor knows it: the agent that speaks for it. Whether
+// the node is quarantined is the QuarantinePolicy's to say, not the record's.
+struct NodeRecord {
+  std::string name;
+  std::string job;
+  bool connected = false;
+  SessionId session = 0;
+  uint64_t incarnation = 0;
+  uint64_t generation = 0;
+  absl::Time last_report = absl::InfinitePast();  // supervisor receive time
+  LauncherInfo launcher;
+  uint64_t heartbeats_received = 0;
+  uint64_t reports_received = 0;
+  // The agent's cumulative counters as last reported, to count only the new part.
+  absl::flat_hash_map<std::string, uint64_t> agent_rejected;
+  uint64_t agent_dropped = 0;
+  // What this session was already told, so that decisions go out once.
+  struct Told {
+    uint64_t stop_generation = 0;  // stop sent for this generation (+1; 0: none)
+    uint64_t start_generation = 0;
+    bool hold = false;
+    bool quarantine = false;
+    uint64_t plan_id = 0;  // plans up to this id were sent
+  } told;
+
+  // The command ended and has not been started again.
+  bool stopped() const {
+    return launcher.state == LauncherState::kExited || launcher.state == LauncherState::kWaiting;
+  }
+  // The command runs (or is being stopped).
+  bool running() const {
+    return launcher.state == LauncherState::kRunning || launcher.state == LauncherState::kStopping;
+  }
+};
+
+// Every node an agent ever spoke for, the live sessions, and which nodes
+// belong to which job: a report, a hello or a sweep looks at one job's nodes,
+// never at every node of every job. Pure; thread-compatible.
+class AgentRegistry {
+ public:
+  AgentRegistry() = default;
+  AgentRegistry(const AgentRegistry&) = delete;
+  AgentRegistry& operator=(const AgentRegistry&) = delete;
+
+  struct Connection {
+    NodeIndex node = kNoNode;
+    SessionId session = 0;
+    SessionId superseded = 0;  // the node's previous live session (0: none)
+  };
+  // A new session for `hello.node` (created if new), which now speaks for
+  // `hello.job`. REQUIRES: the names are valid.
+  Connection Connect(absl::Time now, const AgentHelloInfo& hello);
+
+  // Ends `session`; returns its node, or kNoNode when the session is unknown
+  // or was superseded.
+  NodeIndex Disconnect(SessionId session);
+
+  // The node of a live session, or kNoNode.
+  NodeIndex NodeOfSession(SessionId session) const;
+  // The node named `name`, or kNoNode.
+  NodeIndex Find(absl::string_view name) const;
+  // A node by name, created (with no job) if new: for state restored from
+  // the store before any agent speaks.
+  NodeIndex FindOrAdd(const std::string& name);
+
+  // REQUIRES: index < size().
+  const NodeRecord& node(NodeIndex index) const { return nodes_[index]; }
+  NodeRecord& mutable_node(NodeIndex index) { return nodes_[index]; }
+  const std::vector<NodeRecord>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+  // "" for kNoNode.
+  const std::string& NameOf(NodeIndex index) const;
+
+  // The nodes whose agent last spoke for `job`, in the order they joined.
+  const std::vector<NodeIndex>& NodesOf(absl::string_view job) const;
+
+  uint32_t connected() const { return static_cast<uint32_t>(sessions_.size()); }
+
+ private:
+  void MoveToJob(NodeIndex index, const std::string& job);
+
+  std::vector<NodeRecord> nodes_;
+  absl::flat_hash_map<std::string, NodeIndex> by_name_;
+  absl::flat_hash_map<SessionId, NodeIndex> sessions_;
+  absl::flat_hash_map<std::string, std::vector<NodeIndex>> by_job_;
+  SessionId next_session_ = 1;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_AGENT_REGISTRY_H_

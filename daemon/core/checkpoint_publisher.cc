@@ -1,0 +1,67 @@
+#include "daemon/core/checkpoint_publisher.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace trainsup {
+
+int64_t CheckpointPublisher::HorizonSteps(double step_s) const {
+  return std::max<int64_t>(
+      kMinHorizonSteps,
+      static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(options_.horizon) / step_s)));
+}
+
+bool CheckpointPublisher::WorthReplanning(int64_t interval_steps) const {
+  const int64_t current = plans_.empty() ? 0 : plans_.back().interval_steps;
+  if (current <= 0) return true;
+  // A plan change costs a horizon of the ranks' attention and moves the
+  // checkpoint steps; small moves are not worth it.
+  return std::abs(static_cast<double>(interval_steps - current)) / current >
+         options_.replan_threshold;
+}
+
+CheckpointPlanSpec CheckpointPublisher::Periodic(int64_t max_step, double step_s,
+                                                 int64_t interval_steps) const {
+  CheckpointPlanSpec spec;
+  spec.effective_from_step = max_step + HorizonSteps(step_s);
+  for (const CheckpointPlanSpec& held : plans_) {
+    spec.effective_from_step = std::max(spec.effective_from_step, held.effective_from_step);
+  }
+  spec.anchor_step = spec.effective_from_step;
+  spec.interval_steps = interval_steps;
+  return spec;
+}
+
+CheckpointPlanSpec CheckpointPublisher::OneOff(int64_t max_step, double step_s) const {
+  CheckpointPlanSpec spec;
+  if (!plans_.empty()) spec = plans_.back();
+  spec.one_off_steps = {max_step + HorizonSteps(step_s)};
+  return spec;
+}
+
+const CheckpointPlanSpec& CheckpointPublisher::Publish(absl::Time now, CheckpointPlanSpec spec) {
+  const uint64_t first = static_cast<uint64_t>(std::max<int64_t>(1, absl::ToUnixMicros(now)));
+  spec.plan_id = plans_.empty() ? first : std::max(first, plans_.back().plan_id + 1);
+  plans_.push_back(std::move(spec));
+  if (plans_.size() > kMaxPlans) plans_.erase(plans_.begin());
+  return plans_.back();
+}
+
+void CheckpointPublisher::Adopt(const std::vector<CheckpointPlanSpec>& held) {
+  bool added = false;
+  for (const CheckpointPlanSpec& plan : held) {
+    auto same = [&](const CheckpointPlanSpec& p) { return p.plan_id == plan.plan_id; };
+    if (std::none_of(plans_.begin(), plans_.end(), same)) {
+      plans_.push_back(plan);
+      added = true;
+    }
+  }
+  if (!added) return;
+  std::sort(plans_.begin(), plans_.end(),
+            [](const CheckpointPlanSpec& a, const CheckpointPlanSpec& b) {
+              return a.plan_id < b.plan_id;
+            });
+}
+
+}  // namespace trainsup

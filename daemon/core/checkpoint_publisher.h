@@ -1,0 +1,78 @@
+#ifndef TRAINSUP_DAEMON_CORE_CHECKPOINT_PUBLISHER_H_
+#define TRAINSUP_DAEMON_CORE_CHECKPOINT_PUBLISHER_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/checkpoint_schedule.h"
+
+namespace trainsup {
+
+struct PlanPublishOptions {
+  // A new plan takes effect this far ahead (and at least kMinHorizonSteps
+  // steps ahead), so that every rank holds it before its first step.
+  // Default: 10s.
+  absl::Duration horizon = absl::Seconds(10);
+  // Publish a new periodic plan only when the interval moves by more than
+  // this fraction of the one in force. Default: 0.2.
+  double replan_threshold = 0.2;
+};
+
+// The plans one job's ranks hold, and when a new one is worth publishing.
+// Every rank must answer should_checkpoint(step) the same, so a plan never
+// changes a step a rank may already have reached: it takes effect a horizon
+// ahead, and never before an earlier plan's start. Pure; thread-compatible.
+class CheckpointPublisher {
+ public:
+  // A new plan starts at least this many steps ahead, whatever the step time.
+  static constexpr int64_t kMinHorizonSteps = 5;
+  // Plans kept (the ranks hold the same). A job sees few; 64 is plenty.
+  static constexpr size_t kMaxPlans = 64;
+
+  explicit CheckpointPublisher(PlanPublishOptions options) : options_(options) {}
+
+  // Steps ahead a new plan starts at `step_s` seconds a step.
+  // REQUIRES: step_s > 0.
+  int64_t HorizonSteps(double step_s) const;
+
+  // Whether `interval_steps` differs from the interval in force by more than
+  // the replan threshold (always true before the first plan).
+  bool WorthReplanning(int64_t interval_steps) const;
+
+  // Checkpoints every `interval_steps`, anchored at the first step every rank
+  // can hold it from: a horizon past `max_step`, and no earlier than any plan
+  // held (after a restart went back to its checkpoint's step, an earlier
+  // start would leave the older plan in force from that older plan's start).
+  CheckpointPlanSpec Periodic(int64_t max_step, double step_s, int64_t interval_steps) const;
+
+  // The schedule in force plus a one-off checkpoint a horizon past `max_step`.
+  CheckpointPlanSpec OneOff(int64_t max_step, double step_s) const;
+
+  // Stamps `spec` with the next plan id and keeps it; returns the kept plan.
+  // Ids grow across the supervisor's own restarts too (the agents keep the
+  // plans of the one before and take an id they hold as a resend): the first
+  // plan of a job takes the time in microseconds.
+  const CheckpointPlanSpec& Publish(absl::Time now, CheckpointPlanSpec spec);
+
+  // Takes back plans the agents hold that this supervisor lost (it
+  // restarted), by id, in id order.
+  void Adopt(const std::vector<CheckpointPlanSpec>& held);
+
+  const std::vector<CheckpointPlanSpec>& plans() const { return plans_; }
+
+  // The planner's figures behind the last periodic plan.
+  void set_figures(const CheckpointPlan& figures) { figures_ = figures; }
+  const std::optional<CheckpointPlan>& figures() const { return figures_; }
+
+ private:
+  const PlanPublishOptions options_;
+  std::vector<CheckpointPlanSpec> plans_;  // by id
+  std::optional<CheckpointPlan> figures_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_CHECKPOINT_PUBLISHER_H_

@@ -1,0 +1,83 @@
+#ifndef TRAINSUP_DAEMON_CORE_DECISIONS_H_
+#define TRAINSUP_DAEMON_CORE_DECISIONS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/agent_registry.h"
+#include "daemon/core/checkpoint_schedule.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/journal.h"
+
+namespace trainsup {
+
+class JobEntry;
+
+// A decision for one agent, to send down its stream.
+struct AgentCommand {
+  enum class Kind {
+    kStop,        // SIGTERM the command's group (SIGKILL after `grace`), then wait
+    kStart,       // launch the command as `generation`
+    kHold,        // the job is held: stay stopped, wait for a start
+    kQuarantine,  // this node is quarantined: stop, do not launch, exit
+    kPlan,        // a checkpoint plan (in `plan`) for the ranks
+  };
+  SessionId session = 0;
+  std::string node;
+  Kind kind = Kind::kStop;
+  uint64_t generation = 0;
+  std::string reason;
+  absl::Duration grace;
+  CheckpointPlanSpec plan;  // kPlan
+};
+
+// Ask the cluster scheduler to fence a node (the driver runs --fence-command).
+struct FenceRequest {
+  std::string node;
+  std::string reason;
+};
+
+// Everything the core decided since it was last asked: the driver persists
+// `journal` first, then sends `commands`, runs `fences` and logs `events`.
+struct SupervisorOutput {
+  std::vector<Event> events;
+  std::vector<AgentCommand> commands;
+  std::vector<FenceRequest> fences;
+  Journal journal;
+};
+
+// Where the core's rules put what they decide, in the order decided: events
+// (kept in the bounded event log and journaled), agent commands, fences and
+// the records to persist. Thread-compatible.
+class Decisions {
+ public:
+  explicit Decisions(size_t event_log_size) : events_(event_log_size) {}
+  Decisions(const Decisions&) = delete;
+  Decisions& operator=(const Decisions&) = delete;
+
+  // Logs `event` (and journals it). With `job`, stamps the event with the
+  // job's id and current generation and counts it on the job.
+  const Event& Emit(JobEntry* job, Event event);
+  void Command(AgentCommand command) { output_.commands.push_back(std::move(command)); }
+  void Fence(FenceRequest fence) { output_.fences.push_back(std::move(fence)); }
+  Journal& journal() { return output_.journal; }
+  // The events decided since the last Take(), in order.
+  const std::vector<Event>& pending_events() const { return output_.events; }
+
+  // Takes what was decided since the last call.
+  SupervisorOutput Take();
+
+  const EventLog& events() const { return events_; }
+  // Puts back events read from the state store.
+  void RestoreEvents(const std::vector<Event>& events) { events_.Restore(events); }
+
+ private:
+  EventLog events_;
+  SupervisorOutput output_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_DECISIONS_H_

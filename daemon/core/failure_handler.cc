@@ -1,0 +1,103 @@
+#include "daemon/core/failure_handler.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainsup {
+
+void FailureHandler::Record(JobEntry& job, const Failure& failure) {
+  decisions_.journal().failures.push_back({failure.failed_at, job.id(), job.job().generation(),
+                                           failure.kind, agents_.NameOf(failure.node),
+                                           failure.rank, failure.message});
+}
+
+void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure) {
+  job.costs.AddFailure();
+  Record(job, failure);
+  if (options_.observe_only) return;  // recorded and reported, nothing done
+  // Restart first, so that the restart is about this failure even when the
+  // attribution below quarantines the node (which would restart it too).
+  const std::string& node = agents_.NameOf(failure.node);
+  restarts_.BeginRestart(now, job, failure.failed_at,
+                         absl::StrCat(failure.kind, node.empty() ? "" : absl::StrCat(" on ", node),
+                                      ": ", failure.message));
+  if (failure.node != kNoNode) AttributeToNode(now, failure.node, failure.message);
+}
+
+void FailureHandler::OnNodeFailure(absl::Time now, JobEntry& job, const Failure& failure) {
+  Record(job, failure);
+  if (failure.node != kNoNode && !options_.observe_only) {
+    AttributeToNode(now, failure.node, failure.message);
+  }
+}
+
+void FailureHandler::AttributeToNode(absl::Time now, NodeIndex index, const std::string& what) {
+  const NodeRecord& node = agents_.node(index);
+  const QuarantinePolicy::Verdict verdict =
+      quarantine_.Attribute(now, node.name, what, agents_.size());
+  if (verdict.skipped_by_cap) {
+    Event e;
+    e.time = now;
+    e.kind = EventKind::kQuarantineSkipped;
+    e.node = node.name;
+    e.message = absl::StrCat("node ", node.name, " qualifies for quarantine (", verdict.reason,
+                             ") but ", quarantine_.quarantined_count(),
+                             " nodes are quarantined already, the most --quarantine-max-fraction ",
+                             quarantine_.options().max_fraction, " of ", agents_.size(),
+                             " allows");
+    e.figures = {{"failures", verdict.failures}};
+    decisions_.Emit(jobs_.Find(node.job), std::move(e));
+  }
+  if (verdict.quarantine) QuarantineNode(now, index, verdict.reason, "policy");
+}
+
+void FailureHandler::QuarantineNode(absl::Time now, NodeIndex index, const std::string& reason,
+                                    absl::string_view by) {
+  const NodeRecord& node = agents_.node(index);
+  quarantine_.Quarantine(node.name, reason);
+  decisions_.journal().nodes.push_back({node.name, true, reason, now, std::string(by)});
+  decisions_.Fence({node.name, reason});
+  JobEntry* job = jobs_.Find(node.job);
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kQuarantine;
+  e.node = node.name;
+  e.message = absl::StrCat("node ", node.name, " quarantined by ", by, ": ", reason);
+  decisions_.Emit(job, std::move(e));
+  // Its job goes on without it: restart everywhere else.
+  if (job != nullptr) {
+    restarts_.BeginRestart(now, *job, now, absl::StrCat("node ", node.name, " quarantined"));
+  }
+}
+
+absl::StatusOr<std::string> FailureHandler::Quarantine(absl::Time now, absl::string_view name,
+                                                       absl::string_view reason) {
+  const NodeIndex index = agents_.Find(name);
+  if (index == kNoNode) return absl::NotFoundError(absl::StrCat("no node '", name, "'"));
+  if (quarantine_.IsQuarantined(name)) {
+    return absl::StrCat("node ", name, " already quarantined: ", quarantine_.ReasonOf(name));
+  }
+  QuarantineNode(now, index, std::string(reason), "operator");
+  return absl::StrCat("node ", name, " quarantined");
+}
+
+absl::StatusOr<std::string> FailureHandler::Unquarantine(absl::Time now, absl::string_view name) {
+  const NodeIndex index = agents_.Find(name);
+  if (index == kNoNode) return absl::NotFoundError(absl::StrCat("no node '", name, "'"));
+  if (!quarantine_.IsQuarantined(name)) {
+    return absl::StrCat("node ", name, " already not quarantined");
+  }
+  const NodeRecord& node = agents_.node(index);
+  quarantine_.Unquarantine(node.name);
+  decisions_.journal().nodes.push_back({node.name, false, "lifted by an operator", now, "operator"});
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kUnquarantine;
+  e.node = node.name;
+  e.message = absl::StrCat("node ", node.name, " unquarantined by an operator");
+  decisions_.Emit(jobs_.Find(node.job), std::move(e));
+  return absl::StrCat("node ", name, " unquarantined");
+}
+
+}  // namespace trainsup

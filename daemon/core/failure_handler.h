@@ -1,0 +1,77 @@
+#ifndef TRAINSUP_DAEMON_CORE_FAILURE_HANDLER_H_
+#define TRAINSUP_DAEMON_CORE_FAILURE_HANDLER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/core/agent_registry.h"
+#include "daemon/core/decisions.h"
+#include "daemon/core/job_entry.h"
+#include "daemon/core/quarantine_policy.h"
+#include "daemon/core/restart_coordinator.h"
+#include "daemon/core/supervisor_options.h"
+
+namespace trainsup {
+
+// A failure a rule found, as the handler records and acts on it.
+struct Failure {
+  std::string kind;  // "crash", "stall", "straggler"
+  NodeIndex node = kNoNode;  // the node it is attributed to; kNoNode: none
+  std::optional<uint32_t> rank;
+  absl::Time failed_at;  // when it happened at the source
+  std::string message;   // what failed, e.g. "crash of rank 3 (exit code 1)"
+};
+
+// What is done about failures: a job-killing failure is recorded (it counts
+// in the MTBF), the job restarted everywhere, and the failure charged to its
+// node; a node charged too often is quarantined, its scheduler told (the
+// fence) and its job restarted without it. Also the operator's own
+// quarantine and unquarantine. Nothing is acted on under --observe-only.
+// Thread-compatible.
+class FailureHandler {
+ public:
+  FailureHandler(const SupervisorOptions& options, const AgentRegistry& agents,
+                 QuarantinePolicy& quarantine, JobTable& jobs, RestartCoordinator& restarts,
+                 Decisions& decisions)
+      : options_(options),
+        agents_(agents),
+        quarantine_(quarantine),
+        jobs_(jobs),
+        restarts_(restarts),
+        decisions_(decisions) {}
+  FailureHandler(const FailureHandler&) = delete;
+  FailureHandler& operator=(const FailureHandler&) = delete;
+
+  // A failure that kills `job`: recorded, the job restarted everywhere, then
+  // the failure charged to its node (if any).
+  void OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure);
+  // A failure charged to a node that does not restart the job by itself (a
+  // persistent straggler): recorded and counted toward the node's quarantine.
+  void OnNodeFailure(absl::Time now, JobEntry& job, const Failure& failure);
+
+  // The operator's verbs. NotFound for a node never heard of.
+  absl::StatusOr<std::string> Quarantine(absl::Time now, absl::string_view node,
+                                         absl::string_view reason);
+  absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
+
+ private:
+  void Record(JobEntry& job, const Failure& failure);
+  void AttributeToNode(absl::Time now, NodeIndex node, const std::string& what);
+  void QuarantineNode(absl::Time now, NodeIndex node, const std::string& reason,
+                      absl::string_view by);
+
+  const SupervisorOptions& options_;
+  const AgentRegistry& agents_;
+  QuarantinePolicy& quarantine_;
+  JobTable& jobs_;
+  RestartCoordinator& restarts_;
+  Decisions& decisions_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_FAILURE_HANDLER_H_

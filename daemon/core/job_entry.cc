@@ -1,0 +1,46 @@
+#include "daemon/core/job_entry.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace trainsup {
+
+JobEntry::JobEntry(std::string id, const SupervisorOptions& options)
+    : lifecycle(options.restart),
+      plans(options.publish),
+      straggler_options_(options.straggler),
+      job_(std::move(id), options.step_window, options.straggler.window),
+      verdicts_(0, options.straggler) {}
+
+void JobEntry::SyncGeneration() {
+  if (verdicts_.generation == job_.generation()) return;
+  verdicts_ = GenerationVerdicts(job_.generation(), straggler_options_);
+}
+
+JobEntry& JobTable::FindOrAdd(const std::string& id, bool* created) {
+  std::unique_ptr<JobEntry>& slot = jobs_[id];
+  if (created != nullptr) *created = slot == nullptr;
+  if (slot == nullptr) slot = std::make_unique<JobEntry>(id, options_);
+  return *slot;
+}
+
+JobEntry* JobTable::Find(absl::string_view id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+const JobEntry* JobTable::Find(absl::string_view id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+std::vector<const JobEntry*> JobTable::Sorted() const {
+  std::vector<const JobEntry*> out;
+  out.reserve(jobs_.size());
+  for (const auto& [id, entry] : jobs_) out.push_back(entry.get());
+  std::sort(out.begin(), out.end(),
+            [](const JobEntry* a, const JobEntry* b) { return a->id() < b->id(); });
+  return out;
+}
+
+}  // namespace trainsup

@@ -1,0 +1,136 @@
+#ifndef TRAINSUP_DAEMON_CORE_JOB_ENTRY_H_
+#define TRAINSUP_DAEMON_CORE_JOB_ENTRY_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/core/checkpoint_publisher.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/goodput_ledger.h"
+#include "daemon/core/job.h"
+#include "daemon/core/job_costs.h"
+#include "daemon/core/job_state.h"
+#include "daemon/core/recovery_timer.h"
+#include "daemon/core/restart_governor.h"
+#include "daemon/core/straggler_detector.h"
+#include "daemon/core/supervisor_options.h"
+
+namespace trainsup {
+
+// Where the supervisor, the job's only restart authority, has taken it.
+struct JobLifecycle {
+  explicit JobLifecycle(const RestartPolicy& policy) : governor(policy) {}
+
+  JobState state = JobState::kPending;
+  std::string reason;  // why it is in `state`
+  absl::Time since = absl::InfinitePast();
+  // Stopping: go on without the agents that have not stopped by then.
+  absl::Time stop_deadline = absl::InfinitePast();
+  // Restarting: start the next generation then.
+  absl::Time restart_at = absl::InfinitePast();
+  uint64_t restarts = 0;  // since this supervisor started
+  RestartGovernor governor;
+  // The world size and global batch of the previous generation, to tell
+  // when a restart changed them (once per generation).
+  uint32_t last_world_size = 0;
+  uint64_t last_global_batch = 0;
+  bool world_size_checked = false;
+  // When its JobRow was last journaled (the MTBF exposure is kept fresh).
+  absl::Time journaled_at = absl::InfinitePast();
+};
+
+// The rules' verdicts on the job's current generation. A new generation
+// starts with none.
+struct GenerationVerdicts {
+  GenerationVerdicts(uint64_t generation, const StragglerOptions& straggler)
+      : generation(generation), stragglers(straggler) {}
+
+  uint64_t generation;
+  // Crash: when the supervisor first heard of a certain failure or a failed
+  // command (the settle clock), and the verdict once given.
+  absl::Time failure_first_heard = absl::InfinitePast();
+  bool crash_reported = false;
+  std::optional<uint32_t> crash_culprit;
+  // Stall: held until the next generation (a stall is acted on at once).
+  bool stalled = false;
+  std::optional<uint32_t> stall_culprit;
+  // Straggler streaks.
+  StragglerDetector stragglers;
+};
+
+// Everything the supervisor holds about one job: what it observed (Job), the
+// rules' verdicts on the current generation, its lifecycle, its recovery in
+// progress, its checkpoint plans, costs and goodput ledger.
+// Thread-compatible.
+class JobEntry {
+ public:
+  JobEntry(std::string id, const SupervisorOptions& options);
+  JobEntry(const JobEntry&) = delete;
+  JobEntry& operator=(const JobEntry&) = delete;
+
+  const std::string& id() const { return job_.id(); }
+  Job& job() { return job_; }
+  const Job& job() const { return job_; }
+
+  // Starts the verdicts afresh when the job moved to a new generation since
+  // the last call. Call after every observation that may move it.
+  void SyncGeneration();
+  GenerationVerdicts& verdicts() { return verdicts_; }
+  const GenerationVerdicts& verdicts() const { return verdicts_; }
+
+  // Events of each kind about this job, across generations.
+  uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
+  void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
+
+  JobLifecycle lifecycle;
+  RecoveryTimer recovery;
+  GoodputLedger ledger;
+  JobCosts costs;
+  CheckpointPublisher plans;
+
+ private:
+  const StragglerOptions straggler_options_;
+  Job job_;
+  GenerationVerdicts verdicts_;
+  std::array<uint64_t, kEventKindCount> event_counts_{};
+};
+
+// Every job the supervisor knows, by id. Thread-compatible.
+class JobTable {
+ public:
+  explicit JobTable(const SupervisorOptions& options) : options_(options) {}
+  JobTable(const JobTable&) = delete;
+  JobTable& operator=(const JobTable&) = delete;
+
+  // The job `id`, created when new (`*created` says which).
+  JobEntry& FindOrAdd(const std::string& id, bool* created = nullptr);
+  JobEntry* Find(absl::string_view id);
+  const JobEntry* Find(absl::string_view id) const;
+  // Every job, sorted by id.
+  std::vector<const JobEntry*> Sorted() const;
+  size_t size() const { return jobs_.size(); }
+
+  template <typename Fn>
+  void ForEach(Fn fn) {
+    for (auto& [id, entry] : jobs_) fn(*entry);
+  }
+  template <typename Fn>
+  void ForEach(Fn fn) const {
+    for (const auto& [id, entry] : jobs_) fn(static_cast<const JobEntry&>(*entry));
+  }
+
+ private:
+  const SupervisorOptions& options_;
+  absl::flat_hash_map<std::string, std::unique_ptr<JobEntry>> jobs_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_JOB_ENTRY_H_

@@ -1,0 +1,104 @@
+#include "daemon/core/job_planner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/format.h"
+#include "daemon/core/checkpoint_planner.h"
+
+namespace trainsup {
+
+MtbfEstimate JobPlanner::JobMtbf(const JobEntry& job, absl::Time now) const {
+  return mtbf_.Estimate(job.costs.ExposureSeconds(now), job.costs.failures());
+}
+
+MtbfEstimate JobPlanner::ClusterMtbf(const JobTable& jobs, absl::Time now) const {
+  double exposure = 0;
+  int failures = 0;
+  jobs.ForEach([&](const JobEntry& job) {
+    exposure += job.costs.ExposureSeconds(now);
+    failures += job.costs.failures();
+  });
+  return mtbf_.Estimate(exposure, failures);
+}
+
+void JobPlanner::Publish(absl::Time now, JobEntry& job, CheckpointPlanSpec spec,
+                         const std::string& why,
+                         std::vector<std::pair<std::string, double>> figures) {
+  const CheckpointPlanSpec& published = job.plans.Publish(now, std::move(spec));
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kCheckpointPlan;
+  e.message = why;
+  e.figures = {{"plan_id", static_cast<double>(published.plan_id)},
+               {"interval_steps", static_cast<double>(published.interval_steps)},
+               {"effective_from_step", static_cast<double>(published.effective_from_step)}};
+  e.figures.insert(e.figures.end(), figures.begin(), figures.end());
+  decisions_.Emit(&job, std::move(e));
+}
+
+void JobPlanner::Replan(absl::Time now, JobEntry& job, const JobStepStats& stats) {
+  if (!options_.plan_checkpoints || job.job().max_step() < 0) return;
+  const double step_s = stats.median_rank_p50_s;
+  if (step_s <= 0) return;
+
+  const CostFigure c = CheckpointCost(job);
+  const CostFigure r = RestartCost(job);
+  const MtbfEstimate mtbf = JobMtbf(job, now);
+  CheckpointPlanInputs inputs;
+  inputs.checkpoint_seconds = std::max(1e-3, c.seconds);
+  inputs.restart_seconds = r.seconds;
+  inputs.async_write_seconds = job.costs.AsyncWrite();
+  inputs.mtbf_seconds = mtbf.conservative_seconds;
+  absl::StatusOr<CheckpointPlan> plan = PlanCheckpoints(inputs);
+  if (!plan.ok()) return;
+
+  const int64_t steps = IntervalSteps(plan->interval_seconds, step_s);
+  if (!job.plans.WorthReplanning(steps)) return;
+  CheckpointPlanSpec spec = job.plans.Periodic(job.job().max_step(), step_s, steps);
+  job.plans.set_figures(*plan);
+  std::string why = absl::StrFormat(
+      "checkpoint every %d steps (%s) from step %d: C=%s%s, M=%s (conservative; %d "
+      "failures over %s), R=%s%s; expected waste %s",
+      steps, HumanSeconds(plan->interval_seconds), spec.effective_from_step,
+      HumanSeconds(inputs.checkpoint_seconds), c.measured ? " measured" : " prior",
+      HumanSeconds(mtbf.conservative_seconds), mtbf.failures, HumanSeconds(mtbf.exposure_seconds),
+      HumanSeconds(inputs.restart_seconds), r.measured ? " measured" : " prior",
+      Percent(plan->at_interval.total_waste_fraction));
+  if (plan->verdict != CheckpointVerdict::kCheckpointEvery) {
+    absl::StrAppend(&why, "; ", plan->verdict_text);
+  }
+  for (const std::string& w : plan->warnings) absl::StrAppend(&why, "; ", w);
+  Publish(now, job, std::move(spec), why,
+          {{"interval_seconds", plan->interval_seconds},
+           {"mtbf_seconds", inputs.mtbf_seconds},
+           {"checkpoint_seconds", inputs.checkpoint_seconds},
+           {"restart_seconds", inputs.restart_seconds}});
+}
+
+absl::StatusOr<std::string> JobPlanner::RequestCheckpoint(absl::Time now, JobEntry& job) {
+  const Job& observed = job.job();
+  const JobState state = job.lifecycle.state;
+  if (state != JobState::kRunning || observed.max_step() < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " is ", JobStateName(state),
+        observed.max_step() < 0 ? " and has made no step yet" : "", ": no step to checkpoint at"));
+  }
+  const double step_s = ComputeJobStepStats(observed).median_rank_p50_s;
+  if (step_s <= 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " has no measured step time yet (it needs two steps); try again shortly"));
+  }
+  CheckpointPlanSpec spec = job.plans.OneOff(observed.max_step(), step_s);
+  const int64_t step = spec.one_off_steps.front();
+  const double ahead_s = static_cast<double>(step - observed.max_step()) * step_s;
+  Publish(now, job, std::move(spec),
+          absl::StrFormat("checkpoint requested by an operator at step %d (in about %.0fs)", step,
+                          ahead_s),
+          {{"one_off_step", static_cast<double>(step)}});
+  return absl::StrFormat("job %s will checkpoint at step %d (in about %.0fs)", job.id(), step,
+                         ahead_s);
+}
+
+}  // namespace trainsup

@@ -1,0 +1,232 @@
+#include "daemon/core/restart_coordinator.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/format.h"
+
+namespace trainsup {
+
+absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobState to,
+                                            const std::string& reason) {
+  JobLifecycle& life = job.lifecycle;
+  const JobState from = life.state;
+  if (!IsAllowedTransition(from, to)) {  // the table is the contract
+    ++refused_transitions_;
+    return absl::FailedPreconditionError(absl::StrCat("job ", job.id(), ": ", JobStateName(from),
+                                                      " -> ", JobStateName(to),
+                                                      " is not an allowed transition"));
+  }
+  // Exposure for the MTBF: the time the job spends running.
+  if (from == JobState::kRunning) job.costs.StopRunning(now);
+  if (to == JobState::kRunning) job.costs.StartRunning(now);
+  life.state = to;
+  life.reason = reason;
+  life.since = now;
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kStateChange;
+  e.message = absl::StrCat(JobStateName(from), " -> ", JobStateName(to), ": ", reason);
+  decisions_.Emit(&job, std::move(e));
+  JournalJob(now, job);
+  return absl::OkStatus();
+}
+
+void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
+  JobLifecycle& life = job.lifecycle;
+  life.journaled_at = now;
+  JobRow row;
+  row.job = job.id();
+  row.generation = job.job().generation();
+  row.state = std::string(JobStateName(life.state));
+  row.reason = life.reason;
+  // A generation that has just started has no world size yet: keep the last.
+  row.world_size = job.job().world_size() != 0 ? job.job().world_size() : life.last_world_size;
+  row.changed = now;
+  row.exposure_seconds = job.costs.ExposureSeconds(now);
+  row.restarts_forgiven_before = life.governor.forgiven_before();
+  decisions_.journal().jobs.push_back(std::move(row));
+}
+
+void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at,
+                                      const std::string& cause) {
+  JobLifecycle& life = job.lifecycle;
+  if (life.state != JobState::kRunning && life.state != JobState::kPending) return;
+  if (!Transition(now, job, JobState::kStopping, cause).ok()) return;
+  life.stop_deadline = now + options_.stop_timeout;
+  job.recovery.Begin(failed_at, now, cause);
+}
+
+void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
+  JobLifecycle& life = job.lifecycle;
+  int waiting_for = 0;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.connected && !node.stopped()) ++waiting_for;
+  }
+  if (waiting_for > 0 && now < life.stop_deadline) return;
+  job.recovery.MarkStopped(now);
+  const std::string stopped =
+      waiting_for == 0 ? "every node stopped"
+                       : absl::StrCat(waiting_for, " node(s) did not stop within ",
+                                      TenthsOfSeconds(options_.stop_timeout),
+                                      "; going on without them");
+  const RestartGovernor::Decision decision = life.governor.Decide(now);
+  if (!decision.allowed) {
+    const RestartPolicy& policy = life.governor.policy();
+    const std::string reason = absl::StrCat(
+        "restart limit reached: ", decision.recent, " restarts within ",
+        absl::FormatDuration(policy.window), " (--restart-limit ", policy.limit,
+        "); last failure: ", life.reason);
+    Event e;
+    e.time = now;
+    e.kind = EventKind::kHold;
+    e.message = absl::StrCat(reason, ". `trainsupctl resume ", job.id(), "` lifts it");
+    e.figures = {{"restarts_in_window", decision.recent}};
+    decisions_.Emit(&job, std::move(e));
+    (void)Transition(now, job, JobState::kHeld, reason);
+    job.recovery.Abandon();
+    return;
+  }
+  life.restart_at = now + decision.backoff;
+  (void)Transition(now, job, JobState::kRestarting,
+                   absl::StrCat(stopped, "; restart in ", TenthsOfSeconds(decision.backoff), " (",
+                                decision.recent, " restarts within the window)"));
+}
+
+void RestartCoordinator::SweepRestarting(absl::Time now, JobEntry& job) {
+  if (now >= job.lifecycle.restart_at) StartNextGeneration(now, job);
+}
+
+void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
+  JobLifecycle& life = job.lifecycle;
+  std::vector<std::string> runnable;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.connected && !quarantine_.IsQuarantined(node.name)) runnable.push_back(node.name);
+  }
+  std::sort(runnable.begin(), runnable.end());
+  if (runnable.empty()) {
+    (void)Transition(now, job, JobState::kFailed, "no connected, unquarantined node left to run on");
+    job.recovery.Abandon();
+    return;
+  }
+  Job& observed = job.job();
+  const uint64_t from = observed.generation();
+  const uint64_t to = from + 1;
+  life.last_world_size = observed.world_size();
+  life.last_global_batch = observed.global_batch();
+  life.world_size_checked = false;
+  life.governor.RecordRestart(now);
+  ++life.restarts;
+  const std::string cause = job.recovery.active() ? job.recovery.cause() : life.reason;
+  decisions_.journal().restarts.push_back({now, job.id(), from, to, cause});
+  job.recovery.MarkStarted(now);
+  observed.ObserveGeneration(now, to);
+  job.SyncGeneration();
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kRestart;
+  e.message = absl::StrCat("generation ", to, " started on ", absl::StrJoin(runnable, ", "),
+                           " after: ", cause);
+  e.figures = {{"nodes", static_cast<double>(runnable.size())}};
+  decisions_.Emit(&job, std::move(e));
+  (void)Transition(now, job, JobState::kRunning, absl::StrCat("generation ", to, " started"));
+}
+
+void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
+  JobLifecycle& life = job.lifecycle;
+  const Job& observed = job.job();
+  if (observed.first_progress() == absl::InfinitePast()) return;
+  if (!life.world_size_checked) {
+    life.world_size_checked = true;
+    if (life.last_world_size != 0 && life.last_world_size != observed.world_size()) {
+      Event e;
+      e.time = now;
+      e.kind = EventKind::kWorldSizeChanged;
+      const uint64_t old_batch = life.last_global_batch;
+      const uint64_t new_batch = observed.global_batch();
+      e.message = absl::StrCat("world size ", life.last_world_size, " -> ", observed.world_size());
+      if (old_batch > 0 && new_batch > 0) {
+        absl::StrAppend(&e.message,
+                        absl::StrFormat(": global batch %d -> %d samples (x%.2f); the learning "
+                                        "rate the config names was tuned for the old batch",
+                                        old_batch, new_batch,
+                                        static_cast<double>(new_batch) / old_batch));
+      } else {
+        absl::StrAppend(&e.message, ": the global batch changes with it unless the script "
+                                    "rescales (report samples= in hb.step to see by how much)");
+      }
+      e.figures = {{"old_world_size", life.last_world_size},
+                   {"new_world_size", observed.world_size()},
+                   {"old_global_batch", static_cast<double>(old_batch)},
+                   {"new_global_batch", static_cast<double>(new_batch)}};
+      decisions_.Emit(&job, std::move(e));
+    }
+  }
+  std::optional<RecoveryFigures> f =
+      job.recovery.Complete(observed.first_heartbeat(), observed.first_progress());
+  if (!f) return;
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kRecovered;
+  e.message = absl::StrCat("first step of generation ", observed.generation(), " ",
+                           TenthsOfSeconds(f->total), " after the failure: detect ",
+                           TenthsOfSeconds(f->detect), ", stop ", TenthsOfSeconds(f->stop),
+                           ", backoff ", TenthsOfSeconds(f->backoff), ", relaunch ",
+                           TenthsOfSeconds(f->relaunch), ", first step ",
+                           TenthsOfSeconds(f->first_step));
+  e.figures = {{"detect_seconds", absl::ToDoubleSeconds(f->detect)},
+               {"stop_seconds", absl::ToDoubleSeconds(f->stop)},
+               {"backoff_seconds", absl::ToDoubleSeconds(f->backoff)},
+               {"relaunch_seconds", absl::ToDoubleSeconds(f->relaunch)},
+               {"first_step_seconds", absl::ToDoubleSeconds(f->first_step)},
+               {"total_seconds", absl::ToDoubleSeconds(f->total)}};
+  decisions_.Emit(&job, std::move(e));
+  job.costs.AddRestart(absl::ToDoubleSeconds(f->total));
+}
+
+void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
+  int participating = 0;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (quarantine_.IsQuarantined(node.name)) continue;
+    if (node.generation != job.job().generation()) {
+      // A connected node that has not run this generation yet is still to
+      // come; one that left is not waited for.
+      if (node.connected) return;
+      continue;
+    }
+    if (!node.launcher.succeeded()) return;
+    ++participating;
+  }
+  if (participating == 0) return;
+  (void)Transition(now, job, JobState::kFinished,
+                   absl::StrCat("the command exited 0 on all ", participating, " node(s)"));
+}
+
+absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry& job) {
+  JobLifecycle& life = job.lifecycle;
+  if (life.state != JobState::kHeld && life.state != JobState::kFailed) {
+    return absl::StrCat("job ", job.id(), " is not held (it is ", JobStateName(life.state),
+                        "); nothing to resume");
+  }
+  life.governor.Forgive(now);
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kResume;
+  e.message = absl::StrCat("resumed by an operator from ", JobStateName(life.state), " (",
+                           life.reason, ")");
+  decisions_.Emit(&job, std::move(e));
+  life.restart_at = now;
+  absl::Status moved = Transition(now, job, JobState::kRestarting, "resumed by an operator");
+  if (!moved.ok()) return moved;
+  return absl::StrCat("job ", job.id(), " resumed: generation ", job.job().generation() + 1,
+                      " starts now");
+}
+
+}  // namespace trainsup

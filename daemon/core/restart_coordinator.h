@@ -1,0 +1,71 @@
+#ifndef TRAINSUP_DAEMON_CORE_RESTART_COORDINATOR_H_
+#define TRAINSUP_DAEMON_CORE_RESTART_COORDINATOR_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "daemon/core/agent_registry.h"
+#include "daemon/core/decisions.h"
+#include "daemon/core/job_entry.h"
+#include "daemon/core/quarantine_policy.h"
+#include "daemon/core/supervisor_options.h"
+
+namespace trainsup {
+
+// Drives a job through its lifecycle (job_state.h): a failure stops it on
+// every node, then the next generation starts everywhere but on quarantined
+// nodes, after a backoff, or the job is held when the restart governor says
+// so; a job whose every node exited 0 is finished. Each move is an event and
+// a journaled record. Thread-compatible.
+class RestartCoordinator {
+ public:
+  RestartCoordinator(const SupervisorOptions& options, const AgentRegistry& agents,
+                     const QuarantinePolicy& quarantine, Decisions& decisions)
+      : options_(options), agents_(agents), quarantine_(quarantine), decisions_(decisions) {}
+  RestartCoordinator(const RestartCoordinator&) = delete;
+  RestartCoordinator& operator=(const RestartCoordinator&) = delete;
+
+  // Moves `job` to `to` for `reason`: an event and a journaled record.
+  // FailedPrecondition, and the job stays where it is, when the transition
+  // table does not allow the move (counted in refused_transitions()).
+  absl::Status Transition(absl::Time now, JobEntry& job, JobState to, const std::string& reason);
+  // Journals the job's record (its state and MTBF exposure) as of `now`.
+  void JournalJob(absl::Time now, JobEntry& job);
+
+  // A failure at `failed_at` was decided on at `now`: stop the job on every
+  // node. Only a pending or running job is stopped; otherwise a restart is
+  // already under way and this does nothing.
+  void BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at, const std::string& cause);
+  // Stopping: once every agent has stopped (or the stop timed out), restart
+  // after the governor's backoff, or hold the job at the restart cap.
+  void SweepStopping(absl::Time now, JobEntry& job);
+  // Restarting: starts the next generation once the backoff is over.
+  void SweepRestarting(absl::Time now, JobEntry& job);
+  // Running: once the generation made its first step, says whether the world
+  // size changed and how long the recovery took (it becomes a measured R).
+  void TrackRecovery(absl::Time now, JobEntry& job);
+  // Running: finished when every node of the generation exited 0.
+  void CheckFinished(absl::Time now, JobEntry& job);
+  // The operator lifted a hold (or a failure): the restart cap forgets what
+  // came before, and the next generation starts now.
+  absl::StatusOr<std::string> Resume(absl::Time now, JobEntry& job);
+
+  // Transitions the table refused since start (0 unless a rule is wrong).
+  uint64_t refused_transitions() const { return refused_transitions_; }
+
+ private:
+  void StartNextGeneration(absl::Time now, JobEntry& job);
+
+  const SupervisorOptions& options_;
+  const AgentRegistry& agents_;
+  const QuarantinePolicy& quarantine_;
+  Decisions& decisions_;
+  uint64_t refused_transitions_ = 0;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_RESTART_COORDINATOR_H_

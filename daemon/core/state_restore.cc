@@ -1,0 +1,76 @@
+#include "daemon/core/state_restore.h"
+
+#include "absl/container/flat_hash_map.h"
+
+namespace trainsup {
+namespace {
+
+void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOptions& options,
+                 JobTable& jobs) {
+  for (const JobRow& row : state.jobs) {
+    JobEntry& job = jobs.FindOrAdd(row.job);
+    job.job().ObserveGeneration(now, row.generation);
+    job.SyncGeneration();
+    JobLifecycle& life = job.lifecycle;
+    life.state = JobStateFromName(row.state).value_or(JobState::kPending);
+    life.reason = row.reason;
+    life.since = row.changed;
+    life.last_world_size = row.world_size;
+    if (row.restarts_forgiven_before != absl::InfinitePast()) {
+      life.governor.Forgive(row.restarts_forgiven_before);
+    }
+    job.costs.RestoreExposure(row.exposure_seconds, life.state == JobState::kRunning, now);
+    // A restart that was under way goes on from where it was.
+    life.stop_deadline = now + options.stop_timeout;
+    life.restart_at = now;
+  }
+  for (const RestartRow& row : state.restarts) {
+    if (JobEntry* job = jobs.Find(row.job); job != nullptr) {
+      job->lifecycle.governor.RecordRestart(row.time);
+    }
+  }
+  // Stores written before resumes were kept with the job know them only as
+  // events.
+  for (const Event& e : state.events) {
+    if (e.kind != EventKind::kResume) continue;
+    JobEntry* job = jobs.Find(e.job);
+    if (job != nullptr && e.time > job->lifecycle.governor.forgiven_before()) {
+      job->lifecycle.governor.Forgive(e.time);
+    }
+  }
+}
+
+}  // namespace
+
+void RestoreState(absl::Time now, const PersistedState& state, const SupervisorOptions& options,
+                  AgentRegistry& agents, QuarantinePolicy& quarantine, JobTable& jobs,
+                  Decisions& decisions) {
+  // When an operator last lifted each node's quarantine: failures before it
+  // no longer count (as at run time, where Unquarantine forgets them).
+  absl::flat_hash_map<std::string, absl::Time> released;
+  for (const NodeRecordRow& row : state.nodes) {
+    agents.FindOrAdd(row.name);
+    if (row.quarantined) {
+      quarantine.Quarantine(row.name, row.reason);
+    } else {
+      released[row.name] = row.changed;
+    }
+  }
+  RestoreJobs(now, state, options, jobs);
+  for (const FailureRow& row : state.failures) {
+    // Crashes and stalls count towards the job's MTBF.
+    if (row.kind == "crash" || row.kind == "stall") {
+      if (JobEntry* job = jobs.Find(row.job); job != nullptr) job->costs.AddFailure();
+    }
+    // Failures inside the window still count towards a quarantine.
+    auto lifted = released.find(row.node);
+    if (!row.node.empty() && row.time > now - quarantine.options().window &&
+        !quarantine.IsQuarantined(row.node) &&
+        (lifted == released.end() || row.time > lifted->second)) {
+      quarantine.Remember(row.time, row.node, row.message);
+    }
+  }
+  decisions.RestoreEvents(state.events);
+}
+
+}  // namespace trainsup

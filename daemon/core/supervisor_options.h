@@ -1,0 +1,53 @@
+#ifndef TRAINSUP_DAEMON_CORE_SUPERVISOR_OPTIONS_H_
+#define TRAINSUP_DAEMON_CORE_SUPERVISOR_OPTIONS_H_
+
+#include <cstddef>
+
+#include "absl/time/time.h"
+#include "daemon/core/checkpoint_publisher.h"
+#include "daemon/core/crash_detector.h"
+#include "daemon/core/mtbf_estimator.h"
+#include "daemon/core/quarantine_policy.h"
+#include "daemon/core/restart_governor.h"
+#include "daemon/core/stall_detector.h"
+#include "daemon/core/straggler_detector.h"
+
+namespace trainsup {
+
+// Every option of the core, each rule's in its own struct (see the rule's
+// header for its defaults).
+struct SupervisorOptions {
+  // Step durations kept per rank for p50/p99. Default: 128.
+  size_t step_window = 128;
+  StallOptions stall;
+  CrashOptions crash;
+  StragglerOptions straggler;
+  // Events kept in memory for `trainsupctl events`. Default: 10000.
+  size_t event_log_size = 10000;
+  RestartPolicy restart;
+  QuarantineOptions quarantine;
+  // After sending stop, wait at most this long for every agent to report its
+  // command ended before going on without the stragglers. Default: 60s.
+  absl::Duration stop_timeout = absl::Seconds(60);
+  // The agents' SIGTERM -> SIGKILL grace on a stop. Default: 10s.
+  absl::Duration stop_grace = absl::Seconds(10);
+
+  // Checkpoint planning. The MTBF prior (one pseudo-failure over it) and the
+  // confidence of its interval; the planner uses its lower bound.
+  MtbfOptions mtbf;
+  // C and R until the job has measured them. Defaults: 60s, 5m.
+  absl::Duration checkpoint_cost_prior = absl::Seconds(60);
+  absl::Duration restart_cost_prior = absl::Minutes(5);
+  // When a new plan is published and how far ahead it takes effect.
+  PlanPublishOptions publish;
+  // Publish checkpoint plans at all. Default: true.
+  bool plan_checkpoints = true;
+  // Detect and report only: never stop, restart or quarantine (a way to roll
+  // trainsup out, or to watch a job's own failure handling). Agents then exit
+  // with their command's code, as without a supervisor. Default: false.
+  bool observe_only = false;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_SUPERVISOR_OPTIONS_H_
