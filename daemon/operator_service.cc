@@ -100,7 +100,7 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::List
       out->set_step_p50_seconds(q.p50);
       out->set_step_p99_seconds(q.p99);
       out->set_last_heartbeat_age_seconds(SecondsSince(r.last_heartbeat, now));
-      out->set_alive(r.alive);
+      out->set_alive(r.alive());
       if (r.loss) out->set_loss(*r.loss);
       if (r.learning_rate) out->set_learning_rate(*r.learning_rate);
       out->set_heartbeats(r.heartbeats);

@@ -36,7 +36,7 @@ constexpr const char* kCreateSchema[] = {
     "CREATE TABLE failures ("
     "  seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL, job TEXT NOT NULL,"
     "  generation INTEGER NOT NULL, kind TEXT NOT NULL, node TEXT NOT NULL,"
-    "  rank INTEGER, message TEXT NOT NULL)",
+    "  rank INTEGER, message TEXT NOT NULL, charged INTEGER NOT NULL DEFAULT 1)",
     "CREATE TABLE restarts ("
     "  seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL, job TEXT NOT NULL,"
     "  from_generation INTEGER NOT NULL, to_generation INTEGER NOT NULL,"
@@ -66,6 +66,9 @@ const std::vector<Migration>& Migrations() {
   static const auto* const kMigrations = new std::vector<Migration>{
       // 1 -> 2: an operator's resume is kept with its job.
       {{"ALTER TABLE jobs ADD COLUMN restarts_forgiven_before REAL"}},
+      // 2 -> 3: whether a failure counts toward its node's quarantine (all
+      // did before).
+      {{"ALTER TABLE failures ADD COLUMN charged INTEGER NOT NULL DEFAULT 1"}},
   };
   return *kMigrations;
 }
@@ -385,8 +388,8 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
   }
   if (!journal.failures.empty()) {
     Statement insert(db,
-                     "INSERT INTO failures (time, job, generation, kind, node, rank, message)"
-                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)");
+                     "INSERT INTO failures (time, job, generation, kind, node, rank, message,"
+                     " charged) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
     for (const FailureRow& row : journal.failures) {
       insert.BindTime(1, row.time);
       insert.BindText(2, row.job);
@@ -395,6 +398,7 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
       insert.BindText(5, row.node);
       insert.BindRank(6, row.rank);
       insert.BindText(7, row.message);
+      insert.BindInt(8, row.charged ? 1 : 0);
       if (const int rc = insert.Run(); rc != SQLITE_OK) return error(rc);
     }
   }
@@ -502,7 +506,7 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
   if (!status.ok()) return status;
 
   Statement failures(db,
-                     "SELECT time, job, generation, kind, node, rank, message FROM ("
+                     "SELECT time, job, generation, kind, node, rank, message, charged FROM ("
                      "  SELECT * FROM failures ORDER BY seq DESC LIMIT ?1) ORDER BY seq");
   failures.BindInt(1, Limit(max_failures));
   status = ForEachRow(failures, path, [&](Statement& row) {
@@ -514,6 +518,7 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
     failure.node = row.Text(4);
     failure.rank = row.Rank(5);
     failure.message = row.Text(6);
+    failure.charged = row.Int(7) != 0;
   });
   if (!status.ok()) return status;
 

@@ -36,7 +36,7 @@ class StateStore {
  public:
   // The schema this build writes. A database of an older version is migrated
   // when opened (logged; all or nothing); a newer one is refused.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:

@@ -26,6 +26,7 @@ AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHell
   node.generation = hello.generation;
   node.launcher = hello.launcher;
   node.last_report = now;
+  if (hello.report_interval > absl::ZeroDuration()) node.report_interval = hello.report_interval;
   node.told = NodeRecord::Told();  // a new stream has been told nothing yet
   return c;
 }

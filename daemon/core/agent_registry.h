@@ -25,7 +25,16 @@ struct NodeRecord {
   SessionId session = 0;
   uint64_t incarnation = 0;
   uint64_t generation = 0;
-  absl::Time last_report = absl::InfinitePast();  // supervisor receive time
+  absl::Time last_report = absl::InfinitePast();  // supervisor receive time of its last word
+  // How often the agent says it reports, idle or not (from its hello).
+  absl::Duration report_interval = absl::Milliseconds(200);
+  // Not heard for --node-lost-after while it ran the job's generation; set
+  // and cleared by the node-loss rule.
+  bool unreachable = false;
+  absl::Time silent_since = absl::InfinitePast();  // when unreachable: last heard then
+  // The latest generation the supervisor started (or adopted) on this node:
+  // a node cut from a generation never joins it, only a later one.
+  uint64_t member_generation = 0;
   LauncherInfo launcher;
   uint64_t heartbeats_received = 0;
   uint64_t reports_received = 0;

@@ -1,62 +1,153 @@
 #include "daemon/core/crash_detector.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/format.h"
 
 namespace trainsup {
 namespace {
 
-// The earliest failure among the ranks (the lower rank at equal times), and
-// how many ranks failed; nullopt when none did.
-std::optional<CrashVerdict> FirstRankToFail(const Job& job) {
-  std::optional<CrashVerdict> verdict;
+// One rank's failure: when, and how its process ended if it did.
+std::optional<RankDeath> FailureOf(const RankState& r) {
+  if (r.death && r.death->failed()) return r.death;  // dated at a reported failure if earlier
+  if (!r.exception_time) return std::nullopt;
+  // Reported a failure (an exception, or an exit with a non-zero code) and
+  // still tearing down. An exit without a known code (or with 0) fails only
+  // when the process ends badly.
+  const bool exiting_badly = r.exiting_code && *r.exiting_code != 0;
+  if (r.exception_type.empty() && !exiting_badly) return std::nullopt;
+  RankDeath failure;
+  failure.time = *r.exception_time;
+  return failure;
+}
+
+// The failures of a generation, split by what they say of the fault.
+struct Failures {
+  std::optional<uint32_t> first_own;  // earliest that failed on its own
+  std::optional<uint32_t> first_victim;
+  std::map<uint32_t, RankDeath> by_rank;
+  uint32_t victims = 0;
+  uint32_t still_running = 0;  // seen alive, nothing reported
+  std::map<NodeIndex, std::vector<uint32_t>> unseen;  // ranks whose liveness is unknown
+};
+
+// Earliest first; at equal times the lower rank (a stable choice).
+bool Earlier(const Failures& f, uint32_t a, std::optional<uint32_t> b) {
+  return !b || f.by_rank.at(a).time < f.by_rank.at(*b).time;
+}
+
+Failures Collect(const Job& job, const absl::flat_hash_set<NodeIndex>& silent_nodes) {
+  Failures f;
   for (uint32_t i = 0; i < job.world_size(); ++i) {
     const RankState& r = job.rank(i);
-    // A rank that reported an uncaught exception has failed even if its
-    // process is still tearing down.
-    RankDeath failure;
-    if (r.death && r.death->failed()) {
-      failure = *r.death;
-    } else if (r.exception_time) {
-      failure.time = *r.exception_time;
-    } else {
+    if (!r.seen) continue;
+    std::optional<RankDeath> failure = FailureOf(r);
+    if (!failure) {
+      if (silent_nodes.contains(r.node)) {
+        f.unseen[r.node].push_back(i);
+      } else if (r.liveness == Liveness::kAlive) {
+        ++f.still_running;
+      }
       continue;
     }
-    if (!verdict) verdict.emplace();
-    ++verdict->failed_ranks;
-    if (verdict->failed_ranks == 1 || failure.time < verdict->death.time) {
-      verdict->rank = i;
-      verdict->node = r.node;
-      verdict->death = failure;
+    f.by_rank[i] = *failure;
+    const FailureClass c = ClassifyRankFailure(r);
+    if (c == FailureClass::kCommunication || c == FailureClass::kStopped) {
+      ++f.victims;
+      if (Earlier(f, i, f.first_victim)) f.first_victim = i;
+    } else if (Earlier(f, i, f.first_own)) {
+      f.first_own = i;
     }
   }
-  return verdict;
+  return f;
+}
+
+// "3 of 4 ranks failed, 2 of them victims of a peer".
+std::string Counts(const Job& job, const Failures& f) {
+  std::string out = absl::StrCat(f.by_rank.size(), " of ", job.ranks_reporting(), " ranks failed");
+  if (f.victims > 0) absl::StrAppend(&out, ", ", f.victims, " of them victims of a peer");
+  return out;
+}
+
+// "(killed by SIGSEGV (signal 11))", "(exit code 1): ValueError: bad batch",
+// "(exit code 1, after it began to exit with code 1)".
+std::string Cause(const RankState& r, const RankDeath& d) {
+  std::string out = absl::StrCat(
+      "(", d.exit_known ? ExitStatusText(true, d.exit_code, d.signal)
+                        : (r.death ? "exit status unknown" : "still tearing down"));
+  if (!r.exception_type.empty()) {
+    absl::StrAppend(&out, "): ", r.exception_type, ": ", r.exception_message);
+  } else if (r.exiting) {
+    absl::StrAppend(&out, ", after it began to exit",
+                    r.exiting_code ? absl::StrCat(" with code ", *r.exiting_code) : "", ")");
+  } else {
+    absl::StrAppend(&out, ")");
+  }
+  return out;
+}
+
+CrashVerdict RankVerdict(const Job& job, const Failures& f, uint32_t rank, CrashVerdict::Kind kind) {
+  CrashVerdict v;
+  v.kind = kind;
+  v.rank = rank;
+  const RankState& r = job.rank(rank);
+  v.node = r.node;
+  v.death = f.by_rank.at(rank);
+  v.failure_class = ClassifyRankFailure(r);
+  v.failed_ranks = static_cast<uint32_t>(f.by_rank.size());
+  v.victims = f.victims;
+  if (kind == CrashVerdict::Kind::kRank) {
+    v.reason = absl::StrCat("died first ", Cause(r, v.death), "; ", Counts(job, f));
+  } else {
+    v.reason = absl::StrCat("reported a peer's failure first ", Cause(r, v.death),
+                            "; no rank failed on its own and every rank can be seen; ",
+                            Counts(job, f));
+  }
+  return v;
 }
 
 }  // namespace
 
 std::optional<CrashVerdict> CrashDetector::Check(const Job& job, absl::Time first_heard,
                                                  absl::Time now,
-                                                 const std::optional<FailedLauncher>& failed) const {
+                                                 const std::optional<FailedLauncher>& failed,
+                                                 const absl::flat_hash_set<NodeIndex>& silent_nodes) const {
   if (first_heard == absl::InfinitePast() || now - first_heard < options_.settle) {
     return std::nullopt;
   }
   if (!(failed || HasFailure(job))) return std::nullopt;
-  std::optional<CrashVerdict> verdict = FirstRankToFail(job);
-  if (verdict) {
-    const RankState& r = job.rank(*verdict->rank);
-    const RankDeath& d = verdict->death;
-    verdict->reason = absl::StrCat("died first (", ExitStatusText(d.exit_known, d.exit_code, d.signal), ")");
-    if (!r.exception_type.empty()) {
-      absl::StrAppend(&verdict->reason, ": ", r.exception_type, ": ", r.exception_message);
+  const Failures f = Collect(job, silent_nodes);
+  if (f.first_own) return RankVerdict(job, f, *f.first_own, CrashVerdict::Kind::kRank);
+  if (!f.unseen.empty() && f.victims > 0) {
+    // Only victims: the cause is where the supervisor cannot see. The node
+    // with the most unseen ranks (the lowest index among equals).
+    auto lost = f.unseen.begin();
+    for (auto it = f.unseen.begin(); it != f.unseen.end(); ++it) {
+      if (it->second.size() > lost->second.size()) lost = it;
     }
-    absl::StrAppend(&verdict->reason, "; ", verdict->failed_ranks, " of ", job.ranks_reporting(),
-                    " ranks failed");
-    return verdict;
+    CrashVerdict v;
+    v.kind = CrashVerdict::Kind::kNodeLost;
+    v.node = lost->first;
+    v.lost_ranks = lost->second;
+    v.failed_ranks = static_cast<uint32_t>(f.by_rank.size());
+    v.victims = f.victims;
+    v.death.time = f.by_rank.at(*f.first_victim).time;
+    v.reason = absl::StrCat("cannot be heard and its ranks ", absl::StrJoin(v.lost_ranks, ", "),
+                            " cannot be seen, while every rank that failed is a victim of a peer ",
+                            Cause(job.rank(*f.first_victim), v.death), " first on rank ",
+                            *f.first_victim, "; ", Counts(job, f));
+    return v;
   }
+  if (f.first_victim && f.still_running > 0 && now - first_heard < options_.culprit_wait) {
+    return std::nullopt;  // the rank that failed on its own may still be tearing down
+  }
+  if (f.first_victim) return RankVerdict(job, f, *f.first_victim, CrashVerdict::Kind::kNoCulprit);
   if (!failed) return std::nullopt;
-  // The command failed without a rank death to name: name its node.
+  // The command failed without a rank failure to name: name its node.
   CrashVerdict v;
+  v.kind = CrashVerdict::Kind::kLauncher;
   v.node = failed->node;
   v.death.time = first_heard;
   v.death.exit_known = true;

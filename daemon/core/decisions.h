@@ -30,7 +30,8 @@ struct AgentCommand {
   uint64_t generation = 0;
   std::string reason;
   absl::Duration grace;
-  CheckpointPlanSpec plan;  // kPlan
+  bool collect_stacks = false;  // kStop: send the ranks' Python stacks up first
+  CheckpointPlanSpec plan;      // kPlan
 };
 
 // Ask the cluster scheduler to fence a node (the driver runs --fence-command).

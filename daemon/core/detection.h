@@ -1,6 +1,9 @@
 #ifndef TRAINSUP_DAEMON_CORE_DETECTION_H_
 #define TRAINSUP_DAEMON_CORE_DETECTION_H_
 
+#include <optional>
+
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
 #include "daemon/core/crash_detector.h"
@@ -8,6 +11,7 @@
 #include "daemon/core/failure_handler.h"
 #include "daemon/core/job_entry.h"
 #include "daemon/core/job_stats.h"
+#include "daemon/core/node_loss_detector.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/supervisor_options.h"
 
@@ -15,14 +19,16 @@ namespace trainsup {
 
 // Runs the detection rules over a job's current generation and turns their
 // verdicts into events (naming the rank and node) and failures for the
-// FailureHandler: a crash's first rank to fail, a hang's culprit, a
-// persistent straggler. Thread-compatible.
+// FailureHandler: a crash's first rank to fail on its own, a hang's culprit,
+// a node the job lost, a persistent straggler; and says when a node's agent
+// can no longer be heard, and when it is heard again. Thread-compatible.
 class Detection {
  public:
-  Detection(const SupervisorOptions& options, const AgentRegistry& agents, Decisions& decisions,
+  Detection(const SupervisorOptions& options, AgentRegistry& agents, Decisions& decisions,
             FailureHandler& failures)
       : crash_(options.crash),
         stall_(options.stall),
+        node_loss_(options.node_loss),
         agents_(agents),
         decisions_(decisions),
         failures_(failures) {}
@@ -32,11 +38,23 @@ class Detection {
   // A report was applied: starts the crash settle clock at the first certain
   // failure or failed command of the generation. O(1).
   static void NoticeReport(absl::Time now, JobEntry& job, bool launcher_failed);
+  // `node`'s agent was heard (a hello or a report): if it was unreachable,
+  // says it is back. O(1).
+  void NoticeHeard(absl::Time now, JobEntry* job, NodeIndex node);
 
   // Each returns true when it found a job-killing failure (and handed it on).
   bool SweepCrash(absl::Time now, JobEntry& job);
   bool SweepStall(absl::Time now, JobEntry& job, const JobStepStats& stats);
   void SweepStragglers(absl::Time now, JobEntry& job);
+  // Marks the job's nodes that have not been heard for --node-lost-after
+  // unreachable (an event; their ranks' liveness becomes unknown). Nothing is
+  // stopped for it.
+  void SweepNodes(absl::Time now, JobEntry& job);
+
+  // The job's nodes whose agent is silent now, for longer than `at_least`
+  // (their ranks' word is stale).
+  absl::flat_hash_set<NodeIndex> SilentNodes(const JobEntry& job, absl::Time now,
+                                             absl::Duration at_least) const;
 
   const StallDetector& stall() const { return stall_; }
 
@@ -44,10 +62,17 @@ class Detection {
   // The first node of `job` whose command failed in the job's current
   // generation, if any.
   std::optional<FailedLauncher> FailedLauncherOf(const JobEntry& job) const;
+  // A failure named by a crash verdict.
+  Failure CrashFailure(JobEntry& job, const CrashVerdict& verdict) const;
+  // The job stalled and only ranks it cannot see can be why: the node silent
+  // the longest is lost.
+  void NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdict& verdict,
+                       const absl::flat_hash_set<NodeIndex>& silent);
 
   const CrashDetector crash_;
   const StallDetector stall_;
-  const AgentRegistry& agents_;
+  const NodeLossDetector node_loss_;
+  AgentRegistry& agents_;
   Decisions& decisions_;
   FailureHandler& failures_;
 };

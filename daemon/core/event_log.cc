@@ -36,6 +36,14 @@ absl::string_view EventKindName(EventKind kind) {
       return "world_size_changed";
     case EventKind::kCheckpointPlan:
       return "checkpoint_plan";
+    case EventKind::kNodeUnreachable:
+      return "node_unreachable";
+    case EventKind::kNodeReachable:
+      return "node_reachable";
+    case EventKind::kNodeLost:
+      return "node_lost";
+    case EventKind::kStacks:
+      return "stacks";
     case EventKind::kCount:
       break;
   }

@@ -30,6 +30,10 @@ enum class EventKind {
   kFence,              // the fence command ran for a node
   kWorldSizeChanged,   // a generation runs with another world size than the last
   kCheckpointPlan,     // a new checkpoint plan was published to the ranks
+  kNodeUnreachable,    // a node's agent has not been heard for --node-lost-after
+  kNodeReachable,      // an unreachable node's agent is heard again
+  kNodeLost,           // the job failed or stalled and a node it cannot hear is why
+  kStacks,             // the Python stacks of a hung job's ranks, collected before the stop
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -7,9 +7,16 @@
 namespace trainsup {
 
 void FailureHandler::Record(JobEntry& job, const Failure& failure) {
-  decisions_.journal().failures.push_back({failure.failed_at, job.id(), job.job().generation(),
-                                           failure.kind, agents_.NameOf(failure.node),
-                                           failure.rank, failure.message});
+  FailureRow row;
+  row.time = failure.failed_at;
+  row.job = job.id();
+  row.generation = job.job().generation();
+  row.kind = failure.kind;
+  row.node = agents_.NameOf(failure.node);
+  row.charged = failure.charged && failure.node != kNoNode;
+  row.rank = failure.rank;
+  row.message = failure.message;
+  decisions_.journal().failures.push_back(std::move(row));
 }
 
 void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure) {
@@ -21,13 +28,16 @@ void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& 
   const std::string& node = agents_.NameOf(failure.node);
   restarts_.BeginRestart(now, job, failure.failed_at,
                          absl::StrCat(failure.kind, node.empty() ? "" : absl::StrCat(" on ", node),
-                                      ": ", failure.message));
-  if (failure.node != kNoNode) AttributeToNode(now, failure.node, failure.message);
+                                      ": ", failure.message),
+                         failure.hold);
+  if (failure.charged && failure.node != kNoNode) {
+    AttributeToNode(now, failure.node, failure.message);
+  }
 }
 
 void FailureHandler::OnNodeFailure(absl::Time now, JobEntry& job, const Failure& failure) {
   Record(job, failure);
-  if (failure.node != kNoNode && !options_.observe_only) {
+  if (failure.charged && failure.node != kNoNode && !options_.observe_only) {
     AttributeToNode(now, failure.node, failure.message);
   }
 }

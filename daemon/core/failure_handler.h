@@ -19,11 +19,18 @@ namespace trainsup {
 
 // A failure a rule found, as the handler records and acts on it.
 struct Failure {
-  std::string kind;  // "crash", "stall", "straggler"
-  NodeIndex node = kNoNode;  // the node it is attributed to; kNoNode: none
+  std::string kind;  // "crash", "stall", "node_lost", "straggler"
+  NodeIndex node = kNoNode;  // where it happened; kNoNode: nowhere known
+  // It counts against `node` toward a quarantine (failure_classifier.h says
+  // which do: a lost node, a hang's culprit, a native crash, an
+  // infrastructure error; never the training code's own errors).
+  bool charged = false;
   std::optional<uint32_t> rank;
   absl::Time failed_at;  // when it happened at the source
   std::string message;   // what failed, e.g. "crash of rank 3 (exit code 1)"
+  // Set: the training code fails the same way again; hold the job with this
+  // reason instead of restarting it.
+  std::optional<std::string> hold;
 };
 
 // What is done about failures: a job-killing failure is recorded (it counts
@@ -46,8 +53,8 @@ class FailureHandler {
   FailureHandler(const FailureHandler&) = delete;
   FailureHandler& operator=(const FailureHandler&) = delete;
 
-  // A failure that kills `job`: recorded, the job restarted everywhere, then
-  // the failure charged to its node (if any).
+  // A failure that kills `job`: recorded, the job stopped everywhere and
+  // restarted (or held), then the failure charged to its node if it is.
   void OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure);
   // A failure charged to a node that does not restart the job by itself (a
   // persistent straggler): recorded and counted toward the node's quarantine.

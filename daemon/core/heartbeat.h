@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "daemon/core/checkpoint_schedule.h"
 
 namespace trainsup {
@@ -24,6 +25,7 @@ enum class HeartbeatKind {
   kCheckpointEnd = 5,
   kException = 6,
   kStart = 7,
+  kExit = 8,
 };
 
 struct Heartbeat {
@@ -48,6 +50,12 @@ struct Heartbeat {
   std::string exception_message;
   uint64_t generation = 0;
   uint32_t restart_count = 0;
+  // EXIT: the code the rank is exiting with, when its helper knows it.
+  std::optional<int32_t> exit_code;
+  // Datagrams the rank's helper could not hand to its agent, since it started.
+  uint64_t datagrams_dropped = 0;
+  // START: the signal that makes the rank write its Python stack (0: none).
+  int32_t stack_signal = 0;
 };
 
 enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };
@@ -87,6 +95,8 @@ struct AgentHelloInfo {
   LauncherInfo launcher;
   std::string agent_version;
   std::vector<CheckpointPlanSpec> plans;  // the plans its ranks hold
+  // How often it reports, idle or not (zero: not said; 200ms is assumed).
+  absl::Duration report_interval;
 };
 
 struct NodeReportInfo {

@@ -17,6 +17,18 @@ absl::string_view StepPhaseName(StepPhase phase) {
   return "unknown";
 }
 
+absl::string_view LivenessName(Liveness liveness) {
+  switch (liveness) {
+    case Liveness::kUnknown:
+      return "unknown";
+    case Liveness::kAlive:
+      return "alive";
+    case Liveness::kDead:
+      return "dead";
+  }
+  return "unknown";
+}
+
 Job::Job(std::string id, size_t step_window, size_t compute_window)
     : id_(std::move(id)), step_window_(step_window), compute_window_(compute_window) {}
 
@@ -41,14 +53,15 @@ bool Job::any_in_checkpoint() const {
 
 uint32_t Job::ranks_alive() const {
   uint32_t n = 0;
-  for (const RankState& r : ranks_) n += r.alive ? 1 : 0;
+  for (const RankState& r : ranks_) n += r.alive() ? 1 : 0;
   return n;
 }
 
 void Job::NoteIfCertainFailure(const RankState& r) {
   if (!r.death || !r.death->failed()) return;
   const bool exited_badly = r.death->exit_known && (r.death->exit_code != 0 || r.death->signal != 0);
-  if (exited_badly || !r.exception_type.empty()) certain_failure_ = true;
+  const bool said_so = !r.exception_type.empty() || (r.exiting_code && *r.exiting_code != 0);
+  if (exited_badly || said_so) certain_failure_ = true;
 }
 
 void Job::Resize(uint32_t world_size) {
@@ -102,6 +115,18 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
   r.last_heartbeat = now;
   ++r.heartbeats;
   ++heartbeats_received_;
+  // The helper gave up on a datagram since the last one. A step or phase
+  // heartbeat is the rank's latest place all the same; any other leaves its
+  // place uncertain until the next one.
+  const bool carries_phase = hb.kind == HeartbeatKind::kStep ||
+                             hb.kind == HeartbeatKind::kComputeBegin ||
+                             hb.kind == HeartbeatKind::kComputeEnd;
+  if (hb.datagrams_dropped > r.datagrams_dropped) {
+    r.datagrams_dropped = hb.datagrams_dropped;
+    r.phase_uncertain = !carries_phase;
+  } else if (carries_phase) {
+    r.phase_uncertain = false;
+  }
   switch (hb.kind) {
     case HeartbeatKind::kStep:
       if (hb.step > r.step) {
@@ -144,7 +169,14 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       r.exception_message = hb.exception_message;
       NoteIfCertainFailure(r);
       break;
+    case HeartbeatKind::kExit:
+      r.exiting = true;
+      if (hb.exit_code) r.exiting_code = hb.exit_code;
+      NoteIfCertainFailure(r);
+      break;
     case HeartbeatKind::kStart:
+      r.stack_signal = hb.stack_signal;
+      break;
     case HeartbeatKind::kUnspecified:
       break;
   }
@@ -163,10 +195,10 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
     if (r.death && *r.exception_time < r.death->time) r.death->time = *r.exception_time;
   }
   if (process.alive) {
-    r.alive = true;
+    r.liveness = Liveness::kAlive;
     return;
   }
-  r.alive = false;
+  r.liveness = Liveness::kDead;
   if (r.death) return;  // the first report of a death has the best timing
   RankDeath death;
   // Agents report how long ago they saw the death, so that ranks on
@@ -184,7 +216,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
 
 void Job::ForgetLiveness(NodeIndex node) {
   for (RankState& r : ranks_) {
-    if (r.node == node) r.alive = false;
+    if (r.node == node && r.liveness == Liveness::kAlive) r.liveness = Liveness::kUnknown;
   }
 }
 

@@ -29,6 +29,14 @@ enum class StepPhase : uint8_t {
 };
 absl::string_view StepPhaseName(StepPhase phase);
 
+// Whether a rank's process runs, as far as the supervisor can tell.
+enum class Liveness : uint8_t {
+  kUnknown = 0,  // no word yet, or its agent cannot be heard (gone or silent)
+  kAlive,        // its agent reports the process running
+  kDead,         // its agent saw the process end
+};
+absl::string_view LivenessName(Liveness liveness);  // "unknown", "alive", "dead"
+
 // How a rank's process ended, as its agent saw it.
 struct RankDeath {
   // When the rank failed, in supervisor time, corrected by the agent's "seen
@@ -67,14 +75,27 @@ struct RankState {
   std::optional<double> loss;
   std::optional<double> learning_rate;
   std::optional<uint64_t> samples;  // per step, as the rank last reported
-  // From the agent's process reports: is the rank's process running?
-  bool alive = false;
+  // From the agent's process reports. Unknown when its agent is not heard:
+  // the rules judge what they can see and never switch off for it.
+  Liveness liveness = Liveness::kUnknown;
+  bool alive() const { return liveness == Liveness::kAlive; }
   std::optional<RankDeath> death;
-  // The uncaught exception the rank reported before dying, if any, and when
-  // its agent received that report (corrected as above).
+  // The uncaught exception the rank reported before dying, if any.
   std::string exception_type;
   std::string exception_message;
+  // The rank said it is exiting (its helper saw sys.exit or the interpreter
+  // begin to shut down), with the code when known.
+  bool exiting = false;
+  std::optional<int32_t> exiting_code;
+  // When the rank reported its failure (an exception, or an exit it began),
+  // at the source: the failure began then, before the interpreter's
+  // teardown, which can outlast its peers' own deaths.
   std::optional<absl::Time> exception_time;
+  // Datagrams its helper could not send, as last reported; a rank whose
+  // count rose since its last phase may have lost a phase change.
+  uint64_t datagrams_dropped = 0;
+  bool phase_uncertain = false;
+  int32_t stack_signal = 0;
   // Detector verdicts, kept here so that views can show them.
   bool straggler = false;
 };
@@ -142,7 +163,8 @@ class Job {
   // when it is not about this generation or names a rank outside the world.
   void ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& process);
 
-  // The agent of `node` is gone: nothing is known of its ranks' processes.
+  // The agent of `node` cannot be heard: its ranks' processes become
+  // unknown (dead ones stay dead: that was seen).
   void ForgetLiveness(NodeIndex node);
 
  private:

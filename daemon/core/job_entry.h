@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_publisher.h"
 #include "daemon/core/event_log.h"
+#include "daemon/core/failure_classifier.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_costs.h"
@@ -44,6 +45,15 @@ struct JobLifecycle {
   bool world_size_checked = false;
   // When its JobRow was last journaled (the MTBF exposure is kept fresh).
   absl::Time journaled_at = absl::InfinitePast();
+  // Stopping: the stop asks the agents for their ranks' Python stacks first
+  // (the job hung: the stacks are the evidence).
+  bool collect_stacks = false;
+  // Stopping: hold the job with this reason once stopped, instead of
+  // restarting it (its failure is the training code's own).
+  std::optional<std::string> hold_after_stop;
+  // The job's last job-killing failure with a culprit rank, to tell one that
+  // repeats (the training code's) from one that follows a node.
+  std::optional<FailureFingerprint> last_failure;
 };
 
 // The rules' verdicts on the job's current generation. A new generation

@@ -31,10 +31,12 @@ struct FailureRow {
   absl::Time time = absl::InfinitePast();
   std::string job;
   uint64_t generation = 0;
-  std::string kind;  // "crash", "stall", "straggler"
-  std::string node;  // empty: not attributable to a node
+  std::string kind;  // "crash", "stall", "node_lost", "straggler"
+  std::string node;  // where it happened; empty: nowhere known
   std::optional<uint32_t> rank;
   std::string message;
+  // It counts toward the node's quarantine.
+  bool charged = true;
 };
 
 // A coordinated restart: the job moved from one generation to the next.

@@ -5,7 +5,7 @@
 namespace trainsup {
 
 void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
-                         const std::string& reason) {
+                         const std::string& reason, bool collect_stacks) {
   AgentCommand c;
   c.session = node.session;
   c.node = node.name;
@@ -13,6 +13,7 @@ void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64
   c.generation = generation;
   c.reason = reason;
   c.grace = stop_grace_;
+  c.collect_stacks = collect_stacks;
   decisions_.Command(std::move(c));
 }
 
@@ -48,14 +49,17 @@ void Reconciler::Reconcile(const JobEntry& job) {
     switch (life.state) {
       case JobState::kStopping:
         if (node.running() && node.told.stop_generation != generation + 1) {
-          Command(node, AgentCommand::Kind::kStop, node.generation, life.reason);
+          Command(node, AgentCommand::Kind::kStop, node.generation, life.reason,
+                  life.collect_stacks);
           node.told.stop_generation = generation + 1;
         }
         break;
       case JobState::kPending:
       case JobState::kRunning:
+        // Only a member of the generation is started: a node cut from it
+        // waits for the next one (fenced by generation: no split brain).
         if (node.stopped() && node.generation < generation &&
-            node.told.start_generation != generation) {
+            node.member_generation == generation && node.told.start_generation != generation) {
           Command(node, AgentCommand::Kind::kStart, generation, life.reason);
           node.told.start_generation = generation;
           node.told.hold = false;

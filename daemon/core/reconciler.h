@@ -28,7 +28,7 @@ class Reconciler {
 
  private:
   void Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
-               const std::string& reason);
+               const std::string& reason, bool collect_stacks = false);
   void SendPlans(const JobEntry& job, NodeRecord& node);
 
   const absl::Duration stop_grace_;

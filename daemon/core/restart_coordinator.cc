@@ -53,12 +53,14 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
 }
 
 void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at,
-                                      const std::string& cause) {
+                                      const std::string& cause,
+                                      const std::optional<std::string>& hold) {
   JobLifecycle& life = job.lifecycle;
   if (life.state != JobState::kRunning && life.state != JobState::kPending) return;
   if (!Transition(now, job, JobState::kStopping, cause).ok()) return;
   life.stop_deadline = now + options_.stop_timeout;
-  job.recovery.Begin(failed_at, now, cause);
+  life.hold_after_stop = hold;
+  if (!hold) job.recovery.Begin(failed_at, now, cause);
 }
 
 void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
@@ -66,15 +68,26 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
   int waiting_for = 0;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
-    if (node.connected && !node.stopped()) ++waiting_for;
+    // An agent silent since before the stop (a frozen or lost host) cannot
+    // stop: it is not waited for.
+    const bool silent_since_stop =
+        node.last_report < life.since && NodeLossDetector::IsSilent(node, now);
+    if (node.connected && !node.stopped() && !silent_since_stop) ++waiting_for;
   }
   if (waiting_for > 0 && now < life.stop_deadline) return;
   job.recovery.MarkStopped(now);
+  life.collect_stacks = false;
   const std::string stopped =
       waiting_for == 0 ? "every node stopped"
                        : absl::StrCat(waiting_for, " node(s) did not stop within ",
                                       TenthsOfSeconds(options_.stop_timeout),
                                       "; going on without them");
+  if (life.hold_after_stop) {
+    const std::string reason = *life.hold_after_stop;
+    life.hold_after_stop.reset();
+    Hold(now, job, reason);
+    return;
+  }
   const RestartGovernor::Decision decision = life.governor.Decide(now);
   if (!decision.allowed) {
     const RestartPolicy& policy = life.governor.policy();
@@ -82,14 +95,7 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
         "restart limit reached: ", decision.recent, " restarts within ",
         absl::FormatDuration(policy.window), " (--restart-limit ", policy.limit,
         "); last failure: ", life.reason);
-    Event e;
-    e.time = now;
-    e.kind = EventKind::kHold;
-    e.message = absl::StrCat(reason, ". `trainsupctl resume ", job.id(), "` lifts it");
-    e.figures = {{"restarts_in_window", decision.recent}};
-    decisions_.Emit(&job, std::move(e));
-    (void)Transition(now, job, JobState::kHeld, reason);
-    job.recovery.Abandon();
+    Hold(now, job, reason, {{"restarts_in_window", decision.recent}});
     return;
   }
   life.restart_at = now + decision.backoff;
@@ -98,17 +104,34 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
                                 decision.recent, " restarts within the window)"));
 }
 
+void RestartCoordinator::Hold(absl::Time now, JobEntry& job, const std::string& reason,
+                              std::vector<std::pair<std::string, double>> figures) {
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kHold;
+  e.message = absl::StrCat(reason, ". `trainsupctl resume ", job.id(), "` lifts it");
+  e.figures = std::move(figures);
+  decisions_.Emit(&job, std::move(e));
+  (void)Transition(now, job, JobState::kHeld, reason);
+  job.recovery.Abandon();
+}
+
 void RestartCoordinator::SweepRestarting(absl::Time now, JobEntry& job) {
   if (now >= job.lifecycle.restart_at) StartNextGeneration(now, job);
 }
 
 void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   JobLifecycle& life = job.lifecycle;
-  std::vector<std::string> runnable;
+  // Members: every node that can be heard (a stream that just broke counts:
+  // its agent is reconnecting), not quarantined.
+  std::vector<NodeIndex> members;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
-    if (node.connected && !quarantine_.IsQuarantined(node.name)) runnable.push_back(node.name);
+    const bool heard = node.connected || now - node.last_report <= options_.node_loss.lost_after;
+    if (heard && !node.unreachable && !quarantine_.IsQuarantined(node.name)) members.push_back(i);
   }
+  std::vector<std::string> runnable;
+  for (NodeIndex i : members) runnable.push_back(agents_.node(i).name);
   std::sort(runnable.begin(), runnable.end());
   if (runnable.empty()) {
     (void)Transition(now, job, JobState::kFailed, "no connected, unquarantined node left to run on");
@@ -128,6 +151,7 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   job.recovery.MarkStarted(now);
   observed.ObserveGeneration(now, to);
   job.SyncGeneration();
+  for (NodeIndex i : members) agents_.mutable_node(i).member_generation = to;
   Event e;
   e.time = now;
   e.kind = EventKind::kRestart;

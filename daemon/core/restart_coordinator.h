@@ -2,7 +2,10 @@
 #define TRAINSUP_DAEMON_CORE_RESTART_COORDINATOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -22,7 +25,7 @@ namespace trainsup {
 // a journaled record. Thread-compatible.
 class RestartCoordinator {
  public:
-  RestartCoordinator(const SupervisorOptions& options, const AgentRegistry& agents,
+  RestartCoordinator(const SupervisorOptions& options, AgentRegistry& agents,
                      const QuarantinePolicy& quarantine, Decisions& decisions)
       : options_(options), agents_(agents), quarantine_(quarantine), decisions_(decisions) {}
   RestartCoordinator(const RestartCoordinator&) = delete;
@@ -36,13 +39,19 @@ class RestartCoordinator {
   void JournalJob(absl::Time now, JobEntry& job);
 
   // A failure at `failed_at` was decided on at `now`: stop the job on every
-  // node. Only a pending or running job is stopped; otherwise a restart is
-  // already under way and this does nothing.
-  void BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at, const std::string& cause);
-  // Stopping: once every agent has stopped (or the stop timed out), restart
-  // after the governor's backoff, or hold the job at the restart cap.
+  // node, then restart it, or hold it with `hold` as the reason when set.
+  // Only a pending or running job is stopped; otherwise a restart is already
+  // under way and this does nothing.
+  void BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at, const std::string& cause,
+                    const std::optional<std::string>& hold = std::nullopt);
+  // Stopping: once every agent that can be heard has stopped (or the stop
+  // timed out), restart after the governor's backoff, or hold the job (at
+  // the restart cap, or when its failure is the training code's own). An
+  // agent that cannot be heard is not waited for: it cannot stop.
   void SweepStopping(absl::Time now, JobEntry& job);
-  // Restarting: starts the next generation once the backoff is over.
+  // Restarting: starts the next generation once the backoff is over, on
+  // every node that can be heard and is not quarantined. Those are its
+  // members; a node cut from it joins only a later generation.
   void SweepRestarting(absl::Time now, JobEntry& job);
   // Running: once the generation made its first step, says whether the world
   // size changed and how long the recovery took (it becomes a measured R).
@@ -58,9 +67,12 @@ class RestartCoordinator {
 
  private:
   void StartNextGeneration(absl::Time now, JobEntry& job);
+  // Stopped for good until an operator resumes it.
+  void Hold(absl::Time now, JobEntry& job, const std::string& reason,
+            std::vector<std::pair<std::string, double>> figures = {});
 
   const SupervisorOptions& options_;
-  const AgentRegistry& agents_;
+  AgentRegistry& agents_;
   const QuarantinePolicy& quarantine_;
   Decisions& decisions_;
   uint64_t refused_transitions_ = 0;

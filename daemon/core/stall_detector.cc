@@ -9,14 +9,27 @@
 
 namespace trainsup {
 
-Culprit FindCulprit(const Job& job) {
+Culprit FindCulprit(const Job& job, const absl::flat_hash_set<NodeIndex>& silent_nodes) {
+  // Where a rank is, as far as the evidence goes: a rank whose phase may be
+  // stale is taken as far as its step allows (it can be behind by its step,
+  // never by a phase that may have moved on).
+  auto place = [](const RankState& s) {
+    return std::make_tuple(s.step, s.phase_uncertain ? StepPhase::kComputeDone : s.phase);
+  };
   const RankState* behind = nullptr;
   uint32_t behind_rank = 0;
   uint32_t seen = 0;
   uint32_t tied = 0;
+  uint32_t unseen = 0;
   for (uint32_t i = 0; i < job.world_size(); ++i) {
     const RankState& r = job.rank(i);
     if (!r.seen) continue;
+    // What a rank whose agent cannot be heard last said is no evidence of
+    // where it is now: in a synchronous job that kept stepping it took part.
+    if (silent_nodes.contains(r.node)) {
+      ++unseen;
+      continue;
+    }
     ++seen;
     if (behind == nullptr) {
       behind = &r;
@@ -24,12 +37,11 @@ Culprit FindCulprit(const Job& job) {
       tied = 1;
       continue;
     }
-    auto key = [](const RankState& s) { return std::make_tuple(s.step, s.phase); };
-    if (key(r) < key(*behind)) {
+    if (place(r) < place(*behind)) {
       behind = &r;
       behind_rank = i;
       tied = 1;
-    } else if (key(r) == key(*behind)) {
+    } else if (place(r) == place(*behind)) {
       ++tied;
       if (r.last_heartbeat < behind->last_heartbeat) {
         behind = &r;
@@ -38,15 +50,18 @@ Culprit FindCulprit(const Job& job) {
     }
   }
   Culprit culprit;
+  culprit.unseen_ranks = unseen;
   if (behind == nullptr) {
-    culprit.reason = "no rank has reported";
+    culprit.reason = unseen > 0 ? "no rank can be seen" : "no rank has reported";
     return culprit;
   }
   if (tied == seen) {
     culprit.reason = absl::StrCat(
-        seen == 1 ? "the only rank" : absl::StrCat("all ", seen, " ranks"), " at step ",
+        seen == 1 ? "the only rank seen" : absl::StrCat("all ", seen, " ranks seen"), " at step ",
         behind->step, ", ", StepPhaseName(behind->phase),
-        "; undetermined (bracket each step's own work with hb.compute() to name the culprit)");
+        unseen > 0 ? absl::StrCat("; ", unseen, " cannot be seen")
+                   : "; undetermined (bracket each step's own work with hb.compute() to name "
+                     "the culprit)");
     return culprit;
   }
   culprit.rank = behind_rank;
@@ -64,8 +79,11 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now) const {
 StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepStats& stats) const {
   StallVerdict verdict;
   if (job.ranks_reporting() == 0) return verdict;
+  // A rank seen to end is a crash (or a finishing job), not a stall. Ranks
+  // that cannot be seen do not switch the rule off: it judges the progress
+  // it sees.
   for (const RankState& r : job.ranks()) {
-    if (r.seen && !r.alive) return verdict;
+    if (r.seen && r.liveness == Liveness::kDead) return verdict;
   }
   const bool started = job.last_progress() != absl::InfinitePast();
   verdict.startup = !started;

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_stats.h"
@@ -28,14 +29,17 @@ struct StallOptions {
 struct Culprit {
   std::optional<uint32_t> rank;  // absent: undetermined
   std::string reason;            // why this rank, or why none
+  uint32_t unseen_ranks = 0;     // ranks left out: their node cannot be heard
 };
 
 // Names the rank furthest behind by (last completed step, phase within the
 // next step); among equals, the one whose last heartbeat is oldest. In a
 // hung all-reduce the waiting ranks have left their compute phase and the
-// culprit has not. When every rank is at the same place, says so instead of
-// guessing.
-Culprit FindCulprit(const Job& job);
+// culprit has not. Ranks on `silent_nodes` are left out (their last word is
+// stale), and a rank whose phase may be stale (a
+// lost datagram) can be behind only by its step. When every rank seen is at
+// the same place, says so instead of guessing.
+Culprit FindCulprit(const Job& job, const absl::flat_hash_set<NodeIndex>& silent_nodes = {});
 
 // What the stall rule concluded for one job at one time.
 struct StallVerdict {
@@ -53,9 +57,9 @@ class StallDetector {
  public:
   explicit StallDetector(StallOptions options) : options_(options) {}
 
-  // A job is judged only while every rank that reported in this generation
-  // is alive by its agent's account: dead ranks are a crash, and ranks that
-  // ended are a finished job, neither a stall. Stalled means strictly longer
+  // A job is judged unless a rank was seen to end (a crash, or a job
+  // finishing: neither is a stall). Ranks of unknown liveness (their agent
+  // is not heard) never switch the rule off. Stalled means strictly longer
   // than the threshold.
   StallVerdict Check(const Job& job, absl::Time now) const;
   // The same with the job's step statistics already computed (they cost a

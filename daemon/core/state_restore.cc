@@ -58,13 +58,13 @@ void RestoreState(absl::Time now, const PersistedState& state, const SupervisorO
   }
   RestoreJobs(now, state, options, jobs);
   for (const FailureRow& row : state.failures) {
-    // Crashes and stalls count towards the job's MTBF.
-    if (row.kind == "crash" || row.kind == "stall") {
+    // Job-killing failures count towards the job's MTBF.
+    if (row.kind == "crash" || row.kind == "stall" || row.kind == "node_lost") {
       if (JobEntry* job = jobs.Find(row.job); job != nullptr) job->costs.AddFailure();
     }
-    // Failures inside the window still count towards a quarantine.
+    // Charged failures inside the window still count towards a quarantine.
     auto lifted = released.find(row.node);
-    if (!row.node.empty() && row.time > now - quarantine.options().window &&
+    if (row.charged && !row.node.empty() && row.time > now - quarantine.options().window &&
         !quarantine.IsQuarantined(row.node) &&
         (lifted == released.end() || row.time > lifted->second)) {
       quarantine.Remember(row.time, row.node, row.message);

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/format.h"
 #include "common/limits.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/job_stats.h"
@@ -23,6 +25,23 @@ Supervisor::Supervisor(SupervisorOptions options)
       planner_(options_, decisions_),
       reconciler_(options_.stop_grace, agents_, quarantine_, decisions_) {}
 
+absl::Status Supervisor::CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const {
+  const NodeIndex index = agents_.Find(hello.node);
+  if (index == kNoNode) return absl::OkStatus();
+  const NodeRecord& node = agents_.node(index);
+  // One agent per node: a second one (the same --node given twice, a reused
+  // hostname) is refused while the first is heard; it may take over only
+  // from an agent that is gone. The same agent reconnecting is welcome.
+  if (!node.connected || node.incarnation == hello.incarnation ||
+      NodeLossDetector::IsSilent(node, now)) {
+    return absl::OkStatus();
+  }
+  return absl::AlreadyExistsError(absl::StrFormat(
+      "node %s is served by another agent (incarnation %016x, job %s, heard %s ago); run one "
+      "agent per node, each with its own --node",
+      hello.node, node.incarnation, node.job, TenthsOfSeconds(now - node.last_report)));
+}
+
 absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
                                                           const AgentHelloInfo& hello) {
   if (!IsValidName(hello.node)) {
@@ -31,6 +50,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   if (!IsValidName(hello.job)) {
     return absl::InvalidArgumentError(absl::StrCat("job id must be ", kNameRule));
   }
+  if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
   const AgentRegistry::Connection connection = agents_.Connect(now, hello);
   NodeRecord& node = agents_.mutable_node(connection.node);
 
@@ -63,7 +83,16 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
                   (job.lifecycle.state == JobState::kPending ||
                    job.lifecycle.state == JobState::kRunning);
   // The welcome is this agent's start: no separate start for this generation.
-  if (result.launch && fresh_agent) node.told.start_generation = observed.generation();
+  if (result.launch && fresh_agent) {
+    node.told.start_generation = observed.generation();
+    node.member_generation = observed.generation();
+  }
+  // An agent that still runs the current generation (it reconnected) is one
+  // of its members; one that runs an older one was cut from this one.
+  if (hello.generation == observed.generation() && node.running()) {
+    node.member_generation = observed.generation();
+  }
+  detection_.NoticeHeard(now, &job, connection.node);
   reconciler_.Reconcile(job);  // e.g. the quarantine notice, or the hold
   return result;
 }
@@ -98,6 +127,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   NodeRecord& node = agents_.mutable_node(index);
   node.last_report = now;
   node.launcher = report.launcher;
+  detection_.NoticeHeard(now, jobs_.Find(node.job), index);
   node.generation = report.generation;
   ++node.reports_received;
   ++reports_received_;
@@ -152,6 +182,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       // planner.
       const JobStepStats stats = ComputeJobStepStats(job.job());
       if (detection_.SweepStall(now, job, stats)) break;
+      detection_.SweepNodes(now, job);
       detection_.SweepStragglers(now, job);
       restarts_.TrackRecovery(now, job);
       planner_.Replan(now, job, stats);

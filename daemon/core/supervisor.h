@@ -55,7 +55,9 @@ class Supervisor {
     bool restarts = true;
   };
   // An agent opened a stream and said hello. InvalidArgument on a bad node
-  // name or job id. A second hello for a node supersedes the first session.
+  // name or job id; AlreadyExists while another agent (another incarnation)
+  // serves the node and is heard. A second hello of the same agent, or one
+  // for a node whose agent went silent, supersedes the first session.
   absl::StatusOr<HelloResult> Hello(absl::Time now, const AgentHelloInfo& hello);
 
   // The stream of `session` ended. Unknown or superseded sessions are ignored.
@@ -115,6 +117,7 @@ class Supervisor {
 
  private:
   void SweepJob(absl::Time now, JobEntry& job);
+  absl::Status CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const;
   void CountAgentRejects(NodeRecord& node, const NodeReportInfo& report);
 
   const SupervisorOptions options_;

@@ -7,6 +7,7 @@
 #include "daemon/core/checkpoint_publisher.h"
 #include "daemon/core/crash_detector.h"
 #include "daemon/core/mtbf_estimator.h"
+#include "daemon/core/node_loss_detector.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/restart_governor.h"
 #include "daemon/core/stall_detector.h"
@@ -21,6 +22,7 @@ struct SupervisorOptions {
   size_t step_window = 128;
   StallOptions stall;
   CrashOptions crash;
+  NodeLossOptions node_loss;
   StragglerOptions straggler;
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;

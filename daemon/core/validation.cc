@@ -22,6 +22,7 @@ bool IsKnownKind(HeartbeatKind kind) {
     case HeartbeatKind::kCheckpointEnd:
     case HeartbeatKind::kException:
     case HeartbeatKind::kStart:
+    case HeartbeatKind::kExit:
       return true;
     case HeartbeatKind::kUnspecified:
       break;

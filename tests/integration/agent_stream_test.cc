@@ -3,6 +3,7 @@
 #include <string>
 
 #include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "agent/report_batcher.h"
@@ -15,7 +16,8 @@
 
 namespace trainsup {
 namespace {
-
+using ::testing::HasSubstr;
+using testing::WaitFor;
 using testing::WaitFor;
 
 std::unique_ptr<Server> StartServer(const Clock* clock, const std::string& listen = "127.0.0.1:0") {
@@ -201,18 +203,40 @@ TEST_F(AgentStreamTest, BadHeartbeatsAreCountedAndTheStreamLivesOn) {
   EXPECT_TRUE(a.Finish().ok());
 }
 
-TEST_F(AgentStreamTest, ASecondConnectionOfTheSameNodeSupersedesTheFirst) {
+TEST_F(AgentStreamTest, TheSameAgentReconnectingSupersedesItsOldStream) {
   FakeAgent first(server_->grpc_address(), "node-a", "j1");
   ASSERT_TRUE(first.SayHello(1));
   v1::SupervisorMessage welcome;
   ASSERT_TRUE(first.Read(&welcome));
   FakeAgent second(server_->grpc_address(), "node-a", "j1");
-  ASSERT_TRUE(second.SayHello(2));
+  ASSERT_TRUE(second.SayHello(1));  // the same incarnation: its old stream is half dead
   grpc::Status s = first.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::ABORTED);
   ASSERT_TRUE(second.Read(&welcome));
   EXPECT_TRUE(welcome.has_welcome());
   EXPECT_TRUE(second.Finish().ok());
+}
+
+TEST_F(AgentStreamTest, ASecondAgentForANodeWhoseAgentIsHeardIsRefused) {
+  FakeAgent first(server_->grpc_address(), "node-a", "j1");
+  ASSERT_TRUE(first.SayHello(1));
+  v1::SupervisorMessage welcome;
+  ASSERT_TRUE(first.Read(&welcome));
+  FakeAgent second(server_->grpc_address(), "node-a", "j1");
+  ASSERT_TRUE(second.SayHello(2));  // another agent process with the same --node
+
+  grpc::Status s = second.AwaitEnd();
+
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(s.error_message(), HasSubstr("node node-a is served by another agent"));
+  // The first goes on undisturbed.
+  v1::NodeReport report;
+  report.set_generation(1);
+  ASSERT_TRUE(first.Send(report));
+  EXPECT_EQ(server_->host().Read([](const Supervisor& core, absl::Time) {
+    return core.agents_connected();
+  }), 1u);
+  EXPECT_TRUE(first.Finish().ok());
 }
 
 // The agent's own link: reports flow, and after a supervisor restart on the

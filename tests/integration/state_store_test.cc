@@ -49,7 +49,7 @@ std::string Dump(const Journal& j) {
   for (const FailureRow& r : j.failures) {
     absl::StrAppend(&out, "failure ", Str(r.time), " job=", r.job, " gen=", r.generation,
                     " kind=", r.kind, " node=", r.node, " rank=", Str(r.rank), " msg=", r.message,
-                    "\n");
+                    " charged=", r.charged, "\n");
   }
   for (const RestartRow& r : j.restarts) {
     absl::StrAppend(&out, "restart ", Str(r.time), " job=", r.job, " ", r.from_generation, "->",
@@ -160,7 +160,7 @@ TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
   journal.failures.push_back({kT0 + absl::Milliseconds(500), "llama",
                               std::numeric_limits<uint64_t>::max(), "crash", "node-a",
                               std::numeric_limits<uint32_t>::max(), "rank died: 'SIGKILL'; --"});
-  journal.failures.push_back({absl::InfinitePast(), "", 0, "stall", "", std::nullopt, ""});
+  journal.failures.push_back({absl::InfinitePast(), "", 0, "stall", "", std::nullopt, "", false});
   journal.restarts.push_back({kT0 + absl::Seconds(1), "llama", 4, 5, "crash on node-a"});
   journal.restarts.push_back(
       {absl::InfinitePast(), "tiny", 0, std::numeric_limits<uint64_t>::max(), ""});
@@ -517,6 +517,7 @@ TEST_F(StateStoreTest, NewerSchemaVersionIsFailedPreconditionAndLeftUnmodified) 
 }
 
 TEST_F(StateStoreTest, SchemaVersionOneIsMigratedKeepingItsRows) {
+  // (Its failures were all charged to their node: they still are.)
   // A store as the first trainsupd wrote it: no restarts_forgiven_before.
   RawSql(path_,
          "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
@@ -539,7 +540,9 @@ TEST_F(StateStoreTest, SchemaVersionOneIsMigratedKeepingItsRows) {
          "  ON DELETE CASCADE, position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
          "  PRIMARY KEY (event_id, position)) WITHOUT ROWID;"
          "INSERT INTO jobs VALUES ('llama', 3, 'held', 'restart limit reached', 8, 1800000000,"
-         "  42.5);");
+         "  42.5);"
+         "INSERT INTO failures (time, job, generation, kind, node, rank, message) VALUES"
+         "  (1800000000, 'llama', 2, 'crash', 'node-a', 0, 'crash of rank 0');");
   {
     std::unique_ptr<StateStore> store = OpenOrDie();
     ASSERT_NE(store, nullptr);
@@ -548,6 +551,8 @@ TEST_F(StateStoreTest, SchemaVersionOneIsMigratedKeepingItsRows) {
     EXPECT_EQ(state.jobs[0].state, "held");
     EXPECT_EQ(state.jobs[0].exposure_seconds, 42.5);
     EXPECT_EQ(state.jobs[0].restarts_forgiven_before, absl::InfinitePast());
+    ASSERT_EQ(state.failures.size(), 1u);
+    EXPECT_TRUE(state.failures[0].charged);
     // The migrated store takes the new column.
     JobRow resumed = state.jobs[0];
     resumed.restarts_forgiven_before = kT0;

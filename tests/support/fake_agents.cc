@@ -76,6 +76,8 @@ SessionId FakeAgentsTest::Connect(absl::Time now, const AgentHelloInfo& hello,
   EXPECT_TRUE(result.ok()) << result.status();
   if (!result.ok()) return 0;
   if (result_out != nullptr) *result_out = *result;
+  last_word_.erase(result->superseded);
+  last_word_[result->session] = {hello.generation, hello.launcher};
   return result->session;
 }
 
@@ -106,8 +108,9 @@ RankProcessInfo FakeAgentsTest::Alive(uint32_t rank) const {
   return p;
 }
 
-RankProcessInfo FakeAgentsTest::Died(uint32_t rank, double ago, int32_t exit_code) const {
-  RankProcessInfo p = DeadProcess(rank, ago, exit_code);
+RankProcessInfo FakeAgentsTest::Died(uint32_t rank, double ago, int32_t exit_code,
+                                     int32_t signal) const {
+  RankProcessInfo p = DeadProcess(rank, ago, exit_code, signal);
   p.local_rank = rank % 2;
   p.generation = gen_;
   return p;
@@ -124,6 +127,27 @@ void FakeAgentsTest::SendWith(absl::Time now, SessionId session, const LauncherI
   report.processes = std::move(processes);
   absl::Status status = sup_->Report(now, session, report);
   ASSERT_TRUE(status.ok()) << status;
+  last_word_[session] = {report.generation, report.launcher};
+}
+
+void FakeAgentsTest::Idle(absl::Time now) {
+  for (const auto& [session, word] : last_word_) {
+    NodeReportInfo report;
+    report.sequence = ++sequence_;
+    report.generation = word.generation;
+    report.launcher = word.launcher;
+    (void)sup_->Report(now, session, report);  // a superseded session is refused
+  }
+}
+
+std::vector<Event> FakeAgentsTest::Sweep(absl::Time now) {
+  Idle(now);
+  return sup_->Sweep(now);
+}
+
+void FakeAgentsTest::Disconnect(absl::Time now, SessionId session) {
+  last_word_.erase(session);
+  sup_->Disconnected(now, session);
 }
 
 void FakeAgentsTest::Send(absl::Time now, SessionId session, std::vector<Heartbeat> heartbeats,

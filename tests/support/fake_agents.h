@@ -10,6 +10,7 @@
 // and Figure, to read the events the supervisor emits.
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -69,9 +70,9 @@ class FakeAgentsTest : public ::testing::Test {
   // A heartbeat of the current generation `gen_` in a world of `world_`.
   Heartbeat Hb(HeartbeatKind kind, uint32_t rank, int64_t step) const;
   // `rank`'s process in generation `gen_`, alive; or dead `ago` seconds
-  // before the report with `exit_code`.
+  // before the report with `exit_code` (or killed by `signal`).
   RankProcessInfo Alive(uint32_t rank) const;
-  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code) const;
+  RankProcessInfo Died(uint32_t rank, double ago, int32_t exit_code, int32_t signal = 0) const;
 
   // A report of generation `gen_` (the next sequence number) with
   // `launcher`, `heartbeats` and `processes`; fails the test if refused.
@@ -85,6 +86,15 @@ class FakeAgentsTest : public ::testing::Test {
   void SendLauncherExit(absl::Time now, SessionId session, int32_t exit_code, int32_t signal = 0);
   // The agent launched the current generation: its ranks say START, alive.
   void SendStarted(absl::Time now, SessionId session);
+
+  // Every live session repeats its last report (the same launcher and
+  // generation, no heartbeats), as agents do every report interval idle or
+  // not; then the supervisor sweeps. Returns the sweep's events.
+  std::vector<Event> Sweep(absl::Time now);
+  // Only the repeated reports.
+  void Idle(absl::Time now);
+  // The session's stream ends.
+  void Disconnect(absl::Time now, SessionId session);
 
   const Job& job() const;
   // Everything the supervisor holds about job "job": verdicts, lifecycle.
@@ -101,6 +111,12 @@ class FakeAgentsTest : public ::testing::Test {
   uint64_t sequence_ = 0;                      // the last report's
   uint64_t incarnation_ = 0;                   // the last new incarnation given
   std::optional<uint64_t> fixed_incarnation_;  // set: agents that never restart
+  // What each live session last told the supervisor.
+  struct LastWord {
+    uint64_t generation = 0;
+    LauncherInfo launcher;
+  };
+  std::map<SessionId, LastWord> last_word_;
 };
 
 }  // namespace testing

@@ -95,7 +95,7 @@ TEST_F(CrashDetectorTest, DeathTimeIsReceiveTimeMinusDiedSecondsAgo) {
 
   ASSERT_TRUE(job_.rank(2).death.has_value());
   EXPECT_EQ(job_.rank(2).death->time, AtMs(7750));
-  EXPECT_FALSE(job_.rank(2).alive);
+  EXPECT_FALSE(job_.rank(2).alive());
 }
 
 TEST_F(CrashDetectorTest, NegativeOrNonFiniteDiedSecondsAgoCountsAsNow) {
@@ -240,7 +240,7 @@ TEST_F(CrashDetectorTest, ProcessReportOfAnotherGenerationIsIgnored) {
   Report(AtMs(10000), old);
 
   EXPECT_FALSE(job_.rank(2).death.has_value());
-  EXPECT_TRUE(job_.rank(2).alive);
+  EXPECT_TRUE(job_.rank(2).alive());
   EXPECT_FALSE(CrashDetector::HasFailure(job_));
 }
 

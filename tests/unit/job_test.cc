@@ -293,7 +293,7 @@ TEST(JobTest, ApplyProcessSetsAliveNodeAndPid) {
 
   job.ApplyProcess(At(100), kNodeB, Process(1, /*alive=*/true));
 
-  EXPECT_TRUE(job.rank(1).alive);
+  EXPECT_TRUE(job.rank(1).alive());
   EXPECT_EQ(job.rank(1).node, kNodeB);
   EXPECT_EQ(job.rank(1).pid, 2001u);
   EXPECT_EQ(job.ranks_alive(), 1u);
@@ -301,7 +301,7 @@ TEST(JobTest, ApplyProcessSetsAliveNodeAndPid) {
   RankProcessInfo dead = Process(1, /*alive=*/false);
   dead.pid = 0;  // unknown: keeps the pid already known
   job.ApplyProcess(At(100), kNodeB, dead);
-  EXPECT_FALSE(job.rank(1).alive);
+  EXPECT_FALSE(job.rank(1).alive());
   EXPECT_EQ(job.rank(1).pid, 2001u);
   EXPECT_EQ(job.ranks_alive(), 0u);
 }
@@ -316,8 +316,8 @@ TEST(JobTest, ApplyProcessIgnoresOtherGenerations) {
 
   job.ApplyProcess(At(100), kNodeA, Process(2, true, /*generation=*/2));
   job.ApplyProcess(At(100), kNodeA, Process(3, true, /*generation=*/0));  // 0: the current one
-  EXPECT_TRUE(job.rank(2).alive);
-  EXPECT_TRUE(job.rank(3).alive);
+  EXPECT_TRUE(job.rank(2).alive());
+  EXPECT_TRUE(job.rank(3).alive());
   EXPECT_EQ(job.ranks_alive(), 2u);
 }
 
@@ -345,10 +345,10 @@ TEST(JobTest, ForgetLivenessOnlyAffectsThatNodesRanks) {
 
   job.ForgetLiveness(kNodeA);
 
-  EXPECT_FALSE(job.rank(0).alive);
-  EXPECT_FALSE(job.rank(1).alive);
-  EXPECT_TRUE(job.rank(2).alive);
-  EXPECT_TRUE(job.rank(3).alive);
+  EXPECT_FALSE(job.rank(0).alive());
+  EXPECT_FALSE(job.rank(1).alive());
+  EXPECT_TRUE(job.rank(2).alive());
+  EXPECT_TRUE(job.rank(3).alive());
   EXPECT_EQ(job.ranks_alive(), 2u);
 }
 

@@ -27,7 +27,7 @@ constexpr size_t kComputeWindow = 16;
 
 absl::Time T0() { return absl::FromUnixSeconds(1000); }
 absl::Time At(absl::Duration d) { return T0() + d; }
-absl::Time AtS(int64_t seconds) { return T0() + absl::Seconds(seconds); }
+absl::Time AtS(double seconds) { return T0() + absl::Seconds(seconds); }
 
 // The options of these tests, spelled out rather than taken from the defaults.
 StallOptions Options() {
@@ -233,14 +233,26 @@ TEST(StallDetectorTest, FinishedJobWhoseRanksExitedZeroIsNeverStalled) {
   EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(24))).stalled);
 }
 
-TEST(StallDetectorTest, RanksWithoutAProcessReportAreNotJudged) {
-  // Documented: only ranks alive "by their agent's account" are judged, so a
-  // rank that sent heartbeats but whose process no agent reported holds the
-  // rule off.
+TEST(StallDetectorTest, RanksOfUnknownLivenessDoNotSwitchTheRuleOff) {
+  // Ranks whose process no agent reported (or whose agent went silent) are
+  // unknown, not dead: the rule judges the progress it sees.
   Job job("job", kStepWindow, kComputeWindow);
   for (uint32_t r = 0; r < 2; ++r) ApplyStep(job, AtS(1), r, 1, 2, 1.0);
+  ASSERT_EQ(job.rank(0).liveness, Liveness::kUnknown);
 
-  EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(1))).stalled);
+  EXPECT_TRUE(StallDetector(Options()).Check(job, At(absl::Hours(1))).stalled);
+}
+
+TEST(StallDetectorTest, RanksOfAForgottenNodeDoNotSwitchTheRuleOff) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  job.ForgetLiveness(NodeOf(3, 4));  // its agent is gone
+  ASSERT_EQ(job.rank(3).liveness, Liveness::kUnknown);
+
+  StallVerdict v = StallDetector(Options()).Check(job, AtS(31));
+
+  EXPECT_TRUE(v.stalled);
+  EXPECT_THAT(v.reason, HasSubstr("no rank advanced for 21.0s (threshold 20.0s)"));
 }
 
 // ---------------------------------------------------------------------------
@@ -368,7 +380,69 @@ TEST_F(CulpritTest, AllRanksAtTheSamePlaceIsUndetermined) {
 
   EXPECT_EQ(c.rank, std::nullopt);
   EXPECT_THAT(c.reason, HasSubstr("undetermined"));
-  EXPECT_THAT(c.reason, HasSubstr("all 4 ranks at step 10, compute_done"));
+  EXPECT_THAT(c.reason, HasSubstr("all 4 ranks seen at step 10, compute_done"));
+}
+
+TEST_F(CulpritTest, RanksOfASilentNodeAreNoEvidenceAndNeverNamed) {
+  // node-b (ranks 2, 3) went silent while computing step 11; node-a's
+  // rank 0 still computes while rank 1 waits: rank 0 is named, not the
+  // silent ranks whose stale phase looks further behind.
+  ComputeBegin(2, 11, AtS(10.1));
+  ComputeBegin(3, 11, AtS(10.1));
+  ComputeBegin(0, 11, AtS(10.2));
+  ComputeDone(1, 11, AtS(10.3));
+
+  Culprit c = FindCulprit(job_, {kNodeB});
+
+  EXPECT_EQ(c.rank, 0u);
+  EXPECT_EQ(c.unseen_ranks, 2u);
+}
+
+TEST_F(CulpritTest, EveryRankSeenWaitingWhileOthersCannotBeSeenNamesNone) {
+  for (uint32_t r : {0u, 1u}) ComputeDone(r, 11, AtS(10.3));
+
+  Culprit c = FindCulprit(job_, {kNodeB});
+
+  EXPECT_EQ(c.rank, std::nullopt);
+  EXPECT_EQ(c.unseen_ranks, 2u);
+  EXPECT_THAT(c.reason, HasSubstr("all 2 ranks seen at step 10, compute_done; 2 cannot be seen"));
+}
+
+TEST_F(CulpritTest, RankWhosePhaseMayBeStaleIsNotNamedForItsPhase) {
+  // Rank 2's helper gave up on a datagram (its COMPUTE_END, say): it looks
+  // as if still computing, but may be waiting like the others.
+  for (uint32_t r : {0u, 1u, 3u}) ComputeDone(r, 11, AtS(10.3));
+  ComputeBegin(2, 11, AtS(10.2));
+  Heartbeat lost = MakeHeartbeat(HeartbeatKind::kCheckpointEnd, 2, 10, 4);
+  lost.datagrams_dropped = 1;
+  Apply(job_, AtS(10.4), lost);
+  ASSERT_TRUE(job_.rank(2).phase_uncertain);
+
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(c.rank, std::nullopt);
+}
+
+TEST_F(CulpritTest, RankWhosePhaseMayBeStaleIsStillNamedWhenItsStepIsBehind) {
+  for (uint32_t r : {0u, 1u, 3u}) {
+    ComputeDone(r, 11, AtS(10.3));
+    ApplyStep(job_, AtS(11), r, 11, 4, 1.0);
+  }
+  Heartbeat lost = MakeHeartbeat(HeartbeatKind::kCheckpointEnd, 2, 10, 4);
+  lost.datagrams_dropped = 1;
+  Apply(job_, AtS(11.5), lost);
+
+  EXPECT_EQ(FindCulprit(job_).rank, 2u);
+}
+
+TEST_F(CulpritTest, StepOrPhaseHeartbeatIsTheRanksLatestPlaceDespiteDrops) {
+  Heartbeat begin = MakeHeartbeat(HeartbeatKind::kComputeBegin, 2, 11, 4);
+  begin.datagrams_dropped = 3;
+  Apply(job_, AtS(10.2), begin);
+  EXPECT_FALSE(job_.rank(2).phase_uncertain);
+  for (uint32_t r : {0u, 1u, 3u}) ComputeDone(r, 11, AtS(10.3));
+
+  EXPECT_EQ(FindCulprit(job_).rank, 2u);
 }
 
 TEST_F(CulpritTest, RanksThatNeverBracketComputeAreUndetermined) {

@@ -122,11 +122,12 @@ class LifecycleTest : public FakeAgentsTest {
     SendStep(now, b_, step);
   }
 
-  // Rank 0 on node-a died 0.5s before `now` with exit code 1; the crash
-  // settles and is acted on at `now` + 1s. Returns that sweep's output.
+  // Rank 0 on node-a was killed by SIGSEGV 0.5s before `now` (a native
+  // crash: it counts against node-a); the crash settles and is acted on at
+  // `now` + 1s. Returns that sweep's output.
   SupervisorOutput CrashOnNodeA(absl::Time now) {
-    Send(now, a_, {}, {Died(0, 0.5, 1), Alive(1)});
-    sup_->Sweep(now + absl::Seconds(1));
+    Send(now, a_, {}, {Died(0, 0.5, 0, /*signal=*/11), Alive(1)});
+    Sweep(now + absl::Seconds(1));
     return Take();
   }
 
@@ -134,7 +135,7 @@ class LifecycleTest : public FakeAgentsTest {
   SupervisorOutput BothStop(absl::Time now) {
     SendLauncherExit(now, a_, 0, /*signal=*/15);
     SendLauncherExit(now, b_, 0, /*signal=*/15);
-    sup_->Sweep(now);
+    Sweep(now);
     return Take();
   }
 
@@ -144,14 +145,14 @@ class LifecycleTest : public FakeAgentsTest {
     CrashOnNodeA(now);
     BothStop(now + absl::Seconds(2));
     const absl::Time start = now + absl::Seconds(2) + backoff;
-    sup_->Sweep(start);
+    Sweep(start);
     EXPECT_EQ(job().generation(), gen_ + 1);
     gen_ = job().generation();
     Take();
     SendStarted(start + absl::Seconds(1), a_);
     SendStarted(start + absl::Seconds(1), b_);
     StepAll(start + absl::Seconds(2), 1);
-    sup_->Sweep(start + absl::Seconds(2));
+    Sweep(start + absl::Seconds(2));
     Take();
     return start + absl::Seconds(3);
   }
@@ -199,8 +200,8 @@ TEST_F(LifecycleTest, CrashStopsTheJobOnEveryConnectedAgentOnce) {
 
   // The agents have not stopped yet: more sweeps send nothing again.
   Send(AtS(11.5), b_, {}, {Alive(2), Alive(3)});
-  sup_->Sweep(AtS(12));
-  sup_->Sweep(AtS(13));
+  Sweep(AtS(12));
+  Sweep(AtS(13));
   SupervisorOutput later = Take();
   EXPECT_TRUE(Describe(later.commands).empty()) << ::testing::PrintToString(Describe(later.commands));
   EXPECT_EQ(state(), "stopping");
@@ -212,10 +213,10 @@ TEST_F(LifecycleTest, AllStoppedMeansRestartingWithThePolicysBackoff) {
   CrashOnNodeA(AtS(10));
 
   SendLauncherExit(AtS(13), a_, 1);
-  sup_->Sweep(AtS(13));
+  Sweep(AtS(13));
   EXPECT_EQ(state(), "stopping");  // node-b still runs
   SendLauncherExit(AtS(15), b_, 0, 15);
-  sup_->Sweep(AtS(15));
+  Sweep(AtS(15));
 
   EXPECT_EQ(state(), "restarting");
   const JobLifecycle* control = &sup_->FindEntry("job")->lifecycle;
@@ -227,7 +228,7 @@ TEST_F(LifecycleTest, AllStoppedMeansRestartingWithThePolicysBackoff) {
   EXPECT_EQ(out.journal.jobs[0].state, "restarting");
 
   // Not before the backoff.
-  sup_->Sweep(AtS(20) - absl::Nanoseconds(1));
+  Sweep(AtS(20) - absl::Nanoseconds(1));
   EXPECT_EQ(state(), "restarting");
   EXPECT_TRUE(Describe(Take().commands).empty());
 }
@@ -238,10 +239,10 @@ TEST_F(LifecycleTest, AfterTheBackoffGenerationTwoStartsOnEveryAgent) {
   CrashOnNodeA(AtS(10));
   SendLauncherExit(AtS(15), a_, 1);
   SendLauncherExit(AtS(15), b_, 0, 15);
-  sup_->Sweep(AtS(15));
+  Sweep(AtS(15));
   Take();
 
-  sup_->Sweep(AtS(20));
+  Sweep(AtS(20));
 
   EXPECT_EQ(state(), "running");
   EXPECT_EQ(job().generation(), 2u);
@@ -267,7 +268,7 @@ TEST_F(LifecycleTest, AfterTheBackoffGenerationTwoStartsOnEveryAgent) {
   EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restarts, 1u);
 
   // Sent once.
-  sup_->Sweep(AtS(21));
+  Sweep(AtS(21));
   EXPECT_TRUE(Describe(Take().commands).empty());
 }
 
@@ -277,17 +278,17 @@ TEST_F(LifecycleTest, FirstStepOfTheNewGenerationIsARecoveredEventWithItsTiming)
   CrashOnNodeA(AtS(10));            // died 9.5, detected 11
   SendLauncherExit(AtS(15), a_, 1);  // stopped 15
   SendLauncherExit(AtS(15), b_, 0, 15);
-  sup_->Sweep(AtS(15));
-  sup_->Sweep(AtS(20));  // started 20
+  Sweep(AtS(15));
+  Sweep(AtS(20));  // started 20
   gen_ = 2;
   Take();
 
   SendStarted(AtS(22), a_);  // first heartbeat 22
   SendStarted(AtS(22.5), b_);
-  sup_->Sweep(AtS(23));
+  Sweep(AtS(23));
   EXPECT_TRUE(OfKind(Take().events, EventKind::kRecovered).empty());  // no step yet
   StepAll(AtS(25), 1);  // first step 25
-  sup_->Sweep(AtS(25.5));
+  Sweep(AtS(25.5));
 
   SupervisorOutput out = Take();
   std::vector<Event> recovered = OfKind(out.events, EventKind::kRecovered);
@@ -310,7 +311,7 @@ TEST_F(LifecycleTest, FirstStepOfTheNewGenerationIsARecoveredEventWithItsTiming)
 
   // Once.
   StepAll(AtS(26), 2);
-  sup_->Sweep(AtS(26));
+  Sweep(AtS(26));
   EXPECT_TRUE(OfKind(Take().events, EventKind::kRecovered).empty());
   EXPECT_EQ(entry().event_count(EventKind::kRecovered), 1u);
 }
@@ -322,15 +323,15 @@ TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeou
   SendLauncherExit(AtS(13), a_, 1);
   // node-b keeps reporting its command running.
   Send(AtS(30), b_, {}, {Alive(2), Alive(3)});
-  sup_->Sweep(AtS(71) - absl::Nanoseconds(1));
+  Sweep(AtS(71) - absl::Nanoseconds(1));
   EXPECT_EQ(state(), "stopping");
 
-  sup_->Sweep(AtS(71));
+  Sweep(AtS(71));
 
   EXPECT_EQ(state(), "restarting");
   EXPECT_THAT(sup_->FindEntry("job")->lifecycle.reason,
               HasSubstr("1 node(s) did not stop within 60.0s"));
-  sup_->Sweep(AtS(76));
+  Sweep(AtS(76));
   EXPECT_EQ(state(), "running");
   EXPECT_EQ(job().generation(), 2u);
   SupervisorOutput out = Take();
@@ -339,7 +340,7 @@ TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeou
 
   // When node-b finally stops it is started too.
   SendLauncherExit(AtS(80), b_, 0, 9);
-  sup_->Sweep(AtS(80));
+  Sweep(AtS(80));
   EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("start node-b gen 2"));
 }
 
@@ -348,10 +349,10 @@ TEST_F(LifecycleTest, DisconnectedAgentDoesNotBlockTheStop) {
   StepAll(AtS(1), 1);
   CrashOnNodeA(AtS(10));
   SendLauncherExit(AtS(12), a_, 1);
-  sup_->Disconnected(AtS(12), b_);
-  sup_->Sweep(AtS(12));
+  Disconnect(AtS(12), b_);
+  Sweep(AtS(12));
   EXPECT_EQ(state(), "restarting");
-  sup_->Sweep(AtS(17));
+  Sweep(AtS(17));
   EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("start node-a gen 2"));
 }
 
@@ -401,7 +402,7 @@ TEST_F(HoldTest, WaitingAgentsAreToldToHoldAndNotToStart) {
 
 TEST_F(HoldTest, SweepWhileHeldDoesNothing) {
   for (absl::Duration d : {absl::Seconds(1), absl::Minutes(10), absl::Hours(3)}) {
-    std::vector<Event> events = sup_->Sweep(third_ + d);
+    std::vector<Event> events = Sweep(third_ + d);
     EXPECT_TRUE(events.empty());
     SupervisorOutput out = Take();
     EXPECT_TRUE(Describe(out.commands).empty());
@@ -423,7 +424,7 @@ TEST_F(HoldTest, ResumeRestartsTheHeldJob) {
   ASSERT_EQ(resumed.journal.jobs.size(), 1u);
   EXPECT_EQ(resumed.journal.jobs[0].state, "restarting");
 
-  sup_->Sweep(now);
+  Sweep(now);
 
   EXPECT_EQ(state(), "running");
   EXPECT_EQ(job().generation(), 4u);
@@ -437,7 +438,7 @@ TEST_F(HoldTest, ResumeRestartsTheHeldJob) {
 TEST_F(HoldTest, ResumedJobGetsAFreshRestartBudget) {
   const absl::Time now = third_ + absl::Minutes(5);
   ASSERT_TRUE(sup_->Resume(now, "job").ok());
-  sup_->Sweep(now + absl::Seconds(1));
+  Sweep(now + absl::Seconds(1));
   gen_ = job().generation();
   Take();
   SendStarted(now + absl::Seconds(2), a_);
@@ -456,7 +457,7 @@ TEST_F(HoldTest, ResumedJobGetsAFreshRestartBudget) {
 TEST_F(HoldTest, RestartRightAtResumeCountsTowardsTheCap) {
   const absl::Time now = third_ + absl::Minutes(5);
   ASSERT_TRUE(sup_->Resume(now, "job").ok());
-  sup_->Sweep(now);  // restart #1 after the resume, at the resume's instant
+  Sweep(now);  // restart #1 after the resume, at the resume's instant
   gen_ = job().generation();
   Take();
   SendStarted(now + absl::Seconds(1), a_);
@@ -472,7 +473,7 @@ TEST_F(HoldTest, RestartRightAtResumeCountsTowardsTheCap) {
 
 TEST_F(HoldTest, ResumeOfAJobThatIsNotHeldChangesNothing) {
   ASSERT_TRUE(sup_->Resume(third_ + absl::Minutes(1), "job").ok());
-  sup_->Sweep(third_ + absl::Minutes(1));
+  Sweep(third_ + absl::Minutes(1));
   ASSERT_EQ(state(), "running");
   const uint64_t generation = job().generation();
   Take();
@@ -539,7 +540,7 @@ TEST_F(PolicyQuarantineTest, SecondFailureOnTheNodeQuarantinesIt) {
   EXPECT_EQ(row.changed_by, "policy");
   EXPECT_EQ(row.changed, second_ + absl::Seconds(1));
   EXPECT_THAT(row.reason, HasSubstr("2 failures within 1h"));
-  EXPECT_THAT(row.reason, HasSubstr("crash of rank 0 (exit code 1)"));
+  EXPECT_THAT(row.reason, HasSubstr("crash of rank 0 (killed by SIGSEGV (signal 11))"));
 
   ASSERT_EQ(out_.fences.size(), 1u);
   EXPECT_EQ(out_.fences[0].node, "node-a");
@@ -566,11 +567,11 @@ TEST_F(PolicyQuarantineTest, QuarantinedAgentIsToldAndTheOtherStopped) {
 TEST_F(PolicyQuarantineTest, JobRestartsWithoutTheQuarantinedNode) {
   // node-a's agent stops its command and goes away; node-b stops.
   SendLauncherExit(second_ + absl::Seconds(2), a_, 0, 15);
-  sup_->Disconnected(second_ + absl::Seconds(2), a_);
+  Disconnect(second_ + absl::Seconds(2), a_);
   SendLauncherExit(second_ + absl::Seconds(2), b_, 0, 15);
-  sup_->Sweep(second_ + absl::Seconds(2));
+  Sweep(second_ + absl::Seconds(2));
   EXPECT_EQ(state(), "restarting");
-  sup_->Sweep(second_ + absl::Seconds(12));  // second restart: backoff 10s
+  Sweep(second_ + absl::Seconds(12));  // second restart: backoff 10s
 
   EXPECT_EQ(state(), "running");
   EXPECT_EQ(job().generation(), 3u);
@@ -586,13 +587,13 @@ TEST_F(PolicyQuarantineTest, ConnectedQuarantinedAgentIsNotStartedEither) {
   // node-a's agent stays connected after stopping.
   SendLauncherExit(second_ + absl::Seconds(2), a_, 0, 15);
   SendLauncherExit(second_ + absl::Seconds(2), b_, 0, 15);
-  sup_->Sweep(second_ + absl::Seconds(2));
-  sup_->Sweep(second_ + absl::Seconds(12));
+  Sweep(second_ + absl::Seconds(2));
+  Sweep(second_ + absl::Seconds(12));
   EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("start node-b gen 3"));
 }
 
 TEST_F(PolicyQuarantineTest, HelloFromTheQuarantinedNodeIsToldNotToLaunch) {
-  sup_->Disconnected(second_ + absl::Seconds(2), a_);
+  Disconnect(second_ + absl::Seconds(2), a_);
   Take();
   Supervisor::HelloResult result;
   const SessionId again = Connect(second_ + absl::Seconds(30), "node-a", std::nullopt, &result);
@@ -634,7 +635,7 @@ TEST_F(LifecycleTest, OperatorQuarantineIsJournaledFencedAndRestartsTheJob) {
               HasSubstr("quarantined by operator: bad GPU 3"));
 
   // The sweep tells the agents.
-  sup_->Sweep(AtS(5));
+  Sweep(AtS(5));
   EXPECT_THAT(Describe(Take().commands),
               ::testing::UnorderedElementsAre("stop node-a gen 1", "quarantine node-b gen 1"));
 }
@@ -707,7 +708,7 @@ TEST_F(LifecycleTest, UnquarantinedNodeIsNotRequarantinedByTheNextSingleFailure)
 
   // node-a is restarted with the job and fails once more.
   BothStop(t + absl::Seconds(21));
-  sup_->Sweep(t + absl::Seconds(31));
+  Sweep(t + absl::Seconds(31));
   gen_ = job().generation();
   Take();
   SendStarted(t + absl::Seconds(32), a_);
@@ -728,10 +729,10 @@ TEST_F(LifecycleTest, AllAgentsExitingZeroFinishTheJobWithoutARestart) {
   StepAll(AtS(2), 2);
   Take();
   SendLauncherExit(AtS(10), a_, 0);
-  sup_->Sweep(AtS(10));
+  Sweep(AtS(10));
   EXPECT_EQ(state(), "running");  // node-b still runs
   SendLauncherExit(AtS(11), b_, 0);
-  sup_->Sweep(AtS(11));
+  Sweep(AtS(11));
 
   EXPECT_EQ(state(), "finished");
   SupervisorOutput out = Take();
@@ -741,8 +742,8 @@ TEST_F(LifecycleTest, AllAgentsExitingZeroFinishTheJobWithoutARestart) {
   EXPECT_EQ(out.journal.jobs[0].state, "finished");
   EXPECT_THAT(out.journal.jobs[0].reason, HasSubstr("exited 0 on all 2 node(s)"));
 
-  sup_->Sweep(AtS(100));
-  sup_->Sweep(AtS(1000));
+  Sweep(AtS(100));
+  Sweep(AtS(1000));
   SupervisorOutput later = Take();
   EXPECT_TRUE(Describe(later.commands).empty());
   EXPECT_TRUE(later.journal.empty());
@@ -755,7 +756,7 @@ TEST_F(LifecycleTest, OneAgentExitingNonZeroIsACrashNotAFinish) {
   StepAll(AtS(1), 1);
   SendLauncherExit(AtS(10), a_, 0);
   SendLauncherExit(AtS(10), b_, 1);
-  sup_->Sweep(AtS(11));
+  Sweep(AtS(11));
   EXPECT_EQ(state(), "stopping");
   EXPECT_EQ(OfKind(Take().events, EventKind::kCrash).size(), 1u);
 }
@@ -770,9 +771,9 @@ TEST_F(LifecycleTest, FewerRanksInTheNextGenerationIsOneWorldSizeChangedEvent) {
   CrashOnNodeA(AtS(10));
   // node-b is lost while stopping; generation 2 runs on node-a's 2 ranks.
   SendLauncherExit(AtS(12), a_, 1);
-  sup_->Disconnected(AtS(12), b_);
-  sup_->Sweep(AtS(12));
-  sup_->Sweep(AtS(17));
+  Disconnect(AtS(12), b_);
+  Sweep(AtS(12));
+  Sweep(AtS(17));
   ASSERT_EQ(job().generation(), 2u);
   gen_ = 2;
   world_ = 2;
@@ -780,9 +781,9 @@ TEST_F(LifecycleTest, FewerRanksInTheNextGenerationIsOneWorldSizeChangedEvent) {
 
   SendStarted(AtS(18), a_);
   SendStep(AtS(19), a_, 1, /*samples=*/8);
-  sup_->Sweep(AtS(19));
+  Sweep(AtS(19));
   SendStep(AtS(20), a_, 2, /*samples=*/8);
-  sup_->Sweep(AtS(20));
+  Sweep(AtS(20));
 
   std::vector<Event> changed = OfKind(sup_->events().Since(0, "job"),
                                       EventKind::kWorldSizeChanged);
@@ -801,7 +802,7 @@ TEST_F(LifecycleTest, SameWorldSizeInTheNextGenerationIsNoWorldSizeEvent) {
   StepAll(AtS(1), 1);
   CrashAndRestart(AtS(10), absl::Seconds(5));
   StepAll(AtS(30), 2);
-  sup_->Sweep(AtS(30));
+  Sweep(AtS(30));
   EXPECT_EQ(entry().event_count(EventKind::kWorldSizeChanged), 0u);
   EXPECT_EQ(entry().event_count(EventKind::kRecovered), 1u);
 }
@@ -848,7 +849,7 @@ class RestoreTest : public LifecycleTest {
     a_ = Connect(now_ + absl::Seconds(1), "node-a", 3u);
     b_ = Connect(now_ + absl::Seconds(1), "node-b", 3u);
     StepAll(now_ + absl::Seconds(2), 100);
-    sup_->Sweep(now_ + absl::Seconds(2));
+    Sweep(now_ + absl::Seconds(2));
   }
 
   const absl::Time now_ = AtS(100000);
@@ -876,9 +877,9 @@ TEST_F(RestoreTest, ReconnectingAgentsOfTheCurrentGenerationGetNoCommand) {
   EXPECT_EQ(ra.generation, 3u);
   EXPECT_EQ(rb.generation, 3u);
   StepAll(now_ + absl::Seconds(2), 100);
-  sup_->Sweep(now_ + absl::Seconds(2));
+  Sweep(now_ + absl::Seconds(2));
   StepAll(now_ + absl::Seconds(3), 101);
-  sup_->Sweep(now_ + absl::Seconds(4));
+  Sweep(now_ + absl::Seconds(4));
 
   SupervisorOutput out = Take();
   EXPECT_TRUE(Describe(out.commands).empty()) << ::testing::PrintToString(Describe(out.commands));
@@ -1009,6 +1010,18 @@ TEST_F(RestoreTest, RestoredFailureWithinTheWindowCountsTowardsQuarantine) {
 TEST_F(RestoreTest, RestoredFailureOlderThanTheWindowDoesNotCount) {
   PersistedState s = State();
   s.failures[0].time = now_ - absl::Hours(2);
+  RestoreAndReconnect(s);
+  Take();
+
+  SupervisorOutput out = CrashOnNodeA(now_ + absl::Seconds(10));
+
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+  EXPECT_TRUE(out.journal.nodes.empty());
+}
+
+TEST_F(RestoreTest, RestoredFailureNotChargedToItsNodeDoesNotCount) {
+  PersistedState s = State();
+  s.failures[0].charged = false;  // e.g. the training code's own error
   RestoreAndReconnect(s);
   Take();
 

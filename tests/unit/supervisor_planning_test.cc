@@ -172,18 +172,19 @@ class PlanningTest : public FakeAgentsTest {
     return t;
   }
 
-  // Rank 0 died (0.5 s before `now`); the crash is acted on at now + 1 s,
-  // both agents stop at now + 2 s, and the next generation starts at
-  // now + 3 s (backoff 1 s). Returns that time.
+  // Rank 0 died (0.5 s before `now`, with an exit code that differs in
+  // each generation, so that no failure repeats as the training code's);
+  // the crash is acted on at now + 1 s, both agents stop at now + 2 s, and
+  // the next generation starts at now + 3 s (backoff 1 s). Returns that time.
   absl::Time CrashAndRestart(absl::Time now) {
-    Send(now, a_, {}, {Died(0, 0.5, 1), Alive(1)});
-    sup_->Sweep(now + absl::Seconds(1));
+    Send(now, a_, {}, {Died(0, 0.5, static_cast<int32_t>(gen_ + 1)), Alive(1)});
+    Sweep(now + absl::Seconds(1));
     EXPECT_EQ(state(), "stopping");
     SendExited(now + absl::Seconds(2), a_, 1);
     SendExited(now + absl::Seconds(2), b_, 0, 15);
-    sup_->Sweep(now + absl::Seconds(2));
+    Sweep(now + absl::Seconds(2));
     EXPECT_EQ(state(), "restarting");
-    sup_->Sweep(now + absl::Seconds(3));
+    Sweep(now + absl::Seconds(3));
     EXPECT_EQ(state(), "running");
     EXPECT_EQ(job().generation(), gen_ + 1);
     gen_ = job().generation();
@@ -212,7 +213,7 @@ class PlanningTest : public FakeAgentsTest {
 
 TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
   RunningJob(10, 0.5);  // running since 1s; step 10 at 6.5s
-  sup_->Sweep(AtS(7));
+  Sweep(AtS(7));
   SupervisorOutput out = Take();
 
   // Running 6s: C and R are the priors, M the conservative MTBF with the prior.
@@ -249,21 +250,21 @@ TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
 TEST_F(PlanningTest, NoPlanBeforeTheJobHasAStepTime) {
   Start(AtS(0));
   StartedAll(AtS(1));
-  sup_->Sweep(AtS(2));
+  Sweep(AtS(2));
   // The helper's first step reports no duration (0): still no step time.
   StepAll(AtS(3), 1, 0);
-  sup_->Sweep(AtS(4));
+  Sweep(AtS(4));
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
   StepAll(AtS(5), 2, 2);
-  sup_->Sweep(AtS(6));
+  Sweep(AtS(6));
   EXPECT_EQ(OfKind(Take().events, EventKind::kCheckpointPlan).size(), 1u);
 }
 
 TEST_F(PlanningTest, HorizonIsAtLeastFiveSteps) {
   RunningJob(3, 4.0);  // 10s is 2.5 steps of 4s
-  sup_->Sweep(AtS(12));
+  Sweep(AtS(12));
   std::vector<AgentCommand> commands = Plans(Take().commands);
   ASSERT_FALSE(commands.empty());
   EXPECT_EQ(commands[0].plan.effective_from_step, 3 + 5);
@@ -272,7 +273,7 @@ TEST_F(PlanningTest, HorizonIsAtLeastFiveSteps) {
 TEST_F(PlanningTest, HorizonCoversThePlanHorizonInSteps) {
   options_.publish.horizon = absl::Seconds(30);
   RunningJob(4, 2.0);  // 30s is 15 steps of 2s
-  sup_->Sweep(AtS(9));
+  Sweep(AtS(9));
   std::vector<AgentCommand> commands = Plans(Take().commands);
   ASSERT_FALSE(commands.empty());
   EXPECT_EQ(commands[0].plan.effective_from_step, 4 + 15);
@@ -282,12 +283,12 @@ TEST_F(PlanningTest, NoCheckpointPlanOptionPublishesNothing) {
   options_.plan_checkpoints = false;
   absl::Time t = RunningJob(10, 0.5);
   for (int i = 0; i < 3; ++i) {
-    sup_->Sweep(t + absl::Seconds(1));
+    Sweep(t + absl::Seconds(1));
     t = CrashAndRestart(t + absl::Seconds(2));
     StartedAll(t + absl::Seconds(1));
     t = Steps(t + absl::Seconds(2), 1, 5, 0.5);
   }
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
@@ -299,11 +300,11 @@ TEST_F(PlanningTest, NoCheckpointPlanOptionPublishesNothing) {
 
 TEST_F(PlanningTest, SweepWithNothingChangedPublishesNothingNew) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   Take();
   // More steps, more exposure (the MTBF creeps up), more sweeps.
   t = Steps(t + absl::Seconds(1), 11, 40, 0.5);
-  for (int i = 0; i < 5; ++i) sup_->Sweep(t + absl::Seconds(i));
+  for (int i = 0; i < 5; ++i) Sweep(t + absl::Seconds(i));
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
@@ -312,7 +313,7 @@ TEST_F(PlanningTest, SweepWithNothingChangedPublishesNothingNew) {
 
 TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   Take();
   std::vector<int64_t> published = {control().plans.plans().back().interval_steps};
   std::vector<double> conservative;
@@ -322,7 +323,7 @@ TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
     t = Steps(t + absl::Seconds(2), 1, 4, 0.5);
     const absl::Time sweep = t + absl::Seconds(1);
     const int64_t previous_from = control().plans.plans().back().effective_from_step;
-    sup_->Sweep(sweep);
+    Sweep(sweep);
     const MtbfEstimate mtbf = sup_->JobMtbf(control(), sweep);
     EXPECT_EQ(mtbf.failures, failure);
     conservative.push_back(mtbf.conservative_seconds);
@@ -355,7 +356,7 @@ TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
 
 TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   Take();
   bool measured = true;
   EXPECT_EQ(CheckpointCost(&measured), 60);
@@ -374,7 +375,7 @@ TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
 
   // A much cheaper checkpoint than the prior: a new plan, from measured C.
   const absl::Time sweep = t + absl::Seconds(3);
-  sup_->Sweep(sweep);
+  Sweep(sweep);
   SupervisorOutput out = Take();
   std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
   ASSERT_EQ(plans.size(), 1u);
@@ -397,7 +398,7 @@ TEST_F(PlanningTest, RestartCostIsMeasuredFromFailureToFirstStepOfTheNextGenerat
   ASSERT_EQ(restarted, AtS(13));
   StartedAll(AtS(14));
   StepAll(AtS(30), 1, 0);
-  sup_->Sweep(AtS(30));
+  Sweep(AtS(30));
   std::vector<Event> recovered = OfKind(Take().events, EventKind::kRecovered);
   ASSERT_EQ(recovered.size(), 1u);
   EXPECT_EQ(Figure(recovered[0], "total_seconds"), 20.5);
@@ -430,13 +431,13 @@ TEST_F(PlanningTest, ExposureStopsWhileStoppingAndRestarting) {
   StartedAll(AtS(10));
   Steps(AtS(11), 1, 4, 0.5);
   Send(AtS(40), a_, {}, {Died(0, 0.5, 1), Alive(1)});
-  sup_->Sweep(AtS(41));
+  Sweep(AtS(41));
   ASSERT_EQ(state(), "stopping");
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(41)).exposure_seconds, 31, kEps);
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(500)).exposure_seconds, 31, kEps);
   SendExited(AtS(42), a_, 1);
   SendExited(AtS(42), b_, 0, 15);
-  sup_->Sweep(AtS(42));
+  Sweep(AtS(42));
   ASSERT_EQ(state(), "restarting");
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(600)).exposure_seconds, 31, kEps);
 }
@@ -447,10 +448,10 @@ TEST_F(PlanningTest, ExposureStopsWhileHeld) {
   StartedAll(AtS(10));
   Steps(AtS(11), 1, 4, 0.5);
   Send(AtS(40), a_, {}, {Died(0, 0.5, 1), Alive(1)});
-  sup_->Sweep(AtS(41));
+  Sweep(AtS(41));
   SendExited(AtS(42), a_, 1);
   SendExited(AtS(42), b_, 0, 15);
-  sup_->Sweep(AtS(42));
+  Sweep(AtS(42));
   ASSERT_EQ(state(), "held");
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(3600)).exposure_seconds, 31, kEps);
   EXPECT_EQ(sup_->JobMtbf(control(), AtS(3600)).failures, 1);
@@ -485,7 +486,7 @@ TEST_F(PlanningTest, ClusterMtbfSumsTheJobs) {
   report.heartbeats.clear();
   report.processes = {died};
   ASSERT_TRUE(sup_->Report(AtS(50), c, report).ok());
-  sup_->Sweep(AtS(51));  // "other" stops at 51s
+  Sweep(AtS(51));  // "other" stops at 51s
   const JobEntry* other = sup_->FindEntry("other");
   ASSERT_NE(other, nullptr);
   ASSERT_EQ(JobStateName(other->lifecycle.state), "stopping");
@@ -504,14 +505,14 @@ TEST_F(PlanningTest, ClusterMtbfSumsTheJobs) {
 
 TEST_F(PlanningTest, EveryAgentGetsEveryPlanOnceInOrder) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   SupervisorOutput first = Take();
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
-  sup_->Sweep(t + absl::Seconds(2));
+  Sweep(t + absl::Seconds(2));
   SupervisorOutput second = Take();
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(3), "job").ok());
-  sup_->Sweep(t + absl::Seconds(3));
-  sup_->Sweep(t + absl::Seconds(4));
+  Sweep(t + absl::Seconds(3));
+  Sweep(t + absl::Seconds(4));
   SupervisorOutput third = Take();
 
   ASSERT_EQ(control().plans.plans().size(), 3u);
@@ -531,14 +532,14 @@ TEST_F(PlanningTest, EveryAgentGetsEveryPlanOnceInOrder) {
 
 TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
-  sup_->Sweep(t + absl::Seconds(2));
+  Sweep(t + absl::Seconds(2));
   Take();
   ASSERT_EQ(control().plans.plans().size(), 2u);
 
   // node-a's agent reconnects (its stream broke; it still runs generation 1).
-  sup_->Disconnected(t + absl::Seconds(3), a_);
+  Disconnect(t + absl::Seconds(3), a_);
   a_ = Connect(t + absl::Seconds(4), "node-a", gen_);
   SupervisorOutput out = Take();
   std::vector<AgentCommand> plans = Plans(out.commands);
@@ -549,13 +550,13 @@ TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
   EXPECT_EQ(plans[1].plan.plan_id, control().plans.plans()[1].plan_id);
   EXPECT_EQ(plans[1].plan.one_off_steps, control().plans.plans()[1].one_off_steps);
   // ... once.
-  sup_->Sweep(t + absl::Seconds(5));
+  Sweep(t + absl::Seconds(5));
   EXPECT_THAT(Plans(Take().commands), IsEmpty());
 }
 
 TEST_F(PlanningTest, AgentJoiningLaterGetsThePlansPublishedBefore) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   Take();
   const SessionId c = Connect(t + absl::Seconds(2), "node-c");
   std::vector<AgentCommand> plans = Plans(Take().commands);
@@ -566,7 +567,7 @@ TEST_F(PlanningTest, AgentJoiningLaterGetsThePlansPublishedBefore) {
 
 TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
   Take();
   uint64_t highest = 0;
@@ -589,7 +590,7 @@ TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
   a_ = Connect(later, "node-a", gen_);
   b_ = Connect(later, "node-b", gen_);
   const absl::Time steps_end = Steps(later + absl::Seconds(1), 11, 14, 0.5);
-  sup_->Sweep(steps_end + absl::Seconds(1));
+  Sweep(steps_end + absl::Seconds(1));
   std::vector<AgentCommand> plans = Plans(Take().commands);
   ASSERT_EQ(plans.size(), 2u);
   EXPECT_GT(plans[0].plan.plan_id, highest);
@@ -600,7 +601,7 @@ TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
 TEST_F(PlanningTest, PlanIdsIncreaseEvenWhenPublishedInTheSameMicrosecond) {
   absl::Time t = RunningJob(10, 0.5);
   const absl::Time now = t + absl::Seconds(1);
-  sup_->Sweep(now);
+  Sweep(now);
   ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
   ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
   ASSERT_EQ(control().plans.plans().size(), 3u);
@@ -631,7 +632,7 @@ TEST_F(PlanningTest, RequestCheckpointForAJobNotRunningIsAFailedPrecondition) {
 
   Steps(AtS(4), 1, 3, 0.5);
   Send(AtS(10), a_, {}, {Died(0, 0.5, 1), Alive(1)});
-  sup_->Sweep(AtS(11));
+  Sweep(AtS(11));
   ASSERT_EQ(state(), "stopping");
   EXPECT_EQ(sup_->RequestCheckpoint(AtS(12), "job").status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -640,7 +641,7 @@ TEST_F(PlanningTest, RequestCheckpointForAJobNotRunningIsAFailedPrecondition) {
 
 TEST_F(PlanningTest, RequestCheckpointAddsAOneOffAtACommonFutureStep) {
   absl::Time t = RunningJob(10, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   Take();
   const CheckpointPlanSpec before = control().plans.plans().back();
   t = Steps(t + absl::Seconds(1), 11, 30, 0.5);  // max step 30
@@ -668,7 +669,7 @@ TEST_F(PlanningTest, RequestCheckpointAddsAOneOffAtACommonFutureStep) {
   ASSERT_EQ(events.size(), 1u);
   EXPECT_THAT(events[0].message, HasSubstr("operator"));
   // The agents get it with the next sweep.
-  sup_->Sweep(t + absl::Seconds(1));
+  Sweep(t + absl::Seconds(1));
   std::vector<AgentCommand> plans = Plans(Take().commands);
   ASSERT_EQ(plans.size(), 2u);
   for (const AgentCommand& c : plans) EXPECT_THAT(c.plan.one_off_steps, ElementsAre(50));
@@ -755,7 +756,7 @@ TEST_F(PlanningTest, LedgerCountsTheRestartAndReDoneStepsAsLost) {
 TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestartThatWentBack) {
   options_.publish.replan_threshold = 0.05;  // one failure moves the interval by ~15%
   absl::Time t = RunningJob(100, 0.5);  // step 100
-  sup_->Sweep(t + absl::Seconds(1));     // plan 1: from step 120
+  Sweep(t + absl::Seconds(1));     // plan 1: from step 120
   Take();
   ASSERT_EQ(control().plans.plans().size(), 1u);
   ASSERT_EQ(control().plans.plans()[0].effective_from_step, 120);
@@ -764,7 +765,7 @@ TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestart
   t = CrashAndRestart(t + absl::Seconds(2));
   StartedAll(t + absl::Seconds(1));
   t = Steps(t + absl::Seconds(2), 51, 52, 0.5);
-  sup_->Sweep(t + absl::Seconds(1));  // plan 2: smaller interval, not before step 120
+  Sweep(t + absl::Seconds(1));  // plan 2: smaller interval, not before step 120
   Take();
   ASSERT_EQ(control().plans.plans().size(), 2u);
   const CheckpointPlanSpec newest = control().plans.plans().back();

@@ -103,8 +103,8 @@ class SweepTest : public FakeAgentsTest {
   void StopAndRestart(absl::Time now) {
     SendLauncherExit(now, a_, 0, /*signal=*/15);
     SendLauncherExit(now, b_, 0, /*signal=*/15);
-    sup_->Sweep(now);                      // every node stopped: restarting
-    sup_->Sweep(now + absl::Seconds(5));   // the backoff: the next generation
+    Sweep(now);                      // every node stopped: restarting
+    Sweep(now + absl::Seconds(5));   // the backoff: the next generation
     ASSERT_EQ(job().generation(), gen_ + 1);
     gen_ = job().generation();
   }
@@ -118,8 +118,8 @@ TEST_F(SweepTest, HangIsOneStallEventNamingTheCulpritRankAndNode) {
   HangOnRank2(AtMs(10500), 11);
 
   // Silent exactly the 20s threshold: not yet.
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(30))).empty());
-  std::vector<Event> events = Detections(sup_->Sweep(AtMs(30500)));
+  EXPECT_TRUE(Detections(Sweep(AtS(30))).empty());
+  std::vector<Event> events = Detections(Sweep(AtMs(30500)));
 
   ASSERT_EQ(events.size(), 1u);
   const Event& e = events[0];
@@ -141,13 +141,13 @@ TEST_F(SweepTest, HangIsOneStallEventNamingTheCulpritRankAndNode) {
 TEST_F(SweepTest, StallIsReportedOnceWhileItLasts) {
   RunSteps(10);
   HangOnRank2(AtMs(10500), 11);
-  ASSERT_EQ(OfKind(sup_->Sweep(AtS(31)), EventKind::kStall).size(), 1u);
+  ASSERT_EQ(OfKind(Sweep(AtS(31)), EventKind::kStall).size(), 1u);
 
   // The agents keep reporting the processes alive; nothing advances.
   for (int64_t t : {32, 40, 50, 60}) {
     Send(AtS(t), a_, {}, {Alive(0), Alive(1)});
     Send(AtS(t), b_, {}, {Alive(2), Alive(3)});
-    EXPECT_TRUE(Detections(sup_->Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
+    EXPECT_TRUE(Detections(Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
   }
 
   EXPECT_EQ(entry().event_count(EventKind::kStall), 1u);
@@ -158,7 +158,7 @@ TEST_F(SweepTest, StallIsReportedOnceWhileItLasts) {
 TEST_F(SweepTest, AllRanksWaitingAlikeIsAStallWithNoCulprit) {
   RunSteps(10);
 
-  std::vector<Event> events = Detections(sup_->Sweep(AtS(31)));
+  std::vector<Event> events = Detections(Sweep(AtS(31)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kStall);
@@ -186,8 +186,8 @@ TEST_F(SweepTest, SlowButSteadyJobIsNotStalled) {
     Send(AtS(5 * s), b_, b, {Alive(2), Alive(3)});
   }
 
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(50 + 49))).empty());
-  std::vector<Event> events = Detections(sup_->Sweep(AtS(50 + 51)));
+  EXPECT_TRUE(Detections(Sweep(AtS(50 + 49))).empty());
+  std::vector<Event> events = Detections(Sweep(AtS(50 + 51)));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(Figure(events[0], "threshold_seconds"), 50.0);
 }
@@ -206,8 +206,8 @@ TEST_F(SweepTest, CrashReportedByTwoAgentsNamesTheFirstRankToDieOnce) {
   exception.exception_message = "CUDA error: an illegal memory access was encountered";
   Send(AtMs(10400), b_, {exception}, {Died(2, 1.0, /*exit_code=*/1), Alive(3)});
 
-  EXPECT_TRUE(Detections(sup_->Sweep(AtMs(10999))).empty());  // settling since T0 + 10s
-  std::vector<Event> events = Detections(sup_->Sweep(AtMs(11000)));
+  EXPECT_TRUE(Detections(Sweep(AtMs(10999))).empty());  // settling since T0 + 10s
+  std::vector<Event> events = Detections(Sweep(AtMs(11000)));
 
   ASSERT_EQ(events.size(), 1u);
   const Event& e = events[0];
@@ -229,13 +229,13 @@ TEST_F(SweepTest, CrashedJobIsReportedOnceAndNeverAsAStall) {
   RunSteps(5);
   Send(AtMs(10000), a_, {}, {Died(0, 0.2, 1), Alive(1)});
   Send(AtMs(10400), b_, {}, {Died(2, 1.0, 1), Alive(3)});
-  ASSERT_EQ(Detections(sup_->Sweep(AtS(11))).size(), 1u);
+  ASSERT_EQ(Detections(Sweep(AtS(11))).size(), 1u);
 
   // The surviving ranks stay alive and silent far past the stall threshold.
   for (int64_t t : {12, 30, 50}) {
     Send(AtS(t), a_, {}, {Alive(1)});
     Send(AtS(t), b_, {}, {Alive(3)});
-    EXPECT_TRUE(Detections(sup_->Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
+    EXPECT_TRUE(Detections(Sweep(AtS(t))).empty()) << "at T0 + " << t << "s";
   }
 
   EXPECT_EQ(entry().event_count(EventKind::kCrash), 1u);
@@ -251,8 +251,8 @@ TEST_F(SweepTest, DeadRanksHoldOffTheStallRuleBeforeTheCrashSettles) {
   vanished.exit_known = false;
   Send(AtS(6), a_, {}, {Alive(0), vanished});
 
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(7))).empty());
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(100))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(7))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(100))).empty());
   EXPECT_EQ(entry().verdicts().failure_first_heard, absl::InfinitePast());
 }
 
@@ -261,8 +261,8 @@ TEST_F(SweepTest, SettleClockStartsWhenTheSupervisorFirstHearsOfAFailure) {
   // The death is dated 5s back, but only heard of at T0 + 10s.
   Send(AtS(10), b_, {}, {Died(3, 5.0, 1), Alive(2)});
 
-  EXPECT_TRUE(Detections(sup_->Sweep(AtMs(10500))).empty());
-  std::vector<Event> events = Detections(sup_->Sweep(AtMs(11000)));
+  EXPECT_TRUE(Detections(Sweep(AtMs(10500))).empty());
+  std::vector<Event> events = Detections(Sweep(AtMs(11000)));
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kCrash);
   EXPECT_EQ(events[0].rank, 3u);
@@ -273,8 +273,8 @@ TEST_F(SweepTest, RanksExitingZeroAreNoCrashAndNoStall) {
   Send(AtS(6), a_, {}, {Died(0, 0, 0), Died(1, 0, 0)});
   Send(AtS(6), b_, {}, {Died(2, 0, 0), Died(3, 0, 0)});
 
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(7))).empty());
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(1000))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(7))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(1000))).empty());
   EXPECT_EQ(entry().verdicts().failure_first_heard, absl::InfinitePast());
   EXPECT_EQ(entry().event_count(EventKind::kCrash), 0u);
 }
@@ -282,8 +282,8 @@ TEST_F(SweepTest, RanksExitingZeroAreNoCrashAndNoStall) {
 TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
   SendLauncherExit(AtS(5), a_, /*exit_code=*/2);
 
-  EXPECT_TRUE(Detections(sup_->Sweep(AtMs(5999))).empty());
-  std::vector<Event> events = Detections(sup_->Sweep(AtS(6)));
+  EXPECT_TRUE(Detections(Sweep(AtMs(5999))).empty());
+  std::vector<Event> events = Detections(Sweep(AtS(6)));
 
   ASSERT_EQ(events.size(), 1u);
   const Event& e = events[0];
@@ -292,8 +292,8 @@ TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
   EXPECT_EQ(e.node, "node-a");
   EXPECT_THAT(e.message, HasSubstr("the command on node-a failed (exit code 2)"));
   EXPECT_EQ(Figure(e, "exit_code"), 2.0);
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(7))).empty());
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(8))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(7))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(8))).empty());
   EXPECT_EQ(entry().event_count(EventKind::kCrash), 1u);
   EXPECT_EQ(entry().event_count(EventKind::kStall), 0u);
 }
@@ -301,7 +301,7 @@ TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
 TEST_F(SweepTest, LauncherKilledBySignalIsNamedWithTheSignal) {
   SendLauncherExit(AtS(5), b_, 0, /*signal=*/9);
 
-  std::vector<Event> events = Detections(sup_->Sweep(AtS(6)));
+  std::vector<Event> events = Detections(Sweep(AtS(6)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].node, "node-b");
@@ -314,22 +314,22 @@ TEST_F(SweepTest, LauncherKilledBySignalIsNamedWithTheSignal) {
 // generation is blamed on the node that runs it, with its own exit code.
 TEST_F(SweepTest, LauncherCrashInANewGenerationNamesThatGenerationsNode) {
   SendLauncherExit(AtS(5), a_, /*exit_code=*/1);
-  std::vector<Event> first = OfKind(sup_->Sweep(AtS(6)), EventKind::kCrash);
+  std::vector<Event> first = OfKind(Sweep(AtS(6)), EventKind::kCrash);
   ASSERT_EQ(first.size(), 1u);
   ASSERT_EQ(first[0].node, "node-a");
   // node-a goes away; node-b obeys the stop; the next generation runs on
   // node-b alone.
-  sup_->Disconnected(AtS(7), a_);
+  Disconnect(AtS(7), a_);
   SendLauncherExit(AtS(7), b_, 0, /*signal=*/15);
-  sup_->Sweep(AtS(7));
-  sup_->Sweep(AtS(12));
+  Sweep(AtS(7));
+  Sweep(AtS(12));
   ASSERT_EQ(job().generation(), gen_ + 1);
   gen_ = job().generation();
   Send(AtS(13), b_, {}, {});
 
   // The new generation's command fails on node-b.
   SendLauncherExit(AtS(20), b_, /*exit_code=*/3);
-  std::vector<Event> second = OfKind(sup_->Sweep(AtS(21)), EventKind::kCrash);
+  std::vector<Event> second = OfKind(Sweep(AtS(21)), EventKind::kCrash);
 
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(second[0].generation, gen_);
@@ -348,7 +348,7 @@ TEST_F(SweepTest, StragglerIsOneEventAndLaterOneCleared) {
   std::vector<std::pair<int64_t, Event>> seen;
   for (int64_t step = 0; step <= 100; ++step) {
     StepAll(AtS(step), step, compute);
-    for (Event& e : Detections(sup_->Sweep(AtS(step)))) seen.emplace_back(step, std::move(e));
+    for (Event& e : Detections(Sweep(AtS(step)))) seen.emplace_back(step, std::move(e));
     if (step == 30) {
       EXPECT_TRUE(job().rank(3).straggler);
       EXPECT_EQ(job().stragglers(), 1u);
@@ -384,7 +384,7 @@ TEST_F(SweepTest, WallStepTimeAloneNamesNoStraggler) {
   // brackets its compute: nothing to judge.
   for (int64_t step = 0; step <= 100; ++step) {
     StepAll(AtS(step), step);
-    EXPECT_TRUE(Detections(sup_->Sweep(AtS(step))).empty()) << step;
+    EXPECT_TRUE(Detections(Sweep(AtS(step))).empty()) << step;
   }
 }
 
@@ -398,7 +398,7 @@ class NewGenerationTest : public SweepTest {
     SweepTest::SetUp();
     RunSteps(10);
     HangOnRank2(AtMs(10500), 11);
-    ASSERT_EQ(OfKind(sup_->Sweep(AtS(31)), EventKind::kStall).size(), 1u);
+    ASSERT_EQ(OfKind(Sweep(AtS(31)), EventKind::kStall).size(), 1u);
     ASSERT_TRUE(entry().verdicts().stalled);
     ASSERT_EQ(entry().verdicts().stall_culprit, 2u);
   }
@@ -441,9 +441,9 @@ TEST_F(NewGenerationTest, RestartedJobIsStalledAgainOnlyByANewHang) {
 
   // The new generation runs steps 1..5 from T0 + 50s, then hangs on rank 2.
   RunSteps(5, AtS(50));
-  EXPECT_TRUE(Detections(sup_->Sweep(AtS(60))).empty());
+  EXPECT_TRUE(Detections(Sweep(AtS(60))).empty());
   HangOnRank2(AtS(56), 6);
-  std::vector<Event> events = Detections(sup_->Sweep(AtS(76)));
+  std::vector<Event> events = Detections(Sweep(AtS(76)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kStall);
@@ -455,7 +455,7 @@ TEST_F(NewGenerationTest, RestartedJobIsStalledAgainOnlyByANewHang) {
 TEST_F(SweepTest, CrashOfANewGenerationIsReportedAgain) {
   RunSteps(5);
   Send(AtS(10), b_, {}, {Died(2, 0.5, 1), Alive(3)});
-  ASSERT_EQ(OfKind(sup_->Sweep(AtS(11)), EventKind::kCrash).size(), 1u);
+  ASSERT_EQ(OfKind(Sweep(AtS(11)), EventKind::kCrash).size(), 1u);
   ASSERT_TRUE(entry().verdicts().crash_reported);
 
   StopAndRestart(AtS(20));
@@ -465,7 +465,7 @@ TEST_F(SweepTest, CrashOfANewGenerationIsReportedAgain) {
 
   RunSteps(5, AtS(30));
   Send(AtS(40), a_, {}, {Died(1, 0.5, 1), Alive(0)});
-  std::vector<Event> events = Detections(sup_->Sweep(AtS(41)));
+  std::vector<Event> events = Detections(Sweep(AtS(41)));
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].kind, EventKind::kCrash);

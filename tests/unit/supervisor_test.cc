@@ -241,6 +241,7 @@ TEST_F(SupervisorTest, NewAgentIncarnationCountsFromZero) {
   ASSERT_TRUE(supervisor_.Report(At(10), first, report).ok());
 
   // The agent restarted: its counters started over.
+  supervisor_.Disconnected(At(15), first);
   SessionId second = Connect("node-1", "job", /*incarnation=*/8);
   report.rejected = {{"oversize", 1}};
   report.dropped_total = 2;
@@ -283,10 +284,10 @@ TEST_F(SupervisorTest, DisconnectedMarksTheNodeAndItsRanksDown) {
   EXPECT_FALSE(supervisor_.node(IndexOf("node-a")).connected);
   EXPECT_TRUE(supervisor_.node(IndexOf("node-b")).connected);
   EXPECT_EQ(supervisor_.agents_connected(), 1u);
-  EXPECT_FALSE(job->rank(0).alive);
-  EXPECT_FALSE(job->rank(1).alive);
-  EXPECT_TRUE(job->rank(2).alive);
-  EXPECT_TRUE(job->rank(3).alive);
+  EXPECT_FALSE(job->rank(0).alive());
+  EXPECT_FALSE(job->rank(1).alive());
+  EXPECT_TRUE(job->rank(2).alive());
+  EXPECT_TRUE(job->rank(3).alive());
 }
 
 TEST_F(SupervisorTest, DisconnectOfASupersededSessionIsIgnored) {
@@ -301,7 +302,7 @@ TEST_F(SupervisorTest, DisconnectOfASupersededSessionIsIgnored) {
 
   EXPECT_TRUE(supervisor_.node(0).connected);
   EXPECT_EQ(supervisor_.agents_connected(), 1u);
-  EXPECT_TRUE(supervisor_.FindJob("job")->rank(0).alive);
+  EXPECT_TRUE(supervisor_.FindJob("job")->rank(0).alive());
 }
 
 TEST_F(SupervisorTest, JobsAreSortedById) {
