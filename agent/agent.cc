@@ -134,11 +134,11 @@ void Agent::OnDatagrams() {
   bool watched_changed = false;
   socket_->DrainAvailable([&](const RankSocket::Datagram& d) {
     if (d.foreign_sender) {
-      batcher_.CountReject(RejectReason::kWrongSender);
+      batcher_.CountReject(v1::REJECT_REASON_WRONG_SENDER);
       return;
     }
-    std::variant<v1::RankHeartbeat, RejectReason> decoded = DecodeHeartbeat(d.payload);
-    if (auto* reason = std::get_if<RejectReason>(&decoded)) {
+    std::variant<v1::RankHeartbeat, v1::RejectReason> decoded = DecodeHeartbeat(d.payload);
+    if (auto* reason = std::get_if<v1::RejectReason>(&decoded)) {
       batcher_.CountReject(*reason);
       return;
     }
