@@ -9,15 +9,16 @@
 
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
 #include "agent/torchrun_args.h"
 #include "common/clock.h"
+#include "common/format.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/random_id.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
@@ -28,11 +29,6 @@ sigset_t AgentSignals() {
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
   return set;
-}
-
-uint64_t RandomId() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
 // Heartbeat kinds that tell the rank's pid is alive now (an exception report
@@ -248,8 +244,7 @@ void Agent::OnCommandEnded() {
   const v1::LauncherStatus& status = launcher_.status();
   TRAINSUP_LOG_INFO("generation %d ended with %s; %d heartbeats forwarded so far",
                     state_->generation(),
-                    status.signal() != 0 ? absl::StrCat("signal ", status.signal())
-                                         : absl::StrCat("exit code ", status.exit_code()),
+                    ExitStatusText(true, status.exit_code(), status.signal()),
                     batcher_.heartbeats_added());
   Do(state_->OnCommandEnded(now, CommandEnd{status.exit_code(), status.signal()},
                             link_->connected()));

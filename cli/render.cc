@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "cli/table.h"
+#include "common/format.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
@@ -50,6 +51,10 @@ namespace {
 
 std::string Step(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
 
+absl::Time TimeOf(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
 }  // namespace
 
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now) {
@@ -58,9 +63,7 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
   for (const v1::Job& job : response.jobs()) {
     std::string progress = "-";
     if (job.has_last_progress_time()) {
-      absl::Time t = absl::FromUnixSeconds(job.last_progress_time().seconds()) +
-                     absl::Nanoseconds(job.last_progress_time().nanos());
-      progress = FormatAge(absl::ToDoubleSeconds(now - t));
+      progress = FormatAge(absl::ToDoubleSeconds(now - TimeOf(job.last_progress_time())));
     }
     table.AddRow({job.job_id(), absl::StrCat(job.generation()),
                   job.state() + (job.stalled() ? ",STALLED" : ""),
@@ -113,20 +116,11 @@ std::string RenderNodesTable(const v1::ListNodesResponse& response) {
   return table.Render();
 }
 
-namespace {
-
-std::string EventTime(const v1::Event& e) {
-  absl::Time t = absl::FromUnixSeconds(e.time().seconds()) + absl::Nanoseconds(e.time().nanos());
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
-}
-
-}  // namespace
-
 std::string RenderEventLine(const v1::Event& e) {
   std::string where;
   if (e.has_rank()) absl::StrAppend(&where, " rank ", e.rank());
   if (!e.node().empty()) absl::StrAppend(&where, " node ", e.node());
-  return absl::StrCat(EventTime(e), " ", e.kind(), " ", e.job_id(), "#", e.generation(), where,
+  return absl::StrCat(Timestamp(TimeOf(e.time())), " ", e.kind(), " ", e.job_id(), "#", e.generation(), where,
                       ": ", e.message(), "\n");
 }
 
@@ -139,8 +133,6 @@ std::string Mtbf(const v1::Mtbf& m) {
       FormatSeconds(m.upper_seconds()), FormatSeconds(m.conservative_seconds()), m.failures(),
       FormatSeconds(m.exposure_seconds()));
 }
-
-std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
 
 void AddLedgerRow(Table& table, const std::string& name, const v1::LedgerBuckets& b) {
   table.AddRow({name, FormatSeconds(b.wall_seconds()), FormatSeconds(b.useful_seconds()),
@@ -198,7 +190,7 @@ std::string RenderJobDetail(const v1::JobDetail& d) {
 std::string RenderEventsTable(const v1::ListEventsResponse& response) {
   Table table({"ID", "TIME", "KIND", "JOB", "GEN", "RANK", "NODE", "MESSAGE"});
   for (const v1::Event& e : response.events()) {
-    table.AddRow({absl::StrCat(e.id()), EventTime(e), e.kind(), e.job_id(),
+    table.AddRow({absl::StrCat(e.id()), Timestamp(TimeOf(e.time())), e.kind(), e.job_id(),
                   absl::StrCat(e.generation()), e.has_rank() ? absl::StrCat(e.rank()) : "-",
                   e.node().empty() ? "-" : e.node(), e.message()});
   }
@@ -254,17 +246,10 @@ std::string JsonDocument(const JsonFields& fields) {
   return "{\n" + absl::StrJoin(parts, ",\n") + "\n}\n";
 }
 
-// "46m29s" from a minute up (whole seconds), "2.5s" below.
-std::string Interval(double seconds) {
-  if (!std::isfinite(seconds)) return "-";
-  if (seconds < 60) return absl::StrFormat("%.3gs", seconds);
-  return absl::FormatDuration(absl::Seconds(std::round(seconds)));
-}
 // "46m29s (2789 s)".
 std::string IntervalWithSeconds(double seconds) {
-  return absl::StrFormat("%s (%.0f s)", Interval(seconds), seconds);
+  return absl::StrFormat("%s (%.0f s)", HumanSeconds(seconds), seconds);
 }
-std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
 // A key-value line of the calculators' summaries.
 std::string Line(absl::string_view key, absl::string_view value) {
   return absl::StrFormat("%-16s%s\n", key, value);
@@ -329,7 +314,7 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
                 absl::StrFormat("%gs in the background (%gs / %s); it must finish before the "
                                 "next checkpoint, so the interval is at least %s",
                                 write, f.checkpoint_seconds, writers,
-                                Interval(in.async_write_seconds)));
+                                HumanSeconds(in.async_write_seconds)));
   } else {
     out += Line("checkpoint", f.writers == 1
                                   ? absl::StrFormat("blocks %gs (synchronous write)", write)
@@ -344,23 +329,23 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
   out += Line("daly interval", IntervalWithSeconds(plan.daly_interval_seconds));
   out += Line("at young's T*",
               absl::StrFormat("write tax %s + rework %s = overhead %s (goodput %s)",
-                              Pct(plan.at_young.write_tax_fraction),
-                              Pct(plan.at_young.rework_fraction),
-                              Pct(plan.at_young.total_waste_fraction),
-                              Pct(plan.at_young.goodput_fraction)));
+                              Percent(plan.at_young.write_tax_fraction),
+                              Percent(plan.at_young.rework_fraction),
+                              Percent(plan.at_young.total_waste_fraction),
+                              Percent(plan.at_young.goodput_fraction)));
   if (plan.interval_seconds != plan.young_interval_seconds) {
     out += Line("planned", absl::StrFormat(
                                "%s, raised to the asynchronous write: overhead %s (goodput %s)",
                                IntervalWithSeconds(plan.interval_seconds),
-                               Pct(plan.at_interval.total_waste_fraction),
-                               Pct(plan.at_interval.goodput_fraction)));
+                               Percent(plan.at_interval.total_waste_fraction),
+                               Percent(plan.at_interval.goodput_fraction)));
   }
   out += "\n";
   Table table({"INTERVAL", "FACTOR", "WRITE_TAX", "REWORK", "TOTAL_WASTE", "GOODPUT", "NOTE"});
   for (const CheckpointSensitivityRow& row : plan.sensitivity) {
-    table.AddRow({Interval(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
-                  Pct(row.waste.write_tax_fraction), Pct(row.waste.rework_fraction),
-                  Pct(row.waste.total_waste_fraction), Pct(row.waste.goodput_fraction),
+    table.AddRow({HumanSeconds(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
+                  Percent(row.waste.write_tax_fraction), Percent(row.waste.rework_fraction),
+                  Percent(row.waste.total_waste_fraction), Percent(row.waste.goodput_fraction),
                   row.write_overlaps_next ? "write still running at the next" : ""});
   }
   out += table.Render();
@@ -464,7 +449,7 @@ std::string RenderComputeBudgetTable(const ComputeBudget& b) {
                                     : "compute + loading";
   out += Line("per sample", absl::StrFormat("%s (%s)", PerSample(b.seconds_per_sample), pace));
   out += Line("utilization", absl::StrFormat("%s (GPUs wait for data %s of the time)",
-                                             Pct(b.utilization_fraction), Pct(b.idle_fraction)));
+                                             Percent(b.utilization_fraction), Percent(b.idle_fraction)));
   out += Line("throughput", Rate(b.throughput_samples_per_second));
   if (b.wall_gpu_hours.has_value()) {
     out += Line("useful work", Hours(*in.useful_gpu_hours) + " GPU-hours");
@@ -489,7 +474,7 @@ std::string RenderComputeBudgetTable(const ComputeBudget& b) {
   for (const ComputeBudgetPoint& p : b.sweep) {
     std::vector<std::string> row = {absl::StrReplaceAll(p.label, {{" ", ""}}),
                                     absl::StrFormat("%.6g", p.loader_samples_per_second),
-                                    PerSample(p.seconds_per_sample), Pct(p.utilization_fraction),
+                                    PerSample(p.seconds_per_sample), Percent(p.utilization_fraction),
                                     absl::StrFormat("%.6g", p.throughput_samples_per_second)};
     if (p.wall_gpu_hours.has_value()) row.push_back(Hours(*p.wall_gpu_hours));
     if (p.cost.has_value()) row.push_back(Money(*p.cost));
