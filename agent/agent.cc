@@ -9,15 +9,16 @@
 
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
 #include "agent/torchrun_args.h"
 #include "common/clock.h"
+#include "common/format.h"
 #include "common/log.h"
 #include "common/options.h"
+#include "common/random_id.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
@@ -28,11 +29,6 @@ sigset_t AgentSignals() {
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
   return set;
-}
-
-uint64_t RandomId() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
 }
 
 // Heartbeat kinds that tell the rank's pid is alive now (an exception report
@@ -91,12 +87,38 @@ v1::AgentHello Agent::Hello() const {
 void Agent::PublishProcesses() { batcher_.SetProcesses(watcher_.Snapshot()); }
 void Agent::PublishLauncher() { batcher_.SetLauncher(launcher_.status()); }
 
+void Agent::Do(const AgentAction& action) {
+  switch (action.kind) {
+    case AgentAction::Kind::kNone:
+      return;
+    case AgentAction::Kind::kLaunch:
+      Launch(action.generation, action.reason);
+      return;
+    case AgentAction::Kind::kSignal:
+      if (action.signal == SIGKILL) {
+        TRAINSUP_LOG_WARN("%s", action.reason);
+      } else {
+        TRAINSUP_LOG_INFO("%s", action.reason);
+      }
+      launcher_.SignalGroup(action.signal);
+      PublishLauncher();
+      return;
+    case AgentAction::Kind::kWait:
+      TRAINSUP_LOG_INFO("%s", action.reason);
+      return;
+    case AgentAction::Kind::kIgnore:
+      TRAINSUP_LOG_WARN("ignored: %s", action.reason);
+      return;
+    case AgentAction::Kind::kFinish:
+      TRAINSUP_LOG_INFO("%s", action.reason);
+      return;  // Run ends its loop: state_ is done
+  }
+}
+
 void Agent::Launch(uint64_t generation, const std::string& why) {
-  generation_ = generation;
   batcher_.SetGeneration(generation);
   watcher_.Clear();
   PublishProcesses();
-  stopped_by_supervisor_ = false;
   absl::Status started = launcher_.Start(
       command_, {{"TRAINSUP_SOCKET", socket_->path()},
                  {"TRAINSUP_PLAN_FILE", plan_path_},
@@ -105,28 +127,12 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
                  {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
   if (!started.ok()) {
     TRAINSUP_LOG_ERROR("%s", started.message());
-    Finish(kExitFailure);
+    Do(state_->OnLaunchFailed(started.message()));
     return;
   }
   TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d): %s", options_.job,
                     options_.node, generation, launcher_.pid(), why);
-  phase_ = Phase::kRunning;
-  deadline_ = absl::InfiniteDuration();
   PublishLauncher();
-}
-
-void Agent::StopCommand(absl::Duration grace, const std::string& why) {
-  if (!launcher_.running()) return;
-  TRAINSUP_LOG_INFO("stopping generation %d (SIGTERM to its process group, SIGKILL after %s): %s",
-                    generation_, absl::FormatDuration(grace), why);
-  launcher_.SignalGroup(SIGTERM);
-  kill_deadline_ = SteadyNow() + grace;
-  phase_ = Phase::kStopping;
-  PublishLauncher();
-}
-
-void Agent::Finish(int code) {
-  if (!exit_code_) exit_code_ = code;
 }
 
 void Agent::OnDatagrams() {
@@ -134,18 +140,19 @@ void Agent::OnDatagrams() {
   bool watched_changed = false;
   socket_->DrainAvailable([&](const RankSocket::Datagram& d) {
     if (d.foreign_sender) {
-      batcher_.CountReject(RejectReason::kWrongSender);
+      batcher_.CountReject(v1::REJECT_REASON_WRONG_SENDER);
       return;
     }
-    std::variant<v1::RankHeartbeat, RejectReason> decoded = DecodeHeartbeat(d.payload);
-    if (auto* reason = std::get_if<RejectReason>(&decoded)) {
+    std::variant<v1::RankHeartbeat, v1::RejectReason> decoded = DecodeHeartbeat(d.payload);
+    if (auto* reason = std::get_if<v1::RejectReason>(&decoded)) {
       batcher_.CountReject(*reason);
       return;
     }
     v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
     if (hb.pid() != 0 && ProvesLife(hb.kind())) {
+      const uint64_t generation = hb.generation() != 0 ? hb.generation() : state_->generation();
       watched_changed |= watcher_.Watch(hb.rank(), hb.local_rank(), static_cast<pid_t>(hb.pid()),
-                                        hb.generation() != 0 ? hb.generation() : generation_, now);
+                                        generation, now);
     }
     if (hb.kind() == v1::HEARTBEAT_KIND_EXCEPTION) watched_changed |= watcher_.NoteException(hb.rank(), now);
     batcher_.AddHeartbeat(std::move(hb));
@@ -162,70 +169,32 @@ void Agent::OnSignals(int signal_fd) {
       continue;
     }
     // SIGTERM / SIGINT / SIGHUP: the agent is being stopped (by a person or
-    // the scheduler). Pass it on to the whole group and end with the
-    // command; a second one, or the grace running out, escalates to SIGKILL.
-    if (!launcher_.running()) {
-      TRAINSUP_LOG_INFO("%s received while no command runs: exiting", strsignal(signal));
-      Finish(128 + signal);
-      continue;
-    }
-    if (!stopped_by_signal_) {
-      stopped_by_signal_ = true;
-      TRAINSUP_LOG_INFO("%s received: forwarding it to the command's process group",
-                        strsignal(signal));
-      launcher_.SignalGroup(signal == SIGHUP ? SIGTERM : signal);
-      kill_deadline_ = SteadyNow() + options_.stop_grace;
-      phase_ = Phase::kStopping;
-    } else {
-      TRAINSUP_LOG_WARN("second stop signal: killing the command's process group");
-      launcher_.SignalGroup(SIGKILL);
-    }
-    PublishLauncher();
+    // the scheduler).
+    Do(state_->OnStopSignal(SteadyNow(), signal));
   }
 }
 
 void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
-  // Any word from the supervisor restarts the wait for its decision.
-  if (phase_ == Phase::kWaiting) deadline_ = SteadyNow() + options_.decision_timeout;
-  if (m.has_welcome()) {
-    supervisor_restarts_ = m.welcome().restarts();
-    if (phase_ != Phase::kConnecting) return;
-    if (m.welcome().launch()) {
-      Launch(std::max<uint64_t>(1, m.welcome().generation()), "the supervisor says go");
-    } else {
-      TRAINSUP_LOG_INFO("the supervisor says wait (job stopping, restarting or held)");
-      phase_ = Phase::kWaiting;
-      deadline_ = SteadyNow() + options_.decision_timeout;
-    }
-  } else if (m.has_stop()) {
-    stopped_by_supervisor_ = true;
-    if (launcher_.running() && m.stop().generation() <= generation_) {
-      StopCommand(absl::Seconds(m.stop().grace_seconds()), m.stop().reason());
-    }
-  } else if (m.has_start()) {
-    if (launcher_.running()) {
-      TRAINSUP_LOG_WARN("start of generation %d while generation %d runs: ignored",
-                        m.start().generation(), generation_);
-      return;
-    }
-    Launch(m.start().generation(), m.start().reason());
-  } else if (m.has_hold()) {
-    TRAINSUP_LOG_WARN("the job is held: %s; waiting up to %s for `trainsupctl resume`",
-                      m.hold().reason(), absl::FormatDuration(options_.hold_timeout));
-    if (!launcher_.running()) {
-      phase_ = Phase::kHeld;
-      deadline_ = SteadyNow() + options_.hold_timeout;
-    }
-  } else if (m.has_plan()) {
-    OnPlan(m.plan());
-  } else if (m.has_quarantined()) {
-    TRAINSUP_LOG_ERROR("this node is quarantined: %s", m.quarantined().reason());
-    quarantined_ = true;
-    if (launcher_.running()) {
-      StopCommand(options_.stop_grace, "node quarantined");
-    } else {
-      Finish(kExitQuarantined);
-    }
+  const absl::Duration now = SteadyNow();
+  switch (m.body_case()) {
+    case v1::SupervisorMessage::kWelcome:
+      return Do(state_->OnWelcome(now, m.welcome().launch(), m.welcome().generation(),
+                                  m.welcome().restarts()));
+    case v1::SupervisorMessage::kStop:
+      return Do(state_->OnStop(now, m.stop().generation(),
+                               absl::Seconds(m.stop().grace_seconds()), m.stop().reason()));
+    case v1::SupervisorMessage::kStart:
+      return Do(state_->OnStart(now, m.start().generation(), m.start().reason()));
+    case v1::SupervisorMessage::kHold:
+      return Do(state_->OnHold(now, m.hold().reason()));
+    case v1::SupervisorMessage::kQuarantined:
+      TRAINSUP_LOG_ERROR("this node is quarantined: %s", m.quarantined().reason());
+      return Do(state_->OnQuarantined(now, m.quarantined().reason()));
+    case v1::SupervisorMessage::kPlan:
+      OnPlan(m.plan());
+      return Do(state_->OnOtherMessage(now));
+    case v1::SupervisorMessage::BODY_NOT_SET:
+      return Do(state_->OnOtherMessage(now));
   }
 }
 
@@ -266,64 +235,19 @@ void Agent::OnPlan(const v1::CheckpointPlan& plan) {
 void Agent::OnCommandEnded() {
   // Take the ranks' last words (an exception report is sent just before a
   // rank exits), note every death, and leave no process of the group behind.
+  const absl::Duration now = SteadyNow();
   OnDatagrams();
-  watcher_.CheckExits(SteadyNow());
+  watcher_.CheckExits(now);
   kill(-launcher_.pid(), SIGKILL);
-  kill_deadline_ = absl::InfiniteDuration();
   PublishProcesses();
   PublishLauncher();
-  last_exit_code_ = launcher_.ExitCode();
-  TRAINSUP_LOG_INFO("generation %d ended with %s; %d heartbeats forwarded so far", generation_,
-                    launcher_.status().signal() != 0
-                        ? absl::StrCat("signal ", launcher_.status().signal())
-                        : absl::StrCat("exit code ", launcher_.status().exit_code()),
+  const v1::LauncherStatus& status = launcher_.status();
+  TRAINSUP_LOG_INFO("generation %d ended with %s; %d heartbeats forwarded so far",
+                    state_->generation(),
+                    ExitStatusText(true, status.exit_code(), status.signal()),
                     batcher_.heartbeats_added());
-  if (quarantined_) return Finish(kExitQuarantined);
-  if (stopped_by_signal_) return Finish(last_exit_code_);
-  if (last_exit_code_ == 0 && !stopped_by_supervisor_) return Finish(0);  // done
-  if (!supervisor_restarts_) {
-    TRAINSUP_LOG_INFO("the supervisor only observes: exiting with the command's exit code %d",
-                      last_exit_code_);
-    return Finish(last_exit_code_);
-  }
-  if (!link_->connected()) {
-    // Fail-open: with no supervisor to decide, the scheduler decides.
-    TRAINSUP_LOG_WARN("the supervisor is unreachable: exiting with the command's exit code %d",
-                      last_exit_code_);
-    return Finish(last_exit_code_);
-  }
-  phase_ = Phase::kWaiting;
-  deadline_ = SteadyNow() + options_.decision_timeout;
-}
-
-void Agent::CheckTimers() {
-  const absl::Duration now = SteadyNow();
-  if (now >= kill_deadline_ && launcher_.running()) {
-    TRAINSUP_LOG_WARN("generation %d did not stop in time: SIGKILL", generation_);
-    launcher_.SignalGroup(SIGKILL);
-    kill_deadline_ = absl::InfiniteDuration();
-  }
-  if (now < deadline_) return;
-  switch (phase_) {
-    case Phase::kConnecting:
-      TRAINSUP_LOG_WARN("no word from the supervisor within %s: launching anyway",
-                        absl::FormatDuration(options_.connect_timeout));
-      Launch(1, "fail-open start");
-      break;
-    case Phase::kWaiting:
-      TRAINSUP_LOG_WARN("no decision from the supervisor within %s: exiting with code %d",
-                        absl::FormatDuration(options_.decision_timeout), last_exit_code_);
-      Finish(last_exit_code_);
-      break;
-    case Phase::kHeld:
-      TRAINSUP_LOG_WARN("still held after %s: exiting with code %d",
-                        absl::FormatDuration(options_.hold_timeout), last_exit_code_);
-      Finish(last_exit_code_);
-      break;
-    case Phase::kRunning:
-    case Phase::kStopping:
-      break;
-  }
+  Do(state_->OnCommandEnded(now, CommandEnd{status.exit_code(), status.signal()},
+                            link_->connected()));
 }
 
 int Agent::Run() {
@@ -356,12 +280,11 @@ int Agent::Run() {
   waiting.set_state(v1::LauncherStatus::STATE_WAITING);
   batcher_.SetLauncher(waiting);
   link_->Start();
-  phase_ = Phase::kConnecting;
-  deadline_ = SteadyNow() + options_.connect_timeout;
+  state_ = std::make_unique<AgentStateMachine>(options_.timeouts, SteadyNow());
   TRAINSUP_LOG_INFO("job %s node %s: rank socket %s; waiting for the supervisor at %s",
                     options_.job, options_.node, socket_->path(), options_.supervisor);
 
-  while (!exit_code_) {
+  while (!done()) {
     std::vector<pollfd> fds = {
         {signal_fd, POLLIN, 0}, {socket_->fd(), POLLIN, 0}, {inbox_.fd(), POLLIN, 0}};
     for (int fd : watcher_.LiveFds()) fds.push_back({fd, POLLIN, 0});
@@ -370,11 +293,12 @@ int Agent::Run() {
     if (fds[0].revents != 0) OnSignals(signal_fd);
     if (fds[2].revents != 0) {
       for (const v1::SupervisorMessage& m : inbox_.TakeAll()) {
-        if (!exit_code_) OnSupervisorMessage(m);
+        if (!done()) OnSupervisorMessage(m);
       }
     }
-    if (watcher_.CheckExits(SteadyNow())) PublishProcesses();
-    CheckTimers();
+    const absl::Duration now = SteadyNow();
+    if (watcher_.CheckExits(now)) PublishProcesses();
+    Do(state_->Tick(now));
   }
 
   if (launcher_.running()) {  // e.g. quarantined or failing while running
@@ -387,8 +311,9 @@ int Agent::Run() {
   }
   link_->Stop();
   close(signal_fd);
-  TRAINSUP_LOG_INFO("exiting with code %d", *exit_code_);
-  return *exit_code_;
+  const int exit_code = *state_->exit_code();
+  TRAINSUP_LOG_INFO("exiting with code %d", exit_code);
+  return exit_code;
 }
 
 }  // namespace trainsup

@@ -24,8 +24,8 @@ bool HasUnknownField(const google::protobuf::Struct& object) {
 
 }  // namespace
 
-std::variant<v1::RankHeartbeat, RejectReason> DecodeHeartbeat(absl::string_view datagram) {
-  if (datagram.size() > kMaxHeartbeatDatagramBytes) return RejectReason::kOversize;
+std::variant<v1::RankHeartbeat, v1::RejectReason> DecodeHeartbeat(absl::string_view datagram) {
+  if (datagram.size() > kMaxHeartbeatDatagramBytes) return v1::REJECT_REASON_OVERSIZE;
   const std::string text(datagram);
   v1::RankHeartbeat hb;
   google::protobuf::util::JsonParseOptions strict;
@@ -36,9 +36,9 @@ std::variant<v1::RankHeartbeat, RejectReason> DecodeHeartbeat(absl::string_view 
   // reading the datagram as a generic JSON object.
   google::protobuf::Struct object;
   if (google::protobuf::util::JsonStringToMessage(text, &object).ok() && HasUnknownField(object)) {
-    return RejectReason::kUnknownField;
+    return v1::REJECT_REASON_UNKNOWN_FIELD;
   }
-  return RejectReason::kInvalidJson;
+  return v1::REJECT_REASON_INVALID_JSON;
 }
 
 }  // namespace trainsup

@@ -5,7 +5,7 @@
 #include <variant>
 
 #include "absl/strings/string_view.h"
-#include "daemon/core/reject_reason.h"
+#include "trainsup/v1/agent.pb.h"
 #include "trainsup/v1/heartbeat.pb.h"
 
 namespace trainsup {
@@ -19,7 +19,7 @@ constexpr size_t kMaxHeartbeatDatagramBytes = 4096;
 // reason, what is too large, not JSON of RankHeartbeat, or carries fields the
 // schema does not have. Semantic checks (ranks, steps, names) are the
 // supervisor's, which sees the whole job.
-std::variant<v1::RankHeartbeat, RejectReason> DecodeHeartbeat(absl::string_view datagram);
+std::variant<v1::RankHeartbeat, v1::RejectReason> DecodeHeartbeat(absl::string_view datagram);
 
 }  // namespace trainsup
 

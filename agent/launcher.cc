@@ -101,9 +101,4 @@ bool Launcher::ReapChildren() {
   return command_ended;
 }
 
-int Launcher::ExitCode() const {
-  if (status_.signal() != 0) return 128 + status_.signal();
-  return status_.exit_code();
-}
-
 }  // namespace trainsup

@@ -40,10 +40,6 @@ class Launcher {
   pid_t pid() const { return pid_; }
   const v1::LauncherStatus& status() const { return status_; }
 
-  // The agent's exit code for the ended command: its exit code, or 128 +
-  // signal number when a signal killed it (the shell's convention).
-  int ExitCode() const;
-
  private:
   pid_t pid_ = 0;
   v1::LauncherStatus status_;

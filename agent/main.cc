@@ -51,16 +51,16 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddDurationOption(*run, "--report-interval", &options.report_interval,
                     "how often heartbeats are batched to the supervisor");
-  AddDurationOption(*run, "--stop-grace", &options.stop_grace,
+  AddDurationOption(*run, "--stop-grace", &options.timeouts.stop_grace,
                     "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
   AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,
                     "cap of the reconnect backoff when the supervisor is away");
-  AddDurationOption(*run, "--connect-timeout", &options.connect_timeout,
+  AddDurationOption(*run, "--connect-timeout", &options.timeouts.connect_timeout,
                     "at start, wait this long for the supervisor's go before launching anyway");
-  AddDurationOption(*run, "--decision-timeout", &options.decision_timeout,
+  AddDurationOption(*run, "--decision-timeout", &options.timeouts.decision_timeout,
                     "after the command failed or was stopped, wait this long for the supervisor's "
                     "decision (restart, hold, quarantine) before exiting with its code");
-  AddDurationOption(*run, "--hold-timeout", &options.hold_timeout,
+  AddDurationOption(*run, "--hold-timeout", &options.timeouts.hold_timeout,
                     "while the job is held, wait this long for `trainsupctl resume` before exiting");
   run->add_option("--max-backlog", options.max_backlog,
                   "heartbeats kept while the supervisor is away (oldest dropped beyond)")

@@ -6,9 +6,10 @@
 #include <unistd.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 
 namespace trainsup {
@@ -21,25 +22,34 @@ bool IsReadable(int fd) {
   return poll(&p, 1, 0) > 0 && (p.revents & (POLLIN | POLLHUP | POLLERR)) != 0;
 }
 
-// The wait status of a zombie, from field 52 of /proc/PID/stat (Linux 3.5+).
-// False when the process is not a zombie (already reaped, or running).
-bool ReadZombieStatus(pid_t pid, int* wait_status) {
+// The wait status of a zombie, from /proc/PID/stat; nullopt when the
+// process is not a zombie (already reaped, or running).
+std::optional<int> ReadZombieStatus(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(in, line)) return false;
-  // The command name (field 2) may hold spaces and parentheses: skip past
-  // the last ')'. Fields from 3 on follow.
-  size_t close = line.rfind(')');
-  if (close == std::string::npos) return false;
-  std::vector<std::string> fields = absl::StrSplit(line.substr(close + 2), ' ');
-  if (fields.empty() || fields[0] != "Z") return false;
-  const size_t kExitCodeField = 52 - 3;
-  if (fields.size() <= kExitCodeField) return false;
-  *wait_status = std::stoi(fields[kExitCodeField]);
-  return true;
+  if (!std::getline(in, line)) return std::nullopt;
+  return ZombieWaitStatus(line);
 }
 
 }  // namespace
+
+std::optional<int> ZombieWaitStatus(absl::string_view stat_line) {
+  // The command name (field 2) may hold spaces and parentheses: skip past
+  // the last ')'. Fields from 3 on follow, one space apart.
+  const size_t close = stat_line.rfind(')');
+  if (close == absl::string_view::npos) return std::nullopt;
+  absl::string_view rest = stat_line.substr(close + 1);
+  if (!absl::ConsumePrefix(&rest, " ")) return std::nullopt;
+  std::vector<absl::string_view> fields = absl::StrSplit(rest, ' ');
+  if (fields.empty() || fields[0] != "Z") return std::nullopt;
+  constexpr size_t kExitCodeField = 52 - 3;
+  int wait_status = 0;
+  if (fields.size() <= kExitCodeField ||
+      !absl::SimpleAtoi(fields[kExitCodeField], &wait_status)) {
+    return std::nullopt;
+  }
+  return wait_status;
+}
 
 RankWatcher::~RankWatcher() { Clear(); }
 
@@ -84,11 +94,10 @@ std::vector<int> RankWatcher::LiveFds() const {
 void RankWatcher::MarkDead(Watched& w, absl::Duration steady_now) {
   w.process.set_alive(false);
   w.died_at = steady_now;
-  int status = 0;
-  if (ReadZombieStatus(static_cast<pid_t>(w.process.pid()), &status)) {
+  if (std::optional<int> status = ReadZombieStatus(static_cast<pid_t>(w.process.pid()))) {
     w.process.set_exit_known(true);
-    if (WIFEXITED(status)) w.process.set_exit_code(WEXITSTATUS(status));
-    if (WIFSIGNALED(status)) w.process.set_signal(WTERMSIG(status));
+    if (WIFEXITED(*status)) w.process.set_exit_code(WEXITSTATUS(*status));
+    if (WIFSIGNALED(*status)) w.process.set_signal(WTERMSIG(*status));
   }
   if (w.pidfd >= 0) {
     close(w.pidfd);

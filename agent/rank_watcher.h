@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "trainsup/v1/agent.pb.h"
 
@@ -63,6 +65,11 @@ class RankWatcher {
 
   std::map<uint32_t, Watched> ranks_;  // by rank
 };
+
+// The wait status of a zombie from one line of /proc/PID/stat (field 52,
+// Linux 3.5+); nullopt when the process is not a zombie or the line is not
+// of that form. Pure; never throws.
+std::optional<int> ZombieWaitStatus(absl::string_view stat_line);
 
 }  // namespace trainsup
 

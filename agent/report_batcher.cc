@@ -34,9 +34,9 @@ void ReportBatcher::AddHeartbeat(v1::RankHeartbeat hb) {
   dirty_ = true;
 }
 
-void ReportBatcher::CountReject(RejectReason reason) {
+void ReportBatcher::CountReject(v1::RejectReason reason) {
   absl::MutexLock lock(&mu_);
-  rejected_.Add(reason);
+  ++rejected_[reason];
   dirty_ = true;
 }
 
@@ -127,12 +127,10 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
       out->set_exception_seconds_ago(absl::ToDoubleSeconds(steady_now - p.exception_at));
     }
   }
-  for (int i = 0; i < kRejectReasonCount; ++i) {
-    RejectReason reason = static_cast<RejectReason>(i);
-    if (rejected_.Get(reason) == 0) continue;
+  for (const auto& [reason, n] : rejected_) {
     v1::RejectCount* count = report.add_rejected();
-    count->set_reason(std::string(RejectReasonName(reason)));
-    count->set_count(rejected_.Get(reason));
+    count->set_reject_reason(reason);
+    count->set_count(n);
   }
   report.set_dropped_total(dropped_);
   dirty_ = false;

@@ -11,7 +11,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/rank_watcher.h"
-#include "daemon/core/reject_reason.h"
 #include "trainsup/v1/agent.pb.h"
 
 namespace trainsup {
@@ -31,7 +30,7 @@ class ReportBatcher {
   ReportBatcher& operator=(const ReportBatcher&) = delete;
 
   void AddHeartbeat(v1::RankHeartbeat hb);
-  void CountReject(RejectReason reason);
+  void CountReject(v1::RejectReason reason);
   void SetLauncher(const v1::LauncherStatus& launcher);
   v1::LauncherStatus launcher() const;
   void SetProcesses(std::vector<ProcessObservation> processes);
@@ -82,7 +81,8 @@ class ReportBatcher {
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
   v1::LauncherStatus launcher_ ABSL_GUARDED_BY(mu_);
   std::vector<ProcessObservation> processes_ ABSL_GUARDED_BY(mu_);
-  RejectCounts rejected_ ABSL_GUARDED_BY(mu_);
+  // Cumulative, by reason; reported in the enum's order.
+  std::map<v1::RejectReason, uint64_t> rejected_ ABSL_GUARDED_BY(mu_);
   // The seqs of the heartbeats in the last report taken, in order, so that a
   // Restore puts them back under their own numbers.
   std::vector<int64_t> taken_seqs_ ABSL_GUARDED_BY(mu_);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "cli/table.h"
+#include "common/format.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
@@ -50,6 +51,10 @@ namespace {
 
 std::string Step(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
 
+absl::Time TimeOf(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
 }  // namespace
 
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now) {
@@ -58,9 +63,7 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
   for (const v1::Job& job : response.jobs()) {
     std::string progress = "-";
     if (job.has_last_progress_time()) {
-      absl::Time t = absl::FromUnixSeconds(job.last_progress_time().seconds()) +
-                     absl::Nanoseconds(job.last_progress_time().nanos());
-      progress = FormatAge(absl::ToDoubleSeconds(now - t));
+      progress = FormatAge(absl::ToDoubleSeconds(now - TimeOf(job.last_progress_time())));
     }
     table.AddRow({job.job_id(), absl::StrCat(job.generation()),
                   job.state() + (job.stalled() ? ",STALLED" : ""),
@@ -113,20 +116,11 @@ std::string RenderNodesTable(const v1::ListNodesResponse& response) {
   return table.Render();
 }
 
-namespace {
-
-std::string EventTime(const v1::Event& e) {
-  absl::Time t = absl::FromUnixSeconds(e.time().seconds()) + absl::Nanoseconds(e.time().nanos());
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
-}
-
-}  // namespace
-
 std::string RenderEventLine(const v1::Event& e) {
   std::string where;
   if (e.has_rank()) absl::StrAppend(&where, " rank ", e.rank());
   if (!e.node().empty()) absl::StrAppend(&where, " node ", e.node());
-  return absl::StrCat(EventTime(e), " ", e.kind(), " ", e.job_id(), "#", e.generation(), where,
+  return absl::StrCat(Timestamp(TimeOf(e.time())), " ", e.kind(), " ", e.job_id(), "#", e.generation(), where,
                       ": ", e.message(), "\n");
 }
 
@@ -139,8 +133,6 @@ std::string Mtbf(const v1::Mtbf& m) {
       FormatSeconds(m.upper_seconds()), FormatSeconds(m.conservative_seconds()), m.failures(),
       FormatSeconds(m.exposure_seconds()));
 }
-
-std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
 
 void AddLedgerRow(Table& table, const std::string& name, const v1::LedgerBuckets& b) {
   table.AddRow({name, FormatSeconds(b.wall_seconds()), FormatSeconds(b.useful_seconds()),
@@ -198,7 +190,7 @@ std::string RenderJobDetail(const v1::JobDetail& d) {
 std::string RenderEventsTable(const v1::ListEventsResponse& response) {
   Table table({"ID", "TIME", "KIND", "JOB", "GEN", "RANK", "NODE", "MESSAGE"});
   for (const v1::Event& e : response.events()) {
-    table.AddRow({absl::StrCat(e.id()), EventTime(e), e.kind(), e.job_id(),
+    table.AddRow({absl::StrCat(e.id()), Timestamp(TimeOf(e.time())), e.kind(), e.job_id(),
                   absl::StrCat(e.generation()), e.has_rank() ? absl::StrCat(e.rank()) : "-",
                   e.node().empty() ? "-" : e.node(), e.message()});
   }
@@ -209,62 +201,10 @@ std::string RenderEventsTable(const v1::ListEventsResponse& response) {
 
 namespace {
 
-// JSON by hand: one object, one key per line; nested objects on one line,
-// array elements one per line. Keys keep the order they are added in.
-std::string JsonNumber(double v) {
-  return std::isfinite(v) ? absl::StrFormat("%.10g", v) : "null";
-}
-std::string JsonNumber(const std::optional<double>& v) {
-  return v.has_value() ? JsonNumber(*v) : "null";
-}
-std::string JsonBool(bool v) { return v ? "true" : "false"; }
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppendFormat(&out, "\\u%04x", c);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-using JsonFields = std::vector<std::pair<std::string, std::string>>;  // key, rendered value
-
-std::string JsonInline(const JsonFields& fields) {
-  std::vector<std::string> parts;
-  for (const auto& [key, value] : fields) parts.push_back(JsonString(key) + ": " + value);
-  return "{" + absl::StrJoin(parts, ", ") + "}";
-}
-std::string JsonArray(const std::vector<std::string>& values) {
-  if (values.empty()) return "[]";
-  return "[\n    " + absl::StrJoin(values, ",\n    ") + "\n  ]";
-}
-std::string JsonDocument(const JsonFields& fields) {
-  std::vector<std::string> parts;
-  for (const auto& [key, value] : fields) parts.push_back("  " + JsonString(key) + ": " + value);
-  return "{\n" + absl::StrJoin(parts, ",\n") + "\n}\n";
-}
-
-// "46m29s" from a minute up (whole seconds), "2.5s" below.
-std::string Interval(double seconds) {
-  if (!std::isfinite(seconds)) return "-";
-  if (seconds < 60) return absl::StrFormat("%.3gs", seconds);
-  return absl::FormatDuration(absl::Seconds(std::round(seconds)));
-}
 // "46m29s (2789 s)".
 std::string IntervalWithSeconds(double seconds) {
-  return absl::StrFormat("%s (%.0f s)", Interval(seconds), seconds);
+  return absl::StrFormat("%s (%.0f s)", HumanSeconds(seconds), seconds);
 }
-std::string Pct(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
 // A key-value line of the calculators' summaries.
 std::string Line(absl::string_view key, absl::string_view value) {
   return absl::StrFormat("%-16s%s\n", key, value);
@@ -276,12 +216,14 @@ absl::Status BadFlag(absl::string_view flag, absl::string_view want, double got)
 bool Positive(double v) { return std::isfinite(v) && v > 0; }
 bool NonNegative(double v) { return std::isfinite(v) && v >= 0; }
 
-JsonFields WasteFields(const CheckpointWaste& w) {
-  return {{"interval_seconds", JsonNumber(w.interval_seconds)},
-          {"write_tax_fraction", JsonNumber(w.write_tax_fraction)},
-          {"rework_fraction", JsonNumber(w.rework_fraction)},
-          {"total_waste_fraction", JsonNumber(w.total_waste_fraction)},
-          {"goodput_fraction", JsonNumber(w.goodput_fraction)}};
+v1::CheckpointWaste WasteToProto(const CheckpointWaste& w) {
+  v1::CheckpointWaste out;
+  out.set_interval_seconds(w.interval_seconds);
+  out.set_write_tax_fraction(w.write_tax_fraction);
+  out.set_rework_fraction(w.rework_fraction);
+  out.set_total_waste_fraction(w.total_waste_fraction);
+  out.set_goodput_fraction(w.goodput_fraction);
+  return out;
 }
 
 }  // namespace
@@ -329,7 +271,7 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
                 absl::StrFormat("%gs in the background (%gs / %s); it must finish before the "
                                 "next checkpoint, so the interval is at least %s",
                                 write, f.checkpoint_seconds, writers,
-                                Interval(in.async_write_seconds)));
+                                HumanSeconds(in.async_write_seconds)));
   } else {
     out += Line("checkpoint", f.writers == 1
                                   ? absl::StrFormat("blocks %gs (synchronous write)", write)
@@ -344,23 +286,23 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
   out += Line("daly interval", IntervalWithSeconds(plan.daly_interval_seconds));
   out += Line("at young's T*",
               absl::StrFormat("write tax %s + rework %s = overhead %s (goodput %s)",
-                              Pct(plan.at_young.write_tax_fraction),
-                              Pct(plan.at_young.rework_fraction),
-                              Pct(plan.at_young.total_waste_fraction),
-                              Pct(plan.at_young.goodput_fraction)));
+                              Percent(plan.at_young.write_tax_fraction),
+                              Percent(plan.at_young.rework_fraction),
+                              Percent(plan.at_young.total_waste_fraction),
+                              Percent(plan.at_young.goodput_fraction)));
   if (plan.interval_seconds != plan.young_interval_seconds) {
     out += Line("planned", absl::StrFormat(
                                "%s, raised to the asynchronous write: overhead %s (goodput %s)",
                                IntervalWithSeconds(plan.interval_seconds),
-                               Pct(plan.at_interval.total_waste_fraction),
-                               Pct(plan.at_interval.goodput_fraction)));
+                               Percent(plan.at_interval.total_waste_fraction),
+                               Percent(plan.at_interval.goodput_fraction)));
   }
   out += "\n";
   Table table({"INTERVAL", "FACTOR", "WRITE_TAX", "REWORK", "TOTAL_WASTE", "GOODPUT", "NOTE"});
   for (const CheckpointSensitivityRow& row : plan.sensitivity) {
-    table.AddRow({Interval(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
-                  Pct(row.waste.write_tax_fraction), Pct(row.waste.rework_fraction),
-                  Pct(row.waste.total_waste_fraction), Pct(row.waste.goodput_fraction),
+    table.AddRow({HumanSeconds(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
+                  Percent(row.waste.write_tax_fraction), Percent(row.waste.rework_fraction),
+                  Percent(row.waste.total_waste_fraction), Percent(row.waste.goodput_fraction),
                   row.write_overlaps_next ? "write still running at the next" : ""});
   }
   out += table.Render();
@@ -370,38 +312,41 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
   return out;
 }
 
-std::string RenderCheckpointPlanJson(const PlanFlags& f, const CheckpointPlan& plan) {
+v1::CheckpointPlanResult CheckpointPlanToProto(const PlanFlags& f, const CheckpointPlan& plan) {
   const CheckpointPlanInputs& in = plan.inputs;
-  std::vector<std::string> rows;
-  for (const CheckpointSensitivityRow& row : plan.sensitivity) {
-    JsonFields fields = {{"factor", JsonNumber(row.factor)}};
-    for (auto& field : WasteFields(row.waste)) fields.push_back(std::move(field));
-    fields.push_back({"write_overlaps_next", JsonBool(row.write_overlaps_next)});
-    rows.push_back(JsonInline(fields));
+  v1::CheckpointPlanResult out;
+  out.set_mtbf_seconds(in.mtbf_seconds);
+  out.set_checkpoint_write_seconds(f.checkpoint_seconds);
+  out.set_writers(f.writers);
+  if (f.async_snapshot_seconds.has_value()) {
+    out.set_async_snapshot_seconds(*f.async_snapshot_seconds);
   }
-  std::vector<std::string> warnings;
-  for (const std::string& w : plan.warnings) warnings.push_back(JsonString(w));
-  const bool every = plan.verdict == CheckpointVerdict::kCheckpointEvery;
-  return JsonDocument({
-      {"mtbf_seconds", JsonNumber(in.mtbf_seconds)},
-      {"checkpoint_write_seconds", JsonNumber(f.checkpoint_seconds)},
-      {"writers", absl::StrCat(f.writers)},
-      {"async_snapshot_seconds", JsonNumber(f.async_snapshot_seconds)},
-      {"restart_seconds", JsonNumber(in.restart_seconds)},
-      {"run_seconds", JsonNumber(in.run_seconds)},
-      {"blocking_checkpoint_seconds", JsonNumber(in.checkpoint_seconds)},
-      {"async_write_seconds", JsonNumber(in.async_write_seconds)},
-      {"young_interval_seconds", JsonNumber(plan.young_interval_seconds)},
-      {"daly_interval_seconds", JsonNumber(plan.daly_interval_seconds)},
-      {"at_young_interval", JsonInline(WasteFields(plan.at_young))},
-      {"planned_interval_seconds", JsonNumber(plan.interval_seconds)},
-      {"at_planned_interval", JsonInline(WasteFields(plan.at_interval))},
-      {"sensitivity", JsonArray(rows)},
-      {"verdict", JsonString(CheckpointVerdictName(plan.verdict))},
-      {"verdict_text", JsonString(plan.verdict_text)},
-      {"recommended_interval_seconds", every ? JsonNumber(plan.interval_seconds) : "null"},
-      {"warnings", JsonArray(warnings)},
-  });
+  out.set_restart_seconds(in.restart_seconds);
+  if (in.run_seconds.has_value()) out.set_run_seconds(*in.run_seconds);
+  out.set_blocking_checkpoint_seconds(in.checkpoint_seconds);
+  out.set_async_write_seconds(in.async_write_seconds);
+  out.set_young_interval_seconds(plan.young_interval_seconds);
+  out.set_daly_interval_seconds(plan.daly_interval_seconds);
+  *out.mutable_at_young_interval() = WasteToProto(plan.at_young);
+  out.set_planned_interval_seconds(plan.interval_seconds);
+  *out.mutable_at_planned_interval() = WasteToProto(plan.at_interval);
+  for (const CheckpointSensitivityRow& row : plan.sensitivity) {
+    v1::CheckpointSensitivityRow* r = out.add_sensitivity();
+    r->set_factor(row.factor);
+    r->set_interval_seconds(row.waste.interval_seconds);
+    r->set_write_tax_fraction(row.waste.write_tax_fraction);
+    r->set_rework_fraction(row.waste.rework_fraction);
+    r->set_total_waste_fraction(row.waste.total_waste_fraction);
+    r->set_goodput_fraction(row.waste.goodput_fraction);
+    r->set_write_overlaps_next(row.write_overlaps_next);
+  }
+  out.set_verdict(CheckpointVerdictName(plan.verdict));
+  out.set_verdict_text(plan.verdict_text);
+  if (plan.verdict == CheckpointVerdict::kCheckpointEvery) {
+    out.set_recommended_interval_seconds(plan.interval_seconds);
+  }
+  for (const std::string& w : plan.warnings) out.add_warnings(w);
+  return out;
 }
 
 absl::StatusOr<std::string> RunPlanCommand(const PlanFlags& flags, bool json) {
@@ -409,7 +354,8 @@ absl::StatusOr<std::string> RunPlanCommand(const PlanFlags& flags, bool json) {
   if (!inputs.ok()) return inputs.status();
   absl::StatusOr<CheckpointPlan> plan = PlanCheckpoints(*inputs);
   if (!plan.ok()) return plan.status();
-  return json ? RenderCheckpointPlanJson(flags, *plan) : RenderCheckpointPlanTable(flags, *plan);
+  if (json) return RenderJson(CheckpointPlanToProto(flags, *plan));
+  return RenderCheckpointPlanTable(flags, *plan);
 }
 
 absl::Status CheckBudgetFlags(const ComputeBudgetInputs& f) {
@@ -464,7 +410,7 @@ std::string RenderComputeBudgetTable(const ComputeBudget& b) {
                                     : "compute + loading";
   out += Line("per sample", absl::StrFormat("%s (%s)", PerSample(b.seconds_per_sample), pace));
   out += Line("utilization", absl::StrFormat("%s (GPUs wait for data %s of the time)",
-                                             Pct(b.utilization_fraction), Pct(b.idle_fraction)));
+                                             Percent(b.utilization_fraction), Percent(b.idle_fraction)));
   out += Line("throughput", Rate(b.throughput_samples_per_second));
   if (b.wall_gpu_hours.has_value()) {
     out += Line("useful work", Hours(*in.useful_gpu_hours) + " GPU-hours");
@@ -489,7 +435,7 @@ std::string RenderComputeBudgetTable(const ComputeBudget& b) {
   for (const ComputeBudgetPoint& p : b.sweep) {
     std::vector<std::string> row = {absl::StrReplaceAll(p.label, {{" ", ""}}),
                                     absl::StrFormat("%.6g", p.loader_samples_per_second),
-                                    PerSample(p.seconds_per_sample), Pct(p.utilization_fraction),
+                                    PerSample(p.seconds_per_sample), Percent(p.utilization_fraction),
                                     absl::StrFormat("%.6g", p.throughput_samples_per_second)};
     if (p.wall_gpu_hours.has_value()) row.push_back(Hours(*p.wall_gpu_hours));
     if (p.cost.has_value()) row.push_back(Money(*p.cost));
@@ -499,47 +445,45 @@ std::string RenderComputeBudgetTable(const ComputeBudget& b) {
   return out;
 }
 
-std::string RenderComputeBudgetJson(const ComputeBudget& b) {
+v1::ComputeBudgetResult ComputeBudgetToProto(const ComputeBudget& b) {
   const ComputeBudgetInputs& in = b.inputs;
-  std::vector<std::string> rows;
+  v1::ComputeBudgetResult out;
+  out.set_compute_samples_per_second(in.compute_samples_per_second);
+  out.set_loader_samples_per_second(in.loader_samples_per_second);
+  out.set_overlap(in.overlap);
+  if (in.gpus.has_value()) out.set_gpus(*in.gpus);
+  if (in.price_per_gpu_hour.has_value()) out.set_price_per_gpu_hour(*in.price_per_gpu_hour);
+  if (in.useful_gpu_hours.has_value()) out.set_useful_gpu_hours(*in.useful_gpu_hours);
+  out.set_compute_seconds_per_sample(b.compute_seconds_per_sample);
+  out.set_loader_seconds_per_sample(b.loader_seconds_per_sample);
+  out.set_seconds_per_sample(b.seconds_per_sample);
+  out.set_utilization_fraction(b.utilization_fraction);
+  out.set_idle_fraction(b.idle_fraction);
+  out.set_throughput_samples_per_second(b.throughput_samples_per_second);
+  out.set_loader_bound(b.loader_bound);
+  if (b.wall_gpu_hours.has_value()) out.set_wall_gpu_hours(*b.wall_gpu_hours);
+  if (b.wall_hours.has_value()) out.set_wall_hours(*b.wall_hours);
+  if (b.cost.has_value()) out.set_cost(*b.cost);
+  if (b.idle_cost.has_value()) out.set_idle_cost(*b.idle_cost);
   for (const ComputeBudgetPoint& p : b.sweep) {
-    rows.push_back(JsonInline({
-        {"label", JsonString(p.label)},
-        {"loader_samples_per_second", JsonNumber(p.loader_samples_per_second)},
-        {"seconds_per_sample", JsonNumber(p.seconds_per_sample)},
-        {"utilization_fraction", JsonNumber(p.utilization_fraction)},
-        {"throughput_samples_per_second", JsonNumber(p.throughput_samples_per_second)},
-        {"wall_gpu_hours", JsonNumber(p.wall_gpu_hours)},
-        {"cost", JsonNumber(p.cost)},
-    }));
+    v1::ComputeBudgetPoint* point = out.add_sweep();
+    point->set_label(p.label);
+    point->set_loader_samples_per_second(p.loader_samples_per_second);
+    point->set_seconds_per_sample(p.seconds_per_sample);
+    point->set_utilization_fraction(p.utilization_fraction);
+    point->set_throughput_samples_per_second(p.throughput_samples_per_second);
+    if (p.wall_gpu_hours.has_value()) point->set_wall_gpu_hours(*p.wall_gpu_hours);
+    if (p.cost.has_value()) point->set_cost(*p.cost);
   }
-  return JsonDocument({
-      {"compute_samples_per_second", JsonNumber(in.compute_samples_per_second)},
-      {"loader_samples_per_second", JsonNumber(in.loader_samples_per_second)},
-      {"overlap", JsonBool(in.overlap)},
-      {"gpus", in.gpus.has_value() ? absl::StrCat(*in.gpus) : "null"},
-      {"price_per_gpu_hour", JsonNumber(in.price_per_gpu_hour)},
-      {"useful_gpu_hours", JsonNumber(in.useful_gpu_hours)},
-      {"compute_seconds_per_sample", JsonNumber(b.compute_seconds_per_sample)},
-      {"loader_seconds_per_sample", JsonNumber(b.loader_seconds_per_sample)},
-      {"seconds_per_sample", JsonNumber(b.seconds_per_sample)},
-      {"utilization_fraction", JsonNumber(b.utilization_fraction)},
-      {"idle_fraction", JsonNumber(b.idle_fraction)},
-      {"throughput_samples_per_second", JsonNumber(b.throughput_samples_per_second)},
-      {"loader_bound", JsonBool(b.loader_bound)},
-      {"wall_gpu_hours", JsonNumber(b.wall_gpu_hours)},
-      {"wall_hours", JsonNumber(b.wall_hours)},
-      {"cost", JsonNumber(b.cost)},
-      {"idle_cost", JsonNumber(b.idle_cost)},
-      {"sweep", JsonArray(rows)},
-  });
+  return out;
 }
 
 absl::StatusOr<std::string> RunBudgetCommand(const ComputeBudgetInputs& flags, bool json) {
   if (absl::Status s = CheckBudgetFlags(flags); !s.ok()) return s;
   absl::StatusOr<ComputeBudget> budget = PlanComputeBudget(flags);
   if (!budget.ok()) return budget.status();
-  return json ? RenderComputeBudgetJson(*budget) : RenderComputeBudgetTable(*budget);
+  if (json) return RenderJson(ComputeBudgetToProto(*budget));
+  return RenderComputeBudgetTable(*budget);
 }
 
 }  // namespace trainsup

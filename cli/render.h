@@ -9,6 +9,7 @@
 #include "daemon/core/checkpoint_planner.h"
 #include "daemon/core/compute_budget.h"
 #include "google/protobuf/message.h"
+#include "trainsup/v1/calculators.pb.h"
 #include "trainsup/v1/operator.pb.h"
 
 namespace trainsup {
@@ -37,9 +38,10 @@ std::string FormatAge(double seconds);
 
 // ---- Offline calculators: `plan` and `budget` (no supervisor contacted) ----
 // Each command is flags -> core inputs (InvalidArgument naming the flag for a
-// bad value) -> the pure core -> text. `-o json` prints one JSON object with
-// snake_case keys whose names carry the unit (_seconds, _fraction, ...);
-// fractions are 0..1 (0.162 is 16.2 %); a figure that does not apply is null.
+// bad value) -> the pure core -> text. `-o json` prints the result's message
+// (calculators.proto) with RenderJson, like every other verb: keys carry the
+// unit (_seconds, _fraction, ...); fractions are 0..1 (0.162 is 16.2 %); a
+// figure that does not apply is an unset optional field, left out.
 
 // The options of `trainsupctl plan`, in the units they are typed in.
 struct PlanFlags {
@@ -54,7 +56,7 @@ struct PlanFlags {
 };
 absl::StatusOr<CheckpointPlanInputs> PlanInputsFromFlags(const PlanFlags& flags);
 std::string RenderCheckpointPlanTable(const PlanFlags& flags, const CheckpointPlan& plan);
-std::string RenderCheckpointPlanJson(const PlanFlags& flags, const CheckpointPlan& plan);
+v1::CheckpointPlanResult CheckpointPlanToProto(const PlanFlags& flags, const CheckpointPlan& plan);
 // The whole command: its stdout, or the error for `error: ...` (exit 2).
 absl::StatusOr<std::string> RunPlanCommand(const PlanFlags& flags, bool json);
 
@@ -63,7 +65,7 @@ absl::StatusOr<std::string> RunPlanCommand(const PlanFlags& flags, bool json);
 // --price-per-gpu-hour need --useful-gpu-hours.
 absl::Status CheckBudgetFlags(const ComputeBudgetInputs& flags);
 std::string RenderComputeBudgetTable(const ComputeBudget& budget);
-std::string RenderComputeBudgetJson(const ComputeBudget& budget);
+v1::ComputeBudgetResult ComputeBudgetToProto(const ComputeBudget& budget);
 absl::StatusOr<std::string> RunBudgetCommand(const ComputeBudgetInputs& flags, bool json);
 
 }  // namespace trainsup

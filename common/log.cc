@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/format.h"
 
 namespace trainsup {
 namespace {
@@ -39,7 +40,7 @@ void SetLogVerbose(bool on) { verbose = on; }
 void LogLine(LogLevel level, absl::string_view text) {
   if (level == LogLevel::kDebug && !verbose) return;
   std::string line = absl::StrCat(
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone()), " ",
+      Timestamp(absl::Now()), " ",
       std::string(1, LevelLetter(level)), " ", ProgramName(), ": ", text, "\n");
   // One write per line keeps lines from different threads whole.
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/format.h"
 
 extern char** environ;
 
@@ -20,11 +21,13 @@ namespace {
 
 constexpr size_t kMaxOutput = 1024;
 
-// The exit status in words: "exit code 0", "killed by signal 9".
+// The exit status in words (ExitStatusText): "exit code 0", "killed by
+// SIGTERM (signal 15)".
 std::string Describe(int wait_status) {
-  if (WIFEXITED(wait_status)) return absl::StrCat("exit code ", WEXITSTATUS(wait_status));
-  if (WIFSIGNALED(wait_status)) return absl::StrCat("killed by signal ", WTERMSIG(wait_status));
-  return "ended";
+  const bool exited = WIFEXITED(wait_status);
+  const bool signaled = WIFSIGNALED(wait_status);
+  return ExitStatusText(exited || signaled, exited ? WEXITSTATUS(wait_status) : 0,
+                        signaled ? WTERMSIG(wait_status) : 0);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "daemon/proto_convert.h"
 
+#include <algorithm>
+
 namespace trainsup {
 namespace {
 
@@ -40,6 +42,44 @@ LauncherState StateFromProto(v1::LauncherStatus::State state) {
 }
 
 }  // namespace
+
+RejectReason FromProto(v1::RejectReason in) {
+  switch (in) {
+    case v1::REJECT_REASON_INVALID_JSON:
+      return RejectReason::kInvalidJson;
+    case v1::REJECT_REASON_UNKNOWN_FIELD:
+      return RejectReason::kUnknownField;
+    case v1::REJECT_REASON_OVERSIZE:
+      return RejectReason::kOversize;
+    case v1::REJECT_REASON_WRONG_SENDER:
+      return RejectReason::kWrongSender;
+    case v1::REJECT_REASON_BAD_KIND:
+      return RejectReason::kBadKind;
+    case v1::REJECT_REASON_BAD_JOB:
+      return RejectReason::kBadJob;
+    case v1::REJECT_REASON_JOB_MISMATCH:
+      return RejectReason::kJobMismatch;
+    case v1::REJECT_REASON_BAD_WORLD_SIZE:
+      return RejectReason::kBadWorldSize;
+    case v1::REJECT_REASON_RANK_OUT_OF_RANGE:
+      return RejectReason::kRankOutOfRange;
+    case v1::REJECT_REASON_NEGATIVE_STEP:
+      return RejectReason::kNegativeStep;
+    case v1::REJECT_REASON_STEP_REGRESSED:
+      return RejectReason::kStepRegressed;
+    case v1::REJECT_REASON_BAD_DURATION:
+      return RejectReason::kBadDuration;
+    case v1::REJECT_REASON_STALE_GENERATION:
+      return RejectReason::kStaleGeneration;
+    case v1::REJECT_REASON_WORLD_SIZE_MISMATCH:
+      return RejectReason::kWorldSizeMismatch;
+    case v1::REJECT_REASON_TOO_LONG:
+      return RejectReason::kTooLong;
+    case v1::REJECT_REASON_OTHER:
+    default:  // UNSPECIFIED, and values from a newer agent
+      return RejectReason::kOther;
+  }
+}
 
 Heartbeat FromProto(const v1::RankHeartbeat& in) {
   Heartbeat out;
@@ -121,7 +161,18 @@ NodeReportInfo FromProto(const v1::NodeReport& in) {
   for (const v1::RankHeartbeat& hb : in.heartbeats()) out.heartbeats.push_back(FromProto(hb));
   out.processes.reserve(in.processes_size());
   for (const v1::RankProcess& p : in.processes()) out.processes.push_back(FromProto(p));
-  for (const v1::RejectCount& r : in.rejected()) out.rejected.emplace_back(r.reason(), r.count());
+  // Counts of values that map to the same core reason (kOther) add up: each
+  // is cumulative, and so is their sum.
+  for (const v1::RejectCount& r : in.rejected()) {
+    const RejectReason reason = FromProto(r.reject_reason());
+    auto same = std::find_if(out.rejected.begin(), out.rejected.end(),
+                             [reason](const auto& entry) { return entry.first == reason; });
+    if (same == out.rejected.end()) {
+      out.rejected.emplace_back(reason, r.count());
+    } else {
+      same->second += r.count();
+    }
+  }
   out.dropped_total = in.dropped_total();
   return out;
 }

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/log.h"
+#include "daemon/core/event_log.h"
 
 namespace trainsup {
 namespace {
@@ -459,14 +460,6 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
     }
   }
   return absl::OkStatus();
-}
-
-std::optional<EventKind> EventKindFromName(absl::string_view name) {
-  for (int i = 0; i < kEventKindCount; ++i) {
-    const auto kind = static_cast<EventKind>(i);
-    if (EventKindName(kind) == name) return kind;
-  }
-  return std::nullopt;
 }
 
 // SQLite's LIMIT takes a signed 64-bit count.

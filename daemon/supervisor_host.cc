@@ -1,22 +1,17 @@
 #include "daemon/supervisor_host.h"
 
 #include <algorithm>
-#include <random>
 #include <string>
 #include <utility>
 
 #include "common/log.h"
+#include "common/random_id.h"
 #include "daemon/fence_runner.h"
 #include "daemon/proto_convert.h"
 #include "daemon/state_store.h"
 
 namespace trainsup {
 namespace {
-
-uint64_t RandomId() {
-  std::random_device device;
-  return (static_cast<uint64_t>(device()) << 32) ^ device();
-}
 
 // How many records of each kind come back from the store at start-up.
 constexpr size_t kRestoreEvents = 10000;

@@ -4,11 +4,13 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_schedule.h"
+#include "daemon/core/reject_reason.h"
 
 namespace trainsup {
 
@@ -105,8 +107,9 @@ struct NodeReportInfo {
   LauncherInfo launcher;
   std::vector<Heartbeat> heartbeats;
   std::vector<RankProcessInfo> processes;
-  // Cumulative since the agent started, by reason name.
-  std::vector<std::pair<std::string, uint64_t>> rejected;
+  // Cumulative since the agent started, by reason: at most one entry per
+  // reason (the adapter adds up what it maps to the same one, e.g. kOther).
+  std::vector<std::pair<RejectReason, uint64_t>> rejected;
   uint64_t dropped_total = 0;
 };
 

@@ -107,9 +107,9 @@ void Supervisor::Disconnected(absl::Time now, SessionId session) {
 
 void Supervisor::CountAgentRejects(NodeRecord& node, const NodeReportInfo& report) {
   for (const auto& [reason, count] : report.rejected) {
-    uint64_t& seen = node.agent_rejected[reason];
+    uint64_t& seen = node.agent_rejected[std::string(RejectReasonName(reason))];
     if (count > seen) {
-      rejected_.Add(RejectReasonFromName(reason), count - seen);
+      rejected_.Add(reason, count - seen);
       seen = count;
     }
   }

@@ -63,7 +63,7 @@ TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
     report.heartbeats.push_back(StepHeartbeat("small", 1, 2, step, 0.2 * step));
   }
   report.heartbeats.push_back(StepHeartbeat("small", 7, 2, 1, 0.1));  // rank out of range
-  report.rejected = {{"unknown_field", 3}};
+  report.rejected = {{RejectReason::kUnknownField, 3}};
   report.processes.push_back({0, 0, 100, 1, true});
   report.processes.push_back({1, 1, 101, 1, true});
   clock.Advance(absl::Milliseconds(1500));

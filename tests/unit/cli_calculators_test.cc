@@ -17,6 +17,7 @@ namespace {
 using ::google::protobuf::Struct;
 using ::google::protobuf::Value;
 using ::testing::ElementsAre;
+using ::testing::EndsWith;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::testing::StartsWith;
@@ -35,6 +36,18 @@ Struct ParseJson(const std::string& json) {
   return out;
 }
 
+// Parses the command's JSON as the result message M; keys M does not have
+// fail the test.
+template <typename M>
+M ParseAs(const std::string& json) {
+  M out;
+  google::protobuf::util::JsonParseOptions strict;
+  strict.ignore_unknown_fields = false;
+  auto status = google::protobuf::util::JsonStringToMessage(json, &out, strict);
+  EXPECT_TRUE(status.ok()) << status << "\n" << json;
+  return out;
+}
+
 const Value& Field(const Struct& s, const std::string& key) {
   static const Value* const kMissing = new Value();
   auto it = s.fields().find(key);
@@ -45,9 +58,8 @@ const Value& Field(const Struct& s, const std::string& key) {
   return it->second;
 }
 double Number(const Struct& s, const std::string& key) { return Field(s, key).number_value(); }
-bool IsNull(const Struct& s, const std::string& key) {
-  return Field(s, key).kind_case() == Value::kNullValue;
-}
+// A figure that does not apply is an unset optional field: not printed.
+bool IsAbsent(const Struct& s, const std::string& key) { return s.fields().count(key) == 0; }
 
 std::string PlanText(const PlanFlags& flags, bool json) {
   absl::StatusOr<std::string> out = RunPlanCommand(flags, json);
@@ -89,9 +101,9 @@ TEST(PlanCommandTest, DefaultsJson) {
   EXPECT_EQ(Number(json, "mtbf_seconds"), 21600);
   EXPECT_EQ(Number(json, "checkpoint_write_seconds"), 180);
   EXPECT_EQ(Number(json, "writers"), 1);
-  EXPECT_TRUE(IsNull(json, "async_snapshot_seconds"));
+  EXPECT_TRUE(IsAbsent(json, "async_snapshot_seconds"));
   EXPECT_EQ(Number(json, "restart_seconds"), 720);
-  EXPECT_TRUE(IsNull(json, "run_seconds"));
+  EXPECT_TRUE(IsAbsent(json, "run_seconds"));
   EXPECT_EQ(Number(json, "blocking_checkpoint_seconds"), 180);
   EXPECT_EQ(Number(json, "async_write_seconds"), 0);
   EXPECT_NEAR(Number(json, "young_interval_seconds"), 2788.548, 1e-3);
@@ -120,7 +132,16 @@ TEST(PlanCommandTest, DefaultsJson) {
   EXPECT_EQ(Field(json, "verdict").string_value(), "checkpoint-every");
   EXPECT_THAT(Field(json, "verdict_text").string_value(), HasSubstr("checkpoint every 46m29s"));
   EXPECT_EQ(Field(json, "warnings").list_value().values_size(), 0);
-  EXPECT_EQ(json.fields_size(), 18);
+  EXPECT_EQ(json.fields_size(), 16);  // 18 less the two optional inputs not given
+}
+
+TEST(PlanCommandTest, JsonIsTheResultMessageEndingWithANewline) {
+  const std::string out = PlanText(PlanFlags{}, true);
+  EXPECT_THAT(out, EndsWith("}\n"));
+  const auto result = ParseAs<v1::CheckpointPlanResult>(out);
+  EXPECT_EQ(result.verdict(), "checkpoint-every");
+  EXPECT_FALSE(result.has_run_seconds());
+  EXPECT_TRUE(result.has_recommended_interval_seconds());
 }
 
 TEST(PlanCommandTest, EightWritersAboutEightPercent) {
@@ -176,7 +197,7 @@ TEST(PlanCommandTest, ShortRunCheckpointsOnceAtTheEnd) {
   Struct json = ParseJson(PlanText(flags, true));
   EXPECT_EQ(Field(json, "verdict").string_value(), "checkpoint-at-end");
   EXPECT_EQ(Number(json, "run_seconds"), 1800);
-  EXPECT_TRUE(IsNull(json, "recommended_interval_seconds"));
+  EXPECT_TRUE(IsAbsent(json, "recommended_interval_seconds"));
 }
 
 TEST(PlanCommandTest, NoPositiveGoodputGivesNoNumber) {
@@ -187,7 +208,7 @@ TEST(PlanCommandTest, NoPositiveGoodputGivesNoNumber) {
               HasSubstr("verdict: no interval gives positive goodput on this infrastructure"));
   Struct json = ParseJson(PlanText(flags, true));
   EXPECT_EQ(Field(json, "verdict").string_value(), "no-positive-goodput");
-  EXPECT_TRUE(IsNull(json, "recommended_interval_seconds"));
+  EXPECT_TRUE(IsAbsent(json, "recommended_interval_seconds"));
 }
 
 TEST(PlanCommandTest, BadFlagsNameTheFlag) {
@@ -246,14 +267,25 @@ TEST(BudgetCommandTest, DefaultsJson) {
   for (const char* key :
        {"gpus", "price_per_gpu_hour", "useful_gpu_hours", "wall_gpu_hours", "wall_hours", "cost",
         "idle_cost"}) {
-    EXPECT_TRUE(IsNull(json, key)) << key;
+    EXPECT_TRUE(IsAbsent(json, key)) << key;
   }
   const auto& sweep = Field(json, "sweep").list_value().values();
   ASSERT_EQ(sweep.size(), 7);
   EXPECT_EQ(Field(sweep[4].struct_value(), "label").string_value(), "= compute");
   EXPECT_EQ(Number(sweep[4].struct_value(), "utilization_fraction"), 1);
   EXPECT_NEAR(Number(sweep[0].struct_value(), "utilization_fraction"), 2500 / 6912.0, 1e-9);
-  EXPECT_EQ(json.fields_size(), 18);
+  for (const char* key : {"wall_gpu_hours", "cost"}) {
+    EXPECT_TRUE(IsAbsent(sweep[0].struct_value(), key)) << key;
+  }
+  EXPECT_EQ(json.fields_size(), 11);  // 18 less the seven that need optional inputs
+}
+
+TEST(BudgetCommandTest, JsonIsTheResultMessageEndingWithANewline) {
+  const std::string out = BudgetText(ComputeBudgetInputs{}, true);
+  EXPECT_THAT(out, EndsWith("}\n"));
+  const auto result = ParseAs<v1::ComputeBudgetResult>(out);
+  EXPECT_EQ(result.sweep_size(), 7);
+  EXPECT_FALSE(result.has_gpus());
 }
 
 TEST(BudgetCommandTest, WallTimeAndCost) {
@@ -272,6 +304,11 @@ TEST(BudgetCommandTest, WallTimeAndCost) {
   EXPECT_NEAR(Number(json, "wall_hours"), 172.8, 1e-9);
   EXPECT_NEAR(Number(json, "cost"), 2764.8, 1e-9);
   EXPECT_NEAR(Number(json, "idle_cost"), 764.8, 1e-9);
+  EXPECT_NEAR(Number(json, "price_per_gpu_hour"), 2, 1e-9);
+  EXPECT_NEAR(Number(json, "useful_gpu_hours"), 1000, 1e-9);
+  const Struct& first = Field(json, "sweep").list_value().values(0).struct_value();
+  EXPECT_NEAR(Number(first, "wall_gpu_hours"), 2764.8, 1e-9);
+  EXPECT_NEAR(Number(first, "cost"), 5529.6, 1e-9);
 }
 
 TEST(BudgetCommandTest, NoOverlap) {

@@ -1,15 +1,21 @@
 #include "agent/heartbeat_decoder.h"
 
 #include <cmath>
+#include <ostream>
 #include <string>
 #include <variant>
 
-#include "daemon/core/reject_reason.h"
 #include "gtest/gtest.h"
-#include "tests/unit/reject_reason_printer.h"
+#include "trainsup/v1/agent.pb.h"
 #include "trainsup/v1/heartbeat.pb.h"
 
 namespace trainsup {
+namespace v1 {
+
+// Lets GoogleTest print a reason by its name in failure messages.
+inline void PrintTo(RejectReason reason, std::ostream* os) { *os << RejectReason_Name(reason); }
+
+}  // namespace v1
 namespace {
 
 // Every field of RankHeartbeat, with Protobuf's JSON mapping and proto field names.
@@ -39,20 +45,20 @@ constexpr char kFullHeartbeat[] = R"json({
 
 // Returns the decoded heartbeat, or fails the test with the reject reason.
 v1::RankHeartbeat MustDecode(const std::string& datagram) {
-  std::variant<v1::RankHeartbeat, RejectReason> result = DecodeHeartbeat(datagram);
-  if (const RejectReason* reason = std::get_if<RejectReason>(&result)) {
-    ADD_FAILURE() << "rejected: " << RejectReasonName(*reason) << "\n" << datagram;
+  std::variant<v1::RankHeartbeat, v1::RejectReason> result = DecodeHeartbeat(datagram);
+  if (const v1::RejectReason* reason = std::get_if<v1::RejectReason>(&result)) {
+    ADD_FAILURE() << "rejected: " << v1::RejectReason_Name(*reason) << "\n" << datagram;
     return v1::RankHeartbeat();
   }
   return std::get<v1::RankHeartbeat>(result);
 }
 
 // The reject reason, or a sentinel when the datagram decoded.
-RejectReason ReasonOf(const std::string& datagram) {
-  std::variant<v1::RankHeartbeat, RejectReason> result = DecodeHeartbeat(datagram);
-  if (const RejectReason* reason = std::get_if<RejectReason>(&result)) return *reason;
+v1::RejectReason ReasonOf(const std::string& datagram) {
+  std::variant<v1::RankHeartbeat, v1::RejectReason> result = DecodeHeartbeat(datagram);
+  if (const v1::RejectReason* reason = std::get_if<v1::RejectReason>(&result)) return *reason;
   ADD_FAILURE() << "decoded, expected a reject: " << datagram;
-  return RejectReason::kCount;
+  return v1::REJECT_REASON_UNSPECIFIED;
 }
 
 TEST(DecodeHeartbeatTest, DecodesEveryField) {
@@ -132,25 +138,25 @@ TEST(DecodeHeartbeatTest, NaNStringLossDecodesToNaN) {
 
 TEST(DecodeHeartbeatTest, UnknownFieldIsUnknownField) {
   EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_STEP", "job": "j", "epoch": 3})"),
-            RejectReason::kUnknownField);
-  EXPECT_EQ(ReasonOf(R"({"step_duration": 0.5})"), RejectReason::kUnknownField);
+            v1::REJECT_REASON_UNKNOWN_FIELD);
+  EXPECT_EQ(ReasonOf(R"({"step_duration": 0.5})"), v1::REJECT_REASON_UNKNOWN_FIELD);
 }
 
 TEST(DecodeHeartbeatTest, NotJsonIsInvalidJson) {
-  EXPECT_EQ(ReasonOf("hello"), RejectReason::kInvalidJson);
-  EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_STEP", "job": )"), RejectReason::kInvalidJson);
-  EXPECT_EQ(ReasonOf(""), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf("hello"), v1::REJECT_REASON_INVALID_JSON);
+  EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_STEP", "job": )"), v1::REJECT_REASON_INVALID_JSON);
+  EXPECT_EQ(ReasonOf(""), v1::REJECT_REASON_INVALID_JSON);
 }
 
 TEST(DecodeHeartbeatTest, JsonArrayIsInvalidJson) {
-  EXPECT_EQ(ReasonOf(R"([{"kind": "HEARTBEAT_KIND_STEP"}])"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"([{"kind": "HEARTBEAT_KIND_STEP"}])"), v1::REJECT_REASON_INVALID_JSON);
 }
 
 TEST(DecodeHeartbeatTest, WrongTypeForAFieldIsInvalidJson) {
-  EXPECT_EQ(ReasonOf(R"({"rank": "zero"})"), RejectReason::kInvalidJson);
-  EXPECT_EQ(ReasonOf(R"({"job": 5})"), RejectReason::kInvalidJson);
-  EXPECT_EQ(ReasonOf(R"({"step_duration_seconds": {"s": 1}})"), RejectReason::kInvalidJson);
-  EXPECT_EQ(ReasonOf(R"({"rank": -1})"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"rank": "zero"})"), v1::REJECT_REASON_INVALID_JSON);
+  EXPECT_EQ(ReasonOf(R"({"job": 5})"), v1::REJECT_REASON_INVALID_JSON);
+  EXPECT_EQ(ReasonOf(R"({"step_duration_seconds": {"s": 1}})"), v1::REJECT_REASON_INVALID_JSON);
+  EXPECT_EQ(ReasonOf(R"({"rank": -1})"), v1::REJECT_REASON_INVALID_JSON);
 }
 
 TEST(DecodeHeartbeatTest, NumericKindIsLeftToTheSupervisor) {
@@ -165,15 +171,15 @@ TEST(DecodeHeartbeatTest, NumericKindIsLeftToTheSupervisor) {
 // values, which must not make it unknown_field.)
 TEST(DecodeHeartbeatTest, UnknownEnumNameIsInvalidJsonNotUnknownField) {
   EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_BOGUS", "job": "j"})"),
-            RejectReason::kInvalidJson);
-  EXPECT_EQ(ReasonOf(R"({"kind": "STEP", "job": "j"})"), RejectReason::kInvalidJson);
+            v1::REJECT_REASON_INVALID_JSON);
+  EXPECT_EQ(ReasonOf(R"({"kind": "STEP", "job": "j"})"), v1::REJECT_REASON_INVALID_JSON);
 }
 
 TEST(DecodeHeartbeatTest, UnknownFieldIsReportedBeforeAWrongValue) {
   // Both faults at once: the unknown field is the more telling one (a helper
   // newer than its agent), so it is the reason given.
-  EXPECT_EQ(ReasonOf(R"({"rank": "zero", "epoch": 3})"), RejectReason::kUnknownField);
-  EXPECT_EQ(ReasonOf(R"({"rank": "zero"})"), RejectReason::kInvalidJson);
+  EXPECT_EQ(ReasonOf(R"({"rank": "zero", "epoch": 3})"), v1::REJECT_REASON_UNKNOWN_FIELD);
+  EXPECT_EQ(ReasonOf(R"({"rank": "zero"})"), v1::REJECT_REASON_INVALID_JSON);
 }
 
 TEST(DecodeHeartbeatTest, OneByteOverTheLimitIsOversize) {
@@ -181,7 +187,7 @@ TEST(DecodeHeartbeatTest, OneByteOverTheLimitIsOversize) {
   datagram.append(kMaxHeartbeatDatagramBytes + 1 - datagram.size(), ' ');
   ASSERT_EQ(datagram.size(), kMaxHeartbeatDatagramBytes + 1);
 
-  EXPECT_EQ(ReasonOf(datagram), RejectReason::kOversize);
+  EXPECT_EQ(ReasonOf(datagram), v1::REJECT_REASON_OVERSIZE);
 }
 
 TEST(DecodeHeartbeatTest, ExactlyTheLimitDecodes) {

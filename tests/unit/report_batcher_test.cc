@@ -7,7 +7,6 @@
 
 #include "absl/time/time.h"
 #include "agent/rank_watcher.h"
-#include "daemon/core/reject_reason.h"
 #include "gtest/gtest.h"
 #include "trainsup/v1/agent.pb.h"
 #include "trainsup/v1/heartbeat.pb.h"
@@ -117,24 +116,24 @@ TEST(ReportBatcherBoundTest, FullBacklogDropsTheOldestAndCountsThem) {
   EXPECT_EQ(batcher.TakeReport(Steady(0)).dropped_total(), 2u);
 }
 
-TEST_F(ReportBatcherTest, RejectsAreReportedAsCumulativeCountsByName) {
-  batcher_.CountReject(RejectReason::kOversize);
-  batcher_.CountReject(RejectReason::kInvalidJson);
-  batcher_.CountReject(RejectReason::kOversize);
+TEST_F(ReportBatcherTest, RejectsAreReportedAsCumulativeCountsByReason) {
+  batcher_.CountReject(v1::REJECT_REASON_OVERSIZE);
+  batcher_.CountReject(v1::REJECT_REASON_INVALID_JSON);
+  batcher_.CountReject(v1::REJECT_REASON_OVERSIZE);
 
   v1::NodeReport first = Take();
   ASSERT_EQ(first.rejected_size(), 2);
-  EXPECT_EQ(first.rejected(0).reason(), "invalid_json");
+  EXPECT_EQ(first.rejected(0).reject_reason(), v1::REJECT_REASON_INVALID_JSON);
   EXPECT_EQ(first.rejected(0).count(), 1u);
-  EXPECT_EQ(first.rejected(1).reason(), "oversize");
+  EXPECT_EQ(first.rejected(1).reject_reason(), v1::REJECT_REASON_OVERSIZE);
   EXPECT_EQ(first.rejected(1).count(), 2u);
 
-  batcher_.CountReject(RejectReason::kOversize);
+  batcher_.CountReject(v1::REJECT_REASON_OVERSIZE);
   v1::NodeReport second = Take();
   ASSERT_EQ(second.rejected_size(), 2);
-  EXPECT_EQ(second.rejected(0).reason(), "invalid_json");
+  EXPECT_EQ(second.rejected(0).reject_reason(), v1::REJECT_REASON_INVALID_JSON);
   EXPECT_EQ(second.rejected(0).count(), 1u);
-  EXPECT_EQ(second.rejected(1).reason(), "oversize");
+  EXPECT_EQ(second.rejected(1).reject_reason(), v1::REJECT_REASON_OVERSIZE);
   EXPECT_EQ(second.rejected(1).count(), 3u);
 }
 
@@ -315,7 +314,7 @@ TEST_F(ReportBatcherTest, HasNewsTracksChangesSinceTheLastReport) {
   Take();
   EXPECT_FALSE(batcher_.HasNews());
 
-  batcher_.CountReject(RejectReason::kInvalidJson);
+  batcher_.CountReject(v1::REJECT_REASON_INVALID_JSON);
   EXPECT_TRUE(batcher_.HasNews());
   Take();
 

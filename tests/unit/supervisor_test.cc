@@ -182,7 +182,7 @@ TEST_F(SupervisorTest, HeartbeatOfAnotherJobIsJobMismatch) {
 TEST_F(SupervisorTest, AgentRejectCountsAreAddedAsDeltas) {
   SessionId session = Connect("node-1");
   NodeReportInfo report;
-  report.rejected = {{"oversize", 3}, {"invalid_json", 1}};
+  report.rejected = {{RejectReason::kOversize, 3}, {RejectReason::kInvalidJson, 1}};
   ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 3u);
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kInvalidJson), 1u);
@@ -192,16 +192,17 @@ TEST_F(SupervisorTest, AgentRejectCountsAreAddedAsDeltas) {
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 3u);
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kInvalidJson), 1u);
 
-  report.rejected = {{"oversize", 5}, {"invalid_json", 1}};
+  report.rejected = {{RejectReason::kOversize, 5}, {RejectReason::kInvalidJson, 1}};
   ASSERT_TRUE(supervisor_.Report(At(30), session, report).ok());
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 5u);
   EXPECT_EQ(supervisor_.rejected().Total(), 6u);
 }
 
-TEST_F(SupervisorTest, AgentRejectsOfUnknownReasonCountAsOther) {
+// (Which wire values become kOther is the adapter's: proto_convert_test.)
+TEST_F(SupervisorTest, AgentRejectsOfReasonOtherCountAsOther) {
   SessionId session = Connect("node-1");
   NodeReportInfo report;
-  report.rejected = {{"from_the_future", 2}};
+  report.rejected = {{RejectReason::kOther, 2}};
   ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
   ASSERT_TRUE(supervisor_.Report(At(20), session, report).ok());
 
@@ -212,7 +213,7 @@ TEST_F(SupervisorTest, AgentRejectCountsOfNodesAreIndependent) {
   SessionId a = Connect("node-a");
   SessionId b = Connect("node-b");
   NodeReportInfo report;
-  report.rejected = {{"oversize", 3}};
+  report.rejected = {{RejectReason::kOversize, 3}};
   ASSERT_TRUE(supervisor_.Report(At(10), a, report).ok());
   ASSERT_TRUE(supervisor_.Report(At(10), b, report).ok());
 
@@ -222,7 +223,7 @@ TEST_F(SupervisorTest, AgentRejectCountsOfNodesAreIndependent) {
 TEST_F(SupervisorTest, ReconnectOfSameIncarnationKeepsCountingDeltas) {
   SessionId first = Connect("node-1", "job", /*incarnation=*/7);
   NodeReportInfo report;
-  report.rejected = {{"oversize", 4}};
+  report.rejected = {{RejectReason::kOversize, 4}};
   report.dropped_total = 10;
   ASSERT_TRUE(supervisor_.Report(At(10), first, report).ok());
 
@@ -236,14 +237,14 @@ TEST_F(SupervisorTest, ReconnectOfSameIncarnationKeepsCountingDeltas) {
 TEST_F(SupervisorTest, NewAgentIncarnationCountsFromZero) {
   SessionId first = Connect("node-1", "job", /*incarnation=*/7);
   NodeReportInfo report;
-  report.rejected = {{"oversize", 4}};
+  report.rejected = {{RejectReason::kOversize, 4}};
   report.dropped_total = 10;
   ASSERT_TRUE(supervisor_.Report(At(10), first, report).ok());
 
   // The agent restarted: its counters started over.
   supervisor_.Disconnected(At(15), first);
   SessionId second = Connect("node-1", "job", /*incarnation=*/8);
-  report.rejected = {{"oversize", 1}};
+  report.rejected = {{RejectReason::kOversize, 1}};
   report.dropped_total = 2;
   ASSERT_TRUE(supervisor_.Report(At(20), second, report).ok());
 

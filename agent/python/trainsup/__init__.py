@@ -32,7 +32,7 @@ import time
 
 __all__ = ["Heartbeat", "should_checkpoint"]
 
-# Limits the agent enforces (agent/heartbeat_decoder.h, daemon/core/validation.h).
+# Limits the supervisor enforces (common/limits.h): the helper truncates to them.
 _MAX_EXCEPTION_TYPE = 256
 _MAX_EXCEPTION_MESSAGE = 1024
 
@@ -95,8 +95,8 @@ def _parse_plans(document):
 
 
 def should_checkpoint(plans, step):
-    """The checkpoint decision (the same as ShouldCheckpoint in the supervisor,
-    daemon/core/checkpoint_schedule.cc): for step s the plan in force is the one
+    """The checkpoint decision (the same as ShouldCheckpoint in the supervisor's
+    core, checkpoint_schedule.cc): for step s the plan in force is the one
     with the greatest effective_from_step <= s (the greatest plan_id among
     equals); s is a checkpoint step when (s - anchor) % interval == 0 under it,
     or when any plan names s as a one-off."""
