@@ -60,7 +60,8 @@ inline int ParseOrExitCode(CLI::App& app, int argc, char** argv) {
 
 inline const char* ExitCodesHelp() {
   return "Exit codes: 0 ok; 1 the request failed; 2 bad usage; 3 cannot reach the supervisor;\n"
-         "4 no such job or node; 75 (agent) this node is quarantined.";
+         "4 no such job or node; 75 (agent) this node is quarantined; 76 (agent) another agent\n"
+         "serves this --node.";
 }
 
 }  // namespace trainsup

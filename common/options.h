@@ -26,6 +26,7 @@ enum ExitCode {
   kExitUnreachable = 3,   // cannot reach the supervisor
   kExitNotFound = 4,      // no such job / node
   kExitQuarantined = 75,  // agent: this node is quarantined; do not reschedule here
+  kExitNodeTaken = 76,    // agent: another agent serves this --node; nothing was launched
 };
 
 }  // namespace trainsup

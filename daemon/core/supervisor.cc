@@ -127,13 +127,13 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   NodeRecord& node = agents_.mutable_node(index);
   node.last_report = now;
   node.launcher = report.launcher;
-  detection_.NoticeHeard(now, jobs_.Find(node.job), index);
   node.generation = report.generation;
   ++node.reports_received;
   ++reports_received_;
   CountAgentRejects(node, report);
 
   JobEntry& job = jobs_.FindOrAdd(node.job);
+  if (node.unreachable) detection_.NoticeHeard(now, &job, index);
   Job& observed = job.job();
   observed.ObserveGeneration(now, report.generation);
   for (const Heartbeat& hb : report.heartbeats) {
