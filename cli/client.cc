@@ -107,6 +107,16 @@ absl::StatusOr<v1::JobDetail> OperatorClient::GetJob(const std::string& job_id) 
   });
 }
 
+absl::StatusOr<v1::StacksResponse> OperatorClient::GetStacks(const std::string& job_id,
+                                                             uint64_t generation) {
+  v1::GetStacksRequest request;
+  request.set_job_id(job_id);
+  request.set_generation(generation);
+  return Unary<v1::StacksResponse>([&](grpc::ClientContext* c, v1::StacksResponse* r) {
+    return stub_->GetStacks(c, request, r);
+  });
+}
+
 absl::StatusOr<v1::ActionResponse> OperatorClient::RequestCheckpoint(const std::string& job_id) {
   v1::RequestCheckpointRequest request;
   request.set_job_id(job_id);

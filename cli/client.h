@@ -25,6 +25,7 @@ class OperatorClient {
                                                     const std::string& reason);
   absl::StatusOr<v1::ActionResponse> UnquarantineNode(const std::string& node);
   absl::StatusOr<v1::JobDetail> GetJob(const std::string& job_id);
+  absl::StatusOr<v1::StacksResponse> GetStacks(const std::string& job_id, uint64_t generation);
   absl::StatusOr<v1::ActionResponse> RequestCheckpoint(const std::string& job_id);
   // Streams the events after `after_id`, then new ones, to `on_event` until
   // the stream ends or `on_event` returns false. No deadline: it follows.

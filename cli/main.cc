@@ -53,9 +53,15 @@ int main(int argc, char** argv) {
   std::string sort = "rank";
   CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
   ranks->add_option("JOB", job_id, "job id")->required();
-  ranks->add_option("--sort", sort, "row order")
+  ranks->add_option("--sort", sort, "row order: rank, or p99 (compute p99, slowest first)")
       ->capture_default_str()->check(CLI::IsMember({"rank", "p99"}));
   CLI::App* nodes = app.add_subcommand("nodes", "list the nodes, their agents and quarantine");
+  uint64_t stacks_generation = 0;
+  CLI::App* stacks = app.add_subcommand(
+      "stacks", "the Python stacks of JOB's ranks when it last hung, grouped (the culprit's "
+                "group first)");
+  stacks->add_option("JOB", job_id, "job id")->required();
+  stacks->add_option("--generation", stacks_generation, "that generation's (default: the latest)");
   std::string node_name;
   std::string reason;
   CLI::App* resume = app.add_subcommand(
@@ -163,6 +169,7 @@ int main(int argc, char** argv) {
                 [order](const v1::ListRanksResponse& r) { return RenderRanksTable(r, order); });
   }
   if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
+  if (*stacks) return Emit(client.GetStacks(job_id, stacks_generation), json, RenderStacks);
   auto say = [](const v1::ActionResponse& r) { return r.message() + "\n"; };
   if (*resume) return Emit(client.ResumeJob(job_id), json, say);
   if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);

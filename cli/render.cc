@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "cli/table.h"
@@ -81,7 +82,8 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sor
   for (const v1::Rank& r : response.ranks()) ranks.push_back(&r);
   if (sort == RankSort::kP99) {
     std::stable_sort(ranks.begin(), ranks.end(), [](const v1::Rank* a, const v1::Rank* b) {
-      return a->step_p99_seconds() > b->step_p99_seconds();
+      return std::make_pair(a->compute_p99_seconds(), a->step_p99_seconds()) >
+             std::make_pair(b->compute_p99_seconds(), b->step_p99_seconds());
     });
   }
   Table table({"RANK", "NODE", "PID", "STEP", "PHASE", "STEP_P50", "STEP_P99", "COMPUTE_P99",
@@ -92,7 +94,8 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sor
     if (r->crash_culprit()) flags.push_back("CRASHED-FIRST");
     if (r->straggler()) flags.push_back("STRAGGLER");
     if (!r->exit().empty()) flags.push_back(r->exit());
-    std::string alive = r->alive() ? "yes" : "no";
+    // alive, dead, or unknown (its agent cannot be heard).
+    std::string alive = !r->liveness().empty() ? r->liveness() : (r->alive() ? "alive" : "dead");
     table.AddRow({absl::StrCat(r->rank()), r->node(), absl::StrCat(r->pid()), Step(r->step()),
                   r->phase(), FormatSeconds(r->step_p50_seconds()),
                   FormatSeconds(r->step_p99_seconds()),
@@ -108,12 +111,40 @@ std::string RenderNodesTable(const v1::ListNodesResponse& response) {
   Table table({"NODE", "JOB", "GEN", "CONNECTED", "COMMAND", "RANKS", "LAST_REPORT", "HEARTBEATS",
                "QUARANTINE"});
   for (const v1::Node& n : response.nodes()) {
-    table.AddRow({n.node(), n.job_id(), absl::StrCat(n.generation()), n.connected() ? "yes" : "no",
+    const std::string connected = n.unreachable() ? "UNREACHABLE" : (n.connected() ? "yes" : "no");
+    table.AddRow({n.node(), n.job_id(), absl::StrCat(n.generation()), connected,
                   n.launcher_state(), absl::StrCat(n.ranks()),
                   FormatAge(n.last_report_age_seconds()), absl::StrCat(n.heartbeats_received()),
                   n.quarantined() ? "QUARANTINED: " + n.quarantine_reason() : "-"});
   }
   return table.Render();
+}
+
+std::string RenderStacks(const v1::StacksResponse& s) {
+  size_t ranks = 0;
+  for (const v1::StackGroup& g : s.groups()) ranks += g.ranks_size();
+  std::string out = absl::StrFormat(
+      "job %s generation %d: Python stacks of %d rank(s) in %d group(s), collected in %s before "
+      "the stop (event %d)\n",
+      s.job_id(), s.generation(), ranks + s.unanswered_ranks_size(), s.groups_size(),
+      FormatSeconds(s.collect_seconds()), s.event_id());
+  for (const v1::StackGroup& g : s.groups()) {
+    std::vector<std::string> where;
+    for (int i = 0; i < g.ranks_size(); ++i) {
+      where.push_back(absl::StrCat(g.ranks(i), i < g.nodes_size() ? absl::StrCat(" (", g.nodes(i), ")") : ""));
+    }
+    absl::StrAppend(&out, "\n== ", g.ranks_size(), g.ranks_size() == 1 ? " rank: " : " ranks: ",
+                    absl::StrJoin(where, ", "),
+                    g.culprit() ? "   <- holds the culprit the stall named" : "", "\n");
+    for (absl::string_view line : absl::StrSplit(g.stack(), '\n')) {
+      if (!line.empty()) absl::StrAppend(&out, "   ", line, "\n");
+    }
+  }
+  if (s.unanswered_ranks_size() > 0) {
+    absl::StrAppend(&out, "\nno stack from rank(s) ", absl::StrJoin(s.unanswered_ranks(), ", "),
+                    " (no stack signal registered, or stuck where Python cannot run)\n");
+  }
+  return out;
 }
 
 std::string RenderEventLine(const v1::Event& e) {

@@ -20,10 +20,15 @@ std::string RenderJson(const google::protobuf::Message& message);
 
 // The tables of `-o table`. `now` renders ages; times are shown as ages.
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now);
+// kP99: by compute p99 (the rank's own work; in a synchronous job every
+// rank's wall step time is the same), then step p99.
 enum class RankSort { kRank, kP99 };
 std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sort);
 std::string RenderNodesTable(const v1::ListNodesResponse& response);
 std::string RenderEventsTable(const v1::ListEventsResponse& response);
+// `trainsupctl stacks JOB`: the groups of ranks with the same Python stack,
+// the smallest first, the culprit's marked.
+std::string RenderStacks(const v1::StacksResponse& stacks);
 // `trainsupctl job JOB`: state, MTBF, C, R, the plan, the goodput ledger.
 std::string RenderJobDetail(const v1::JobDetail& detail);
 // One event as a line: "TIME KIND JOB [rank R] [node N]: message".

@@ -120,6 +120,12 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       }
       return ToGrpcStatus(host_->Report(session_, FromProto(message.report())));
     }
+    if (message.has_stacks()) {
+      if (session_ == 0) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stacks before hello");
+      }
+      return ToGrpcStatus(host_->Stacks(session_, FromProto(message.stacks())));
+    }
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty agent message");
   }
 

@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
                     "stall threshold at least this while a rank is blocked in a checkpoint");
   AddDurationOption(app, "--crash-settle", &core.crash.settle,
                     "wait this long for all agents' reports before naming a crash's first death");
+  AddDurationOption(app, "--crash-culprit-wait", &core.crash.culprit_wait,
+                    "while only victims of a peer's failure have failed and ranks still run, wait "
+                    "up to this long for the rank that failed on its own (it may be tearing down)");
+  AddDurationOption(app, "--node-lost-after", &core.node_loss.lost_after,
+                    "an agent not heard for this long is unreachable: an event, its ranks "
+                    "unknown; the job is stopped only if it then fails or stalls");
   app.add_option("--straggler-window", core.straggler.window,
                  "steps per straggler window (each rank's p99 compute time over its last N steps)")
       ->capture_default_str()->check(CLI::Range(4, 100000));

@@ -55,6 +55,11 @@ struct Families {
       "Nodes quarantined now.", MetricType::Gauge);
   MetricFamily node_quarantined = Family("trainsup_node_quarantined",
       "1 for each quarantined node (only quarantined nodes are listed).", MetricType::Gauge);
+  MetricFamily nodes_unreachable = Family("trainsup_nodes_unreachable",
+      "Nodes whose agent has not been heard for --node-lost-after while running their job.",
+      MetricType::Gauge);
+  MetricFamily node_unreachable = Family("trainsup_node_unreachable",
+      "1 for each unreachable node (only unreachable nodes are listed).", MetricType::Gauge);
   MetricFamily quarantine_skipped = Family("trainsup_quarantine_skipped_total",
       "Quarantines the policy decided but --quarantine-max-fraction refused.",
       MetricType::Counter);
@@ -99,6 +104,12 @@ struct Families {
       "Ranks that sent a heartbeat in the current generation.", MetricType::Gauge);
   MetricFamily job_ranks_alive = Family("trainsup_job_ranks_alive",
       "Ranks whose process the agents report alive.", MetricType::Gauge);
+  MetricFamily job_ranks_unknown = Family("trainsup_job_ranks_unknown",
+      "Ranks whose liveness is unknown: no agent report yet, or their agent cannot be heard.",
+      MetricType::Gauge);
+  MetricFamily job_datagrams_dropped = Family("trainsup_job_datagrams_dropped_total",
+      "Datagrams the ranks' helpers could not hand to their agents, in the current generation.",
+      MetricType::Counter);
   MetricFamily job_heartbeats = Family("trainsup_job_heartbeats_received_total",
       "Rank heartbeats accepted for the job.", MetricType::Counter);
   MetricFamily job_stalled = Family("trainsup_job_stalled",
@@ -121,6 +132,9 @@ struct Families {
   MetricFamily rank_step_duration = Family("trainsup_rank_step_duration_seconds",
       "Step-time quantile of the rank over its recent steps (jobs up to the per-rank cap only).",
       MetricType::Gauge);
+  MetricFamily rank_datagrams_dropped = Family("trainsup_rank_datagrams_dropped_total",
+      "Datagrams the rank's helper could not hand to its agent, in the current generation (jobs "
+      "up to the per-rank cap only).", MetricType::Counter);
   MetricFamily rank_compute_duration = Family("trainsup_rank_compute_duration_seconds",
       "Quantile of the rank's own work per step (hb.compute()) over its recent steps (jobs up "
       "to the per-rank cap only).", MetricType::Gauge);
@@ -129,13 +143,16 @@ struct Families {
     std::vector<MetricFamily> out;
     for (MetricFamily* f :
          {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
-          &dropped, &nodes_quarantined, &node_quarantined, &quarantine_skipped, &store_errors,
+          &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
+          &quarantine_skipped, &store_errors,
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
-          &job_ranks_reporting, &job_ranks_alive, &job_heartbeats, &job_stalled,
+          &job_ranks_reporting, &job_ranks_alive, &job_ranks_unknown, &job_datagrams_dropped,
+          &job_heartbeats, &job_stalled,
           &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
-          &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration}) {
+          &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration,
+          &rank_datagrams_dropped}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
     }
     return out;
@@ -210,6 +227,15 @@ void CollectJob(const JobView& view, const MetricsOptions& options, Families& f)
   }
   AddSample(f.job_ranks_reporting, id, job.ranks_reporting());
   AddSample(f.job_ranks_alive, id, job.ranks_alive());
+  uint32_t unknown = 0;
+  uint64_t datagrams_dropped = 0;
+  for (const RankState& r : job.ranks()) {
+    if (!r.seen) continue;
+    unknown += r.liveness == Liveness::kUnknown ? 1 : 0;
+    datagrams_dropped += r.datagrams_dropped;
+  }
+  AddSample(f.job_ranks_unknown, id, unknown);
+  AddSample(f.job_datagrams_dropped, id, static_cast<double>(datagrams_dropped));
   AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
   AddSample(f.job_stalled, id, entry.verdicts().stalled ? 1 : 0);
   if (view.stall_threshold) {
@@ -233,6 +259,8 @@ void CollectJob(const JobView& view, const MetricsOptions& options, Families& f)
     if (!r.seen) continue;
     const std::string rank = absl::StrCat(i);
     AddSample(f.rank_step, {{"job_id", job.id()}, {"rank", rank}}, static_cast<double>(r.step));
+    AddSample(f.rank_datagrams_dropped, {{"job_id", job.id()}, {"rank", rank}},
+              static_cast<double>(r.datagrams_dropped));
     if (r.step_durations.empty()) continue;
     StepWindow::Quantiles q = r.step_durations.P50P99();
     AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, q.p50);
@@ -269,6 +297,13 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
       }
     }
     AddSample(f.nodes_quarantined, {}, static_cast<double>(core.quarantine().quarantined_count()));
+    uint32_t unreachable = 0;
+    for (const NodeRecord& node : core.nodes()) {
+      if (!node.unreachable) continue;
+      ++unreachable;
+      AddSample(f.node_unreachable, {{"node", node.name}}, 1);
+    }
+    AddSample(f.nodes_unreachable, {}, unreachable);
     AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
     AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
     AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});

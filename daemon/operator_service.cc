@@ -111,6 +111,8 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::List
       out->set_straggler(r.straggler);
       out->set_stall_culprit(verdicts.stalled && verdicts.stall_culprit == i);
       out->set_crash_culprit(verdicts.crash_culprit == i);
+      out->set_liveness(std::string(LivenessName(r.liveness)));
+      out->set_datagrams_dropped(r.datagrams_dropped);
       out->set_exit(ExitText(r));
       if (!r.exception_type.empty()) {
         out->set_exception(absl::StrCat(r.exception_type, ": ", r.exception_message));
@@ -137,6 +139,7 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::List
       out->set_quarantined(view.quarantined);
       out->set_quarantine_reason(view.quarantine_reason);
       out->set_generation(node.generation);
+      out->set_unreachable(node.unreachable);
     }
     std::sort(response->mutable_nodes()->begin(), response->mutable_nodes()->end(),
               [](const v1::Node& a, const v1::Node& b) { return a.node() < b.node(); });
@@ -249,6 +252,41 @@ grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobR
       g->set_generation(generation);
       RenderLedger(totals, g->mutable_buckets());
     }
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext*,
+                                            const v1::GetStacksRequest* request,
+                                            v1::StacksResponse* response) {
+  return host_->Read([&](const Supervisor& core, absl::Time) {
+    if (core.FindEntry(request->job_id()) == nullptr) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("no job '", request->job_id(), "'"));
+    }
+    const JobStacks* stacks = core.FindStacks(request->job_id(), request->generation());
+    if (stacks == nullptr) {
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          request->generation() == 0
+              ? absl::StrCat("job '", request->job_id(), "' has no stacks: they are collected "
+                             "when it hangs, before its ranks are stopped")
+              : absl::StrCat("job '", request->job_id(), "' has no stacks of generation ",
+                             request->generation()));
+    }
+    response->set_job_id(request->job_id());
+    response->set_generation(stacks->generation);
+    response->set_event_id(stacks->event_id);
+    SetTimestamp(stacks->time, response->mutable_time());
+    response->set_collect_seconds(stacks->collect_seconds);
+    for (const StackGroup& group : GroupStacks(*stacks)) {
+      v1::StackGroup* out = response->add_groups();
+      for (uint32_t rank : group.ranks) out->add_ranks(rank);
+      for (const std::string& node : group.nodes) out->add_nodes(node);
+      out->set_stack(group.stack);
+      out->set_culprit(group.culprit);
+    }
+    for (uint32_t rank : UnansweredRanks(*stacks)) response->add_unanswered_ranks(rank);
     return grpc::Status::OK;
   });
 }

@@ -32,6 +32,8 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                                 v1::ActionResponse* response) override;
   grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                       v1::JobDetail* response) override;
+  grpc::Status GetStacks(grpc::ServerContext* context, const v1::GetStacksRequest* request,
+                         v1::StacksResponse* response) override;
   grpc::Status RequestCheckpoint(grpc::ServerContext* context,
                                  const v1::RequestCheckpointRequest* request,
                                  v1::ActionResponse* response) override;

@@ -1,6 +1,7 @@
 #include "daemon/proto_convert.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace trainsup {
 namespace {
@@ -21,6 +22,8 @@ HeartbeatKind KindFromProto(v1::HeartbeatKind kind) {
       return HeartbeatKind::kException;
     case v1::HEARTBEAT_KIND_START:
       return HeartbeatKind::kStart;
+    case v1::HEARTBEAT_KIND_EXIT:
+      return HeartbeatKind::kExit;
     default:
       return HeartbeatKind::kUnspecified;
   }
@@ -104,6 +107,9 @@ Heartbeat FromProto(const v1::RankHeartbeat& in) {
   out.exception_message = in.exception_message();
   out.generation = in.generation();
   out.restart_count = in.restart_count();
+  if (in.has_exit_code()) out.exit_code = in.exit_code();
+  out.datagrams_dropped = in.datagrams_dropped();
+  out.stack_signal = in.stack_signal();
   return out;
 }
 
@@ -140,6 +146,10 @@ AgentHelloInfo FromProto(const v1::AgentHello& in) {
   out.generation = in.generation();
   out.launcher = FromProto(in.launcher());
   out.agent_version = in.agent_version();
+  const double interval = in.report_interval_seconds();
+  if (std::isfinite(interval) && interval > 0 && interval <= 3600) {
+    out.report_interval = absl::Seconds(interval);
+  }
   for (const v1::CheckpointPlan& p : in.plans()) {
     CheckpointPlanSpec spec;
     spec.plan_id = p.plan_id();
@@ -174,6 +184,19 @@ NodeReportInfo FromProto(const v1::NodeReport& in) {
     }
   }
   out.dropped_total = in.dropped_total();
+  out.plans_held_through = in.plans_held_through();
+  return out;
+}
+
+StacksInfo FromProto(const v1::StacksReport& in) {
+  StacksInfo out;
+  out.generation = in.generation();
+  const double seconds = in.collect_seconds();
+  out.collect_seconds = std::isfinite(seconds) && seconds > 0 ? seconds : 0;
+  out.stacks.reserve(in.stacks_size());
+  for (const v1::RankStack& s : in.stacks()) {
+    out.stacks.push_back({s.rank(), s.local_rank(), s.pid(), s.answered(), s.text()});
+  }
   return out;
 }
 
@@ -185,6 +208,7 @@ v1::SupervisorMessage ToProto(const AgentCommand& command) {
       stop->set_generation(command.generation);
       stop->set_reason(command.reason);
       stop->set_grace_seconds(absl::ToDoubleSeconds(command.grace));
+      stop->set_collect_stacks(command.collect_stacks);
       break;
     }
     case AgentCommand::Kind::kStart:

@@ -14,6 +14,7 @@ LauncherInfo FromProto(const v1::LauncherStatus& in);
 RankProcessInfo FromProto(const v1::RankProcess& in);
 AgentHelloInfo FromProto(const v1::AgentHello& in);
 NodeReportInfo FromProto(const v1::NodeReport& in);
+StacksInfo FromProto(const v1::StacksReport& in);
 // The core's reason of the same name; a value this supervisor does not know
 // (from a newer agent), and UNSPECIFIED, are kOther.
 RejectReason FromProto(v1::RejectReason in);

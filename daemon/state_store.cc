@@ -16,6 +16,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/log.h"
@@ -55,6 +57,20 @@ constexpr const char* kCreateSchema[] = {
     "  event_id INTEGER NOT NULL REFERENCES events (id) ON DELETE CASCADE,"
     "  position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
     "  PRIMARY KEY (event_id, position)) WITHOUT ROWID",
+    "CREATE TABLE job_measures ("
+    "  job TEXT PRIMARY KEY NOT NULL, ledger_start REAL, ledger_last REAL,"
+    "  ledger_generation INTEGER NOT NULL, ledger_high_water INTEGER NOT NULL,"
+    "  checkpoint_costs TEXT NOT NULL, checkpoint_async TEXT NOT NULL,"
+    "  restart_costs TEXT NOT NULL)",
+    "CREATE TABLE ledger_generations ("
+    "  job TEXT NOT NULL, generation INTEGER NOT NULL, useful REAL NOT NULL,"
+    "  starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL, lost REAL NOT NULL,"
+    "  PRIMARY KEY (job, generation)) WITHOUT ROWID",
+    "CREATE TABLE stacks ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, generation INTEGER NOT NULL,"
+    "  event_id INTEGER NOT NULL, time REAL, collect_seconds REAL NOT NULL, culprit INTEGER,"
+    "  rank INTEGER NOT NULL, node TEXT NOT NULL, answered INTEGER NOT NULL,"
+    "  text TEXT NOT NULL)",
 };
 
 // How an older schema becomes the next one: kMigrations[i] takes version
@@ -68,13 +84,45 @@ const std::vector<Migration>& Migrations() {
       // 1 -> 2: an operator's resume is kept with its job.
       {{"ALTER TABLE jobs ADD COLUMN restarts_forgiven_before REAL"}},
       // 2 -> 3: whether a failure counts toward its node's quarantine (all
-      // did before).
-      {{"ALTER TABLE failures ADD COLUMN charged INTEGER NOT NULL DEFAULT 1"}},
+      // did before); what jobs measured (ledger, C, R); hung jobs' stacks.
+      {{"ALTER TABLE failures ADD COLUMN charged INTEGER NOT NULL DEFAULT 1",
+        "CREATE TABLE job_measures ("
+        "  job TEXT PRIMARY KEY NOT NULL, ledger_start REAL, ledger_last REAL,"
+        "  ledger_generation INTEGER NOT NULL, ledger_high_water INTEGER NOT NULL,"
+        "  checkpoint_costs TEXT NOT NULL, checkpoint_async TEXT NOT NULL,"
+        "  restart_costs TEXT NOT NULL)",
+        "CREATE TABLE ledger_generations ("
+        "  job TEXT NOT NULL, generation INTEGER NOT NULL, useful REAL NOT NULL,"
+        "  starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL, lost REAL NOT NULL,"
+        "  PRIMARY KEY (job, generation)) WITHOUT ROWID",
+        "CREATE TABLE stacks ("
+        "  seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, generation INTEGER NOT NULL,"
+        "  event_id INTEGER NOT NULL, time REAL, collect_seconds REAL NOT NULL, culprit INTEGER,"
+        "  rank INTEGER NOT NULL, node TEXT NOT NULL, answered INTEGER NOT NULL,"
+        "  text TEXT NOT NULL)"}},
   };
   return *kMigrations;
 }
 
 constexpr int kBusyTimeoutMs = 1000;
+// A list of seconds as text ("0.5 1.25"), and back; unreadable items are skipped.
+std::string JoinSeconds(const std::vector<double>& values) {
+  std::string out;
+  for (double v : values) absl::StrAppend(&out, out.empty() ? "" : " ", absl::StrFormat("%.17g", v));
+  return out;
+}
+std::vector<double> SplitSeconds(absl::string_view text) {
+  std::vector<double> out;
+  for (absl::string_view item : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    double v = 0;
+    if (absl::SimpleAtod(item, &v) && std::isfinite(v)) out.push_back(v);
+  }
+  return out;
+}
+
+// The most recent stack rows loaded at start-up (a few hung generations of
+// the biggest jobs; older ones stay on disk).
+constexpr size_t kRestoredStackRows = 8192;
 
 // The status for SQLite result code `rc` from `db` (may be null) on the
 // database at `path`; `doing` says what failed ("writing the journal").
@@ -433,6 +481,51 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
       if (const int rc = upsert.Run(); rc != SQLITE_OK) return error(rc);
     }
   }
+  if (!journal.measures.empty()) {
+    Statement upsert(db,
+                     "INSERT OR REPLACE INTO job_measures (job, ledger_start, ledger_last,"
+                     " ledger_generation, ledger_high_water, checkpoint_costs, checkpoint_async,"
+                     " restart_costs) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)");
+    Statement generation(db,
+                         "INSERT OR REPLACE INTO ledger_generations (job, generation, useful,"
+                         " starved, checkpoint_blocked, lost) VALUES (?1, ?2, ?3, ?4, ?5, ?6)");
+    for (const JobMeasuresRow& row : journal.measures) {
+      upsert.BindText(1, row.job);
+      upsert.BindTime(2, row.ledger.start);
+      upsert.BindTime(3, row.ledger.last);
+      upsert.BindUint(4, row.ledger.generation);
+      upsert.BindInt(5, row.ledger.high_water_step);
+      upsert.BindText(6, JoinSeconds(row.checkpoint_costs));
+      upsert.BindText(7, JoinSeconds(row.checkpoint_async));
+      upsert.BindText(8, JoinSeconds(row.restart_costs));
+      if (const int rc = upsert.Run(); rc != SQLITE_OK) return error(rc);
+      for (const auto& [gen, totals] : row.ledger.by_generation) {
+        generation.BindText(1, row.job);
+        generation.BindUint(2, gen);
+        for (int b = 0; b < kBucketCount; ++b) generation.BindDouble(3 + b, totals.seconds[b]);
+        if (const int rc = generation.Run(); rc != SQLITE_OK) return error(rc);
+      }
+    }
+  }
+  if (!journal.stacks.empty()) {
+    Statement insert(db,
+                     "INSERT INTO stacks (job, generation, event_id, time, collect_seconds,"
+                     " culprit, rank, node, answered, text)"
+                     " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+    for (const StackRow& row : journal.stacks) {
+      insert.BindText(1, row.job);
+      insert.BindUint(2, row.generation);
+      insert.BindUint(3, row.event_id);
+      insert.BindTime(4, row.time);
+      insert.BindDouble(5, row.collect_seconds);
+      insert.BindRank(6, row.culprit);
+      insert.BindInt(7, row.rank);
+      insert.BindText(8, row.node);
+      insert.BindInt(9, row.answered ? 1 : 0);
+      insert.BindText(10, row.text);
+      if (const int rc = insert.Run(); rc != SQLITE_OK) return error(rc);
+    }
+  }
   if (!journal.events.empty()) {
     Statement insert(db,
                      "INSERT INTO events (id, time, kind, job, generation, rank, node, message)"
@@ -526,6 +619,58 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
     restart.from_generation = row.Uint(2);
     restart.to_generation = row.Uint(3);
     restart.reason = row.Text(4);
+  });
+  if (!status.ok()) return status;
+
+  Statement measures(db,
+                     "SELECT job, ledger_start, ledger_last, ledger_generation, ledger_high_water,"
+                     " checkpoint_costs, checkpoint_async, restart_costs FROM job_measures"
+                     " ORDER BY job");
+  absl::flat_hash_map<std::string, size_t> measures_index;
+  status = ForEachRow(measures, path, [&](Statement& row) {
+    JobMeasuresRow& m = state->measures.emplace_back();
+    m.job = row.Text(0);
+    m.ledger.start = row.Time(1);
+    m.ledger.last = row.Time(2);
+    m.ledger.generation = row.Uint(3);
+    m.ledger.high_water_step = row.Int(4);
+    m.checkpoint_costs = SplitSeconds(row.Text(5));
+    m.checkpoint_async = SplitSeconds(row.Text(6));
+    m.restart_costs = SplitSeconds(row.Text(7));
+    measures_index[m.job] = state->measures.size() - 1;
+  });
+  if (!status.ok()) return status;
+  Statement generations(db,
+                        "SELECT job, generation, useful, starved, checkpoint_blocked, lost"
+                        " FROM ledger_generations ORDER BY job, generation");
+  status = ForEachRow(generations, path, [&](Statement& row) {
+    auto it = measures_index.find(row.Text(0));
+    if (it == measures_index.end()) return;
+    LedgerTotals& totals = state->measures[it->second].ledger.by_generation[row.Uint(1)];
+    for (int b = 0; b < kBucketCount; ++b) {
+      const double v = row.Double(2 + b);
+      totals.seconds[b] = std::isfinite(v) && v > 0 ? v : 0;
+    }
+  });
+  if (!status.ok()) return status;
+
+  Statement stacks(db,
+                   "SELECT job, generation, event_id, time, collect_seconds, culprit, rank, node,"
+                   " answered, text FROM ("
+                   "  SELECT * FROM stacks ORDER BY seq DESC LIMIT ?1) ORDER BY seq");
+  stacks.BindInt(1, Limit(kRestoredStackRows));
+  status = ForEachRow(stacks, path, [&](Statement& row) {
+    StackRow& s = state->stacks.emplace_back();
+    s.job = row.Text(0);
+    s.generation = row.Uint(1);
+    s.event_id = row.Uint(2);
+    s.time = row.Time(3);
+    s.collect_seconds = row.Double(4);
+    s.culprit = row.Rank(5);
+    s.rank = static_cast<uint32_t>(row.Int(6));
+    s.node = row.Text(7);
+    s.answered = row.Int(8) != 0;
+    s.text = row.Text(9);
   });
   if (!status.ok()) return status;
 

@@ -102,6 +102,10 @@ absl::Status SupervisorHost::Report(SessionId session, const NodeReportInfo& rep
   return Mutate([&](Supervisor& core, absl::Time now) { return core.Report(now, session, report); });
 }
 
+absl::Status SupervisorHost::Stacks(SessionId session, const StacksInfo& stacks) {
+  return Mutate([&](Supervisor& core, absl::Time now) { return core.Stacks(now, session, stacks); });
+}
+
 void SupervisorHost::Disconnected(SessionId session) {
   std::shared_ptr<AgentChannel> channel;  // released after the lock
   absl::MutexLock lock(&mu_);

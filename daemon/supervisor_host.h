@@ -59,6 +59,7 @@ class SupervisorHost {
   absl::StatusOr<Supervisor::HelloResult> Hello(const AgentHelloInfo& hello,
                                                 std::shared_ptr<AgentChannel> channel);
   absl::Status Report(SessionId session, const NodeReportInfo& report);
+  absl::Status Stacks(SessionId session, const StacksInfo& stacks);
   void Disconnected(SessionId session);
 
   // Runs the core's sweep at the clock's time. Returns the new events.

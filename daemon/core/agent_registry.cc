@@ -28,6 +28,7 @@ AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHell
   node.last_report = now;
   if (hello.report_interval > absl::ZeroDuration()) node.report_interval = hello.report_interval;
   node.told = NodeRecord::Told();  // a new stream has been told nothing yet
+  node.plans_held_through = 0;     // until it says what it holds
   return c;
 }
 

@@ -35,6 +35,8 @@ struct NodeRecord {
   // The latest generation the supervisor started (or adopted) on this node:
   // a node cut from a generation never joins it, only a later one.
   uint64_t member_generation = 0;
+  // The highest checkpoint plan id its agent holds (every plan up to it).
+  uint64_t plans_held_through = 0;
   LauncherInfo launcher;
   uint64_t heartbeats_received = 0;
   uint64_t reports_received = 0;

@@ -48,8 +48,30 @@ const CheckpointPlanSpec& CheckpointPublisher::Publish(absl::Time now, Checkpoin
   return plans_.back();
 }
 
+CheckpointPlanSpec CheckpointPublisher::Revoking(const CheckpointPlanSpec& spec) const {
+  // The plan in force just before `spec`: the greatest effective_from_step
+  // (then plan_id) among the older plans, periodic part only.
+  const CheckpointPlanSpec* before = nullptr;
+  for (const CheckpointPlanSpec& p : plans_) {
+    if (p.plan_id >= spec.plan_id) continue;
+    if (before == nullptr || std::make_pair(p.effective_from_step, p.plan_id) >
+                                 std::make_pair(before->effective_from_step, before->plan_id)) {
+      before = &p;
+    }
+  }
+  CheckpointPlanSpec restated;
+  if (before != nullptr) {
+    restated.anchor_step = before->anchor_step;
+    restated.interval_steps = before->interval_steps;
+  }
+  restated.effective_from_step = spec.effective_from_step;
+  return restated;
+}
+
 void CheckpointPublisher::Adopt(const std::vector<CheckpointPlanSpec>& held) {
   bool added = false;
+  // The agents hold them already: they are settled.
+  for (const CheckpointPlanSpec& plan : held) Confirm(plan.plan_id);
   for (const CheckpointPlanSpec& plan : held) {
     auto same = [&](const CheckpointPlanSpec& p) { return p.plan_id == plan.plan_id; };
     if (std::none_of(plans_.begin(), plans_.end(), same)) {

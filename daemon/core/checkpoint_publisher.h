@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_CORE_CHECKPOINT_PUBLISHER_H_
 #define TRAINSUP_DAEMON_CORE_CHECKPOINT_PUBLISHER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -63,6 +64,17 @@ class CheckpointPublisher {
 
   const std::vector<CheckpointPlanSpec>& plans() const { return plans_; }
 
+  // Plans up to this id are held by every agent of the job (or were
+  // settled otherwise): they may take effect. A newer plan that is not held
+  // by every agent before a rank can reach its first step is revoked.
+  uint64_t confirmed_through() const { return confirmed_through_; }
+  void Confirm(uint64_t plan_id) { confirmed_through_ = std::max(confirmed_through_, plan_id); }
+
+  // A plan that restates, from `spec`'s first step on, the schedule that was
+  // in force before `spec` (what every rank that never got `spec` does
+  // anyway), so that the ranks that got it agree with those that did not.
+  CheckpointPlanSpec Revoking(const CheckpointPlanSpec& spec) const;
+
   // The planner's figures behind the last periodic plan.
   void set_figures(const CheckpointPlan& figures) { figures_ = figures; }
   const std::optional<CheckpointPlan>& figures() const { return figures_; }
@@ -71,6 +83,7 @@ class CheckpointPublisher {
   const PlanPublishOptions options_;
   std::vector<CheckpointPlanSpec> plans_;  // by id
   std::optional<CheckpointPlan> figures_;
+  uint64_t confirmed_through_ = 0;
 };
 
 }  // namespace trainsup

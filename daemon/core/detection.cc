@@ -185,7 +185,7 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
   e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
                {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
                {"step", static_cast<double>(observed.max_step())}};
-  decisions_.Emit(&job, std::move(e));
+  v.stall_event_id = decisions_.Emit(&job, std::move(e)).id;
   // A hang burns its time from the last progress (or the generation start).
   failure.failed_at = now - verdict.silent;
   failure.message = culprit.rank ? absl::StrCat("hang at rank ", *culprit.rank) : "hang";
@@ -220,7 +220,7 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
                {"unheard_seconds", absl::ToDoubleSeconds(now - node.last_report)},
                {"lost_ranks", static_cast<double>(ranks.size())},
                {"step", static_cast<double>(observed.max_step())}};
-  decisions_.Emit(&job, std::move(e));
+  job.verdicts().stall_event_id = decisions_.Emit(&job, std::move(e)).id;
   Failure failure;
   failure.kind = "node_lost";
   failure.node = lost;

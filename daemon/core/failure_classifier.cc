@@ -115,6 +115,9 @@ FailureClass ClassifyRankFailure(const RankState& rank) {
   if (!rank.exception_type.empty()) {
     return ClassifyException(rank.exception_type, rank.exception_message);
   }
+  // It began to exit on its own (sys.exit with a failing code, or the
+  // interpreter shutting down), whatever ended its teardown.
+  if (rank.exiting && rank.exiting_code.value_or(1) != 0) return FailureClass::kOwn;
   if (rank.death && rank.death->exit_known) {
     const int s = rank.death->signal;
     if (s == SIGTERM || s == SIGINT || s == SIGHUP) return FailureClass::kStopped;

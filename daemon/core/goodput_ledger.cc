@@ -30,6 +30,29 @@ double LedgerTotals::goodput() const {
   return wall > 0 ? seconds[static_cast<int>(Bucket::kUseful)] / wall : 0;
 }
 
+LedgerState GoodputLedger::State() const {
+  LedgerState state;
+  state.start = start_;
+  state.last = last_;
+  state.generation = generation_;
+  state.high_water_step = high_water_step_;
+  state.by_generation = by_generation_;
+  return state;
+}
+
+GoodputLedger GoodputLedger::FromState(const LedgerState& state) {
+  GoodputLedger ledger;
+  ledger.start_ = state.start;
+  ledger.last_ = state.last;
+  ledger.generation_ = state.generation;
+  ledger.high_water_step_ = state.high_water_step;
+  ledger.by_generation_ = state.by_generation;
+  for (const auto& [generation, totals] : state.by_generation) {
+    for (int b = 0; b < kBucketCount; ++b) ledger.totals_.seconds[b] += totals.seconds[b];
+  }
+  return ledger;
+}
+
 void GoodputLedger::Add(uint64_t generation, Bucket bucket, double seconds) {
   if (seconds <= 0) return;
   totals_.seconds[static_cast<int>(bucket)] += seconds;

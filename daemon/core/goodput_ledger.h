@@ -30,6 +30,15 @@ struct LedgerTotals {
   double goodput() const;  // useful / wall; 0 before any time is accounted
 };
 
+// Everything a ledger holds, to keep it across a supervisor restart.
+struct LedgerState {
+  absl::Time start = absl::InfinitePast();
+  absl::Time last = absl::InfinitePast();
+  uint64_t generation = 0;
+  int64_t high_water_step = -1;
+  std::map<uint64_t, LedgerTotals> by_generation;  // the totals are their sum
+};
+
 // One step the job completed for the first time in its generation (the
 // frontier moved), with the figures its rank measured for it.
 struct FrontierStep {
@@ -53,6 +62,10 @@ class GoodputLedger {
  public:
   // The frontier moved at `now` in `generation` through `steps` (in order).
   void Advance(absl::Time now, uint64_t generation, const std::vector<FrontierStep>& steps);
+
+  // What it holds, and a ledger that goes on from a saved state.
+  LedgerState State() const;
+  static GoodputLedger FromState(const LedgerState& state);
 
   const LedgerTotals& totals() const { return totals_; }
   const std::map<uint64_t, LedgerTotals>& by_generation() const { return by_generation_; }

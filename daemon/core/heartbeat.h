@@ -101,6 +101,22 @@ struct AgentHelloInfo {
   absl::Duration report_interval;
 };
 
+// A rank's Python stack, as its agent collected it before a stop.
+struct RankStackInfo {
+  uint32_t rank = 0;
+  uint32_t local_rank = 0;
+  uint32_t pid = 0;
+  bool answered = false;  // false: it wrote nothing in time
+  std::string text;       // faulthandler's dump of every thread
+};
+
+// One agent's stacks of its ranks.
+struct StacksInfo {
+  uint64_t generation = 0;
+  double collect_seconds = 0;  // stop received -> last stack read
+  std::vector<RankStackInfo> stacks;
+};
+
 struct NodeReportInfo {
   uint64_t sequence = 0;
   uint64_t generation = 0;
@@ -111,6 +127,8 @@ struct NodeReportInfo {
   // reason (the adapter adds up what it maps to the same one, e.g. kOther).
   std::vector<std::pair<RejectReason, uint64_t>> rejected;
   uint64_t dropped_total = 0;
+  // The highest checkpoint plan id the agent holds (every plan up to it).
+  uint64_t plans_held_through = 0;
 };
 
 }  // namespace trainsup

@@ -25,6 +25,16 @@ double JobCosts::AsyncWrite() const {
   return checkpoint_async_.empty() ? 0 : checkpoint_async_.Percentile(0.5);
 }
 
+JobCosts::Samples JobCosts::samples() const {
+  return {checkpoint_blocking_.Samples(), checkpoint_async_.Samples(), restarts_.Samples()};
+}
+
+void JobCosts::RestoreSamples(const Samples& samples) {
+  for (double s : samples.checkpoint_blocking) checkpoint_blocking_.Add(s);
+  for (double s : samples.checkpoint_async) checkpoint_async_.Add(s);
+  for (double s : samples.restarts) restarts_.Add(s);
+}
+
 void JobCosts::StartRunning(absl::Time now) {
   if (running_since_ == absl::InfinitePast()) running_since_ = now;
 }

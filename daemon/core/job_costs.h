@@ -1,6 +1,8 @@
 #ifndef TRAINSUP_DAEMON_CORE_JOB_COSTS_H_
 #define TRAINSUP_DAEMON_CORE_JOB_COSTS_H_
 
+#include <vector>
+
 #include "absl/time/time.h"
 #include "daemon/core/step_window.h"
 
@@ -40,6 +42,16 @@ class JobCosts {
   // Puts back the exposure kept in the state store; running from `now` when
   // `running`.
   void RestoreExposure(double seconds, bool running, absl::Time now);
+
+  // The recent samples of C, of the background writes and of R, oldest
+  // first, to keep them across a supervisor restart; and back.
+  struct Samples {
+    std::vector<double> checkpoint_blocking;
+    std::vector<double> checkpoint_async;
+    std::vector<double> restarts;
+  };
+  Samples samples() const;
+  void RestoreSamples(const Samples& samples);
 
   // Job-killing failures (crashes, stalls, lost nodes) counted in the MTBF.
   void AddFailure() { ++failures_; }

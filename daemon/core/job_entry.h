@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_JOB_ENTRY_H_
 
 #include <array>
+#include <deque>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "daemon/core/job_state.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/restart_governor.h"
+#include "daemon/core/stacks.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/supervisor_options.h"
 
@@ -71,6 +73,7 @@ struct GenerationVerdicts {
   // Stall: held until the next generation (a stall is acted on at once).
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
+  uint64_t stall_event_id = 0;  // the stall (or node_lost) event, for its stacks
   // Straggler streaks.
   StragglerDetector stragglers;
 };
@@ -98,6 +101,10 @@ class JobEntry {
   // Events of each kind about this job, across generations.
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
   void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
+
+  // The stacks of the job's recent hung generations, oldest first.
+  static constexpr size_t kMaxStackSets = 8;
+  std::deque<JobStacks> stacks;
 
   JobLifecycle lifecycle;
   RecoveryTimer recovery;

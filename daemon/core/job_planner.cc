@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/format.h"
 #include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/node_loss_detector.h"
 
 namespace trainsup {
 
@@ -38,10 +39,52 @@ void JobPlanner::Publish(absl::Time now, JobEntry& job, CheckpointPlanSpec spec,
   decisions_.Emit(&job, std::move(e));
 }
 
+NodeIndex JobPlanner::MissingAgent(const JobEntry& job, absl::Time now, uint64_t plan_id) const {
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.member_generation != job.job().generation() || quarantine_.IsQuarantined(node.name)) {
+      continue;
+    }
+    if (NodeLossDetector::IsSilent(node, now)) return i;
+    if (plan_id != 0 && node.plans_held_through < plan_id) return i;
+  }
+  return kNoNode;
+}
+
+void JobPlanner::CheckAcks(absl::Time now, JobEntry& job, const JobStepStats& stats) {
+  const std::vector<CheckpointPlanSpec> plans = job.plans.plans();  // Publish below appends
+  const double step_s = stats.median_rank_p50_s;
+  for (const CheckpointPlanSpec& plan : plans) {
+    if (plan.plan_id <= job.plans.confirmed_through()) continue;
+    const NodeIndex missing = MissingAgent(job, now, plan.plan_id);
+    if (missing == kNoNode) {
+      job.plans.Confirm(plan.plan_id);
+      continue;
+    }
+    // Revoke it while no rank can have reached its first step: half a
+    // horizon (at least 2 steps) of guard.
+    const int64_t guard =
+        step_s > 0 ? std::max<int64_t>(2, job.plans.HorizonSteps(step_s) / 2) : 2;
+    if (job.job().max_step() + guard < plan.effective_from_step) continue;
+    CheckpointPlanSpec restated = job.plans.Revoking(plan);
+    const std::string& node = agents_.NameOf(missing);
+    job.plans.Confirm(plan.plan_id);
+    Publish(now, job, restated,
+            absl::StrFormat("plan %d revoked: node %s did not hold it %d steps before its first "
+                            "step %d; the schedule before it (every %d steps) stays in force",
+                            plan.plan_id, node, guard, plan.effective_from_step,
+                            restated.interval_steps),
+            {{"revoked_plan_id", static_cast<double>(plan.plan_id)}});
+    job.plans.Confirm(job.plans.plans().back().plan_id);
+  }
+}
+
 void JobPlanner::Replan(absl::Time now, JobEntry& job, const JobStepStats& stats) {
   if (!options_.plan_checkpoints || job.job().max_step() < 0) return;
   const double step_s = stats.median_rank_p50_s;
   if (step_s <= 0) return;
+  // A plan published while an agent cannot be heard would not reach it.
+  if (MissingAgent(job, now, 0) != kNoNode) return;
 
   const CostFigure c = CheckpointCost(job);
   const CostFigure r = RestartCost(job);
@@ -89,6 +132,13 @@ absl::StatusOr<std::string> JobPlanner::RequestCheckpoint(absl::Time now, JobEnt
   if (step_s <= 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", job.id(), " has no measured step time yet (it needs two steps); try again shortly"));
+  }
+  // A one-off is final once a rank holds it: every agent must be able to get it.
+  if (const NodeIndex missing = MissingAgent(job, now, 0); missing != kNoNode) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), ": node ", agents_.NameOf(missing),
+        " cannot be heard; a checkpoint its ranks never learn of would hang the others; try "
+        "again when it is back"));
   }
   CheckpointPlanSpec spec = job.plans.OneOff(observed.max_step(), step_s);
   const int64_t step = spec.one_off_steps.front();

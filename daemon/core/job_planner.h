@@ -7,10 +7,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "daemon/core/agent_registry.h"
 #include "daemon/core/decisions.h"
 #include "daemon/core/job_entry.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/mtbf_estimator.h"
+#include "daemon/core/quarantine_policy.h"
 #include "daemon/core/supervisor_options.h"
 
 namespace trainsup {
@@ -22,15 +24,27 @@ namespace trainsup {
 // is announced in a `checkpoint_plan` event. Thread-compatible.
 class JobPlanner {
  public:
-  JobPlanner(const SupervisorOptions& options, Decisions& decisions)
-      : options_(options), mtbf_(options.mtbf), decisions_(decisions) {}
+  JobPlanner(const SupervisorOptions& options, const AgentRegistry& agents,
+             const QuarantinePolicy& quarantine, Decisions& decisions)
+      : options_(options),
+        mtbf_(options.mtbf),
+        agents_(agents),
+        quarantine_(quarantine),
+        decisions_(decisions) {}
   JobPlanner(const JobPlanner&) = delete;
   JobPlanner& operator=(const JobPlanner&) = delete;
 
-  // Publishes a new periodic plan when the planned interval moved enough.
+  // Publishes a new periodic plan when the planned interval moved enough,
+  // and only while every agent of the job can be heard (a plan an agent
+  // never gets would make its ranks checkpoint at other steps).
   void Replan(absl::Time now, JobEntry& job, const JobStepStats& stats);
+  // Confirms each new plan once every agent of the job holds it, and revokes
+  // one that is not held in time (a guard of steps before its first step):
+  // the schedule before it stays in force, restated as a newer plan.
+  void CheckAcks(absl::Time now, JobEntry& job, const JobStepStats& stats);
   // A one-off checkpoint at a step every rank reaches after the horizon.
-  // FailedPrecondition when the job is not running or has no step time yet.
+  // FailedPrecondition when the job is not running, has no step time yet,
+  // or one of its agents cannot be heard.
   absl::StatusOr<std::string> RequestCheckpoint(absl::Time now, JobEntry& job);
 
   MtbfEstimate JobMtbf(const JobEntry& job, absl::Time now) const;
@@ -46,9 +60,14 @@ class JobPlanner {
  private:
   void Publish(absl::Time now, JobEntry& job, CheckpointPlanSpec spec, const std::string& why,
                std::vector<std::pair<std::string, double>> figures);
+  // The first agent of the job's generation that cannot be heard now, or
+  // that does not hold plan `plan_id` (when not 0); kNoNode when none.
+  NodeIndex MissingAgent(const JobEntry& job, absl::Time now, uint64_t plan_id) const;
 
   const SupervisorOptions& options_;
   const MtbfEstimator mtbf_;
+  const AgentRegistry& agents_;
+  const QuarantinePolicy& quarantine_;
   Decisions& decisions_;
 };
 

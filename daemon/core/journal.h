@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "daemon/core/event_log.h"
+#include "daemon/core/goodput_ledger.h"
 
 namespace trainsup {
 
@@ -63,15 +64,43 @@ struct JobRow {
   absl::Time restarts_forgiven_before = absl::InfinitePast();
 };
 
+// What a job measured, kept across the supervisor's restarts: its goodput
+// ledger and the recent costs the checkpoint planner uses (the latest row of
+// a job wins).
+struct JobMeasuresRow {
+  std::string job;
+  LedgerState ledger;
+  std::vector<double> checkpoint_costs;  // blocking seconds, oldest first
+  std::vector<double> checkpoint_async;  // background write seconds
+  std::vector<double> restart_costs;     // failure -> first step of the next generation
+};
+
+// One rank's Python stack from a hung generation (see stacks.h).
+struct StackRow {
+  std::string job;
+  uint64_t generation = 0;
+  uint64_t event_id = 0;
+  absl::Time time = absl::InfinitePast();
+  double collect_seconds = 0;
+  std::optional<uint32_t> culprit;
+  uint32_t rank = 0;
+  std::string node;
+  bool answered = false;
+  std::string text;
+};
+
 struct Journal {
   std::vector<NodeRecordRow> nodes;
   std::vector<FailureRow> failures;
   std::vector<RestartRow> restarts;
   std::vector<JobRow> jobs;
+  std::vector<JobMeasuresRow> measures;
   std::vector<Event> events;
+  std::vector<StackRow> stacks;
 
   bool empty() const {
-    return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() && events.empty();
+    return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() &&
+           measures.empty() && events.empty() && stacks.empty();
   }
 };
 

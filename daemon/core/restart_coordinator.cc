@@ -50,6 +50,14 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
   row.exposure_seconds = job.costs.ExposureSeconds(now);
   row.restarts_forgiven_before = life.governor.forgiven_before();
   decisions_.journal().jobs.push_back(std::move(row));
+  JobMeasuresRow measures;
+  measures.job = job.id();
+  measures.ledger = job.ledger.State();
+  JobCosts::Samples samples = job.costs.samples();
+  measures.checkpoint_costs = std::move(samples.checkpoint_blocking);
+  measures.checkpoint_async = std::move(samples.checkpoint_async);
+  measures.restart_costs = std::move(samples.restarts);
+  decisions_.journal().measures.push_back(std::move(measures));
 }
 
 void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at,

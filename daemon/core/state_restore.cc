@@ -1,5 +1,7 @@
 #include "daemon/core/state_restore.h"
 
+#include <algorithm>
+
 #include "absl/container/flat_hash_map.h"
 
 namespace trainsup {
@@ -23,6 +25,29 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     // A restart that was under way goes on from where it was.
     life.stop_deadline = now + options.stop_timeout;
     life.restart_at = now;
+  }
+  for (const JobMeasuresRow& row : state.measures) {
+    JobEntry* job = jobs.Find(row.job);
+    if (job == nullptr) continue;
+    job->ledger = GoodputLedger::FromState(row.ledger);
+    job->costs.RestoreSamples({row.checkpoint_costs, row.checkpoint_async, row.restart_costs});
+  }
+  for (const StackRow& row : state.stacks) {  // oldest first
+    JobEntry* job = jobs.Find(row.job);
+    if (job == nullptr) continue;
+    std::deque<JobStacks>& kept = job->stacks;
+    if (kept.empty() || kept.back().generation != row.generation) {
+      kept.emplace_back();
+      JobStacks& set = kept.back();
+      set.generation = row.generation;
+      set.event_id = row.event_id;
+      set.time = row.time;
+      set.culprit = row.culprit;
+      if (kept.size() > JobEntry::kMaxStackSets) kept.pop_front();
+    }
+    JobStacks& set = kept.back();
+    set.collect_seconds = std::max(set.collect_seconds, row.collect_seconds);
+    set.by_rank[row.rank] = {row.node, row.answered, row.text};
   }
   for (const RestartRow& row : state.restarts) {
     if (JobEntry* job = jobs.Find(row.job); job != nullptr) {

@@ -38,6 +38,16 @@ double StepWindow::Percentile(double q) const {
   return scratch[k];
 }
 
+std::vector<double> StepWindow::Samples() const {
+  std::vector<double> out;
+  out.reserve(size_);
+  // Until the ring wraps, the samples are ring_[0, size_); after, the oldest
+  // is where the next one goes.
+  const size_t first = size_ < ring_.size() ? 0 : next_;
+  for (size_t i = 0; i < size_; ++i) out.push_back(ring_[(first + i) % ring_.size()]);
+  return out;
+}
+
 StepWindow::Quantiles StepWindow::P50P99() const {
   Quantiles out;
   if (size_ == 0) return out;

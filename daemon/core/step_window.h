@@ -30,6 +30,9 @@ class StepWindow {
   // The q-quantile (0 < q <= 1) of the samples in the window; 0 when empty.
   double Percentile(double q) const;
 
+  // The samples in the window, oldest first (to persist and restore it).
+  std::vector<double> Samples() const;
+
   // p50 and p99 with one pass over a scratch copy.
   struct Quantiles {
     double p50 = 0;

@@ -22,7 +22,7 @@ Supervisor::Supervisor(SupervisorOptions options)
       restarts_(options_, agents_, quarantine_, decisions_),
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
-      planner_(options_, decisions_),
+      planner_(options_, agents_, quarantine_, decisions_),
       reconciler_(options_.stop_grace, agents_, quarantine_, decisions_) {}
 
 absl::Status Supervisor::CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const {
@@ -73,6 +73,9 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
     (void)restarts_.Transition(now, job, JobState::kPending, "run again by new agents");
   }
   job.plans.Adopt(hello.plans);
+  for (const CheckpointPlanSpec& plan : hello.plans) {
+    node.plans_held_through = std::max(node.plans_held_through, plan.plan_id);
+  }
 
   HelloResult result;
   result.session = connection.session;
@@ -128,6 +131,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   node.last_report = now;
   node.launcher = report.launcher;
   node.generation = report.generation;
+  node.plans_held_through = report.plans_held_through;
   ++node.reports_received;
   ++reports_received_;
   CountAgentRejects(node, report);
@@ -164,6 +168,73 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksInfo& info) {
+  const NodeIndex index = agents_.NodeOfSession(session);
+  if (index == kNoNode) {
+    return absl::FailedPreconditionError("unknown or superseded agent session; reconnect");
+  }
+  const NodeRecord& node = agents_.node(index);
+  JobEntry* job = jobs_.Find(node.job);
+  if (job == nullptr || info.generation != job->job().generation()) {
+    return absl::OkStatus();  // stacks of a generation the job has left: nothing to explain
+  }
+  for (const RankStackInfo& r : info.stacks) {
+    if (r.rank >= job->job().world_size()) {
+      return absl::InvalidArgumentError(absl::StrCat("stack of rank ", r.rank, " outside world size ",
+                                                     job->job().world_size()));
+    }
+    if (r.text.size() > kMaxStackBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("stack of rank ", r.rank, " longer than ", kMaxStackBytes, " bytes"));
+    }
+  }
+  std::deque<JobStacks>& kept = job->stacks;
+  if (kept.empty() || kept.back().generation != info.generation) {
+    kept.emplace_back();
+    kept.back().generation = info.generation;
+    kept.back().time = now;
+    kept.back().event_id = job->verdicts().stall_event_id;
+    kept.back().culprit = job->verdicts().stall_culprit;
+    if (kept.size() > JobEntry::kMaxStackSets) kept.pop_front();
+  }
+  JobStacks& set = kept.back();
+  set.collect_seconds = std::max(set.collect_seconds, info.collect_seconds);
+  std::vector<uint32_t> ranks;
+  int answered = 0;
+  for (const RankStackInfo& r : info.stacks) {
+    set.by_rank[r.rank] = {node.name, r.answered, r.text};
+    ranks.push_back(r.rank);
+    answered += r.answered ? 1 : 0;
+    decisions_.journal().stacks.push_back({job->id(), set.generation, set.event_id, set.time,
+                                           set.collect_seconds, set.culprit, r.rank, node.name,
+                                           r.answered, r.text});
+  }
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kStacks;
+  e.node = node.name;
+  e.message = absl::StrFormat(
+      "Python stacks of %d rank(s) on %s collected in %s (%d did not answer); `trainsupctl "
+      "stacks %s` shows them",
+      static_cast<int>(ranks.size()), node.name, TenthsOfSeconds(absl::Seconds(info.collect_seconds)),
+      static_cast<int>(ranks.size()) - answered, job->id());
+  e.figures = {{"ranks", static_cast<double>(ranks.size())},
+               {"answered", static_cast<double>(answered)},
+               {"collect_seconds", info.collect_seconds}};
+  decisions_.Emit(job, std::move(e));
+  return absl::OkStatus();
+}
+
+const JobStacks* Supervisor::FindStacks(absl::string_view job_id, uint64_t generation) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr || job->stacks.empty()) return nullptr;
+  if (generation == 0) return &job->stacks.back();
+  for (const JobStacks& set : job->stacks) {
+    if (set.generation == generation) return &set;
+  }
+  return nullptr;
+}
+
 std::vector<Event> Supervisor::Sweep(absl::Time now) {
   const size_t first = decisions_.pending_events().size();
   jobs_.ForEach([&](JobEntry& job) { SweepJob(now, job); });
@@ -185,6 +256,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       detection_.SweepNodes(now, job);
       detection_.SweepStragglers(now, job);
       restarts_.TrackRecovery(now, job);
+      planner_.CheckAcks(now, job, stats);
       planner_.Replan(now, job, stats);
       restarts_.CheckFinished(now, job);
       // Keep the MTBF exposure on disk fresh, not only at transitions.

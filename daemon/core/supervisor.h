@@ -68,6 +68,12 @@ class Supervisor {
   // accepted report are counted by reason and skipped; they never fail it.
   absl::Status Report(absl::Time now, SessionId session, const NodeReportInfo& report);
 
+  // An agent sent its ranks' Python stacks (collected on a stop that asked
+  // for them). Kept with the job's generation and the stall event they
+  // explain. FailedPrecondition for an unknown session; InvalidArgument for
+  // ranks outside the world or a stack beyond kMaxStackBytes.
+  absl::Status Stacks(absl::Time now, SessionId session, const StacksInfo& stacks);
+
   // Runs every rule over every job and moves each job's lifecycle on (stop,
   // restart, hold, finish); returns the new events (also in the output). The
   // driver calls it on a timer, so a condition is acted on at most one sweep
@@ -98,6 +104,9 @@ class Supervisor {
   std::vector<const JobEntry*> Jobs() const { return jobs_.Sorted(); }  // by id
   JobView ViewOf(const JobEntry& job, absl::Time now) const;
   std::vector<NodeView> NodeViews() const;  // in the order nodes were first heard of
+  // The stacks of `job_id`'s generation `generation` (0: the latest with
+  // stacks); nullptr when there are none.
+  const JobStacks* FindStacks(absl::string_view job_id, uint64_t generation) const;
   MtbfEstimate JobMtbf(const JobEntry& job, absl::Time now) const {
     return planner_.JobMtbf(job, now);
   }

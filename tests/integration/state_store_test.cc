@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
 #include "daemon/core/event_log.h"
@@ -60,6 +61,23 @@ std::string Dump(const Journal& j) {
                     " reason=", r.reason, " world=", r.world_size, " changed=", Str(r.changed),
                     " exposure=", r.exposure_seconds, " forgiven=", Str(r.restarts_forgiven_before),
                     "\n");
+  }
+  for (const JobMeasuresRow& m : j.measures) {
+    absl::StrAppend(&out, "measures ", m.job, " start=", Str(m.ledger.start), " last=",
+                    Str(m.ledger.last), " gen=", m.ledger.generation, " hw=",
+                    m.ledger.high_water_step, " c=", absl::StrJoin(m.checkpoint_costs, ","),
+                    " a=", absl::StrJoin(m.checkpoint_async, ","), " r=",
+                    absl::StrJoin(m.restart_costs, ","));
+    for (const auto& [gen, t] : m.ledger.by_generation) {
+      absl::StrAppend(&out, " g", gen, ":", absl::StrJoin(t.seconds, "/"));
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  for (const StackRow& st : j.stacks) {
+    absl::StrAppend(&out, "stack ", st.job, " gen=", st.generation, " event=", st.event_id,
+                    " time=", Str(st.time), " collect=", st.collect_seconds, " culprit=",
+                    Str(st.culprit), " rank=", st.rank, " node=", st.node, " answered=",
+                    st.answered, " text=", st.text, "\n");
   }
   for (const Event& e : j.events) {
     absl::StrAppend(&out, "event ", e.id, " ", Str(e.time), " kind=", EventKindName(e.kind),
@@ -167,6 +185,22 @@ TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
   journal.jobs.push_back({"llama", 5, "running", "restarted after a crash", 512,
                           kT0 - absl::Hours(1), 3600.5, kT0 - absl::Minutes(30)});
   journal.jobs.push_back({"tiny", 0, "", "", 0, absl::InfinitePast()});
+
+  JobMeasuresRow measures;
+  measures.job = "llama";
+  measures.ledger.start = kT0;
+  measures.ledger.last = kT0 + absl::Seconds(90);
+  measures.ledger.generation = 2;
+  measures.ledger.high_water_step = 1200;
+  measures.ledger.by_generation[1].seconds = {40.5, 3.25, 1.0, 0.0};
+  measures.ledger.by_generation[2].seconds = {30.0, 2.0, 0.5, 12.75};
+  measures.checkpoint_costs = {1.5, 0.1, 123.456789012345};
+  measures.restart_costs = {20.5};
+  journal.measures.push_back(measures);
+  journal.measures.push_back({"tiny", {}, {}, {}, {}});
+  journal.stacks.push_back({"llama", 2, 7, kT0, 0.31, 2u, 2, "node-b", true,
+                            "Thread 0x1 (most recent call first):\n  File \"x.py\", line 3"});
+  journal.stacks.push_back({"llama", 2, 7, kT0, 0.31, 2u, 3, "node-b", false, ""});
 
   Event full = MakeEvent(1, EventKind::kStraggler);
   full.rank = 0;

@@ -125,9 +125,17 @@ void FakeAgentsTest::SendWith(absl::Time now, SessionId session, const LauncherI
   report.launcher = launcher;
   report.heartbeats = std::move(heartbeats);
   report.processes = std::move(processes);
+  report.plans_held_through = PlansHeld(session);
   absl::Status status = sup_->Report(now, session, report);
   ASSERT_TRUE(status.ok()) << status;
   last_word_[session] = {report.generation, report.launcher};
+}
+
+uint64_t FakeAgentsTest::PlansHeld(SessionId session) const {
+  if (deaf_to_plans_.count(session) > 0) return 0;
+  const JobEntry* entry = sup_->FindEntry("job");
+  if (entry == nullptr || entry->plans.plans().empty()) return 0;
+  return entry->plans.plans().back().plan_id;
 }
 
 void FakeAgentsTest::Idle(absl::Time now) {
@@ -136,6 +144,7 @@ void FakeAgentsTest::Idle(absl::Time now) {
     report.sequence = ++sequence_;
     report.generation = word.generation;
     report.launcher = word.launcher;
+    report.plans_held_through = PlansHeld(session);
     (void)sup_->Report(now, session, report);  // a superseded session is refused
   }
 }

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -95,6 +96,9 @@ class FakeAgentsTest : public ::testing::Test {
   void Idle(absl::Time now);
   // The session's stream ends.
   void Disconnect(absl::Time now, SessionId session);
+  // The plans an agent says it holds: every plan published, unless its
+  // session is in `deaf_to_plans_` (then none).
+  uint64_t PlansHeld(SessionId session) const;
 
   const Job& job() const;
   // Everything the supervisor holds about job "job": verdicts, lifecycle.
@@ -117,6 +121,7 @@ class FakeAgentsTest : public ::testing::Test {
     LauncherInfo launcher;
   };
   std::map<SessionId, LastWord> last_word_;
+  std::set<SessionId> deaf_to_plans_;
 };
 
 }  // namespace testing

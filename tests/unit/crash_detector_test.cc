@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
 
@@ -298,6 +299,114 @@ TEST(CrashDetectorNoRanksTest, JobWithoutRanksHasNoCrash) {
 
   EXPECT_FALSE(CrashDetector::HasFailure(job));
   EXPECT_EQ(detector.Check(job, AtMs(0), AtMs(100000)), std::nullopt);
+}
+
+}  // namespace
+}  // namespace trainsup
+
+// ---------------------------------------------------------------------------
+// Victims and culprits by death mode
+
+namespace trainsup {
+namespace {
+
+class VictimTest : public CrashDetectorTest {
+ protected:
+  // `rank` raised a peer's communication error at `now` and died.
+  void Victim(absl::Time now, uint32_t rank) {
+    Exception(now, rank, "RuntimeError",
+              "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+              "[127.0.0.1]:40215");
+    Report(now, Raised(DeadProcess(rank, 0.0, 1), 0.0));
+  }
+};
+
+TEST_F(VictimTest, VictimsReportingFirstNeverWinOverARankThatDiedOnItsOwn) {
+  // Rank 3 called sys.exit(1); its teardown outlasted its peers' reaction.
+  Victim(AtMs(9500), 0);
+  Victim(AtMs(9510), 1);
+  Victim(AtMs(9520), 2);
+  Report(AtMs(11000), DeadProcess(3, 0.0, 1));  // seen dead 1.5 s after the victims
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(9500), AtMs(11000));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, CrashVerdict::Kind::kRank);
+  EXPECT_EQ(v->rank, 3u);
+  EXPECT_EQ(v->failed_ranks, 4u);
+  EXPECT_EQ(v->victims, 3u);
+  EXPECT_THAT(v->reason, ::testing::HasSubstr("died first (exit code 1); 4 of 4 ranks failed, 3 of "
+                                              "them victims of a peer"));
+}
+
+TEST_F(VictimTest, WhileOnlyVictimsFailedAndARankStillRunsTheVerdictWaits) {
+  Victim(AtMs(9500), 0);
+  Victim(AtMs(9510), 1);
+  Victim(AtMs(9520), 2);
+  // Rank 3 alive: tearing down after sys.exit, or not yet killed.
+  EXPECT_EQ(detector_.Check(job_, AtMs(9500), AtMs(11000)), std::nullopt);
+  EXPECT_EQ(detector_.Check(job_, AtMs(9500), AtMs(19000)), std::nullopt);
+
+  Report(AtMs(19100), DeadProcess(3, 0.0, 1));
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(9500), AtMs(19200));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 3u);
+}
+
+TEST_F(VictimTest, AnExitTheRankBeganIsItsFailureBeforeItsProcessEnds) {
+  Heartbeat exit = Hb(HeartbeatKind::kExit, 3, 5);
+  exit.exit_code = 1;
+  ASSERT_EQ(job_.Apply(AtMs(9000), NodeOf(3), exit), std::nullopt);
+  Report(AtMs(9050), Raised(AliveProcess(3), 0.05));  // reported at 9.0 s, still tearing down
+  Victim(AtMs(9300), 0);
+  Victim(AtMs(9310), 1);
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(9300), AtMs(10300));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, CrashVerdict::Kind::kRank);
+  EXPECT_EQ(v->rank, 3u);
+  EXPECT_EQ(v->death.time, AtMs(9000));
+  EXPECT_THAT(v->reason, ::testing::HasSubstr("after it began to exit with code 1"));
+}
+
+TEST_F(VictimTest, ARankStoppedFromOutsideIsNotTheCulprit) {
+  Report(AtMs(9000), DeadProcess(1, 0.0, 0, /*signal=*/15));  // its torchrun tore the group down
+  Report(AtMs(9200), DeadProcess(2, 0.0, 0, /*signal=*/11));
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(9000), AtMs(10200));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->rank, 2u);
+  EXPECT_EQ(v->victims, 1u);
+}
+
+TEST_F(VictimTest, OnlyVictimsAndANodeThatCannotBeHeardIsThatNodeLost) {
+  // node-b's host died with its agent: ranks 2 and 3 cannot be seen.
+  Victim(AtMs(9500), 0);
+  Victim(AtMs(9510), 1);
+
+  std::optional<CrashVerdict> v =
+      detector_.Check(job_, AtMs(9500), AtMs(10500), std::nullopt, {kNodeB});
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, CrashVerdict::Kind::kNodeLost);
+  EXPECT_EQ(v->node, kNodeB);
+  EXPECT_THAT(v->lost_ranks, ::testing::ElementsAre(2, 3));
+  EXPECT_EQ(v->rank, std::nullopt);
+  EXPECT_EQ(v->victims, 2u);
+}
+
+TEST_F(VictimTest, OnlyVictimsWithEveryRankSeenNamesNoCulpritOnceEveryRankEnded) {
+  for (uint32_t r = 0; r < kWorld; ++r) Victim(AtMs(9500 + 10 * r), r);
+
+  std::optional<CrashVerdict> v = detector_.Check(job_, AtMs(9500), AtMs(10500));
+
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->kind, CrashVerdict::Kind::kNoCulprit);
+  EXPECT_EQ(v->rank, 0u);  // the first victim, for the record
+  EXPECT_THAT(v->reason, ::testing::HasSubstr("no rank failed on its own"));
 }
 
 }  // namespace

@@ -209,6 +209,56 @@ TEST(RenderRanksTableTest, ByP99KeepsRankOrderOnTies) {
               ElementsAre("1", "0", "2"));
 }
 
+TEST(RenderRanksTableTest, ByP99SortsByComputeP99FirstTheStragglersOwnWork) {
+  // A synchronous job: every rank's wall step p99 is the same; rank 2's own
+  // work is the slowest.
+  v1::ListRanksResponse response;
+  for (uint32_t r = 0; r < 3; ++r) {
+    v1::Rank rank = MakeRank(r, 1.0);
+    rank.set_compute_p99_seconds(r == 2 ? 0.9 : 0.3 + 0.1 * r);
+    *response.add_ranks() = rank;
+  }
+
+  EXPECT_THAT(FirstColumn(RenderRanksTable(response, RankSort::kP99)),
+              ElementsAre("2", "1", "0"));
+}
+
+TEST(RenderRanksTableTest, ShowsLiveness) {
+  v1::ListRanksResponse response;
+  v1::Rank rank = MakeRank(0, 0.1);
+  rank.set_liveness("unknown");
+  *response.add_ranks() = rank;
+  EXPECT_THAT(RenderRanksTable(response, RankSort::kRank), HasSubstr("unknown"));
+}
+
+TEST(RenderStacksTest, GroupsSmallestFirstWithTheCulpritMarked) {
+  v1::StacksResponse s;
+  s.set_job_id("llama");
+  s.set_generation(2);
+  s.set_event_id(17);
+  s.set_collect_seconds(0.31);
+  v1::StackGroup* hung = s.add_groups();
+  hung->add_ranks(2);
+  hung->add_nodes("node-b");
+  hung->set_stack("Thread 0x1 (most recent call first):\n  File \"train.py\", line 9 in hang\n");
+  hung->set_culprit(true);
+  v1::StackGroup* waiting = s.add_groups();
+  for (uint32_t r : {0u, 1u, 3u}) {
+    waiting->add_ranks(r);
+    waiting->add_nodes(r < 2 ? "node-a" : "node-b");
+  }
+  waiting->set_stack("  File \"distributed_c10d.py\", line 1 in all_reduce\n");
+  s.add_unanswered_ranks(5);
+
+  const std::string text = RenderStacks(s);
+
+  EXPECT_THAT(text, HasSubstr("job llama generation 2: Python stacks of 5 rank(s) in 2 group(s)"));
+  EXPECT_THAT(text, HasSubstr("== 1 rank: 2 (node-b)   <- holds the culprit the stall named"));
+  EXPECT_THAT(text, HasSubstr("== 3 ranks: 0 (node-a), 1 (node-a), 3 (node-b)"));
+  EXPECT_LT(text.find("line 9 in hang"), text.find("in all_reduce"));
+  EXPECT_THAT(text, HasSubstr("no stack from rank(s) 5"));
+}
+
 TEST(RenderRanksTableTest, ByRankKeepsResponseOrder) {
   v1::ListRanksResponse response;
   *response.add_ranks() = MakeRank(0, 0.1);

@@ -1019,6 +1019,40 @@ TEST_F(RestoreTest, RestoredFailureOlderThanTheWindowDoesNotCount) {
   EXPECT_TRUE(out.journal.nodes.empty());
 }
 
+TEST_F(RestoreTest, LedgerAndMeasuredCostsSurviveARestart) {
+  PersistedState s = State();
+  JobMeasuresRow m;
+  m.job = "job";
+  m.ledger.start = now_ - absl::Hours(1);
+  m.ledger.last = now_ - absl::Minutes(1);
+  m.ledger.generation = 3;
+  m.ledger.high_water_step = 99;
+  m.ledger.by_generation[3].seconds = {3000, 100, 50, 250};
+  m.checkpoint_costs = {12, 14};
+  m.restart_costs = {40};
+  s.measures.push_back(m);
+  Create();
+  sup_->Restore(now_, s);
+
+  const JobEntry& e = entry();
+  EXPECT_EQ(e.ledger.totals().seconds[static_cast<int>(Bucket::kUseful)], 3000);
+  EXPECT_EQ(e.ledger.totals().wall_seconds(), 3400);
+  const JobView view = sup_->ViewOf(e, now_);
+  EXPECT_TRUE(view.checkpoint_cost.measured);
+  EXPECT_EQ(view.checkpoint_cost.seconds, 12);
+  EXPECT_TRUE(view.restart_cost.measured);
+  EXPECT_EQ(view.restart_cost.seconds, 40);
+  // And they are journaled again with the job.
+  Take();
+  a_ = Connect(now_ + absl::Seconds(1), "node-a", 3u);
+  b_ = Connect(now_ + absl::Seconds(1), "node-b", 3u);
+  StepAll(now_ + absl::Seconds(2), 100);
+  Sweep(now_ + absl::Minutes(2));
+  const SupervisorOutput out = Take();
+  ASSERT_FALSE(out.journal.measures.empty());
+  EXPECT_EQ(out.journal.measures.back().checkpoint_costs, (std::vector<double>{12, 14}));
+}
+
 TEST_F(RestoreTest, RestoredFailureNotChargedToItsNodeDoesNotCount) {
   PersistedState s = State();
   s.failures[0].charged = false;  // e.g. the training code's own error

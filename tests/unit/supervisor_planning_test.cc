@@ -247,6 +247,74 @@ TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
   EXPECT_NEAR(interval, 3265, 3);
 }
 
+// ---------------------------------------------------------------------------
+// Plans take effect only once every agent holds them
+
+TEST_F(PlanningTest, PlanHeldByEveryAgentIsConfirmed) {
+  RunningJob(10, 0.5);
+  Sweep(AtS(7));
+  ASSERT_EQ(control().plans.plans().size(), 1u);
+  const uint64_t id = control().plans.plans()[0].plan_id;
+  EXPECT_LT(control().plans.confirmed_through(), id);  // not yet said
+
+  Sweep(AtS(7.2));  // both agents now report holding it
+
+  EXPECT_EQ(control().plans.confirmed_through(), id);
+}
+
+TEST_F(PlanningTest, PlanAnAgentDoesNotHoldIsRevokedBeforeItsFirstStep) {
+  // node-b never writes the plan (e.g. cut off across the replan): the
+  // schedule before it must stay in force for the ranks that got it too.
+  absl::Time t = RunningJob(10, 0.5);
+  deaf_to_plans_.insert(b_);
+  Sweep(AtS(7));
+  const CheckpointPlanSpec first = control().plans.plans()[0];
+  ASSERT_EQ(first.effective_from_step, 30);
+  Take();
+  // Steps up to the guard (half the 20-step horizon) before step 30: kept.
+  t = Steps(t + absl::Milliseconds(500), 11, 19, 0.5);
+  Sweep(t);
+  EXPECT_THAT(OfKind(Take().events, EventKind::kCheckpointPlan), IsEmpty());
+  t = Steps(t + absl::Milliseconds(500), 20, 20, 0.5);
+  Sweep(t);
+
+  SupervisorOutput out = Take();
+  std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
+  ASSERT_GE(plans.size(), 1u);
+  EXPECT_THAT(plans[0].message, HasSubstr("revoked: node node-b did not hold it"));
+  EXPECT_EQ(Figure(plans[0], "revoked_plan_id"), static_cast<double>(first.plan_id));
+  const std::vector<CheckpointPlanSpec>& held = control().plans.plans();
+  ASSERT_GE(held.size(), 2u);
+  const CheckpointPlanSpec& restated = held[1];
+  EXPECT_GT(restated.plan_id, first.plan_id);
+  EXPECT_EQ(restated.effective_from_step, first.effective_from_step);
+  EXPECT_EQ(restated.interval_steps, 0);  // no plan before it: no checkpoints
+  // The ranks that got the first plan and those that did not agree on every
+  // step from its start on.
+  const std::vector<CheckpointPlanSpec> without_first(held.begin() + 1, held.end());
+  for (int64_t step = 20; step < 40; ++step) {
+    EXPECT_EQ(ShouldCheckpoint({first, restated}, step), ShouldCheckpoint({restated}, step))
+        << step;
+  }
+}
+
+TEST_F(PlanningTest, NoNewPlanWhileAnAgentCannotBeHeard) {
+  RunningJob(10, 0.5);
+  Disconnect(AtS(6.8), b_);
+  Sweep(AtS(7));
+  EXPECT_THAT(OfKind(Take().events, EventKind::kCheckpointPlan), IsEmpty());
+  EXPECT_THAT(control().plans.plans(), IsEmpty());
+}
+
+TEST_F(PlanningTest, OneOffCheckpointIsRefusedWhileAnAgentCannotBeHeard) {
+  absl::Time t = RunningJob(10, 0.5);
+  Disconnect(t, b_);
+  absl::StatusOr<std::string> r = sup_->RequestCheckpoint(t + absl::Seconds(1), "job");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("node node-b cannot be heard"));
+}
+
 TEST_F(PlanningTest, NoPlanBeforeTheJobHasAStepTime) {
   Start(AtS(0));
   StartedAll(AtS(1));
