@@ -26,10 +26,31 @@
 namespace trainsup {
 namespace {
 
-// The newest schema (StateStore::kSchemaVersion). Times are REAL unix seconds, NULL for absl::InfinitePast()
-// and +inf for absl::InfiniteFuture(). uint64 values are stored bit for bit in
-// SQLite's signed 64-bit INTEGER. Failures and restarts keep the order they
-// were applied in `seq`. A figure value is NULL for NaN (SQLite has no NaN).
+// Tables added by schema version 3 (a new store creates them, and so does
+// the migration from version 2).
+constexpr const char* kCreateJobMeasures =
+    "CREATE TABLE job_measures ("
+    "  job TEXT PRIMARY KEY NOT NULL, ledger_start REAL, ledger_last REAL,"
+    "  ledger_generation INTEGER NOT NULL, ledger_high_water INTEGER NOT NULL,"
+    "  checkpoint_costs TEXT NOT NULL, checkpoint_async TEXT NOT NULL,"
+    "  restart_costs TEXT NOT NULL)";
+constexpr const char* kCreateLedgerGenerations =
+    "CREATE TABLE ledger_generations ("
+    "  job TEXT NOT NULL, generation INTEGER NOT NULL, useful REAL NOT NULL,"
+    "  starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL, lost REAL NOT NULL,"
+    "  PRIMARY KEY (job, generation)) WITHOUT ROWID";
+constexpr const char* kCreateStacks =
+    "CREATE TABLE stacks ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, generation INTEGER NOT NULL,"
+    "  event_id INTEGER NOT NULL, time REAL, collect_seconds REAL NOT NULL, culprit INTEGER,"
+    "  rank INTEGER NOT NULL, node TEXT NOT NULL, answered INTEGER NOT NULL,"
+    "  text TEXT NOT NULL)";
+
+// The newest schema (StateStore::kSchemaVersion). Times are REAL unix
+// seconds, NULL for absl::InfinitePast() and +inf for absl::InfiniteFuture().
+// uint64 values are stored bit for bit in SQLite's signed 64-bit INTEGER.
+// Failures and restarts keep the order they were applied in `seq`. A figure
+// value is NULL for NaN (SQLite has no NaN).
 constexpr const char* kCreateSchema[] = {
     "CREATE TABLE meta ("
     "  key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL)",
@@ -57,20 +78,12 @@ constexpr const char* kCreateSchema[] = {
     "  event_id INTEGER NOT NULL REFERENCES events (id) ON DELETE CASCADE,"
     "  position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
     "  PRIMARY KEY (event_id, position)) WITHOUT ROWID",
-    "CREATE TABLE job_measures ("
-    "  job TEXT PRIMARY KEY NOT NULL, ledger_start REAL, ledger_last REAL,"
-    "  ledger_generation INTEGER NOT NULL, ledger_high_water INTEGER NOT NULL,"
-    "  checkpoint_costs TEXT NOT NULL, checkpoint_async TEXT NOT NULL,"
-    "  restart_costs TEXT NOT NULL)",
-    "CREATE TABLE ledger_generations ("
-    "  job TEXT NOT NULL, generation INTEGER NOT NULL, useful REAL NOT NULL,"
-    "  starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL, lost REAL NOT NULL,"
-    "  PRIMARY KEY (job, generation)) WITHOUT ROWID",
-    "CREATE TABLE stacks ("
-    "  seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, generation INTEGER NOT NULL,"
-    "  event_id INTEGER NOT NULL, time REAL, collect_seconds REAL NOT NULL, culprit INTEGER,"
-    "  rank INTEGER NOT NULL, node TEXT NOT NULL, answered INTEGER NOT NULL,"
-    "  text TEXT NOT NULL)",
+    kCreateJobMeasures,
+
+    kCreateLedgerGenerations,
+
+    kCreateStacks,
+
 };
 
 // How an older schema becomes the next one: kMigrations[i] takes version
@@ -85,21 +98,8 @@ const std::vector<Migration>& Migrations() {
       {{"ALTER TABLE jobs ADD COLUMN restarts_forgiven_before REAL"}},
       // 2 -> 3: whether a failure counts toward its node's quarantine (all
       // did before); what jobs measured (ledger, C, R); hung jobs' stacks.
-      {{"ALTER TABLE failures ADD COLUMN charged INTEGER NOT NULL DEFAULT 1",
-        "CREATE TABLE job_measures ("
-        "  job TEXT PRIMARY KEY NOT NULL, ledger_start REAL, ledger_last REAL,"
-        "  ledger_generation INTEGER NOT NULL, ledger_high_water INTEGER NOT NULL,"
-        "  checkpoint_costs TEXT NOT NULL, checkpoint_async TEXT NOT NULL,"
-        "  restart_costs TEXT NOT NULL)",
-        "CREATE TABLE ledger_generations ("
-        "  job TEXT NOT NULL, generation INTEGER NOT NULL, useful REAL NOT NULL,"
-        "  starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL, lost REAL NOT NULL,"
-        "  PRIMARY KEY (job, generation)) WITHOUT ROWID",
-        "CREATE TABLE stacks ("
-        "  seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL, generation INTEGER NOT NULL,"
-        "  event_id INTEGER NOT NULL, time REAL, collect_seconds REAL NOT NULL, culprit INTEGER,"
-        "  rank INTEGER NOT NULL, node TEXT NOT NULL, answered INTEGER NOT NULL,"
-        "  text TEXT NOT NULL)"}},
+      {{"ALTER TABLE failures ADD COLUMN charged INTEGER NOT NULL DEFAULT 1", kCreateJobMeasures,
+        kCreateLedgerGenerations, kCreateStacks}},
   };
   return *kMigrations;
 }
