@@ -225,6 +225,43 @@ class MessagesTest(HelperTestCase):
         for m in messages:
             self.assertLessEqual(set(m), fields, m["kind"])
 
+    def test_every_datagram_carries_the_time_of_its_event(self):
+        agent = self.agent()
+        clock = FakeClock(100.0)
+        sys.excepthook = lambda *args: None
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            with self.agent_env(agent):
+                hb = trainsup.Heartbeat()
+            self.addCleanup(hb.close)
+            clock.now = 101.0
+            with hb.compute():
+                clock.now = 102.5
+            clock.now = 103.0
+            hb.step(0)
+            clock.now = 104.0
+            with hb.checkpointing(0):
+                clock.now = 106.0
+            clock.now = 107.0
+            sys.excepthook(ValueError, ValueError("late"), None)
+        self.assertEqual([(m["kind"], m["monotonic_seconds"]) for m in agent.messages()],
+                         [("HEARTBEAT_KIND_START", 100.0),
+                          ("HEARTBEAT_KIND_COMPUTE_BEGIN", 101.0),
+                          ("HEARTBEAT_KIND_COMPUTE_END", 102.5),
+                          ("HEARTBEAT_KIND_STEP", 103.0),
+                          ("HEARTBEAT_KIND_CHECKPOINT_BEGIN", 104.0),
+                          ("HEARTBEAT_KIND_CHECKPOINT_END", 106.0),
+                          ("HEARTBEAT_KIND_EXCEPTION", 107.0)])
+
+    def test_event_times_are_on_the_hosts_monotonic_clock(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        before = time.monotonic()
+        hb.step(1)
+        after = time.monotonic()
+        sent = self.one(agent, "HEARTBEAT_KIND_STEP")["monotonic_seconds"]
+        self.assertLessEqual(before, sent)
+        self.assertLessEqual(sent, after)
+
     def test_step_sends_its_figures(self):
         agent = self.agent()
         hb = self.heartbeat(agent)

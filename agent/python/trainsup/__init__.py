@@ -185,7 +185,7 @@ class Heartbeat:
                 fields["samples"] = int(samples)
             if device_memory_bytes is not None:
                 fields["device_memory_bytes"] = int(device_memory_bytes)
-            self._send("HEARTBEAT_KIND_STEP", **fields)
+            self._send("HEARTBEAT_KIND_STEP", when=now, **fields)
         except Exception:  # noqa: BLE001
             pass
 
@@ -199,13 +199,14 @@ class Heartbeat:
         step time every rank shares.
         """
         current = self._last_step + 1 if step is None else step
-        self._safe_send("HEARTBEAT_KIND_COMPUTE_BEGIN", step=current)
         begin = time.monotonic()
+        self._safe_send("HEARTBEAT_KIND_COMPUTE_BEGIN", when=begin, step=current)
         try:
             yield
         finally:
-            self._pending_compute_s = time.monotonic() - begin
-            self._safe_send("HEARTBEAT_KIND_COMPUTE_END", step=current)
+            end = time.monotonic()
+            self._pending_compute_s = end - begin
+            self._safe_send("HEARTBEAT_KIND_COMPUTE_END", when=end, step=current)
 
     def should_checkpoint(self, step):
         """Whether to checkpoint after ``step``, under the supervisor's plans.
@@ -226,13 +227,14 @@ class Heartbeat:
     @contextlib.contextmanager
     def checkpointing(self, step, async_seconds=0.0):
         """Brackets the part of a checkpoint that blocks the training loop."""
-        self._safe_send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", step=step)
         begin = time.monotonic()
+        self._safe_send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", when=begin, step=step)
         try:
             yield
         finally:
-            self._safe_send("HEARTBEAT_KIND_CHECKPOINT_END", step=step,
-                            checkpoint_blocking_seconds=time.monotonic() - begin,
+            end = time.monotonic()
+            self._safe_send("HEARTBEAT_KIND_CHECKPOINT_END", when=end, step=step,
+                            checkpoint_blocking_seconds=end - begin,
                             checkpoint_async_seconds=_duration(async_seconds))
 
     def close(self):
@@ -267,11 +269,14 @@ class Heartbeat:
         except Exception:  # noqa: BLE001
             pass
 
-    def _send(self, kind, **fields):
+    def _send(self, kind, when=None, **fields):
+        """Sends the datagram of one event. `when`: the event's time on the
+        monotonic clock (now when not given), sent as monotonic_seconds."""
         if not self.enabled or self._sock is None:
             return
         message = dict(self._identity)
         message["kind"] = kind
+        message["monotonic_seconds"] = time.monotonic() if when is None else when
         message.update(fields)
         data = json.dumps(message, separators=(",", ":")).encode("utf-8")
         try:
