@@ -13,21 +13,32 @@ Standard library only. Two lines in a training script::
             with hb.checkpointing(step):
                 save_checkpoint(...)
 
-Guarantees: it never blocks the training loop (one non-blocking datagram per
-event; when the agent is busy or gone the datagram is dropped and counted in
-``hb.dropped``), never raises into it, and is a silent no-op when the process
-does not run under ``trainsup-agent`` (no ``TRAINSUP_SOCKET`` in the environment).
+Guarantees: it never blocks the training loop for more than about a
+millisecond (one non-blocking datagram per event), never raises into it, and
+is a silent no-op when the process does not run under ``trainsup-agent`` (no
+``TRAINSUP_SOCKET`` in the environment).
+
+Nothing the supervisor's verdicts depend on is lost to a full queue: when the
+agent's socket refuses a datagram (EAGAIN: its queue holds only
+net.unix.max_dgram_qlen of them), the message waits, the latest one per slot
+(progress, checkpoint, start, final), and a background thread sends it as soon
+as the agent reads, even while the training loop is stuck in a collective.
+A message replaced while waiting, or refused because the agent is gone, is
+given up on and counted in ``hb.dropped``; every datagram carries that count.
 
 The datagram is the JSON form of ``trainsup.v1.RankHeartbeat``
 (proto/trainsup/v1/heartbeat.proto), with the proto field names.
 """
 
+import collections
 import contextlib
+import errno
 import json
 import math
 import os
 import socket
 import sys
+import threading
 import time
 
 __all__ = ["Heartbeat", "should_checkpoint"]
@@ -35,6 +46,34 @@ __all__ = ["Heartbeat", "should_checkpoint"]
 # Limits the supervisor enforces (common/limits.h): the helper truncates to them.
 _MAX_EXCEPTION_TYPE = 256
 _MAX_EXCEPTION_MESSAGE = 1024
+
+# What a message carries decides its slot in the outbox: a newer message of a
+# slot replaces a pending (refused) one of the same slot.
+_SLOT_OF_KIND = {
+    "HEARTBEAT_KIND_STEP": "progress",
+    "HEARTBEAT_KIND_COMPUTE_BEGIN": "progress",
+    "HEARTBEAT_KIND_COMPUTE_END": "progress",
+    "HEARTBEAT_KIND_CHECKPOINT_BEGIN": "checkpoint",
+    "HEARTBEAT_KIND_CHECKPOINT_END": "checkpoint",
+    "HEARTBEAT_KIND_START": "start",
+    "HEARTBEAT_KIND_EXCEPTION": "final",
+    "HEARTBEAT_KIND_EXIT": "final",
+}
+
+# sendto errors that mean "the agent's queue is full right now": the message
+# is kept and sent again. Any other error (the agent is gone) drops it.
+_QUEUE_FULL = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS))
+
+# The longest a caller waits for the outbox's lock. Holders keep it for
+# microseconds; the bound only matters when a signal handler re-enters the
+# helper on a thread that holds it, or under heavy contention for the GIL.
+_LOCK_WAIT_S = 0.001
+
+# The background retrier's pause between attempts.
+_RETRY_INTERVAL_S = 0.01
+
+# Deadlines use the real clock even where a test fakes time.monotonic.
+_clock = time.monotonic
 
 
 def _env_int(name, default=0):
@@ -94,6 +133,155 @@ def _parse_plans(document):
     return plans
 
 
+class _Outbox:
+    """The rank's datagrams on their way to the agent, in the order of their events.
+
+    Linux queues at most net.unix.max_dgram_qlen datagrams on the agent's
+    socket; when it is full, sendto fails with EAGAIN. Such a message stays
+    PENDING, and later messages queue behind it (what reaches the agent is
+    always a subsequence of what happened, in order). Pending messages are
+    kept per slot (_SLOT_OF_KIND): a newer one replaces the pending one of its
+    slot and moves to the back of the queue; the replaced one counts as
+    dropped. A daemon thread, started on the first refusal and gone once
+    nothing is pending, retries every _RETRY_INTERVAL_S, so that a rank
+    blocked inside a collective still gets its last state out.
+
+    Contracts: submit() returns within about _LOCK_WAIT_S and never raises;
+    no thread holds the lock across a sleep. ``sent`` counts datagrams handed
+    to the socket, ``dropped`` the messages given up on (replaced while
+    pending, or refused by a hard error); every datagram carries ``dropped``
+    as of its sending in ``datagrams_dropped``.
+    """
+
+    def __init__(self, sock, path):
+        self.sent = 0
+        self.dropped = 0
+        self._sock = sock
+        self._path = path
+        self._lock = threading.Lock()
+        # (slot, message) not yet in the queue. Appended without the lock
+        # (deque.append is atomic); emptied under it.
+        self._inbox = collections.deque()
+        self._pending = collections.OrderedDict()  # slot -> message, oldest first
+        self._retrier = None  # the background thread, while it runs
+        self._closed = threading.Event()
+
+    def submit(self, slot, message):
+        """Queues `message` behind the pending ones and sends what the agent takes."""
+        self._inbox.append((slot, message))
+        self._pump(_LOCK_WAIT_S)
+
+    def holds(self, slot):
+        """Whether a message of `slot` waits to be sent (True when it cannot tell)."""
+        if not self._lock.acquire(timeout=_LOCK_WAIT_S):
+            return True
+        try:
+            return slot in self._pending or any(s == slot for s, _ in tuple(self._inbox))
+        finally:
+            self._lock.release()
+
+    def close(self):
+        """Gives up on what is pending (counted as dropped) and closes the socket."""
+        self._closed.set()
+        if not self._lock.acquire(timeout=0.1):
+            return  # a holder is stuck under us (a signal handler): leave the socket
+        try:
+            self._take_inbox_locked()
+            self.dropped += len(self._pending)
+            self._pending.clear()
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        finally:
+            self._lock.release()
+
+    # -- internals: the ones named *_locked run with the lock held -------------
+
+    def _pump(self, wait):
+        """Moves the inbox into the queue and sends from its head.
+
+        A caller that gets no lock within `wait` seconds leaves its message in
+        the inbox: every holder looks at the inbox again after it lets go of
+        the lock, so a message never stays there unseen.
+        """
+        while True:
+            if not self._lock.acquire(timeout=wait):
+                return
+            try:
+                self._take_inbox_locked()
+                self._flush_locked()
+                retrier = self._new_retrier_locked()
+            finally:
+                self._lock.release()
+            if retrier is not None:
+                self._start(retrier)
+            if not self._inbox:
+                return
+
+    def _take_inbox_locked(self):
+        while self._inbox:
+            slot, message = self._inbox.popleft()
+            if self._pending.pop(slot, None) is not None:
+                self.dropped += 1
+            self._pending[slot] = message
+
+    def _flush_locked(self):
+        """Sends pending messages, oldest first, until the agent refuses one."""
+        while self._pending:
+            slot, message = next(iter(self._pending.items()))
+            outcome = self._send_locked(message)
+            if outcome == "refused":
+                return
+            del self._pending[slot]
+            if outcome == "sent":
+                self.sent += 1
+            else:
+                self.dropped += 1
+
+    def _send_locked(self, message):
+        """One sendto: "sent", "refused" (queue full, try again) or "failed"."""
+        if self._closed.is_set():
+            return "failed"
+        message["datagrams_dropped"] = self.dropped
+        try:
+            data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+            self._sock.sendto(data, self._path)
+        except OSError as e:
+            return "refused" if e.errno in _QUEUE_FULL else "failed"
+        except Exception:  # noqa: BLE001 - a value JSON cannot carry
+            return "failed"
+        return "sent"
+
+    def _new_retrier_locked(self):
+        """The retrier to start when messages are pending and none runs."""
+        if not self._pending or self._retrier is not None or self._closed.is_set():
+            return None
+        self._retrier = threading.Thread(target=self._retry, name="trainsup-retry",
+                                         daemon=True)
+        return self._retrier
+
+    def _start(self, retrier):
+        try:
+            retrier.start()
+        except Exception:  # noqa: BLE001 - no thread (shutdown): the next call retries
+            self._retrier = None
+
+    def _retry(self):
+        """The retrier's body: one attempt every _RETRY_INTERVAL_S until
+        nothing is pending or the outbox is closed."""
+        while not self._closed.wait(_RETRY_INTERVAL_S):
+            with self._lock:  # held for microseconds by everyone else
+                self._take_inbox_locked()
+                self._flush_locked()
+                done = not self._pending
+                if done:
+                    self._retrier = None
+            if done:
+                break
+        self._pump(_LOCK_WAIT_S)  # what reached the inbox while this thread held the lock
+
+
 def should_checkpoint(plans, step):
     """The checkpoint decision (the same as ShouldCheckpoint in the supervisor's
     core, checkpoint_schedule.cc): for step s the plan in force is the one
@@ -120,9 +308,6 @@ class Heartbeat:
     def __init__(self, job=None, rank=None, local_rank=None, world_size=None, start_step=0):
         env = os.environ
         self.enabled = bool(env.get("TRAINSUP_SOCKET"))
-        self.sent = 0
-        self.dropped = 0
-        self._path = env.get("TRAINSUP_SOCKET", "")
         self._identity = {
             "job": job if job is not None else env.get("TRAINSUP_JOB", ""),
             "rank": rank if rank is not None else _env_int("RANK"),
@@ -135,20 +320,32 @@ class Heartbeat:
         self._last_step = start_step - 1
         self._last_step_time = None
         self._pending_compute_s = None
-        self._sock = None
+        self._outbox = None
         self._plan_path = env.get("TRAINSUP_PLAN_FILE", "")
         self._plan_stamp = None
         self._plans = []
         if not self.enabled:
             return
         try:
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sock.setblocking(False)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.setblocking(False)
         except OSError:
             self.enabled = False
             return
+        self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
         self._send("HEARTBEAT_KIND_START", step=max(start_step, 0))
         self._install_excepthook()
+
+    @property
+    def sent(self):
+        """Datagrams handed to the agent's socket."""
+        return 0 if self._outbox is None else self._outbox.sent
+
+    @property
+    def dropped(self):
+        """Messages given up on: replaced by a newer one while the agent's
+        queue was full, or refused because the agent is gone."""
+        return 0 if self._outbox is None else self._outbox.dropped
 
     # -- the training loop's calls -------------------------------------------
 
@@ -238,13 +435,10 @@ class Heartbeat:
                             checkpoint_async_seconds=_duration(async_seconds))
 
     def close(self):
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
-            self.enabled = False
+        """Stops reporting; what the agent has not taken yet is given up on."""
+        self.enabled = False
+        if self._outbox is not None:
+            self._outbox.close()
 
     # -- internals -------------------------------------------------------------
 
@@ -272,18 +466,13 @@ class Heartbeat:
     def _send(self, kind, when=None, **fields):
         """Sends the datagram of one event. `when`: the event's time on the
         monotonic clock (now when not given), sent as monotonic_seconds."""
-        if not self.enabled or self._sock is None:
+        if not self.enabled:
             return
         message = dict(self._identity)
         message["kind"] = kind
         message["monotonic_seconds"] = time.monotonic() if when is None else when
         message.update(fields)
-        data = json.dumps(message, separators=(",", ":")).encode("utf-8")
-        try:
-            self._sock.sendto(data, self._path)
-            self.sent += 1
-        except OSError:  # full (EAGAIN), agent gone (ENOENT/ECONNREFUSED), ...
-            self.dropped += 1
+        self._outbox.submit(_SLOT_OF_KIND[kind], message)
 
     def _install_excepthook(self):
         previous = sys.excepthook
