@@ -15,8 +15,10 @@ import select
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 import unittest
@@ -25,6 +27,8 @@ from unittest import mock
 import trainsup
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Where the helper's package lives, for child processes.
+_HELPER_PATH = os.path.dirname(os.path.dirname(os.path.abspath(trainsup.__file__)))
 _PROTO = os.path.join(_HERE, "..", "..", "proto", "trainsup", "v1", "heartbeat.proto")
 
 # Environment variables the helper reads; each test sets its own.
@@ -132,6 +136,15 @@ class FakeAgent:
         finally:
             sender.close()
         assert sent > 0, "the queue was full already"
+        return sent
+
+    def discard(self, count, timeout=10.0):
+        """Reads `count` datagrams, which must be fill()'s, waiting for them."""
+        deadline = _now() + timeout
+        for _ in range(count):
+            ready, _, _ = select.select([self.sock], [], [], max(0.0, deadline - _now()))
+            assert ready, "timed out reading the queue"
+            assert self.sock.recv(1 << 16) == _FILLER, "not a filler"
 
     def close(self):
         self.sock.close()
@@ -158,6 +171,8 @@ class HelperTestCase(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
         previous_hook = sys.excepthook
         self.addCleanup(setattr, sys, "excepthook", previous_hook)
+        self.original_exit = sys.exit
+        self.addCleanup(setattr, sys, "exit", self.original_exit)
         # A closed helper's retrier ends at once; wait for the last test's.
         _wait_until(lambda: not _retrier_running(), what="an earlier test's retrier to end")
 
@@ -197,6 +212,7 @@ class OutsideAnAgentTest(HelperTestCase):
             hb = trainsup.Heartbeat()
             self.assertFalse(hb.enabled)
             self.assertIs(sys.excepthook, hook)  # no hook installed
+            self.assertIs(sys.exit, self.original_exit)
             hb.step(0, data_wait_s=0.1, loss=1.5, lr=0.1, samples=32)
             hb.step(1, loss=float("nan"))
             with hb.compute():
@@ -517,6 +533,291 @@ class MessagesTest(HelperTestCase):
         self.heartbeat(agent)
         sys.excepthook(ValueError, ValueError("early"), None)
         self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXCEPTION")["step"], 0)
+
+
+# ---------------------------------------------------------------------------
+# How the rank ends: EXCEPTION, EXIT
+
+
+class ExitTest(HelperTestCase):
+    def exit_args(self, args):
+        """What sys.exit(*args) raises: (the exception's type, its args)."""
+        try:
+            sys.exit(*args)
+        except BaseException as e:  # noqa: BLE001
+            return type(e), e.args
+        self.fail("sys.exit returned")
+
+    def test_sys_exit_reports_the_exit_code_then_raises_what_sys_exit_raises(self):
+        agent = self.agent()
+        cases = [((3,), 3), ((), 0), ((None,), 0), ((0,), 0), (("fatal: bad config",), 1),
+                 ((True,), 1), ((-1,), -1), ((2**32 + 5,), 5), ((3.0,), 1)]
+        for args, code in cases:
+            with self.subTest(args=args):
+                hb = self.heartbeat(agent)
+                got = self.exit_args(args)
+                sys.exit = self.original_exit
+                self.assertEqual(got, self.exit_args(args))
+                self.assertEqual(got[0], SystemExit)
+                self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], code)
+                hb.close()
+
+    def test_the_wrapper_looks_like_sys_exit(self):
+        self.heartbeat(self.agent())
+        self.assertIsNot(sys.exit, self.original_exit)
+        self.assertIs(sys.exit.__wrapped__, self.original_exit)
+        self.assertEqual(sys.exit.__name__, "exit")
+        self.assertEqual(sys.exit.__doc__, self.original_exit.__doc__)
+
+    def test_sys_exit_with_wrong_arguments_raises_its_type_error_and_reports_nothing(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        with self.assertRaises(TypeError):
+            sys.exit(1, 2)
+        with self.assertRaises(TypeError):
+            sys.exit(status=1)
+        self.assertEqual(agent.messages(), [])
+
+    def test_exit_names_the_last_step_and_when_it_happened(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(41)
+        agent.messages()
+        before = time.monotonic()
+        with self.assertRaises(SystemExit):
+            sys.exit(2)
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertEqual((report["step"], report["exit_code"]), (41, 2))
+        self.assertGreaterEqual(report["monotonic_seconds"], before)
+        self.assertEqual(report["pid"], os.getpid())
+        self.assertLessEqual(set(report), _proto_field_names())
+
+    def test_two_heartbeats_hook_once_and_report_once(self):
+        agent = self.agent()
+        previous_calls = []
+        sys.excepthook = lambda *args: previous_calls.append(args)
+        self.heartbeat(agent)
+        self.heartbeat(agent)
+        self.assertIs(sys.exit.__wrapped__, self.original_exit)  # not a wrapper's wrapper
+        with self.assertRaises(SystemExit):
+            sys.exit(4)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], 4)
+        sys.excepthook(ValueError, ValueError("x"), None)
+        self.one(agent, "HEARTBEAT_KIND_EXCEPTION")
+        self.assertEqual(len(previous_calls), 1)
+
+    def test_only_the_first_exit_is_reported(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        for code in (1, 2):
+            with self.assertRaises(SystemExit):
+                sys.exit(code)
+        trainsup._at_exit()
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], 1)
+
+    def test_no_exit_after_an_exception(self):
+        agent = self.agent()
+        sys.excepthook = lambda *args: None
+        self.heartbeat(agent)
+        sys.excepthook(RuntimeError, RuntimeError("NCCL error"), None)
+        with self.assertRaises(SystemExit):
+            sys.exit(1)
+        trainsup._at_exit()
+        self.one(agent, "HEARTBEAT_KIND_EXCEPTION")
+
+    def test_at_exit_reports_an_exit_without_a_code(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(3)
+        agent.messages()
+        trainsup._at_exit()  # as the interpreter does at shutdown
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertNotIn("exit_code", report)
+        self.assertEqual(report["step"], 3)
+
+    def test_sys_exit_in_another_thread_ends_only_the_thread_and_is_not_reported(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        thread = threading.Thread(target=sys.exit, args=(4,))
+        thread.start()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(agent.messages(), [])
+
+    def test_a_closed_heartbeat_reports_no_exit(self):
+        agent = self.agent()
+        self.heartbeat(agent).close()
+        with self.assertRaises(SystemExit):
+            sys.exit(1)
+        trainsup._at_exit()
+        self.assertEqual(agent.messages(), [])
+
+    def test_the_final_message_waits_for_a_full_queue_at_exit(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        fillers = agent.fill()
+
+        def drain_once_refused():
+            # The agent reads its queue once the helper was refused.
+            _wait_until(_retrier_running, what="a refusal")
+            agent.discard(fillers)
+
+        drainer = threading.Thread(target=drain_once_refused)
+        drainer.start()
+        self.addCleanup(drainer.join, 10)
+        with mock.patch.object(trainsup, "_FINAL_PATIENCE_S", 10.0):  # not to be reached
+            with self.assertRaises(SystemExit):
+                sys.exit(3)
+            self.assertEqual(hb.sent, 2)  # handed to the socket before sys.exit raised
+        drainer.join(10)
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertEqual(report["exit_code"], 3)
+
+    def test_the_final_message_waits_a_tenth_of_a_second_at_most(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        begin = _now()
+        with self.assertRaises(SystemExit):
+            sys.exit(3)
+        waited = _now() - begin
+        self.assertGreaterEqual(waited, 0.1)
+        self.assertLess(waited, 2.0)
+        self.assertEqual(hb.sent, 1)
+        # Still pending: the retrier gets it out during the teardown.
+        messages = agent.collect_until(lambda got: got)
+        self.assertEqual([(m["kind"], m["exit_code"]) for m in messages],
+                         [("HEARTBEAT_KIND_EXIT", 3)])
+
+    def test_sys_exit_from_a_signal_handler_while_the_lock_is_held(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        outbox = hb._outbox
+        outbox._sock = _ReenteringSocket(outbox._sock, lambda: sys.exit(5))
+        with _Watchdog(10):
+            with mock.patch.object(trainsup, "_FINAL_PATIENCE_S", 0.02):
+                with self.assertRaises(SystemExit):
+                    hb.step(1)  # sys.exit runs inside its sendto
+                trainsup._at_exit()  # the interpreter's shutdown, which follows
+        self.assertEqual([(m["kind"], m.get("exit_code")) for m in agent.messages()],
+                         [("HEARTBEAT_KIND_STEP", None), ("HEARTBEAT_KIND_EXIT", 5)])
+
+
+class ProcessEndTest(HelperTestCase):
+    """Real rank processes, ending in each of the ways a training script ends."""
+
+    def start(self, agent, script):
+        env = {k: v for k, v in os.environ.items() if k not in _HELPER_ENV}
+        env.update(TRAINSUP_SOCKET=agent.path, TRAINSUP_JOB="job-x", RANK="3",
+                   LOCAL_RANK="1", WORLD_SIZE="8", PYTHONDONTWRITEBYTECODE="1",
+                   PYTHONPATH=_HELPER_PATH)
+        child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env,
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        self.addCleanup(self.stop, child)
+        return child
+
+    def stop(self, child):
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+        child.stdin.close()
+        child.stderr.close()
+
+    def finish(self, child):
+        """Waits for the child's end: (its exit status, its stderr)."""
+        status = child.wait(20)
+        return status, child.stderr.read().decode("utf-8", "replace")
+
+    def test_sys_exit_sends_exit_before_the_teardown(self):
+        agent = self.agent()
+        child = self.start(agent, """
+            import atexit, sys, trainsup
+            hb = trainsup.Heartbeat()
+            atexit.register(sys.stdin.read)  # a slow shutdown, after the helper's handler
+            hb.step(4)
+            try:
+                try:
+                    raise RuntimeError("the data loader died")
+                except Exception:
+                    sys.exit(3)
+            finally:
+                sys.stdin.read()  # a slow teardown: until the test lets go
+        """)
+        messages = agent.collect_until(
+            lambda got: got and got[-1]["kind"] == "HEARTBEAT_KIND_EXIT")
+        self.assertIsNone(child.poll())  # the EXIT came first; the process is still here
+        report = messages[-1]
+        self.assertEqual((report["exit_code"], report["step"], report["pid"]),
+                         (3, 4, child.pid))
+        child.stdin.close()  # both reads end
+        self.assertEqual(self.finish(child)[0], 3)
+        self.assertEqual(agent.messages(), [])  # and no second EXIT at shutdown
+
+    def test_an_uncaught_exception_sends_exception_and_no_exit(self):
+        agent = self.agent()
+        child = self.start(agent, """
+            import trainsup
+            hb = trainsup.Heartbeat()
+            hb.step(2)
+            raise ValueError("bad batch")
+        """)
+        status, err = self.finish(child)
+        self.assertEqual(status, 1)
+        self.assertIn("ValueError: bad batch", err)  # Python's own hook ran too
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP",
+                          "HEARTBEAT_KIND_EXCEPTION"])
+        self.assertEqual(messages[-1]["exception_message"], "bad batch")
+
+    def test_the_end_of_the_script_sends_exit_without_a_code(self):
+        agent = self.agent()
+        child = self.start(agent, """
+            import trainsup
+            hb = trainsup.Heartbeat()
+            hb.step(1)
+        """)
+        self.assertEqual(self.finish(child)[0], 0)
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_EXIT"])
+        self.assertNotIn("exit_code", messages[-1])
+        self.assertEqual(messages[-1]["step"], 1)
+
+    def test_raise_system_exit_sends_exit_without_a_code(self):
+        agent = self.agent()
+        child = self.start(agent, """
+            import trainsup
+            hb = trainsup.Heartbeat()
+            raise SystemExit(4)
+        """)
+        self.assertEqual(self.finish(child)[0], 4)
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_EXIT"])
+        self.assertNotIn("exit_code", messages[-1])
+
+    def test_a_process_forked_from_the_rank_sends_nothing(self):
+        agent = self.agent()
+        child = self.start(agent, """
+            import os, sys, trainsup
+            hb = trainsup.Heartbeat()
+            pid = os.fork()
+            if pid == 0:  # a DataLoader worker, say
+                try:
+                    hb.step(9)
+                    sys.exit(7)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            sys.exit(0)
+        """)
+        self.assertEqual(self.finish(child)[0], 0)
+        messages = agent.messages()
+        self.assertEqual([(m["kind"], m.get("exit_code")) for m in messages],
+                         [("HEARTBEAT_KIND_START", None), ("HEARTBEAT_KIND_EXIT", 0)])
+        self.assertEqual({m["pid"] for m in messages}, {child.pid})
 
 
 # ---------------------------------------------------------------------------

@@ -26,13 +26,26 @@ as the agent reads, even while the training loop is stuck in a collective.
 A message replaced while waiting, or refused because the agent is gone, is
 given up on and counted in ``hb.dropped``; every datagram carries that count.
 
+How the rank ends is told before the interpreter's teardown, which can take
+seconds while the peers already fail with "connection closed by peer": an
+uncaught exception as EXCEPTION (from ``sys.excepthook``); ``sys.exit(code)``
+as EXIT with ``exit_code``, the moment it is called (``sys.exit`` is wrapped;
+a SystemExit the script then catches was reported all the same); any other
+shutdown of the interpreter (``raise SystemExit``, the end of the script) as
+EXIT without a code, from an ``atexit`` handler. At most one EXIT, and none
+after an EXCEPTION. ``os._exit`` and death by a signal cannot be hooked: the
+agent learns of those from the process's exit status. A process forked from
+the rank (a DataLoader worker) inherits the helper but sends nothing.
+
 The datagram is the JSON form of ``trainsup.v1.RankHeartbeat``
 (proto/trainsup/v1/heartbeat.proto), with the proto field names.
 """
 
+import atexit
 import collections
 import contextlib
 import errno
+import functools
 import json
 import math
 import os
@@ -71,6 +84,11 @@ _LOCK_WAIT_S = 0.001
 
 # The background retrier's pause between attempts.
 _RETRY_INTERVAL_S = 0.01
+
+# At exit only: how long the final EXIT/EXCEPTION may wait for a full queue,
+# and the pause between attempts meanwhile.
+_FINAL_PATIENCE_S = 0.1
+_SETTLE_INTERVAL_S = 0.002
 
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
@@ -171,14 +189,19 @@ class _Outbox:
         self._inbox.append((slot, message))
         self._pump(_LOCK_WAIT_S)
 
-    def holds(self, slot):
-        """Whether a message of `slot` waits to be sent (True when it cannot tell)."""
-        if not self._lock.acquire(timeout=_LOCK_WAIT_S):
-            return True
-        try:
-            return slot in self._pending or any(s == slot for s, _ in tuple(self._inbox))
-        finally:
-            self._lock.release()
+    def settle(self, patience):
+        """At exit only, never from the training loop: tries again until
+        nothing waits or `patience` seconds have passed."""
+        deadline = _clock() + patience
+        while True:
+            self._pump(_LOCK_WAIT_S)
+            if not self.waiting() or _clock() >= deadline:
+                return
+            time.sleep(_SETTLE_INTERVAL_S)
+
+    def waiting(self):
+        """Whether any message waits to be sent (read without the lock)."""
+        return bool(self._inbox) or bool(self._pending)
 
     def close(self):
         """Gives up on what is pending (counted as dropped) and closes the socket."""
@@ -233,11 +256,13 @@ class _Outbox:
             outcome = self._send_locked(message)
             if outcome == "refused":
                 return
-            del self._pending[slot]
+            # Counted before it leaves the queue: once waiting() is False, the
+            # counts are final.
             if outcome == "sent":
                 self.sent += 1
             else:
                 self.dropped += 1
+            del self._pending[slot]
 
     def _send_locked(self, message):
         """One sendto: "sent", "refused" (queue full, try again) or "failed"."""
@@ -317,10 +342,12 @@ class Heartbeat:
             "generation": _env_int("TRAINSUP_GENERATION"),
             "restart_count": _env_int("TORCHELASTIC_RESTART_COUNT"),
         }
+        self._pid = self._identity["pid"]
         self._last_step = start_step - 1
         self._last_step_time = None
         self._pending_compute_s = None
         self._outbox = None
+        self._final = None  # the kind of the final message, once one was sent
         self._plan_path = env.get("TRAINSUP_PLAN_FILE", "")
         self._plan_stamp = None
         self._plans = []
@@ -334,7 +361,7 @@ class Heartbeat:
             return
         self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
         self._send("HEARTBEAT_KIND_START", step=max(start_step, 0))
-        self._install_excepthook()
+        _install_process_hooks(self)
 
     @property
     def sent(self):
@@ -397,13 +424,13 @@ class Heartbeat:
         """
         current = self._last_step + 1 if step is None else step
         begin = time.monotonic()
-        self._safe_send("HEARTBEAT_KIND_COMPUTE_BEGIN", when=begin, step=current)
+        self._send("HEARTBEAT_KIND_COMPUTE_BEGIN", when=begin, step=current)
         try:
             yield
         finally:
             end = time.monotonic()
             self._pending_compute_s = end - begin
-            self._safe_send("HEARTBEAT_KIND_COMPUTE_END", when=end, step=current)
+            self._send("HEARTBEAT_KIND_COMPUTE_END", when=end, step=current)
 
     def should_checkpoint(self, step):
         """Whether to checkpoint after ``step``, under the supervisor's plans.
@@ -425,18 +452,20 @@ class Heartbeat:
     def checkpointing(self, step, async_seconds=0.0):
         """Brackets the part of a checkpoint that blocks the training loop."""
         begin = time.monotonic()
-        self._safe_send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", when=begin, step=step)
+        self._send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", when=begin, step=step)
         try:
             yield
         finally:
             end = time.monotonic()
-            self._safe_send("HEARTBEAT_KIND_CHECKPOINT_END", when=end, step=step,
-                            checkpoint_blocking_seconds=end - begin,
-                            checkpoint_async_seconds=_duration(async_seconds))
+            self._send("HEARTBEAT_KIND_CHECKPOINT_END", when=end, step=step,
+                       checkpoint_blocking_seconds=end - begin,
+                       checkpoint_async_seconds=_duration(async_seconds))
 
     def close(self):
         """Stops reporting; what the agent has not taken yet is given up on."""
         self.enabled = False
+        if self in _reporters:
+            _reporters.remove(self)
         if self._outbox is not None:
             self._outbox.close()
 
@@ -457,35 +486,159 @@ class Heartbeat:
             self._plans = _parse_plans(json.load(f))
         self._plan_stamp = stamp
 
-    def _safe_send(self, kind, **fields):
-        try:
-            self._send(kind, **fields)
-        except Exception:  # noqa: BLE001
-            pass
+    def _live(self):
+        """Whether this process reports: enabled, and the rank itself, not a
+        process forked from it (a DataLoader worker inherits the helper)."""
+        return self.enabled and os.getpid() == self._pid
 
-    def _send(self, kind, when=None, **fields):
-        """Sends the datagram of one event. `when`: the event's time on the
-        monotonic clock (now when not given), sent as monotonic_seconds."""
-        if not self.enabled:
-            return
+    def _message(self, kind, when, fields):
         message = dict(self._identity)
         message["kind"] = kind
         message["monotonic_seconds"] = time.monotonic() if when is None else when
         message.update(fields)
-        self._outbox.submit(_SLOT_OF_KIND[kind], message)
+        return message
 
-    def _install_excepthook(self):
-        previous = sys.excepthook
+    def _send(self, kind, when=None, **fields):
+        """Sends the datagram of one event. `when`: the event's time on the
+        monotonic clock (now when not given), sent as monotonic_seconds.
+        Returns at once; never raises."""
+        try:
+            if self._live():
+                self._outbox.submit(_SLOT_OF_KIND[kind], self._message(kind, when, fields))
+        except Exception:  # noqa: BLE001
+            pass
 
-        def hook(exc_type, exc, tb):
-            try:
-                self._send("HEARTBEAT_KIND_EXCEPTION",
-                           step=max(self._last_step, 0),
-                           exception_type=_truncate_utf8(getattr(exc_type, "__name__", "?"),
-                                                         _MAX_EXCEPTION_TYPE),
-                           exception_message=_truncate_utf8(str(exc), _MAX_EXCEPTION_MESSAGE))
-            except Exception:  # noqa: BLE001
-                pass
-            previous(exc_type, exc, tb)
+    def _send_final(self, kind, **fields):
+        """The EXIT or EXCEPTION: sent like any other, then, while the agent's
+        queue refuses it, tried again for up to _FINAL_PATIENCE_S. The process
+        is exiting: this is the one place the helper waits."""
+        try:
+            if self._live():
+                self._final = kind
+                self._outbox.submit("final", self._message(kind, None, fields))
+                self._outbox.settle(_FINAL_PATIENCE_S)
+        except Exception:  # noqa: BLE001
+            pass
 
-        sys.excepthook = hook
+    def _report_exit(self, exit_code):
+        """EXIT, unless an EXIT or an EXCEPTION went already. `exit_code`:
+        None when unknown."""
+        if self._final is not None:
+            return
+        fields = {"step": max(self._last_step, 0)}
+        if exit_code is not None:
+            fields["exit_code"] = exit_code
+        self._send_final("HEARTBEAT_KIND_EXIT", **fields)
+
+    def _report_exception(self, exc_type, exc):
+        try:
+            message = str(exc)
+        except Exception:  # noqa: BLE001 - an exception that cannot print itself
+            message = ""
+        self._send_final("HEARTBEAT_KIND_EXCEPTION",
+                         step=max(self._last_step, 0),
+                         exception_type=_truncate_utf8(getattr(exc_type, "__name__", "?"),
+                                                       _MAX_EXCEPTION_TYPE),
+                         exception_message=_truncate_utf8(message, _MAX_EXCEPTION_MESSAGE))
+
+    def _settle_at_exit(self):
+        """At interpreter shutdown: a last chance for what still waits."""
+        if self._live() and self._outbox.waiting():
+            self._outbox.settle(_FINAL_PATIENCE_S)
+
+
+# -- how the process ends --------------------------------------------------------
+#
+# sys.exit, sys.excepthook and atexit belong to the process, not to one
+# Heartbeat: each is hooked once, and reports for the newest open Heartbeat of
+# the process, so that two Heartbeat objects neither wrap twice nor send twice.
+
+_reporters = []  # the open Heartbeats of this process that talk to an agent, oldest first
+_atexit_registered = False
+_HOOK_MARK = "_trainsup_hook"
+
+
+def _reporter():
+    return _reporters[-1] if _reporters else None
+
+
+def _install_process_hooks(hb):
+    global _atexit_registered
+    _reporters.append(hb)
+    if not getattr(sys.exit, _HOOK_MARK, False):
+        sys.exit = _wrap_exit(sys.exit)
+    if not getattr(sys.excepthook, _HOOK_MARK, False):
+        sys.excepthook = _wrap_excepthook(sys.excepthook)
+    if not _atexit_registered:
+        atexit.register(_at_exit)
+        _atexit_registered = True
+
+
+def _exit_code(status):
+    """The exit status Python makes of sys.exit(status): None is 0, an int is
+    itself (as the C int the process exits with), anything else is 1 (Python
+    prints it)."""
+    if status is None:
+        return 0
+    if isinstance(status, int):
+        return (status + 2**31) % 2**32 - 2**31
+    return 1
+
+
+def _wrap_exit(original):
+    """sys.exit that reports EXIT with the exit code at once, before the
+    interpreter's teardown, then calls `original`: the same SystemExit from
+    the same arguments (wrong ones raise `original`'s TypeError, unreported).
+
+    Only the main thread's sys.exit ends the process; in any other thread it
+    ends the thread and is not reported. A SystemExit the script catches was
+    reported all the same.
+    """
+    @functools.wraps(original)
+    def exit(*args, **kwargs):
+        if len(args) <= 1 and not kwargs:
+            _on_sys_exit(_exit_code(args[0] if args else None))
+        return original(*args, **kwargs)
+
+    setattr(exit, _HOOK_MARK, True)
+    return exit
+
+
+def _on_sys_exit(exit_code):
+    try:
+        hb = _reporter()
+        if hb is not None and threading.current_thread() is threading.main_thread():
+            hb._report_exit(exit_code)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _wrap_excepthook(previous):
+    """sys.excepthook that reports EXCEPTION, then calls `previous`."""
+    def excepthook(exc_type, exc, tb):
+        try:
+            hb = _reporter()
+            if hb is not None:
+                hb._report_exception(exc_type, exc)
+        except Exception:  # noqa: BLE001
+            pass
+        previous(exc_type, exc, tb)
+
+    setattr(excepthook, _HOOK_MARK, True)
+    return excepthook
+
+
+def _at_exit():
+    """The interpreter is shutting down without sys.exit or an uncaught
+    exception having been reported (raise SystemExit, the end of the script):
+    EXIT without a code. Else a last chance for anything still waiting."""
+    try:
+        hb = _reporter()
+        if hb is None:
+            return
+        if hb._final is None:
+            hb._report_exit(None)
+        else:
+            hb._settle_at_exit()
+    except Exception:  # noqa: BLE001
+        pass
