@@ -33,7 +33,8 @@ _PROTO = os.path.join(_HERE, "..", "..", "proto", "trainsup", "v1", "heartbeat.p
 
 # Environment variables the helper reads; each test sets its own.
 _HELPER_ENV = ("TRAINSUP_SOCKET", "TRAINSUP_PLAN_FILE", "TRAINSUP_JOB", "TRAINSUP_GENERATION",
-               "RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT")
+               "TRAINSUP_STACK_DIR", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+               "TORCHELASTIC_RESTART_COUNT")
 
 
 def _proto_field_names():
@@ -194,6 +195,32 @@ class HelperTestCase(unittest.TestCase):
         self.addCleanup(hb.close)
         agent.messages()
         return hb
+
+    def start_child(self, agent, script, **env):
+        """A rank process running `script` under `agent` (rank 3 of 8), killed
+        at the end of the test if still there."""
+        values = {k: v for k, v in os.environ.items() if k not in _HELPER_ENV}
+        values.update(TRAINSUP_SOCKET=agent.path, TRAINSUP_JOB="job-x", RANK="3",
+                      LOCAL_RANK="1", WORLD_SIZE="8", PYTHONDONTWRITEBYTECODE="1",
+                      PYTHONPATH=_HELPER_PATH)
+        values.update(env)
+        child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=values,
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        self.addCleanup(self._stop_child, child)
+        return child
+
+    def _stop_child(self, child):
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+        child.stdin.close()
+        child.stderr.close()
+
+    def finish_child(self, child):
+        """Waits for the child's end: (its exit status, its stderr)."""
+        status = child.wait(20)
+        return status, child.stderr.read().decode("utf-8", "replace")
 
     def one(self, agent, kind):
         messages = agent.messages()
@@ -706,32 +733,9 @@ class ExitTest(HelperTestCase):
 class ProcessEndTest(HelperTestCase):
     """Real rank processes, ending in each of the ways a training script ends."""
 
-    def start(self, agent, script):
-        env = {k: v for k, v in os.environ.items() if k not in _HELPER_ENV}
-        env.update(TRAINSUP_SOCKET=agent.path, TRAINSUP_JOB="job-x", RANK="3",
-                   LOCAL_RANK="1", WORLD_SIZE="8", PYTHONDONTWRITEBYTECODE="1",
-                   PYTHONPATH=_HELPER_PATH)
-        child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env,
-                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE)
-        self.addCleanup(self.stop, child)
-        return child
-
-    def stop(self, child):
-        if child.poll() is None:
-            child.kill()
-        child.wait(10)
-        child.stdin.close()
-        child.stderr.close()
-
-    def finish(self, child):
-        """Waits for the child's end: (its exit status, its stderr)."""
-        status = child.wait(20)
-        return status, child.stderr.read().decode("utf-8", "replace")
-
     def test_sys_exit_sends_exit_before_the_teardown(self):
         agent = self.agent()
-        child = self.start(agent, """
+        child = self.start_child(agent, """
             import atexit, sys, trainsup
             hb = trainsup.Heartbeat()
             atexit.register(sys.stdin.read)  # a slow shutdown, after the helper's handler
@@ -751,18 +755,18 @@ class ProcessEndTest(HelperTestCase):
         self.assertEqual((report["exit_code"], report["step"], report["pid"]),
                          (3, 4, child.pid))
         child.stdin.close()  # both reads end
-        self.assertEqual(self.finish(child)[0], 3)
+        self.assertEqual(self.finish_child(child)[0], 3)
         self.assertEqual(agent.messages(), [])  # and no second EXIT at shutdown
 
     def test_an_uncaught_exception_sends_exception_and_no_exit(self):
         agent = self.agent()
-        child = self.start(agent, """
+        child = self.start_child(agent, """
             import trainsup
             hb = trainsup.Heartbeat()
             hb.step(2)
             raise ValueError("bad batch")
         """)
-        status, err = self.finish(child)
+        status, err = self.finish_child(child)
         self.assertEqual(status, 1)
         self.assertIn("ValueError: bad batch", err)  # Python's own hook ran too
         messages = agent.messages()
@@ -773,12 +777,12 @@ class ProcessEndTest(HelperTestCase):
 
     def test_the_end_of_the_script_sends_exit_without_a_code(self):
         agent = self.agent()
-        child = self.start(agent, """
+        child = self.start_child(agent, """
             import trainsup
             hb = trainsup.Heartbeat()
             hb.step(1)
         """)
-        self.assertEqual(self.finish(child)[0], 0)
+        self.assertEqual(self.finish_child(child)[0], 0)
         messages = agent.messages()
         self.assertEqual([m["kind"] for m in messages],
                          ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_EXIT"])
@@ -787,12 +791,12 @@ class ProcessEndTest(HelperTestCase):
 
     def test_raise_system_exit_sends_exit_without_a_code(self):
         agent = self.agent()
-        child = self.start(agent, """
+        child = self.start_child(agent, """
             import trainsup
             hb = trainsup.Heartbeat()
             raise SystemExit(4)
         """)
-        self.assertEqual(self.finish(child)[0], 4)
+        self.assertEqual(self.finish_child(child)[0], 4)
         messages = agent.messages()
         self.assertEqual([m["kind"] for m in messages],
                          ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_EXIT"])
@@ -800,7 +804,7 @@ class ProcessEndTest(HelperTestCase):
 
     def test_a_process_forked_from_the_rank_sends_nothing(self):
         agent = self.agent()
-        child = self.start(agent, """
+        child = self.start_child(agent, """
             import os, sys, trainsup
             hb = trainsup.Heartbeat()
             pid = os.fork()
@@ -813,11 +817,102 @@ class ProcessEndTest(HelperTestCase):
             os.waitpid(pid, 0)
             sys.exit(0)
         """)
-        self.assertEqual(self.finish(child)[0], 0)
+        self.assertEqual(self.finish_child(child)[0], 0)
         messages = agent.messages()
         self.assertEqual([(m["kind"], m.get("exit_code")) for m in messages],
                          [("HEARTBEAT_KIND_START", None), ("HEARTBEAT_KIND_EXIT", 0)])
         self.assertEqual({m["pid"] for m in messages}, {child.pid})
+
+
+# ---------------------------------------------------------------------------
+# Stacks on a signal
+
+
+class StackTest(HelperTestCase):
+    """faulthandler's dump on the stack signal, in real rank processes (a
+    registration lasts for the life of a process)."""
+
+    SIGNAL = signal.SIGRTMIN + 6
+
+    # Blocks in C calls on two threads, once it has told the agent so.
+    BLOCKED = """
+        import threading, time, trainsup
+        hb = trainsup.Heartbeat()
+
+        def a_second_thread_waits():
+            threading.Event().wait()
+
+        def blocked_in_a_c_call():
+            hb.step(1)
+            time.sleep(60)
+
+        threading.Thread(target=a_second_thread_waits, daemon=True).start()
+        blocked_in_a_c_call()
+    """
+
+    def stack_file(self):
+        return os.path.join(self.dir, "stack-3.txt")
+
+    def read_stacks(self):
+        try:
+            with open(self.stack_file()) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start_blocked(self, agent, prologue=""):
+        """The child of BLOCKED (after `prologue`), once blocked; and its START."""
+        child = self.start_child(agent, textwrap.dedent(prologue) + textwrap.dedent(self.BLOCKED),
+                                 TRAINSUP_STACK_DIR=self.dir)
+        messages = agent.collect_until(
+            lambda got: any(m["kind"] == "HEARTBEAT_KIND_STEP" for m in got))
+        return child, messages[0]
+
+    def test_the_stack_signal_dumps_every_thread_while_the_rank_is_blocked_in_c(self):
+        agent = self.agent()
+        with open(self.stack_file(), "w") as f:
+            f.write("a stale dump\n")
+        child, start = self.start_blocked(agent)
+        self.assertEqual(start["kind"], "HEARTBEAT_KIND_START")
+        self.assertEqual(start["stack_signal"], self.SIGNAL)
+        self.assertEqual(self.read_stacks(), "")  # truncated when registered
+        os.kill(child.pid, start["stack_signal"])
+        _wait_until(lambda: "blocked_in_a_c_call" in self.read_stacks(), what="the dump")
+        _wait_until(lambda: "a_second_thread_waits" in self.read_stacks(), what="all threads")
+        # Again: only a rank the first signal left alive dumps a second time,
+        # after the first dump.
+        os.kill(child.pid, start["stack_signal"])
+        _wait_until(lambda: self.read_stacks().count("blocked_in_a_c_call") >= 2,
+                    what="the second dump")
+        self.assertIsNone(child.poll())
+
+    def test_a_python_handler_of_the_signal_still_runs(self):
+        agent = self.agent()
+        marker = os.path.join(self.dir, "handled")
+        child, start = self.start_blocked(agent, prologue="""
+            import signal
+            def handler(signum, frame):
+                open(%r, "w").close()
+            signal.signal(signal.SIGRTMIN + 6, handler)
+        """ % marker)
+        os.kill(child.pid, start["stack_signal"])
+        _wait_until(lambda: "blocked_in_a_c_call" in self.read_stacks(), what="the dump")
+        _wait_until(lambda: os.path.exists(marker), what="the script's own handler")
+        self.assertIsNone(child.poll())
+
+    def test_no_stack_dir_no_stack_signal(self):
+        agent = self.agent()
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_START")["stack_signal"], 0)
+
+    def test_a_stack_dir_that_cannot_be_written_means_no_stack_signal(self):
+        agent = self.agent()
+        with self.agent_env(agent, TRAINSUP_STACK_DIR=os.path.join(self.dir, "missing")):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_START")["stack_signal"], 0)
 
 
 # ---------------------------------------------------------------------------

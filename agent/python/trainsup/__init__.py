@@ -37,6 +37,11 @@ after an EXCEPTION. ``os._exit`` and death by a signal cannot be hooked: the
 agent learns of those from the process's exit status. A process forked from
 the rank (a DataLoader worker) inherits the helper but sends nothing.
 
+When the agent gives a directory for stacks (``TRAINSUP_STACK_DIR``), the
+rank writes every thread's Python stack to ``stack-RANK.txt`` there on a
+signal (``faulthandler``, so even while the main thread is blocked in C code,
+e.g. a hung collective), and names that signal in its START.
+
 The datagram is the JSON form of ``trainsup.v1.RankHeartbeat``
 (proto/trainsup/v1/heartbeat.proto), with the proto field names.
 """
@@ -45,10 +50,12 @@ import atexit
 import collections
 import contextlib
 import errno
+import faulthandler
 import functools
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import threading
@@ -89,6 +96,9 @@ _RETRY_INTERVAL_S = 0.01
 # and the pause between attempts meanwhile.
 _FINAL_PATIENCE_S = 0.1
 _SETTLE_INTERVAL_S = 0.002
+
+# The stack signal is SIGRTMIN + _STACK_SIGNAL_OFFSET (see _stack_signal_number).
+_STACK_SIGNAL_OFFSET = 6
 
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
@@ -149,6 +159,61 @@ def _parse_plans(document):
             "one_off_steps": [int(s) for s in p.get("one_off_steps", [])],
         })
     return plans
+
+
+def _stack_signal_number():
+    """The signal on which a rank writes its stacks; 0 where there is none.
+
+    A real-time signal, because the user signals are spoken for: SIGUSR1
+    carries preemption notices (Slurm's --signal, PyTorch Lightning's
+    requeue handler), and SIGUSR2 is the other one job scripts get handed.
+    Not the first real-time signals either, which libraries in need of one
+    (timers, thread libraries) take first: SIGRTMIN + 6. A real-time
+    signal's default action ends the process, so the agent sends it only to
+    a rank whose START named it.
+    """
+    low, high = getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", 0)
+    if not low or low + _STACK_SIGNAL_OFFSET > high:
+        return 0
+    return int(low) + _STACK_SIGNAL_OFFSET
+
+
+# Registered once per process; the file stays open for the life of the
+# process, since faulthandler writes to its descriptor from the signal handler.
+_stack_file = None
+_stack_signal = 0
+
+
+def _register_stack_dump(directory, rank):
+    """On the stack signal, every thread's Python stack goes to
+    DIRECTORY/stack-RANK.txt (truncated here, appended to by each dump).
+    Returns the signal, or 0 when nothing was registered. Never raises.
+
+    faulthandler writes from the C signal handler: it works while the main
+    thread is blocked in C code (a hung all-reduce) and does not disturb it
+    (the handler restarts interrupted system calls). It chains to a previous
+    handler only when Python installed one: chaining to the default action
+    would end the rank, and for a handler installed outside Python
+    (getsignal's None) Python cannot tell whether it is still in place.
+    """
+    global _stack_file, _stack_signal
+    if _stack_signal or not directory:
+        return _stack_signal
+    signum = _stack_signal_number()
+    if not signum:
+        return 0
+    f = None
+    try:
+        previous = signal.getsignal(signum)
+        chain = previous not in (signal.SIG_DFL, signal.SIG_IGN, None)
+        f = open(os.path.join(directory, "stack-%d.txt" % int(rank)), "w", buffering=1)
+        faulthandler.register(signum, file=f, all_threads=True, chain=chain)
+    except Exception:  # noqa: BLE001 - no directory, no such signal, ...
+        if f is not None:
+            f.close()
+        return 0
+    _stack_file, _stack_signal = f, signum
+    return signum
 
 
 class _Outbox:
@@ -360,7 +425,9 @@ class Heartbeat:
             self.enabled = False
             return
         self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
-        self._send("HEARTBEAT_KIND_START", step=max(start_step, 0))
+        stack_signal = _register_stack_dump(env.get("TRAINSUP_STACK_DIR", ""),
+                                            self._identity["rank"])
+        self._send("HEARTBEAT_KIND_START", step=max(start_step, 0), stack_signal=stack_signal)
         _install_process_hooks(self)
 
     @property
