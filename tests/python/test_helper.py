@@ -2,10 +2,12 @@
 
 Standard library only; runs with Debian's /usr/bin/python3 (no torch):
 
-    PYTHONPATH=agent/python python3 -m unittest -v test_helper   (from tests/python)
+    PYTHONPATH=../../agent/python python3 -m unittest -v test_helper   (from tests/python)
 
 The fake agent is a real AF_UNIX datagram socket in a temporary directory;
-time is a fake monotonic clock wherever durations are asserted.
+time is a fake monotonic clock wherever durations are asserted. How a rank
+ends and its stack dumps are tested in real child processes. Tests wait on
+conditions with deadlines, never on a sleep.
 """
 
 import json
@@ -164,6 +166,43 @@ class Tensorish:
 class NotANumber:
     def __float__(self):
         raise RuntimeError("cannot convert")
+
+
+class _Watchdog:
+    """Fails a call that blocks instead of hanging the test run."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        def expired(signum, frame):
+            raise AssertionError("blocked for %ss" % self.seconds)
+        self.previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+class _ReenteringSocket:
+    """The outbox's socket, whose first sendto first runs `reenter`: a signal
+    handler that calls into the helper while the outbox's lock is held."""
+
+    def __init__(self, sock, reenter):
+        self.sock = sock
+        self.reenter = reenter
+
+    def sendto(self, data, path):
+        reenter, self.reenter = self.reenter, None
+        if reenter is not None:
+            reenter()
+        return self.sock.sendto(data, path)
+
+    def close(self):
+        self.sock.close()
 
 
 class HelperTestCase(unittest.TestCase):
@@ -919,25 +958,6 @@ class StackTest(HelperTestCase):
 # Never blocks, never raises
 
 
-class _Watchdog:
-    """Fails a call that blocks instead of hanging the test run."""
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-
-    def __enter__(self):
-        def expired(signum, frame):
-            raise AssertionError("blocked for %ss" % self.seconds)
-        self.previous = signal.signal(signal.SIGALRM, expired)
-        signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    def __exit__(self, *exc):
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, self.previous)
-        return False
-
-
 class NeverBlocksTest(HelperTestCase):
     def test_agent_gone_calls_return_and_count_dropped(self):
         agent = self.agent()
@@ -1025,22 +1045,8 @@ class NeverBlocksTest(HelperTestCase):
         self.assertFalse(hb.should_checkpoint(None))
 
 
-class _ReenteringSocket:
-    """The outbox's socket, whose first sendto first runs `reenter`: a signal
-    handler that calls into the helper while the outbox's lock is held."""
-
-    def __init__(self, sock, reenter):
-        self.sock = sock
-        self.reenter = reenter
-
-    def sendto(self, data, path):
-        reenter, self.reenter = self.reenter, None
-        if reenter is not None:
-            reenter()
-        return self.sock.sendto(data, path)
-
-    def close(self):
-        self.sock.close()
+# ---------------------------------------------------------------------------
+# A full queue at the agent
 
 
 class QueueFullTest(HelperTestCase):
