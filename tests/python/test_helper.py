@@ -2,20 +2,26 @@
 
 Standard library only; runs with Debian's /usr/bin/python3 (no torch):
 
-    PYTHONPATH=agent/python python3 -m unittest -v test_helper   (from tests/python)
+    PYTHONPATH=../../agent/python python3 -m unittest -v test_helper   (from tests/python)
 
 The fake agent is a real AF_UNIX datagram socket in a temporary directory;
-time is a fake monotonic clock wherever durations are asserted.
+time is a fake monotonic clock wherever durations are asserted. How a rank
+ends and its stack dumps are tested in real child processes. Tests wait on
+conditions with deadlines, never on a sleep.
 """
 
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
+import textwrap
+import threading
 import time
 import unittest
 from unittest import mock
@@ -23,11 +29,14 @@ from unittest import mock
 import trainsup
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# Where the helper's package lives, for child processes.
+_HELPER_PATH = os.path.dirname(os.path.dirname(os.path.abspath(trainsup.__file__)))
 _PROTO = os.path.join(_HERE, "..", "..", "proto", "trainsup", "v1", "heartbeat.proto")
 
 # Environment variables the helper reads; each test sets its own.
 _HELPER_ENV = ("TRAINSUP_SOCKET", "TRAINSUP_PLAN_FILE", "TRAINSUP_JOB", "TRAINSUP_GENERATION",
-               "RANK", "LOCAL_RANK", "WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT")
+               "TRAINSUP_STACK_DIR", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+               "TORCHELASTIC_RESTART_COUNT")
 
 
 def _proto_field_names():
@@ -44,6 +53,26 @@ def _strict_json(data):
     def reject(constant):
         raise ValueError("not JSON: bare %s" % constant)
     return json.loads(data.decode("utf-8"), parse_constant=reject)
+
+
+# The real clock, for deadlines, even where a test fakes time.monotonic.
+_now = time.monotonic
+
+# What _fill sends: a JSON object FakeAgent.messages() leaves out.
+_FILLER = b'{"filler":true}'
+
+
+def _wait_until(condition, timeout=10.0, what="the condition"):
+    """Polls `condition` until it holds; fails the test after `timeout` seconds."""
+    deadline = _now() + timeout
+    while not condition():
+        if _now() > deadline:
+            raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(0.002)
+
+
+def _retrier_running():
+    return any(t.name == "trainsup-retry" and t.is_alive() for t in threading.enumerate())
 
 
 def _environ(**values):
@@ -71,14 +100,54 @@ class FakeAgent:
         self.sock.setblocking(False)
 
     def messages(self):
-        """Every datagram received so far, parsed."""
+        """Every datagram received so far, parsed (_fill's left out)."""
         out = []
         while True:
             try:
                 data = self.sock.recv(1 << 16)
             except BlockingIOError:
                 return out
-            out.append(_strict_json(data))
+            if data != _FILLER:
+                out.append(_strict_json(data))
+
+    def collect_until(self, done, timeout=10.0):
+        """Reads datagrams until done(messages read so far) holds, waiting on
+        the socket; fails after `timeout` seconds. Returns the messages."""
+        got = []
+        deadline = _now() + timeout
+        while not done(got):
+            left = deadline - _now()
+            if left <= 0:
+                raise AssertionError("timed out; got %r" % [m.get("kind") for m in got])
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if ready:
+                got.extend(self.messages())
+        return got
+
+    def fill(self):
+        """Fills this socket's receive queue from another sender, as seven busy
+        peers on the node would: sends to it fail with EAGAIN until it is read."""
+        sender = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sender.setblocking(False)
+        sent = 0
+        try:
+            while True:
+                sender.sendto(_FILLER, self.path)
+                sent += 1
+        except BlockingIOError:
+            pass
+        finally:
+            sender.close()
+        assert sent > 0, "the queue was full already"
+        return sent
+
+    def discard(self, count, timeout=10.0):
+        """Reads `count` datagrams, which must be fill()'s, waiting for them."""
+        deadline = _now() + timeout
+        for _ in range(count):
+            ready, _, _ = select.select([self.sock], [], [], max(0.0, deadline - _now()))
+            assert ready, "timed out reading the queue"
+            assert self.sock.recv(1 << 16) == _FILLER, "not a filler"
 
     def close(self):
         self.sock.close()
@@ -99,12 +168,53 @@ class NotANumber:
         raise RuntimeError("cannot convert")
 
 
+class _Watchdog:
+    """Fails a call that blocks instead of hanging the test run."""
+
+    def __init__(self, seconds):
+        self.seconds = seconds
+
+    def __enter__(self):
+        def expired(signum, frame):
+            raise AssertionError("blocked for %ss" % self.seconds)
+        self.previous = signal.signal(signal.SIGALRM, expired)
+        signal.setitimer(signal.ITIMER_REAL, self.seconds)
+        return self
+
+    def __exit__(self, *exc):
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self.previous)
+        return False
+
+
+class _ReenteringSocket:
+    """The outbox's socket, whose first sendto first runs `reenter`: a signal
+    handler that calls into the helper while the outbox's lock is held."""
+
+    def __init__(self, sock, reenter):
+        self.sock = sock
+        self.reenter = reenter
+
+    def sendto(self, data, path):
+        reenter, self.reenter = self.reenter, None
+        if reenter is not None:
+            reenter()
+        return self.sock.sendto(data, path)
+
+    def close(self):
+        self.sock.close()
+
+
 class HelperTestCase(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="tsup")
         self.addCleanup(shutil.rmtree, self.dir, True)
         previous_hook = sys.excepthook
         self.addCleanup(setattr, sys, "excepthook", previous_hook)
+        self.original_exit = sys.exit
+        self.addCleanup(setattr, sys, "exit", self.original_exit)
+        # A closed helper's retrier ends at once; wait for the last test's.
+        _wait_until(lambda: not _retrier_running(), what="an earlier test's retrier to end")
 
     def agent(self):
         agent = FakeAgent(self.dir)
@@ -125,6 +235,32 @@ class HelperTestCase(unittest.TestCase):
         agent.messages()
         return hb
 
+    def start_child(self, agent, script, **env):
+        """A rank process running `script` under `agent` (rank 3 of 8), killed
+        at the end of the test if still there."""
+        values = {k: v for k, v in os.environ.items() if k not in _HELPER_ENV}
+        values.update(TRAINSUP_SOCKET=agent.path, TRAINSUP_JOB="job-x", RANK="3",
+                      LOCAL_RANK="1", WORLD_SIZE="8", PYTHONDONTWRITEBYTECODE="1",
+                      PYTHONPATH=_HELPER_PATH)
+        values.update(env)
+        child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=values,
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+        self.addCleanup(self._stop_child, child)
+        return child
+
+    def _stop_child(self, child):
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+        child.stdin.close()
+        child.stderr.close()
+
+    def finish_child(self, child):
+        """Waits for the child's end: (its exit status, its stderr)."""
+        status = child.wait(20)
+        return status, child.stderr.read().decode("utf-8", "replace")
+
     def one(self, agent, kind):
         messages = agent.messages()
         self.assertEqual([m["kind"] for m in messages], [kind])
@@ -142,6 +278,7 @@ class OutsideAnAgentTest(HelperTestCase):
             hb = trainsup.Heartbeat()
             self.assertFalse(hb.enabled)
             self.assertIs(sys.excepthook, hook)  # no hook installed
+            self.assertIs(sys.exit, self.original_exit)
             hb.step(0, data_wait_s=0.1, loss=1.5, lr=0.1, samples=32)
             hb.step(1, loss=float("nan"))
             with hb.compute():
@@ -224,6 +361,43 @@ class MessagesTest(HelperTestCase):
                           "HEARTBEAT_KIND_EXCEPTION"])
         for m in messages:
             self.assertLessEqual(set(m), fields, m["kind"])
+
+    def test_every_datagram_carries_the_time_of_its_event(self):
+        agent = self.agent()
+        clock = FakeClock(100.0)
+        sys.excepthook = lambda *args: None
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            with self.agent_env(agent):
+                hb = trainsup.Heartbeat()
+            self.addCleanup(hb.close)
+            clock.now = 101.0
+            with hb.compute():
+                clock.now = 102.5
+            clock.now = 103.0
+            hb.step(0)
+            clock.now = 104.0
+            with hb.checkpointing(0):
+                clock.now = 106.0
+            clock.now = 107.0
+            sys.excepthook(ValueError, ValueError("late"), None)
+        self.assertEqual([(m["kind"], m["monotonic_seconds"]) for m in agent.messages()],
+                         [("HEARTBEAT_KIND_START", 100.0),
+                          ("HEARTBEAT_KIND_COMPUTE_BEGIN", 101.0),
+                          ("HEARTBEAT_KIND_COMPUTE_END", 102.5),
+                          ("HEARTBEAT_KIND_STEP", 103.0),
+                          ("HEARTBEAT_KIND_CHECKPOINT_BEGIN", 104.0),
+                          ("HEARTBEAT_KIND_CHECKPOINT_END", 106.0),
+                          ("HEARTBEAT_KIND_EXCEPTION", 107.0)])
+
+    def test_event_times_are_on_the_hosts_monotonic_clock(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        before = time.monotonic()
+        hb.step(1)
+        after = time.monotonic()
+        sent = self.one(agent, "HEARTBEAT_KIND_STEP")["monotonic_seconds"]
+        self.assertLessEqual(before, sent)
+        self.assertLessEqual(sent, after)
 
     def test_step_sends_its_figures(self):
         agent = self.agent()
@@ -428,26 +602,360 @@ class MessagesTest(HelperTestCase):
 
 
 # ---------------------------------------------------------------------------
+# How the rank ends: EXCEPTION, EXIT
+
+
+class ExitTest(HelperTestCase):
+    def exit_args(self, args):
+        """What sys.exit(*args) raises: (the exception's type, its args)."""
+        try:
+            sys.exit(*args)
+        except BaseException as e:  # noqa: BLE001
+            return type(e), e.args
+        self.fail("sys.exit returned")
+
+    def test_sys_exit_reports_the_exit_code_then_raises_what_sys_exit_raises(self):
+        agent = self.agent()
+        cases = [((3,), 3), ((), 0), ((None,), 0), ((0,), 0), (("fatal: bad config",), 1),
+                 ((True,), 1), ((-1,), -1), ((2**32 + 5,), 5), ((3.0,), 1)]
+        for args, code in cases:
+            with self.subTest(args=args):
+                hb = self.heartbeat(agent)
+                got = self.exit_args(args)
+                sys.exit = self.original_exit
+                self.assertEqual(got, self.exit_args(args))
+                self.assertEqual(got[0], SystemExit)
+                self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], code)
+                hb.close()
+
+    def test_the_wrapper_looks_like_sys_exit(self):
+        self.heartbeat(self.agent())
+        self.assertIsNot(sys.exit, self.original_exit)
+        self.assertIs(sys.exit.__wrapped__, self.original_exit)
+        self.assertEqual(sys.exit.__name__, "exit")
+        self.assertEqual(sys.exit.__doc__, self.original_exit.__doc__)
+
+    def test_sys_exit_with_wrong_arguments_raises_its_type_error_and_reports_nothing(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        with self.assertRaises(TypeError):
+            sys.exit(1, 2)
+        with self.assertRaises(TypeError):
+            sys.exit(status=1)
+        self.assertEqual(agent.messages(), [])
+
+    def test_exit_names_the_last_step_and_when_it_happened(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(41)
+        agent.messages()
+        before = time.monotonic()
+        with self.assertRaises(SystemExit):
+            sys.exit(2)
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertEqual((report["step"], report["exit_code"]), (41, 2))
+        self.assertGreaterEqual(report["monotonic_seconds"], before)
+        self.assertEqual(report["pid"], os.getpid())
+        self.assertLessEqual(set(report), _proto_field_names())
+
+    def test_two_heartbeats_hook_once_and_report_once(self):
+        agent = self.agent()
+        previous_calls = []
+        sys.excepthook = lambda *args: previous_calls.append(args)
+        self.heartbeat(agent)
+        self.heartbeat(agent)
+        self.assertIs(sys.exit.__wrapped__, self.original_exit)  # not a wrapper's wrapper
+        with self.assertRaises(SystemExit):
+            sys.exit(4)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], 4)
+        sys.excepthook(ValueError, ValueError("x"), None)
+        self.one(agent, "HEARTBEAT_KIND_EXCEPTION")
+        self.assertEqual(len(previous_calls), 1)
+
+    def test_only_the_first_exit_is_reported(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        for code in (1, 2):
+            with self.assertRaises(SystemExit):
+                sys.exit(code)
+        trainsup._at_exit()
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], 1)
+
+    def test_no_exit_after_an_exception(self):
+        agent = self.agent()
+        sys.excepthook = lambda *args: None
+        self.heartbeat(agent)
+        sys.excepthook(RuntimeError, RuntimeError("NCCL error"), None)
+        with self.assertRaises(SystemExit):
+            sys.exit(1)
+        trainsup._at_exit()
+        self.one(agent, "HEARTBEAT_KIND_EXCEPTION")
+
+    def test_at_exit_reports_an_exit_without_a_code(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(3)
+        agent.messages()
+        trainsup._at_exit()  # as the interpreter does at shutdown
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertNotIn("exit_code", report)
+        self.assertEqual(report["step"], 3)
+
+    def test_sys_exit_in_another_thread_ends_only_the_thread_and_is_not_reported(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        thread = threading.Thread(target=sys.exit, args=(4,))
+        thread.start()
+        thread.join(10)
+        self.assertFalse(thread.is_alive())
+        self.assertEqual(agent.messages(), [])
+
+    def test_a_closed_heartbeat_reports_no_exit(self):
+        agent = self.agent()
+        self.heartbeat(agent).close()
+        with self.assertRaises(SystemExit):
+            sys.exit(1)
+        trainsup._at_exit()
+        self.assertEqual(agent.messages(), [])
+
+    def test_the_final_message_waits_for_a_full_queue_at_exit(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        fillers = agent.fill()
+
+        def drain_once_refused():
+            # The agent reads its queue once the helper was refused.
+            _wait_until(_retrier_running, what="a refusal")
+            agent.discard(fillers)
+
+        drainer = threading.Thread(target=drain_once_refused)
+        drainer.start()
+        self.addCleanup(drainer.join, 10)
+        with mock.patch.object(trainsup, "_FINAL_PATIENCE_S", 10.0):  # not to be reached
+            with self.assertRaises(SystemExit):
+                sys.exit(3)
+            self.assertEqual(hb.sent, 2)  # handed to the socket before sys.exit raised
+        drainer.join(10)
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertEqual(report["exit_code"], 3)
+
+    def test_the_final_message_waits_a_tenth_of_a_second_at_most(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        begin = _now()
+        with self.assertRaises(SystemExit):
+            sys.exit(3)
+        waited = _now() - begin
+        self.assertGreaterEqual(waited, 0.1)
+        self.assertLess(waited, 2.0)
+        self.assertEqual(hb.sent, 1)
+        # Still pending: the retrier gets it out during the teardown.
+        messages = agent.collect_until(lambda got: got)
+        self.assertEqual([(m["kind"], m["exit_code"]) for m in messages],
+                         [("HEARTBEAT_KIND_EXIT", 3)])
+
+    def test_sys_exit_from_a_signal_handler_while_the_lock_is_held(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        outbox = hb._outbox
+        outbox._sock = _ReenteringSocket(outbox._sock, lambda: sys.exit(5))
+        with _Watchdog(10):
+            with mock.patch.object(trainsup, "_FINAL_PATIENCE_S", 0.02):
+                with self.assertRaises(SystemExit):
+                    hb.step(1)  # sys.exit runs inside its sendto
+                trainsup._at_exit()  # the interpreter's shutdown, which follows
+        self.assertEqual([(m["kind"], m.get("exit_code")) for m in agent.messages()],
+                         [("HEARTBEAT_KIND_STEP", None), ("HEARTBEAT_KIND_EXIT", 5)])
+
+
+class ProcessEndTest(HelperTestCase):
+    """Real rank processes, ending in each of the ways a training script ends."""
+
+    def test_sys_exit_sends_exit_before_the_teardown(self):
+        agent = self.agent()
+        child = self.start_child(agent, """
+            import atexit, sys, trainsup
+            hb = trainsup.Heartbeat()
+            atexit.register(sys.stdin.read)  # a slow shutdown, after the helper's handler
+            hb.step(4)
+            try:
+                try:
+                    raise RuntimeError("the data loader died")
+                except Exception:
+                    sys.exit(3)
+            finally:
+                sys.stdin.read()  # a slow teardown: until the test lets go
+        """)
+        messages = agent.collect_until(
+            lambda got: got and got[-1]["kind"] == "HEARTBEAT_KIND_EXIT")
+        self.assertIsNone(child.poll())  # the EXIT came first; the process is still here
+        report = messages[-1]
+        self.assertEqual((report["exit_code"], report["step"], report["pid"]),
+                         (3, 4, child.pid))
+        child.stdin.close()  # both reads end
+        self.assertEqual(self.finish_child(child)[0], 3)
+        self.assertEqual(agent.messages(), [])  # and no second EXIT at shutdown
+
+    def test_an_uncaught_exception_sends_exception_and_no_exit(self):
+        agent = self.agent()
+        child = self.start_child(agent, """
+            import trainsup
+            hb = trainsup.Heartbeat()
+            hb.step(2)
+            raise ValueError("bad batch")
+        """)
+        status, err = self.finish_child(child)
+        self.assertEqual(status, 1)
+        self.assertIn("ValueError: bad batch", err)  # Python's own hook ran too
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP",
+                          "HEARTBEAT_KIND_EXCEPTION"])
+        self.assertEqual(messages[-1]["exception_message"], "bad batch")
+
+    def test_the_end_of_the_script_sends_exit_without_a_code(self):
+        agent = self.agent()
+        child = self.start_child(agent, """
+            import trainsup
+            hb = trainsup.Heartbeat()
+            hb.step(1)
+        """)
+        self.assertEqual(self.finish_child(child)[0], 0)
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_EXIT"])
+        self.assertNotIn("exit_code", messages[-1])
+        self.assertEqual(messages[-1]["step"], 1)
+
+    def test_raise_system_exit_sends_exit_without_a_code(self):
+        agent = self.agent()
+        child = self.start_child(agent, """
+            import trainsup
+            hb = trainsup.Heartbeat()
+            raise SystemExit(4)
+        """)
+        self.assertEqual(self.finish_child(child)[0], 4)
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_EXIT"])
+        self.assertNotIn("exit_code", messages[-1])
+
+    def test_a_process_forked_from_the_rank_sends_nothing(self):
+        agent = self.agent()
+        child = self.start_child(agent, """
+            import os, sys, trainsup
+            hb = trainsup.Heartbeat()
+            pid = os.fork()
+            if pid == 0:  # a DataLoader worker, say
+                try:
+                    hb.step(9)
+                    sys.exit(7)
+                finally:
+                    os._exit(0)
+            os.waitpid(pid, 0)
+            sys.exit(0)
+        """)
+        self.assertEqual(self.finish_child(child)[0], 0)
+        messages = agent.messages()
+        self.assertEqual([(m["kind"], m.get("exit_code")) for m in messages],
+                         [("HEARTBEAT_KIND_START", None), ("HEARTBEAT_KIND_EXIT", 0)])
+        self.assertEqual({m["pid"] for m in messages}, {child.pid})
+
+
+# ---------------------------------------------------------------------------
+# Stacks on a signal
+
+
+class StackTest(HelperTestCase):
+    """faulthandler's dump on the stack signal, in real rank processes (a
+    registration lasts for the life of a process)."""
+
+    SIGNAL = signal.SIGRTMIN + 6
+
+    # Blocks in C calls on two threads, once it has told the agent so.
+    BLOCKED = """
+        import threading, time, trainsup
+        hb = trainsup.Heartbeat()
+
+        def a_second_thread_waits():
+            threading.Event().wait()
+
+        def blocked_in_a_c_call():
+            hb.step(1)
+            time.sleep(60)
+
+        threading.Thread(target=a_second_thread_waits, daemon=True).start()
+        blocked_in_a_c_call()
+    """
+
+    def stack_file(self):
+        return os.path.join(self.dir, "stack-3.txt")
+
+    def read_stacks(self):
+        try:
+            with open(self.stack_file()) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def start_blocked(self, agent, prologue=""):
+        """The child of BLOCKED (after `prologue`), once blocked; and its START."""
+        child = self.start_child(agent, textwrap.dedent(prologue) + textwrap.dedent(self.BLOCKED),
+                                 TRAINSUP_STACK_DIR=self.dir)
+        messages = agent.collect_until(
+            lambda got: any(m["kind"] == "HEARTBEAT_KIND_STEP" for m in got))
+        return child, messages[0]
+
+    def test_the_stack_signal_dumps_every_thread_while_the_rank_is_blocked_in_c(self):
+        agent = self.agent()
+        with open(self.stack_file(), "w") as f:
+            f.write("a stale dump\n")
+        child, start = self.start_blocked(agent)
+        self.assertEqual(start["kind"], "HEARTBEAT_KIND_START")
+        self.assertEqual(start["stack_signal"], self.SIGNAL)
+        self.assertEqual(self.read_stacks(), "")  # truncated when registered
+        os.kill(child.pid, start["stack_signal"])
+        _wait_until(lambda: "blocked_in_a_c_call" in self.read_stacks(), what="the dump")
+        _wait_until(lambda: "a_second_thread_waits" in self.read_stacks(), what="all threads")
+        # Again: only a rank the first signal left alive dumps a second time,
+        # after the first dump.
+        os.kill(child.pid, start["stack_signal"])
+        _wait_until(lambda: self.read_stacks().count("blocked_in_a_c_call") >= 2,
+                    what="the second dump")
+        self.assertIsNone(child.poll())
+
+    def test_a_python_handler_of_the_signal_still_runs(self):
+        agent = self.agent()
+        marker = os.path.join(self.dir, "handled")
+        child, start = self.start_blocked(agent, prologue="""
+            import signal
+            def handler(signum, frame):
+                open(%r, "w").close()
+            signal.signal(signal.SIGRTMIN + 6, handler)
+        """ % marker)
+        os.kill(child.pid, start["stack_signal"])
+        _wait_until(lambda: "blocked_in_a_c_call" in self.read_stacks(), what="the dump")
+        _wait_until(lambda: os.path.exists(marker), what="the script's own handler")
+        self.assertIsNone(child.poll())
+
+    def test_no_stack_dir_no_stack_signal(self):
+        agent = self.agent()
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_START")["stack_signal"], 0)
+
+    def test_a_stack_dir_that_cannot_be_written_means_no_stack_signal(self):
+        agent = self.agent()
+        with self.agent_env(agent, TRAINSUP_STACK_DIR=os.path.join(self.dir, "missing")):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        self.assertEqual(self.one(agent, "HEARTBEAT_KIND_START")["stack_signal"], 0)
+
+
+# ---------------------------------------------------------------------------
 # Never blocks, never raises
-
-
-class _Watchdog:
-    """Fails a call that blocks instead of hanging the test run."""
-
-    def __init__(self, seconds):
-        self.seconds = seconds
-
-    def __enter__(self):
-        def expired(signum, frame):
-            raise AssertionError("blocked for %ss" % self.seconds)
-        self.previous = signal.signal(signal.SIGALRM, expired)
-        signal.setitimer(signal.ITIMER_REAL, self.seconds)
-        return self
-
-    def __exit__(self, *exc):
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, self.previous)
-        return False
 
 
 class NeverBlocksTest(HelperTestCase):
@@ -485,8 +993,8 @@ class NeverBlocksTest(HelperTestCase):
         hb.step(0)
         self.assertEqual((hb.sent, hb.dropped), (0, 2))
 
-    def test_full_socket_buffer_drops_instead_of_blocking(self):
-        agent = self.agent()  # never read
+    def test_full_queue_keeps_the_latest_state_and_never_blocks(self):
+        agent = self.agent()  # not read until the end
         with self.agent_env(agent):
             hb = trainsup.Heartbeat()
         self.addCleanup(hb.close)
@@ -498,11 +1006,18 @@ class NeverBlocksTest(HelperTestCase):
             elapsed = time.monotonic() - begin
         self.assertGreater(hb.dropped, 0)
         self.assertGreater(hb.sent, 0)
-        self.assertEqual(hb.sent + hb.dropped, total + 1)
+        # Every step but the latest, still pending, was either sent or given up on.
+        self.assertEqual(hb.sent + hb.dropped, total)
         self.assertLess(elapsed, 10.0)
-        # What did arrive is whole, valid JSON.
-        for m in agent.messages():
-            self.assertIn(m["kind"], ("HEARTBEAT_KIND_START", "HEARTBEAT_KIND_STEP"))
+        # The agent reads its queue: what arrives is whole, valid JSON, in
+        # order, and ends with the latest step, which tells what was lost.
+        messages = agent.collect_until(
+            lambda got: got and got[-1].get("step") == total - 1)
+        self.assertEqual(messages[0]["kind"], "HEARTBEAT_KIND_START")
+        steps = [m["step"] for m in messages[1:]]
+        self.assertEqual(steps, sorted(steps))
+        self.assertEqual(messages[-1]["datagrams_dropped"], hb.dropped)
+        _wait_until(lambda: hb.sent + hb.dropped == total + 1, what="every step accounted for")
 
     def test_path_too_long_for_a_unix_socket_is_dropped(self):
         with _environ(TRAINSUP_SOCKET="/tmp/" + "x" * 200):
@@ -528,6 +1043,131 @@ class NeverBlocksTest(HelperTestCase):
         hb.step(1, data_wait_s="slow", samples="many")
         self.assertFalse(hb.should_checkpoint("x"))
         self.assertFalse(hb.should_checkpoint(None))
+
+
+# ---------------------------------------------------------------------------
+# A full queue at the agent
+
+
+class QueueFullTest(HelperTestCase):
+    """The agent's queue holds net.unix.max_dgram_qlen datagrams; with every
+    rank of a node finishing a step at once, sends fail with EAGAIN."""
+
+    def timed(self, call):
+        begin = _now()
+        call()
+        return _now() - begin
+
+    def compute_block(self, hb):
+        with hb.compute():
+            pass
+
+    def test_refused_state_reaches_the_agent_while_the_loop_is_blocked(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        durations = []
+        with _Watchdog(10):
+            for s in range(1, 11):
+                durations.append(self.timed(lambda: self.compute_block(hb)))
+                durations.append(self.timed(lambda: hb.step(s, loss=0.5)))
+        # Each call returns at once, refused or not: microseconds in fact. The
+        # median keeps a loaded test machine's stalls out, and its bound is
+        # far below the 0.1 s the helper may wait, at exit only.
+        self.assertLess(sorted(durations)[len(durations) // 2], 0.02)
+        self.assertEqual(hb.sent, 1)  # the START; the queue took nothing since
+        # 30 messages: each replaced the one before it; STEP 10 is pending.
+        _wait_until(lambda: hb.dropped == 29, what="29 messages given up on")
+        # The training loop now blocks in a collective: it makes no call. The
+        # agent drains its queue; the helper's own thread delivers the state.
+        messages = agent.collect_until(lambda got: got)
+        self.assertEqual([(m["kind"], m["step"]) for m in messages],
+                         [("HEARTBEAT_KIND_STEP", 10)])
+        self.assertEqual(messages[0]["loss"], 0.5)
+        self.assertEqual(messages[0]["datagrams_dropped"], 29)
+        # The retrier counts a datagram once sendto returned: after the agent may read it.
+        _wait_until(lambda: hb.sent == 2, what="the retrier to count its datagram")
+        _wait_until(lambda: not _retrier_running(), what="the retrier to end")
+
+    def test_compute_end_refused_before_a_hang_still_arrives(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(0)
+        agent.messages()
+        agent.fill()
+        self.compute_block(hb)  # then the rank waits in its all-reduce for good
+        messages = agent.collect_until(lambda got: got)
+        self.assertEqual([(m["kind"], m["step"]) for m in messages],
+                         [("HEARTBEAT_KIND_COMPUTE_END", 1)])
+        self.assertEqual(messages[0]["datagrams_dropped"], 1)  # the COMPUTE_BEGIN
+
+    def test_pending_messages_arrive_in_the_order_of_their_events(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        hb.step(5)
+        with hb.checkpointing(5):  # BEGIN queues behind STEP 5; END replaces it
+            pass
+        self.compute_block(hb)  # BEGIN 6 replaces STEP 5 and goes last; END 6 replaces it
+        _wait_until(lambda: hb.dropped == 3, what="3 messages given up on")
+        messages = agent.collect_until(lambda got: len(got) >= 2)
+        self.assertEqual([(m["kind"], m["step"]) for m in messages],
+                         [("HEARTBEAT_KIND_CHECKPOINT_END", 5),
+                          ("HEARTBEAT_KIND_COMPUTE_END", 6)])
+        self.assertEqual([m["datagrams_dropped"] for m in messages], [3, 3])
+        hb.step(6)
+        messages = agent.collect_until(lambda got: got)
+        self.assertEqual([(m["kind"], m["datagrams_dropped"]) for m in messages],
+                         [("HEARTBEAT_KIND_STEP", 3)])
+
+    def test_every_slot_keeps_its_own_pending_message(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        with hb.checkpointing(0):
+            pass
+        hb.step(0)
+        messages = agent.collect_until(lambda got: len(got) >= 2)
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_CHECKPOINT_END", "HEARTBEAT_KIND_STEP"])
+        self.assertEqual(hb.dropped, 1)  # CHECKPOINT_BEGIN, replaced by its END
+
+    def test_agent_gone_while_a_message_is_pending_drops_it(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        hb.step(1)
+        self.assertEqual(hb.dropped, 0)
+        agent.close()
+        os.unlink(agent.path)  # ENOENT from now on: no point in keeping it
+        _wait_until(lambda: hb.dropped == 1, what="the pending step to be dropped")
+        _wait_until(lambda: not _retrier_running(), what="the retrier to end")
+
+    def test_close_gives_up_on_what_is_pending_and_stops_the_retrier(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        agent.fill()
+        hb.step(1)
+        self.assertTrue(_retrier_running())
+        hb.close()
+        self.assertEqual(hb.dropped, 1)
+        _wait_until(lambda: not _retrier_running(), what="the retrier to end")
+        self.assertEqual(agent.messages(), [])
+
+    def test_a_call_reentering_while_the_lock_is_held_returns_and_is_sent(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        outbox = hb._outbox
+        nested = []
+        outbox._sock = _ReenteringSocket(
+            outbox._sock, lambda: nested.append(self.timed(lambda: hb.step(2))))
+        with _Watchdog(10):
+            hb.step(1)
+        # About _LOCK_WAIT_S, then it left its message for the holder; a
+        # deadlock would have hung here until the watchdog.
+        self.assertLess(nested[0], 0.5)
+        self.assertEqual([m["step"] for m in agent.messages()], [1, 2])
+        self.assertEqual((hb.sent, hb.dropped), (3, 0))
 
 
 # ---------------------------------------------------------------------------

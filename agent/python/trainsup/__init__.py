@@ -13,21 +13,52 @@ Standard library only. Two lines in a training script::
             with hb.checkpointing(step):
                 save_checkpoint(...)
 
-Guarantees: it never blocks the training loop (one non-blocking datagram per
-event; when the agent is busy or gone the datagram is dropped and counted in
-``hb.dropped``), never raises into it, and is a silent no-op when the process
-does not run under ``trainsup-agent`` (no ``TRAINSUP_SOCKET`` in the environment).
+Guarantees: it never blocks the training loop for more than about a
+millisecond (one non-blocking datagram per event), never raises into it, and
+is a silent no-op when the process does not run under ``trainsup-agent`` (no
+``TRAINSUP_SOCKET`` in the environment).
+
+Nothing the supervisor's verdicts depend on is lost to a full queue: when the
+agent's socket refuses a datagram (EAGAIN: its queue holds only
+net.unix.max_dgram_qlen of them), the message waits, the latest one per slot
+(progress, checkpoint, start, final), and a background thread sends it as soon
+as the agent reads, even while the training loop is stuck in a collective.
+A message replaced while waiting, or refused because the agent is gone, is
+given up on and counted in ``hb.dropped``; every datagram carries that count.
+
+How the rank ends is told before the interpreter's teardown, which can take
+seconds while the peers already fail with "connection closed by peer": an
+uncaught exception as EXCEPTION (from ``sys.excepthook``); ``sys.exit(code)``
+as EXIT with ``exit_code``, the moment it is called (``sys.exit`` is wrapped;
+a SystemExit the script then catches was reported all the same); any other
+shutdown of the interpreter (``raise SystemExit``, the end of the script) as
+EXIT without a code, from an ``atexit`` handler. At most one EXIT, and none
+after an EXCEPTION. ``os._exit`` and death by a signal cannot be hooked: the
+agent learns of those from the process's exit status. A process forked from
+the rank (a DataLoader worker) inherits the helper but sends nothing.
+
+When the agent gives a directory for stacks (``TRAINSUP_STACK_DIR``), the
+rank writes every thread's Python stack to ``stack-RANK.txt`` there on a
+signal (``faulthandler``, so even while the main thread is blocked in C code,
+e.g. a hung collective), and names that signal in its START.
 
 The datagram is the JSON form of ``trainsup.v1.RankHeartbeat``
 (proto/trainsup/v1/heartbeat.proto), with the proto field names.
 """
 
+import atexit
+import collections
 import contextlib
+import errno
+import faulthandler
+import functools
 import json
 import math
 import os
+import signal
 import socket
 import sys
+import threading
 import time
 
 __all__ = ["Heartbeat", "should_checkpoint"]
@@ -35,6 +66,42 @@ __all__ = ["Heartbeat", "should_checkpoint"]
 # Limits the supervisor enforces (common/limits.h): the helper truncates to them.
 _MAX_EXCEPTION_TYPE = 256
 _MAX_EXCEPTION_MESSAGE = 1024
+
+# What a message carries decides its slot in the outbox: a newer message of a
+# slot replaces a pending (refused) one of the same slot.
+_SLOT_OF_KIND = {
+    "HEARTBEAT_KIND_STEP": "progress",
+    "HEARTBEAT_KIND_COMPUTE_BEGIN": "progress",
+    "HEARTBEAT_KIND_COMPUTE_END": "progress",
+    "HEARTBEAT_KIND_CHECKPOINT_BEGIN": "checkpoint",
+    "HEARTBEAT_KIND_CHECKPOINT_END": "checkpoint",
+    "HEARTBEAT_KIND_START": "start",
+    "HEARTBEAT_KIND_EXCEPTION": "final",
+    "HEARTBEAT_KIND_EXIT": "final",
+}
+
+# sendto errors that mean "the agent's queue is full right now": the message
+# is kept and sent again. Any other error (the agent is gone) drops it.
+_QUEUE_FULL = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS))
+
+# The longest a caller waits for the outbox's lock. Holders keep it for
+# microseconds; the bound only matters when a signal handler re-enters the
+# helper on a thread that holds it, or under heavy contention for the GIL.
+_LOCK_WAIT_S = 0.001
+
+# The background retrier's pause between attempts.
+_RETRY_INTERVAL_S = 0.01
+
+# At exit only: how long the final EXIT/EXCEPTION may wait for a full queue,
+# and the pause between attempts meanwhile.
+_FINAL_PATIENCE_S = 0.1
+_SETTLE_INTERVAL_S = 0.002
+
+# The stack signal is SIGRTMIN + _STACK_SIGNAL_OFFSET (see _stack_signal_number).
+_STACK_SIGNAL_OFFSET = 6
+
+# Deadlines use the real clock even where a test fakes time.monotonic.
+_clock = time.monotonic
 
 
 def _env_int(name, default=0):
@@ -94,6 +161,217 @@ def _parse_plans(document):
     return plans
 
 
+def _stack_signal_number():
+    """The signal on which a rank writes its stacks; 0 where there is none.
+
+    A real-time signal, because the user signals are spoken for: SIGUSR1
+    carries preemption notices (Slurm's --signal, PyTorch Lightning's
+    requeue handler), and SIGUSR2 is the other one job scripts get handed.
+    Not the first real-time signals either, which libraries in need of one
+    (timers, thread libraries) take first: SIGRTMIN + 6. A real-time
+    signal's default action ends the process, so the agent sends it only to
+    a rank whose START named it.
+    """
+    low, high = getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", 0)
+    if not low or low + _STACK_SIGNAL_OFFSET > high:
+        return 0
+    return int(low) + _STACK_SIGNAL_OFFSET
+
+
+# Registered once per process; the file stays open for the life of the
+# process, since faulthandler writes to its descriptor from the signal handler.
+_stack_file = None
+_stack_signal = 0
+
+
+def _register_stack_dump(directory, rank):
+    """On the stack signal, every thread's Python stack goes to
+    DIRECTORY/stack-RANK.txt (truncated here, appended to by each dump).
+    Returns the signal, or 0 when nothing was registered. Never raises.
+
+    faulthandler writes from the C signal handler: it works while the main
+    thread is blocked in C code (a hung all-reduce) and does not disturb it
+    (the handler restarts interrupted system calls). It chains to a previous
+    handler only when Python installed one: chaining to the default action
+    would end the rank, and for a handler installed outside Python
+    (getsignal's None) Python cannot tell whether it is still in place.
+    """
+    global _stack_file, _stack_signal
+    if _stack_signal or not directory:
+        return _stack_signal
+    signum = _stack_signal_number()
+    if not signum:
+        return 0
+    f = None
+    try:
+        previous = signal.getsignal(signum)
+        chain = previous not in (signal.SIG_DFL, signal.SIG_IGN, None)
+        f = open(os.path.join(directory, "stack-%d.txt" % int(rank)), "w", buffering=1)
+        faulthandler.register(signum, file=f, all_threads=True, chain=chain)
+    except Exception:  # noqa: BLE001 - no directory, no such signal, ...
+        if f is not None:
+            f.close()
+        return 0
+    _stack_file, _stack_signal = f, signum
+    return signum
+
+
+class _Outbox:
+    """The rank's datagrams on their way to the agent, in the order of their events.
+
+    Linux queues at most net.unix.max_dgram_qlen datagrams on the agent's
+    socket; when it is full, sendto fails with EAGAIN. Such a message stays
+    PENDING, and later messages queue behind it (what reaches the agent is
+    always a subsequence of what happened, in order). Pending messages are
+    kept per slot (_SLOT_OF_KIND): a newer one replaces the pending one of its
+    slot and moves to the back of the queue; the replaced one counts as
+    dropped. A daemon thread, started on the first refusal and gone once
+    nothing is pending, retries every _RETRY_INTERVAL_S, so that a rank
+    blocked inside a collective still gets its last state out.
+
+    Contracts: submit() returns within about _LOCK_WAIT_S and never raises;
+    no thread holds the lock across a sleep. ``sent`` counts datagrams handed
+    to the socket, ``dropped`` the messages given up on (replaced while
+    pending, or refused by a hard error); every datagram carries ``dropped``
+    as of its sending in ``datagrams_dropped``.
+    """
+
+    def __init__(self, sock, path):
+        self.sent = 0
+        self.dropped = 0
+        self._sock = sock
+        self._path = path
+        self._lock = threading.Lock()
+        # (slot, message) not yet in the queue. Appended without the lock
+        # (deque.append is atomic); emptied under it.
+        self._inbox = collections.deque()
+        self._pending = collections.OrderedDict()  # slot -> message, oldest first
+        self._retrier = None  # the background thread, while it runs
+        self._closed = threading.Event()
+
+    def submit(self, slot, message):
+        """Queues `message` behind the pending ones and sends what the agent takes."""
+        self._inbox.append((slot, message))
+        self._pump(_LOCK_WAIT_S)
+
+    def settle(self, patience):
+        """At exit only, never from the training loop: tries again until
+        nothing waits or `patience` seconds have passed."""
+        deadline = _clock() + patience
+        while True:
+            self._pump(_LOCK_WAIT_S)
+            if not self.waiting() or _clock() >= deadline:
+                return
+            time.sleep(_SETTLE_INTERVAL_S)
+
+    def waiting(self):
+        """Whether any message waits to be sent (read without the lock)."""
+        return bool(self._inbox) or bool(self._pending)
+
+    def close(self):
+        """Gives up on what is pending (counted as dropped) and closes the socket."""
+        self._closed.set()
+        if not self._lock.acquire(timeout=0.1):
+            return  # a holder is stuck under us (a signal handler): leave the socket
+        try:
+            self._take_inbox_locked()
+            self.dropped += len(self._pending)
+            self._pending.clear()
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+        finally:
+            self._lock.release()
+
+    # -- internals: the ones named *_locked run with the lock held -------------
+
+    def _pump(self, wait):
+        """Moves the inbox into the queue and sends from its head.
+
+        A caller that gets no lock within `wait` seconds leaves its message in
+        the inbox: every holder looks at the inbox again after it lets go of
+        the lock, so a message never stays there unseen.
+        """
+        while True:
+            if not self._lock.acquire(timeout=wait):
+                return
+            try:
+                self._take_inbox_locked()
+                self._flush_locked()
+                retrier = self._new_retrier_locked()
+            finally:
+                self._lock.release()
+            if retrier is not None:
+                self._start(retrier)
+            if not self._inbox:
+                return
+
+    def _take_inbox_locked(self):
+        while self._inbox:
+            slot, message = self._inbox.popleft()
+            if self._pending.pop(slot, None) is not None:
+                self.dropped += 1
+            self._pending[slot] = message
+
+    def _flush_locked(self):
+        """Sends pending messages, oldest first, until the agent refuses one."""
+        while self._pending:
+            slot, message = next(iter(self._pending.items()))
+            outcome = self._send_locked(message)
+            if outcome == "refused":
+                return
+            # Counted before it leaves the queue: once waiting() is False, the
+            # counts are final.
+            if outcome == "sent":
+                self.sent += 1
+            else:
+                self.dropped += 1
+            del self._pending[slot]
+
+    def _send_locked(self, message):
+        """One sendto: "sent", "refused" (queue full, try again) or "failed"."""
+        if self._closed.is_set():
+            return "failed"
+        message["datagrams_dropped"] = self.dropped
+        try:
+            data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+            self._sock.sendto(data, self._path)
+        except OSError as e:
+            return "refused" if e.errno in _QUEUE_FULL else "failed"
+        except Exception:  # noqa: BLE001 - a value JSON cannot carry
+            return "failed"
+        return "sent"
+
+    def _new_retrier_locked(self):
+        """The retrier to start when messages are pending and none runs."""
+        if not self._pending or self._retrier is not None or self._closed.is_set():
+            return None
+        self._retrier = threading.Thread(target=self._retry, name="trainsup-retry",
+                                         daemon=True)
+        return self._retrier
+
+    def _start(self, retrier):
+        try:
+            retrier.start()
+        except Exception:  # noqa: BLE001 - no thread (shutdown): the next call retries
+            self._retrier = None
+
+    def _retry(self):
+        """The retrier's body: one attempt every _RETRY_INTERVAL_S until
+        nothing is pending or the outbox is closed."""
+        while not self._closed.wait(_RETRY_INTERVAL_S):
+            with self._lock:  # held for microseconds by everyone else
+                self._take_inbox_locked()
+                self._flush_locked()
+                done = not self._pending
+                if done:
+                    self._retrier = None
+            if done:
+                break
+        self._pump(_LOCK_WAIT_S)  # what reached the inbox while this thread held the lock
+
+
 def should_checkpoint(plans, step):
     """The checkpoint decision (the same as ShouldCheckpoint in the supervisor's
     core, checkpoint_schedule.cc): for step s the plan in force is the one
@@ -120,9 +398,6 @@ class Heartbeat:
     def __init__(self, job=None, rank=None, local_rank=None, world_size=None, start_step=0):
         env = os.environ
         self.enabled = bool(env.get("TRAINSUP_SOCKET"))
-        self.sent = 0
-        self.dropped = 0
-        self._path = env.get("TRAINSUP_SOCKET", "")
         self._identity = {
             "job": job if job is not None else env.get("TRAINSUP_JOB", ""),
             "rank": rank if rank is not None else _env_int("RANK"),
@@ -132,23 +407,39 @@ class Heartbeat:
             "generation": _env_int("TRAINSUP_GENERATION"),
             "restart_count": _env_int("TORCHELASTIC_RESTART_COUNT"),
         }
+        self._pid = self._identity["pid"]
         self._last_step = start_step - 1
         self._last_step_time = None
         self._pending_compute_s = None
-        self._sock = None
+        self._outbox = None
+        self._final = None  # the kind of the final message, once one was sent
         self._plan_path = env.get("TRAINSUP_PLAN_FILE", "")
         self._plan_stamp = None
         self._plans = []
         if not self.enabled:
             return
         try:
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sock.setblocking(False)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            sock.setblocking(False)
         except OSError:
             self.enabled = False
             return
-        self._send("HEARTBEAT_KIND_START", step=max(start_step, 0))
-        self._install_excepthook()
+        self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
+        stack_signal = _register_stack_dump(env.get("TRAINSUP_STACK_DIR", ""),
+                                            self._identity["rank"])
+        self._send("HEARTBEAT_KIND_START", step=max(start_step, 0), stack_signal=stack_signal)
+        _install_process_hooks(self)
+
+    @property
+    def sent(self):
+        """Datagrams handed to the agent's socket."""
+        return 0 if self._outbox is None else self._outbox.sent
+
+    @property
+    def dropped(self):
+        """Messages given up on: replaced by a newer one while the agent's
+        queue was full, or refused because the agent is gone."""
+        return 0 if self._outbox is None else self._outbox.dropped
 
     # -- the training loop's calls -------------------------------------------
 
@@ -185,7 +476,7 @@ class Heartbeat:
                 fields["samples"] = int(samples)
             if device_memory_bytes is not None:
                 fields["device_memory_bytes"] = int(device_memory_bytes)
-            self._send("HEARTBEAT_KIND_STEP", **fields)
+            self._send("HEARTBEAT_KIND_STEP", when=now, **fields)
         except Exception:  # noqa: BLE001
             pass
 
@@ -199,13 +490,14 @@ class Heartbeat:
         step time every rank shares.
         """
         current = self._last_step + 1 if step is None else step
-        self._safe_send("HEARTBEAT_KIND_COMPUTE_BEGIN", step=current)
         begin = time.monotonic()
+        self._send("HEARTBEAT_KIND_COMPUTE_BEGIN", when=begin, step=current)
         try:
             yield
         finally:
-            self._pending_compute_s = time.monotonic() - begin
-            self._safe_send("HEARTBEAT_KIND_COMPUTE_END", step=current)
+            end = time.monotonic()
+            self._pending_compute_s = end - begin
+            self._send("HEARTBEAT_KIND_COMPUTE_END", when=end, step=current)
 
     def should_checkpoint(self, step):
         """Whether to checkpoint after ``step``, under the supervisor's plans.
@@ -226,23 +518,23 @@ class Heartbeat:
     @contextlib.contextmanager
     def checkpointing(self, step, async_seconds=0.0):
         """Brackets the part of a checkpoint that blocks the training loop."""
-        self._safe_send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", step=step)
         begin = time.monotonic()
+        self._send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", when=begin, step=step)
         try:
             yield
         finally:
-            self._safe_send("HEARTBEAT_KIND_CHECKPOINT_END", step=step,
-                            checkpoint_blocking_seconds=time.monotonic() - begin,
-                            checkpoint_async_seconds=_duration(async_seconds))
+            end = time.monotonic()
+            self._send("HEARTBEAT_KIND_CHECKPOINT_END", when=end, step=step,
+                       checkpoint_blocking_seconds=end - begin,
+                       checkpoint_async_seconds=_duration(async_seconds))
 
     def close(self):
-        if self._sock is not None:
-            try:
-                self._sock.close()
-            except OSError:
-                pass
-            self._sock = None
-            self.enabled = False
+        """Stops reporting; what the agent has not taken yet is given up on."""
+        self.enabled = False
+        if self in _reporters:
+            _reporters.remove(self)
+        if self._outbox is not None:
+            self._outbox.close()
 
     # -- internals -------------------------------------------------------------
 
@@ -261,37 +553,159 @@ class Heartbeat:
             self._plans = _parse_plans(json.load(f))
         self._plan_stamp = stamp
 
-    def _safe_send(self, kind, **fields):
+    def _live(self):
+        """Whether this process reports: enabled, and the rank itself, not a
+        process forked from it (a DataLoader worker inherits the helper)."""
+        return self.enabled and os.getpid() == self._pid
+
+    def _message(self, kind, when, fields):
+        message = dict(self._identity)
+        message["kind"] = kind
+        message["monotonic_seconds"] = time.monotonic() if when is None else when
+        message.update(fields)
+        return message
+
+    def _send(self, kind, when=None, **fields):
+        """Sends the datagram of one event. `when`: the event's time on the
+        monotonic clock (now when not given), sent as monotonic_seconds.
+        Returns at once; never raises."""
         try:
-            self._send(kind, **fields)
+            if self._live():
+                self._outbox.submit(_SLOT_OF_KIND[kind], self._message(kind, when, fields))
         except Exception:  # noqa: BLE001
             pass
 
-    def _send(self, kind, **fields):
-        if not self.enabled or self._sock is None:
-            return
-        message = dict(self._identity)
-        message["kind"] = kind
-        message.update(fields)
-        data = json.dumps(message, separators=(",", ":")).encode("utf-8")
+    def _send_final(self, kind, **fields):
+        """The EXIT or EXCEPTION: sent like any other, then, while the agent's
+        queue refuses it, tried again for up to _FINAL_PATIENCE_S. The process
+        is exiting: this is the one place the helper waits."""
         try:
-            self._sock.sendto(data, self._path)
-            self.sent += 1
-        except OSError:  # full (EAGAIN), agent gone (ENOENT/ECONNREFUSED), ...
-            self.dropped += 1
+            if self._live():
+                self._final = kind
+                self._outbox.submit("final", self._message(kind, None, fields))
+                self._outbox.settle(_FINAL_PATIENCE_S)
+        except Exception:  # noqa: BLE001
+            pass
 
-    def _install_excepthook(self):
-        previous = sys.excepthook
+    def _report_exit(self, exit_code):
+        """EXIT, unless an EXIT or an EXCEPTION went already. `exit_code`:
+        None when unknown."""
+        if self._final is not None:
+            return
+        fields = {"step": max(self._last_step, 0)}
+        if exit_code is not None:
+            fields["exit_code"] = exit_code
+        self._send_final("HEARTBEAT_KIND_EXIT", **fields)
 
-        def hook(exc_type, exc, tb):
-            try:
-                self._send("HEARTBEAT_KIND_EXCEPTION",
-                           step=max(self._last_step, 0),
-                           exception_type=_truncate_utf8(getattr(exc_type, "__name__", "?"),
-                                                         _MAX_EXCEPTION_TYPE),
-                           exception_message=_truncate_utf8(str(exc), _MAX_EXCEPTION_MESSAGE))
-            except Exception:  # noqa: BLE001
-                pass
-            previous(exc_type, exc, tb)
+    def _report_exception(self, exc_type, exc):
+        try:
+            message = str(exc)
+        except Exception:  # noqa: BLE001 - an exception that cannot print itself
+            message = ""
+        self._send_final("HEARTBEAT_KIND_EXCEPTION",
+                         step=max(self._last_step, 0),
+                         exception_type=_truncate_utf8(getattr(exc_type, "__name__", "?"),
+                                                       _MAX_EXCEPTION_TYPE),
+                         exception_message=_truncate_utf8(message, _MAX_EXCEPTION_MESSAGE))
 
-        sys.excepthook = hook
+    def _settle_at_exit(self):
+        """At interpreter shutdown: a last chance for what still waits."""
+        if self._live() and self._outbox.waiting():
+            self._outbox.settle(_FINAL_PATIENCE_S)
+
+
+# -- how the process ends --------------------------------------------------------
+#
+# sys.exit, sys.excepthook and atexit belong to the process, not to one
+# Heartbeat: each is hooked once, and reports for the newest open Heartbeat of
+# the process, so that two Heartbeat objects neither wrap twice nor send twice.
+
+_reporters = []  # the open Heartbeats of this process that talk to an agent, oldest first
+_atexit_registered = False
+_HOOK_MARK = "_trainsup_hook"
+
+
+def _reporter():
+    return _reporters[-1] if _reporters else None
+
+
+def _install_process_hooks(hb):
+    global _atexit_registered
+    _reporters.append(hb)
+    if not getattr(sys.exit, _HOOK_MARK, False):
+        sys.exit = _wrap_exit(sys.exit)
+    if not getattr(sys.excepthook, _HOOK_MARK, False):
+        sys.excepthook = _wrap_excepthook(sys.excepthook)
+    if not _atexit_registered:
+        atexit.register(_at_exit)
+        _atexit_registered = True
+
+
+def _exit_code(status):
+    """The exit status Python makes of sys.exit(status): None is 0, an int is
+    itself (as the C int the process exits with), anything else is 1 (Python
+    prints it)."""
+    if status is None:
+        return 0
+    if isinstance(status, int):
+        return (status + 2**31) % 2**32 - 2**31
+    return 1
+
+
+def _wrap_exit(original):
+    """sys.exit that reports EXIT with the exit code at once, before the
+    interpreter's teardown, then calls `original`: the same SystemExit from
+    the same arguments (wrong ones raise `original`'s TypeError, unreported).
+
+    Only the main thread's sys.exit ends the process; in any other thread it
+    ends the thread and is not reported. A SystemExit the script catches was
+    reported all the same.
+    """
+    @functools.wraps(original)
+    def exit(*args, **kwargs):
+        if len(args) <= 1 and not kwargs:
+            _on_sys_exit(_exit_code(args[0] if args else None))
+        return original(*args, **kwargs)
+
+    setattr(exit, _HOOK_MARK, True)
+    return exit
+
+
+def _on_sys_exit(exit_code):
+    try:
+        hb = _reporter()
+        if hb is not None and threading.current_thread() is threading.main_thread():
+            hb._report_exit(exit_code)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _wrap_excepthook(previous):
+    """sys.excepthook that reports EXCEPTION, then calls `previous`."""
+    def excepthook(exc_type, exc, tb):
+        try:
+            hb = _reporter()
+            if hb is not None:
+                hb._report_exception(exc_type, exc)
+        except Exception:  # noqa: BLE001
+            pass
+        previous(exc_type, exc, tb)
+
+    setattr(excepthook, _HOOK_MARK, True)
+    return excepthook
+
+
+def _at_exit():
+    """The interpreter is shutting down without sys.exit or an uncaught
+    exception having been reported (raise SystemExit, the end of the script):
+    EXIT without a code. Else a last chance for anything still waiting."""
+    try:
+        hb = _reporter()
+        if hb is None:
+            return
+        if hb._final is None:
+            hb._report_exit(None)
+        else:
+            hb._settle_at_exit()
+    except Exception:  # noqa: BLE001
+        pass
