@@ -87,7 +87,7 @@ def main():
             "--hang-node", "node-b", "--hang-local-rank", "0", "--hang-step", "80",
             "--hang-generation", "1",
             "--crash-node", "node-b", "--crash-local-rank", "0", "--crash-step", "120",
-            "--crash-generation", "2"])
+            "--crash-generation", "2", "--crash-mode", "infra"])
         wait_for(lambda: len(cluster.ranks(JOB)) == 4, 120,
                  what="the 4 ranks to report (torch start-up takes a few seconds)")
 
@@ -106,7 +106,7 @@ def main():
             return 1
         print(cluster.events(JOB, "recovered")[0]["message"])
 
-        banner("generation 2 trains; at step 120 node-b fails again (a crash)")
+        banner("generation 2 trains; at step 120 node-b's GPU fails (CUDA error)")
         if not live_ranks_until(cluster, lambda: cluster.events(JOB, "world_size_changed"), 180):
             print("no quarantine seen:\n" + cluster.diagnostics())
             return 1

@@ -4,11 +4,21 @@
 
 namespace trainsup {
 
+namespace {
+
+absl::Duration SilenceBound(const NodeRecord& node, absl::Duration at_least) {
+  return std::max({absl::Seconds(2), NodeLossDetector::kSilentAfterIntervals * node.report_interval,
+                   at_least});
+}
+
+}  // namespace
+
 bool NodeLossDetector::IsSilent(const NodeRecord& node, absl::Time now, absl::Duration at_least) {
-  if (!node.connected) return true;
-  const absl::Duration bound =
-      std::max({absl::Seconds(2), kSilentAfterIntervals * node.report_interval, at_least});
-  return now - node.last_report > bound;
+  return !node.connected || now - node.last_report > SilenceBound(node, at_least);
+}
+
+bool NodeLossDetector::RecentlyHeard(const NodeRecord& node, absl::Time now) {
+  return now - node.last_report <= SilenceBound(node, absl::ZeroDuration());
 }
 
 }  // namespace trainsup

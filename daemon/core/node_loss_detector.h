@@ -33,6 +33,11 @@ class NodeLossDetector {
   static bool IsSilent(const NodeRecord& node, absl::Time now,
                        absl::Duration at_least = absl::ZeroDuration());
 
+  // Heard within max(2s, kSilentAfterIntervals report intervals), whether
+  // or not its stream is open now (a stream that just broke is an agent
+  // reconnecting).
+  static bool RecentlyHeard(const NodeRecord& node, absl::Time now);
+
   // Not heard for `lost_after`.
   bool IsLost(const NodeRecord& node, absl::Time now) const {
     return now - node.last_report > options_.lost_after;

@@ -130,13 +130,15 @@ void RestartCoordinator::SweepRestarting(absl::Time now, JobEntry& job) {
 
 void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   JobLifecycle& life = job.lifecycle;
-  // Members: every node that can be heard (a stream that just broke counts:
-  // its agent is reconnecting), not quarantined.
+  // Members: every node heard lately (a stream that just broke counts: its
+  // agent is reconnecting; a frozen or lost one does not), not quarantined.
   std::vector<NodeIndex> members;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
-    const bool heard = node.connected || now - node.last_report <= options_.node_loss.lost_after;
-    if (heard && !node.unreachable && !quarantine_.IsQuarantined(node.name)) members.push_back(i);
+    if (NodeLossDetector::RecentlyHeard(node, now) && !node.unreachable &&
+        !quarantine_.IsQuarantined(node.name)) {
+      members.push_back(i);
+    }
   }
   std::vector<std::string> runnable;
   for (NodeIndex i : members) runnable.push_back(agents_.node(i).name);

@@ -153,20 +153,25 @@ class Cluster:
     # -- agents ----------------------------------------------------------------
 
     def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
-                  master_port=None, elastic=False, first_node=0):
+                  master_port=None, elastic=False, first_node=0, supervisors=None):
         """Starts one agent per node, each wrapping torchrun for its node rank.
 
         Static rendezvous by default (ranks 0-1 on node-a, 2-3 on node-b).
         elastic=True uses c10d rendezvous with --nnodes=1:N, so that a
         generation can run on fewer nodes (ranks then follow join order).
+        `supervisors` maps a node to the address its agent dials (a proxy).
         """
         master_port = master_port or free_port()
         for node_rank in range(nodes):
             node = f"node-{chr(ord('a') + first_node + node_rank)}"
             if elastic:
+                # The first node hosts the rendezvous store, whatever order
+                # the torchruns start in: the store must outlive the loss of
+                # any other node (a frozen host would hold it hostage).
+                host = 1 if node_rank == 0 else 0
                 rendezvous = [f"--nnodes=1:{nodes}", "--rdzv_backend=c10d",
                               f"--rdzv_endpoint=127.0.0.1:{master_port}", f"--rdzv_id={job}",
-                              "--rdzv_conf=last_call_timeout=2"]
+                              f"--rdzv_conf=last_call_timeout=2,is_host={host}"]
             else:
                 rendezvous = [f"--nnodes={nodes}", f"--node_rank={node_rank}",
                               "--master_addr=127.0.0.1", f"--master_port={master_port}"]
@@ -176,18 +181,51 @@ class Cluster:
                 # torch 1.13 on Python 3.11 crashes at start without these.
                 "--redirects=2", "--tee=2",
                 TRAIN_SCRIPT, "--log", self.train_log, *train_args,
-            ], agent_args)
+            ], agent_args, supervisor=(supervisors or {}).get(node))
         return list(self.agents)
 
-    def start_agent(self, job, node, command, agent_args=()):
+    def start_agent(self, job, node, command, agent_args=(), supervisor=None):
         env = dict(os.environ)
         env["PYTHONPATH"] = os.path.join(REPO, "agent", "python") + (
             ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        argv = [self.agent_bin, "run", "--supervisor", self.grpc_address, "--job", job,
-                "--node", node, *agent_args, "--", *command]
+        argv = [self.agent_bin, "run", "--supervisor", supervisor or self.grpc_address, "--job",
+                job, "--node", node, *agent_args, "--", *command]
         log = os.path.join(self.workdir, f"agent-{node}.log")
         self.agents[node] = Process(f"agent {node}", argv, log, env=env)
         return self.agents[node]
+
+    def processes_of(self, node):
+        """The pids of a node's agent and every process below it (torchrun,
+        its ranks, the agent's reaper), as a host's process table would list
+        them."""
+        root = self.agents[node].pid
+        children = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        found, todo = [], [root]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            todo.extend(children.get(pid, []))
+        return found
+
+    def signal_node(self, node, sig):
+        """Sends `sig` to every process of a node at once: SIGKILL is a host
+        that dies, SIGSTOP one that freezes (nothing is closed)."""
+        pids = self.processes_of(node)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        return pids
 
     def forget_agents(self):
         """Drops the (ended) agents, so that another job can start with the same node names."""

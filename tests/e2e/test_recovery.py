@@ -124,9 +124,10 @@ class RecoveryEndToEnd(unittest.TestCase):
             "--quarantine-after", "2", "--quarantine-window", "10m", "--restart-limit", "5",
             "--fence-command", os.path.join(REPO, "tests", "e2e", "fence_recorder.sh"),
             env={"FENCE_LOG": fence_log})
+        # A broken GPU: whatever rank runs on node-b fails with a CUDA error.
         c.start_job("e2e-bad-node", elastic=True, train_args=self.checkpointed(
             "--steps", "150", "--crash-node", "node-b", "--crash-local-rank", "0",
-            "--crash-step", "25"))
+            "--crash-step", "25", "--crash-mode", "infra"))
         node_b = c.agents["node-b"]
         self.assertEqual(node_b.wait(timeout=STARTUP + 120), QUARANTINE_EXIT,
                          "node-b's agent did not exit with the quarantine code")
@@ -135,7 +136,7 @@ class RecoveryEndToEnd(unittest.TestCase):
         self.assertIn("2 failures", quarantine["message"])
         nodes = {n["node"]: n for n in c.ctl_json("nodes")["nodes"]}
         self.assertTrue(nodes["node-b"]["quarantined"])
-        self.assertIn("crash of rank", nodes["node-b"]["quarantine_reason"])
+        self.assertIn("CUDA error", nodes["node-b"]["quarantine_reason"])
         self.assertFalse(nodes["node-a"]["quarantined"])
         self.assertIn("QUARANTINED: 2 failures", c.ctl("nodes")[1])
         # The fence command ran with the node and the reason.
@@ -166,8 +167,11 @@ class RecoveryEndToEnd(unittest.TestCase):
         c = self.make_cluster("--restart-limit", "2", "--restart-window", "10m",
                               "--restart-backoff", "500ms", "--quarantine-after", "1000")
         c.start_prometheus(interval="1s")
+        # A native crash on node-a each time (not the same error of the
+        # training code, which would be held at once as a bug).
         c.start_job("e2e-flaky", train_args=["--steps", "1000", "--step-seconds", "0.04",
-                                             "--crash-rank", "1", "--crash-step", "5"])
+                                             "--crash-rank", "1", "--crash-step", "5",
+                                             "--crash-mode", "sigsegv"])
         wait_for(lambda: c.events("e2e-flaky", "hold"), STARTUP * 3, what="the job to be held")
         job = c.ctl_json("jobs")["jobs"][0]
         self.assertEqual(job["state"], "held")

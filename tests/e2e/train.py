@@ -9,10 +9,12 @@ tests can check what the job itself did.
 """
 
 import argparse
+import ctypes
 import datetime
 import json
 import os
 import random
+import signal
 import sys
 import time
 
@@ -58,6 +60,13 @@ def parse_args():
     p.add_argument("--crash-local-rank", type=int, default=-1)
     p.add_argument("--crash-step", type=int, default=-1)
     p.add_argument("--crash-generation", type=int, default=-1)
+    p.add_argument("--crash-mode", default="raise",
+                   choices=["raise", "value-error", "infra", "sys-exit", "os-exit", "sigkill",
+                            "sigsegv", "sigabrt"],
+                   help="how the crashing rank dies: raise RuntimeError (uncaught); raise the "
+                        "same ValueError every time (a bug in the training code); a CUDA error "
+                        "of a broken GPU; catch its error, tear down and sys.exit(1); "
+                        "os._exit(1); SIGKILL (the OOM killer); a real segfault; abort()")
     p.add_argument("--crash-at", default="",
                    help="with --crash-rank: GEN:STEP,GEN:STEP,... crash in these generations "
                         "at these steps")
@@ -65,6 +74,35 @@ def parse_args():
                    help="this rank's compute takes --slow-factor times longer")
     p.add_argument("--slow-factor", type=float, default=3.0)
     return p.parse_args()
+
+
+def crash(mode, rank, step):
+    """Dies the way `mode` says (see --crash-mode)."""
+    print(f"rank {rank}: injected {mode} at step {step}", flush=True)
+    if mode == "value-error":
+        raise ValueError(f"bad value in batch {step} of shard {rank}")
+    if mode == "infra":
+        raise RuntimeError("CUDA error: unspecified launch failure (injected on rank "
+                           f"{rank} at step {step})")
+    if mode == "sys-exit":
+        # What most scripts do: catch, log, clean up, exit non-zero. No
+        # exception reaches sys.excepthook, and the teardown takes a while
+        # after the peers already saw the connection close.
+        try:
+            raise RuntimeError(f"injected failure on rank {rank} at step {step}")
+        except RuntimeError as e:
+            print(f"rank {rank}: {e}; exiting", flush=True)
+            dist.destroy_process_group()
+            sys.exit(1)
+    if mode == "os-exit":
+        os._exit(1)
+    if mode == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if mode == "sigsegv":
+        ctypes.string_at(0)  # a real segfault
+    if mode == "sigabrt":
+        os.abort()
+    raise RuntimeError(f"injected crash on rank {rank} at step {step}")
 
 
 def injected(generation_filter, step, at_step):
@@ -171,7 +209,7 @@ def main():
             crash_now = injected(args.crash_generation, step, args.crash_step) or any(
                 injected(g, step, s) for g, s in crash_points)
             if crash_here and crash_now:
-                raise RuntimeError(f"injected crash on rank {rank} at step {step}")
+                crash(args.crash_mode, rank, step)
             hang_here = rank == args.hang_rank or (
                 NODE == args.hang_node and local_rank == args.hang_local_rank)
             if hang_here and injected(args.hang_generation, step, args.hang_step):

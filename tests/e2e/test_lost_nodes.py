@@ -1,0 +1,182 @@
+"""End to end: nodes that go away without a word, on real torchrun.
+
+- A host that dies (agent, torchrun and ranks SIGKILLed at once: the kernel
+  resets their sockets): the survivors fail as victims ("Connection reset by
+  peer"); the lost node is named, not a victim's, and the survivors train
+  again in the next generation of the elastic job.
+- A host that freezes (every process SIGSTOPped, nothing closed): the job
+  stalls and the frozen node is named lost; the stop does not wait for it.
+- A partition between one agent and trainsupd (a proxy that resets its
+  connections and refuses new ones; the agent and its ranks live on): the
+  node is reported unreachable and the job is NOT stopped while it steps; a
+  hang on another node is still caught and blamed on the hung rank; a node
+  cut from the job's generation that comes back stops its stale command
+  and does not rejoin it.
+- A second agent started with the same --node is refused and exits 76; the
+  first goes on undisturbed.
+Figures are printed as "measured: ...".
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import Cluster, train_log, train_steps, wait_for  # noqa: E402
+from proxy import PartitionProxy  # noqa: E402
+
+STARTUP = 120
+NODE_TAKEN_EXIT = 76
+FAST = ["--sweep-interval", "250ms", "--stall-floor", "3s", "--restart-backoff", "1s",
+        "--stop-grace", "3s", "--node-lost-after", "5s"]
+
+
+def event_time(e):
+    """An event's time as seconds since the epoch (RFC 3339 in the JSON)."""
+    from datetime import datetime
+    return datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
+
+
+class LostNodesEndToEnd(unittest.TestCase):
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
+        self.cluster = None
+        self.proxy = None
+
+    def tearDown(self):
+        if self.proxy is not None:
+            self.proxy.close()
+        if self.cluster is None:
+            return
+        if getattr(self, "_outcome", None) and not self._outcome.success:
+            print(self.cluster.diagnostics(), file=sys.stderr)
+        self.cluster.close()
+
+    def make_cluster(self, *extra):
+        self.cluster = Cluster(workdir=self.scratch, supervisor_args=FAST + list(extra))
+        self.cluster.start_supervisor()
+        return self.cluster
+
+    def checkpointed(self, steps, *extra):
+        return ["--steps", str(steps), "--step-seconds", "0.05", "--checkpoint-every", "10",
+                "--checkpoint-dir", os.path.join(self.scratch, "ckpt"), *extra]
+
+    def wait_step(self, job, step, timeout=STARTUP):
+        wait_for(lambda: any(int(r["step"]) >= step for r in self.cluster.ranks(job)), timeout,
+                 what=f"step {step}")
+
+    def first_step_after(self, generation, node):
+        steps = [e for e in train_steps(self.cluster.train_log)
+                 if e["generation"] >= generation and e["node"] == node]
+        return min((e["time"] for e in steps), default=None)
+
+    def test_a_host_that_dies_is_named_and_the_survivors_train_again(self):
+        c = self.make_cluster()
+        job = "e2e-host-dies"
+        c.start_job(job, elastic=True, train_args=self.checkpointed(400))
+        self.wait_step(job, 20)
+        killed_at = time.time()
+        pids = c.signal_node("node-b", signal.SIGKILL)
+        self.assertGreaterEqual(len(pids), 4, pids)  # agent, torchrun, 2 ranks (and its reaper)
+        lost = wait_for(lambda: c.events(job, "node_lost"), 60, what="the node_lost event")[0]
+        self.assertEqual(lost["node"], "node-b", lost["message"])
+        crashes = [e for e in c.events(job, "crash") if e["generation"] == lost["generation"]]
+        self.assertEqual(crashes, [], "a victim's node was blamed")
+        wait_for(lambda: self.first_step_after(2, "node-a"), STARTUP,
+                 what="the survivors' first step in the next generation")
+        back = self.first_step_after(2, "node-a")
+        print(f"\nmeasured: host death: kill -> node_lost event {event_time(lost) - killed_at:.1f}s; "
+              f"kill -> survivors' first step {back - killed_at:.1f}s", file=sys.stderr)
+        self.assertEqual(c.agents["node-a"].wait(timeout=240), 0)
+
+    def test_a_host_that_freezes_is_named_lost_and_the_job_goes_on(self):
+        c = self.make_cluster()
+        job = "e2e-host-freezes"
+        c.start_job(job, elastic=True, train_args=self.checkpointed(400))
+        self.wait_step(job, 20)
+        frozen_at = time.time()
+        pids = c.signal_node("node-b", signal.SIGSTOP)
+        try:
+            lost = wait_for(lambda: c.events(job, "node_lost"), 60, what="the node_lost event")[0]
+            self.assertEqual(lost["node"], "node-b", lost["message"])
+            wait_for(lambda: self.first_step_after(2, "node-a"), STARTUP,
+                     what="the survivors' first step in the next generation")
+            back = self.first_step_after(2, "node-a")
+            print(f"\nmeasured: frozen host: freeze -> node_lost event "
+                  f"{event_time(lost) - frozen_at:.1f}s; freeze -> survivors' first step "
+                  f"{back - frozen_at:.1f}s", file=sys.stderr)
+        finally:
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+        self.assertEqual(c.agents["node-a"].wait(timeout=240), 0)
+        # The thawed node never trained in a generation it was cut from.
+        self.assertEqual([e for e in train_steps(c.train_log)
+                          if e["node"] == "node-b" and e["generation"] >= 2], [])
+
+    def test_a_partitioned_agent_does_not_stop_the_job_and_a_hang_beside_it_is_caught(self):
+        c = self.make_cluster()
+        self.proxy = PartitionProxy(c.grpc_address)
+        job = "e2e-partition"
+        c.start_job(job, elastic=True, supervisors={"node-b": self.proxy.address},
+                    train_args=self.checkpointed(
+                        2000, "--hang-rank", "1", "--hang-step", "400", "--hang-generation", "1"))
+        self.wait_step(job, 20)
+        self.proxy.cut()
+        cut_at = time.time()
+        unreachable = wait_for(lambda: c.events(job, "node_unreachable"), 30,
+                               what="node-b to be unreachable")[0]
+        self.assertEqual(unreachable["node"], "node-b")
+        # The job goes on stepping: nothing is stopped for a silent agent.
+        before = max(int(r["step"]) for r in c.ranks(job))
+        self.wait_step(job, before + 40, timeout=60)
+        needless = [e for e in c.events(job)
+                    if e["kind"] in ("stall", "crash", "node_lost", "restart")]
+        self.assertEqual(needless, [], "the job was stopped for a silent agent")
+        # Rank 1 (node-a) hangs while node-b is still cut off.
+        stall = wait_for(lambda: c.events(job, "stall"), STARTUP, what="the stall")[0]
+        self.assertEqual((stall["rank"], stall["node"]), (1, "node-a"), stall["message"])
+        print(f"\nmeasured: partition: jobs stopped needlessly 0 (node-b cut off for "
+              f"{event_time(stall) - cut_at:.0f}s before the hang was caught); hang under "
+              f"partition caught {stall['figures']['silent_seconds']:.1f}s after the last step "
+              f"(threshold {stall['figures']['threshold_seconds']:.0f}s)", file=sys.stderr)
+        # The job moves on without node-b; then the partition heals: node-b's
+        # agent is heard again and stops its stale command.
+        wait_for(lambda: c.events(job, "restart"), 60, what="the next generation")
+        self.proxy.heal()
+        wait_for(lambda: c.events(job, "node_reachable"), 60, what="node-b to be heard again")
+        wait_for(lambda: "is stale" in c.agents["node-b"].output() or
+                 c.agents["node-b"].poll() is not None, 60,
+                 what="node-b's agent to stop its stale command")
+        self.assertEqual(c.agents["node-a"].wait(timeout=300), 0)
+        self.assertEqual([e for e in train_steps(c.train_log)
+                          if e["node"] == "node-b" and e["generation"] >= 2], [])
+
+    def test_a_second_agent_for_the_same_node_is_refused(self):
+        c = self.make_cluster()
+        job = "e2e-twice"
+        c.start_job(job, train_args=["--steps", "300", "--step-seconds", "0.05"])
+        self.wait_step(job, 10)
+        second = subprocess.run(
+            [c.agent_bin, "run", "--supervisor", c.grpc_address, "--job", job, "--node", "node-b",
+             "--connect-timeout", "3s", "--", "sleep", "600"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(second.returncode, NODE_TAKEN_EXIT, second.stderr)
+        self.assertIn("error:", second.stderr)
+        self.assertIn("node node-b is served by another agent", second.stderr)
+        print(f"\nmeasured: a second agent for node-b: exit {second.returncode}; "
+              f"{second.stderr.strip().splitlines()[-1]}", file=sys.stderr)
+        # The first goes on undisturbed.
+        self.assertEqual(c.wait_agents(timeout=120), {"node-a": 0, "node-b": 0})
+        self.assertEqual([e for e in c.events(job) if e["kind"] in ("crash", "stall", "restart")],
+                         [])
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
