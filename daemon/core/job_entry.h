@@ -102,9 +102,9 @@ class JobEntry {
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
   void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
 
-  // The stacks of the job's recent hung generations, oldest first.
+  // The stacks of the job's recent hung generations.
   static constexpr size_t kMaxStackSets = 8;
-  std::deque<JobStacks> stacks;
+  StackShelf stacks{kMaxStackSets};
 
   JobLifecycle lifecycle;
   RecoveryTimer recovery;

@@ -81,4 +81,27 @@ std::vector<uint32_t> UnansweredRanks(const JobStacks& stacks) {
   return out;
 }
 
+JobStacks& StackShelf::For(uint64_t generation, absl::Time now, uint64_t event_id,
+                           std::optional<uint32_t> culprit) {
+  if (sets_.empty() || sets_.back().generation != generation) {
+    sets_.emplace_back();
+    JobStacks& set = sets_.back();
+    set.generation = generation;
+    set.time = now;
+    set.event_id = event_id;
+    set.culprit = culprit;
+    if (sets_.size() > capacity_) sets_.pop_front();
+  }
+  return sets_.back();
+}
+
+const JobStacks* StackShelf::Find(uint64_t generation) const {
+  if (sets_.empty()) return nullptr;
+  if (generation == 0) return &sets_.back();
+  for (const JobStacks& set : sets_) {
+    if (set.generation == generation) return &set;
+  }
+  return nullptr;
+}
+
 }  // namespace trainsup

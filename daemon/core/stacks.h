@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_STACKS_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <string>
@@ -53,6 +54,25 @@ std::vector<StackGroup> GroupStacks(const JobStacks& stacks);
 
 // The ranks that wrote no stack in time.
 std::vector<uint32_t> UnansweredRanks(const JobStacks& stacks);
+
+// A job's stack sets, one per hung generation, the newest last, at most
+// `capacity` (the oldest go). Thread-compatible.
+class StackShelf {
+ public:
+  explicit StackShelf(size_t capacity) : capacity_(capacity) {}
+
+  // The set of `generation`, created (with the event it explains and its
+  // culprit) when it is the first of that generation.
+  JobStacks& For(uint64_t generation, absl::Time now, uint64_t event_id,
+                 std::optional<uint32_t> culprit);
+  // `generation`'s set (0: the newest); nullptr when none.
+  const JobStacks* Find(uint64_t generation) const;
+  bool empty() const { return sets_.empty(); }
+
+ private:
+  const size_t capacity_;
+  std::deque<JobStacks> sets_;
+};
 
 }  // namespace trainsup
 

@@ -35,17 +35,7 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
   for (const StackRow& row : state.stacks) {  // oldest first
     JobEntry* job = jobs.Find(row.job);
     if (job == nullptr) continue;
-    std::deque<JobStacks>& kept = job->stacks;
-    if (kept.empty() || kept.back().generation != row.generation) {
-      kept.emplace_back();
-      JobStacks& set = kept.back();
-      set.generation = row.generation;
-      set.event_id = row.event_id;
-      set.time = row.time;
-      set.culprit = row.culprit;
-      if (kept.size() > JobEntry::kMaxStackSets) kept.pop_front();
-    }
-    JobStacks& set = kept.back();
+    JobStacks& set = job->stacks.For(row.generation, row.time, row.event_id, row.culprit);
     set.collect_seconds = std::max(set.collect_seconds, row.collect_seconds);
     set.by_rank[row.rank] = {row.node, row.answered, row.text};
   }

@@ -188,16 +188,8 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
           absl::StrCat("stack of rank ", r.rank, " longer than ", kMaxStackBytes, " bytes"));
     }
   }
-  std::deque<JobStacks>& kept = job->stacks;
-  if (kept.empty() || kept.back().generation != info.generation) {
-    kept.emplace_back();
-    kept.back().generation = info.generation;
-    kept.back().time = now;
-    kept.back().event_id = job->verdicts().stall_event_id;
-    kept.back().culprit = job->verdicts().stall_culprit;
-    if (kept.size() > JobEntry::kMaxStackSets) kept.pop_front();
-  }
-  JobStacks& set = kept.back();
+  JobStacks& set = job->stacks.For(info.generation, now, job->verdicts().stall_event_id,
+                                   job->verdicts().stall_culprit);
   set.collect_seconds = std::max(set.collect_seconds, info.collect_seconds);
   std::vector<uint32_t> ranks;
   int answered = 0;
@@ -227,12 +219,7 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
 
 const JobStacks* Supervisor::FindStacks(absl::string_view job_id, uint64_t generation) const {
   const JobEntry* job = jobs_.Find(job_id);
-  if (job == nullptr || job->stacks.empty()) return nullptr;
-  if (generation == 0) return &job->stacks.back();
-  for (const JobStacks& set : job->stacks) {
-    if (set.generation == generation) return &set;
-  }
-  return nullptr;
+  return job == nullptr ? nullptr : job->stacks.Find(generation);
 }
 
 std::vector<Event> Supervisor::Sweep(absl::Time now) {
