@@ -24,7 +24,7 @@ struct AgentOptions {
   std::string job;
   std::string node;
   std::vector<std::string> command;  // normally torchrun ...
-  // Batch period of reports to the supervisor. Default: 200ms.
+  // Period of the reports to the supervisor, news or not. Default: 200ms.
   absl::Duration report_interval = absl::Milliseconds(200);
   // The connect, decision and hold timeouts, and the stop grace (a
   // supervisor's stop says its own): agent_state.h documents each.

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   run->add_option("--node", options.node, "node name (default: the hostname)")
       ->capture_default_str();
   AddDurationOption(*run, "--report-interval", &options.report_interval,
-                    "how often heartbeats are batched to the supervisor");
+                    "how often a report (the heartbeats batched since the last) goes to the "
+                    "supervisor, news or not");
   AddDurationOption(*run, "--stop-grace", &options.timeouts.stop_grace,
                     "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
   AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,

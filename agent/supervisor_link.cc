@@ -110,6 +110,8 @@ bool SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
   std::unique_ptr<Stream> stream = stub.Connect(&context);
   v1::AgentMessage hello;
   *hello.mutable_hello() = hello_();
+  hello.mutable_hello()->set_report_interval_seconds(
+      absl::ToDoubleSeconds(options_.report_interval));
   bool welcomed = false;
   if (stream->Write(hello)) {
     batcher_->BeginSession();
@@ -148,7 +150,7 @@ void SupervisorLink::ReadCommands(Stream* stream) {
 }
 
 void SupervisorLink::WriteReports(Stream* stream) {
-  absl::Duration last_sent = SteadyNow();
+  absl::Duration next_report = SteadyNow() + options_.report_interval;
   for (;;) {
     uint64_t flush_ticket = 0;
     bool flushing = false;
@@ -157,22 +159,22 @@ void SupervisorLink::WriteReports(Stream* stream) {
       auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return stopping_ || session_ended_ || flush_requested_ > flush_done_;
       };
-      mu_.AwaitWithTimeout(absl::Condition(&wake), options_.report_interval);
+      mu_.AwaitWithTimeout(absl::Condition(&wake),
+                           std::max(absl::ZeroDuration(), next_report - SteadyNow()));
       if (stopping_ || session_ended_) return;
       flush_ticket = flush_requested_;
       flushing = flush_requested_ > flush_done_;
     }
     const absl::Duration now = SteadyNow();
-    if (!batcher_->HasNews() && !flushing && now - last_sent < options_.idle_report_interval) {
-      continue;
-    }
+    if (now < next_report && !flushing) continue;
     v1::AgentMessage message;
     *message.mutable_report() = batcher_->TakeReport(now);
     if (!stream->Write(message)) {
       batcher_->Restore(std::move(*message.mutable_report()));
       return;
     }
-    last_sent = now;
+    next_report += options_.report_interval;
+    if (next_report <= now) next_report = now + options_.report_interval;  // fell behind
     absl::MutexLock lock(&mu_);
     flush_done_ = std::max(flush_done_, flush_ticket);
   }

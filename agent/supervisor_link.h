@@ -20,10 +20,10 @@ namespace trainsup {
 struct LinkOptions {
   // The supervisor's gRPC address, HOST:PORT.
   std::string address;
-  // How often news is sent. Default: 200ms.
+  // A report goes out this often, news or not: the supervisor judges an
+  // agent silent after some intervals without one (the hello tells it the
+  // interval). Default: 200ms.
   absl::Duration report_interval = absl::Milliseconds(200);
-  // A report goes out at least this often even without news. Default: 2s.
-  absl::Duration idle_report_interval = absl::Seconds(2);
   // Reconnect backoff: starts here, doubles per failed attempt, capped.
   // Defaults: 100ms, 5s.
   absl::Duration backoff_initial = absl::Milliseconds(100);
@@ -33,10 +33,12 @@ struct LinkOptions {
 // The agent's stream to the supervisor, on a thread of its own: connects,
 // says hello, sends the batcher's reports every interval, hands commands to
 // `on_command`, and reconnects with capped exponential backoff (with jitter)
-// whenever the stream breaks. Fail-open: nothing here ever waits on the
-// training job, nor the job on it. Thread-safe.
+// whenever the stream breaks.
+// Fail-open: nothing here ever waits on the training job, nor the job on it.
+// Thread-safe.
 class SupervisorLink {
  public:
+  // The hello to send; the link adds its report interval.
   using HelloFn = std::function<v1::AgentHello()>;
   // Called on the link's reader thread; must not block for long.
   using CommandFn = std::function<void(const v1::SupervisorMessage&)>;

@@ -298,67 +298,6 @@ TEST_F(ReportBatcherTest, RestoreThenBeginSessionSendsARestoredResendOnce) {
   EXPECT_EQ(Summary(Take()), (Names{"STEP r0 s1"}));
 }
 
-TEST_F(ReportBatcherTest, HasNewsTracksChangesSinceTheLastReport) {
-  Take();
-  EXPECT_FALSE(batcher_.HasNews());
-
-  batcher_.AddHeartbeat(Step(0, 1));
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-  EXPECT_FALSE(batcher_.HasNews());
-
-  v1::LauncherStatus launcher;
-  launcher.set_state(v1::LauncherStatus::STATE_RUNNING);
-  batcher_.SetLauncher(launcher);
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-  EXPECT_FALSE(batcher_.HasNews());
-
-  batcher_.CountReject(v1::REJECT_REASON_INVALID_JSON);
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-
-  batcher_.SetProcesses({});
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-
-  batcher_.BeginSession();
-  EXPECT_TRUE(batcher_.HasNews());
-}
-
-TEST_F(ReportBatcherTest, IdenticalLauncherStatusIsNotNews) {
-  v1::LauncherStatus launcher;
-  launcher.set_state(v1::LauncherStatus::STATE_RUNNING);
-  launcher.set_pid(42);
-  batcher_.SetLauncher(launcher);
-  Take();
-
-  batcher_.SetLauncher(launcher);
-  EXPECT_FALSE(batcher_.HasNews());
-
-  launcher.set_pid(43);
-  batcher_.SetLauncher(launcher);
-  EXPECT_TRUE(batcher_.HasNews());
-}
-
-TEST_F(ReportBatcherTest, SameGenerationIsNotNews) {
-  Take();
-  batcher_.SetGeneration(1);
-  EXPECT_FALSE(batcher_.HasNews());
-  batcher_.SetGeneration(2);
-  EXPECT_TRUE(batcher_.HasNews());
-}
-
-TEST_F(ReportBatcherTest, RestoreIsNews) {
-  batcher_.AddHeartbeat(Step(0, 1));
-  v1::NodeReport failed = Take();
-  ASSERT_FALSE(batcher_.HasNews());
-
-  batcher_.Restore(std::move(failed));
-
-  EXPECT_TRUE(batcher_.HasNews());
-}
-
 TEST_F(ReportBatcherTest, DeadProcessReportsHowLongAgoItDied) {
   ProcessObservation alive;
   alive.process.set_rank(0);
