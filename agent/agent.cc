@@ -31,10 +31,6 @@ sigset_t AgentSignals() {
   return set;
 }
 
-// Heartbeat kinds that tell the rank's pid is alive now (an exception report
-// comes from a rank about to die).
-bool ProvesLife(v1::HeartbeatKind kind) { return kind != v1::HEARTBEAT_KIND_EXCEPTION; }
-
 }  // namespace
 
 void BlockAgentSignals() {
@@ -149,12 +145,7 @@ void Agent::OnDatagrams() {
       return;
     }
     v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
-    if (hb.pid() != 0 && ProvesLife(hb.kind())) {
-      const uint64_t generation = hb.generation() != 0 ? hb.generation() : state_->generation();
-      watched_changed |= watcher_.Watch(hb.rank(), hb.local_rank(), static_cast<pid_t>(hb.pid()),
-                                        generation, now);
-    }
-    if (hb.kind() == v1::HEARTBEAT_KIND_EXCEPTION) watched_changed |= watcher_.NoteException(hb.rank(), now);
+    watched_changed |= watcher_.Observe(hb, state_->generation(), now);
     batcher_.AddHeartbeat(std::move(hb));
   });
   if (watched_changed) PublishProcesses();

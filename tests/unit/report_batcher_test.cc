@@ -298,6 +298,19 @@ TEST_F(ReportBatcherTest, RestoreThenBeginSessionSendsARestoredResendOnce) {
   EXPECT_EQ(Summary(Take()), (Names{"STEP r0 s1"}));
 }
 
+TEST_F(ReportBatcherTest, AFailureIsDatedFromItsOwnTimeInEveryReport) {
+  ProcessObservation failed;
+  failed.process.set_rank(0);
+  failed.process.set_pid(100);
+  failed.process.set_alive(true);
+  failed.process.set_exception_seen(true);
+  failed.exception_at = Steady(1000);
+  batcher_.SetProcesses({failed});
+
+  EXPECT_DOUBLE_EQ(batcher_.TakeReport(Steady(1250)).processes(0).exception_seconds_ago(), 0.25);
+  EXPECT_DOUBLE_EQ(batcher_.TakeReport(Steady(3000)).processes(0).exception_seconds_ago(), 2.0);
+}
+
 TEST_F(ReportBatcherTest, DeadProcessReportsHowLongAgoItDied) {
   ProcessObservation alive;
   alive.process.set_rank(0);
