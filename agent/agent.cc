@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +18,6 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/random_id.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
 namespace {
@@ -75,8 +73,7 @@ v1::AgentHello Agent::Hello() const {
   hello.set_agent_version(TRAINSUP_VERSION);
   // The launcher's state as last published (the link thread calls this).
   *hello.mutable_launcher() = batcher_.launcher();
-  absl::MutexLock lock(&plans_mu_);
-  *hello.mutable_plans() = plans_.plans();
+  *hello.mutable_plans() = plans_->plans().plans();
   return hello;
 }
 
@@ -117,7 +114,7 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
   PublishProcesses();
   absl::Status started = launcher_.Start(
       command_, {{"TRAINSUP_SOCKET", socket_->path()},
-                 {"TRAINSUP_PLAN_FILE", plan_path_},
+                 {"TRAINSUP_PLAN_FILE", plans_->path()},
                  {"TRAINSUP_JOB", options_.job},
                  {"TRAINSUP_NODE", options_.node},
                  {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
@@ -190,37 +187,33 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
 }
 
 void Agent::OnPlan(const v1::CheckpointPlan& plan) {
-  std::string text;
-  {
-    absl::MutexLock lock(&plans_mu_);
-    for (const v1::CheckpointPlan& held : plans_.plans()) {
-      if (held.plan_id() == plan.plan_id()) return;  // resent after a reconnect
-    }
-    *plans_.add_plans() = plan;
-    google::protobuf::util::JsonPrintOptions json;
-    json.preserve_proto_field_names = true;
-    json.always_print_primitive_fields = true;
-    (void)google::protobuf::util::MessageToJsonString(plans_, &text, json);
-  }
-  // Write aside and rename, so that a rank never reads half a file.
-  const std::string tmp = plan_path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out) {
-      TRAINSUP_LOG_ERROR("cannot write the plan file %s", tmp);
-      return;
-    }
-  }
-  if (rename(tmp.c_str(), plan_path_.c_str()) != 0) {
-    TRAINSUP_LOG_ERROR("cannot rename %s: %s", tmp, strerror(errno));
+  const uint64_t held = plans_->held_through();
+  absl::Status written = plans_->Add(plan);
+  batcher_.SetPlansHeldThrough(plans_->held_through());
+  if (!written.ok()) {
+    TRAINSUP_LOG_ERROR("checkpoint plan %d: %s; retrying", plan.plan_id(), written.message());
+    plan_retry_at_ = SteadyNow() + absl::Seconds(1);
     return;
   }
+  if (plans_->held_through() == held) return;  // resent after a reconnect
   TRAINSUP_LOG_INFO("checkpoint plan %d: every %d steps from step %d%s", plan.plan_id(),
                     plan.interval_steps(), plan.effective_from_step(),
                     plan.one_off_steps_size() > 0
                         ? absl::StrCat(", one-off at step ", plan.one_off_steps(0))
                         : "");
+}
+
+void Agent::RetryPlanFile(absl::Duration now) {
+  if (now < plan_retry_at_) return;
+  absl::Status written = plans_->Rewrite();
+  batcher_.SetPlansHeldThrough(plans_->held_through());
+  if (written.ok()) {
+    plan_retry_at_ = absl::InfiniteDuration();
+    TRAINSUP_LOG_INFO("plan file written: plans held through %d", plans_->held_through());
+    return;
+  }
+  TRAINSUP_LOG_ERROR("%s; retrying", written.message());
+  plan_retry_at_ = now + absl::Seconds(1);
 }
 
 void Agent::OnCommandEnded() {
@@ -258,7 +251,7 @@ int Agent::Run() {
     return kExitFailure;
   }
   socket_ = std::move(*socket);
-  plan_path_ = socket_->directory() + "/plans.json";
+  plans_ = std::make_unique<PlanFile>(socket_->directory() + "/plans.json");
 
   LinkOptions link_options;
   link_options.address = options_.supervisor;
@@ -289,6 +282,7 @@ int Agent::Run() {
     }
     const absl::Duration now = SteadyNow();
     if (watcher_.CheckExits(now)) PublishProcesses();
+    RetryPlanFile(now);
     Do(state_->Tick(now));
   }
 

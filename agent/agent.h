@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_state.h"
 #include "agent/launcher.h"
+#include "agent/plan_file.h"
 #include "agent/rank_socket.h"
 #include "agent/rank_watcher.h"
 #include "agent/report_batcher.h"
@@ -65,6 +66,8 @@ class Agent {
   void OnCommandEnded();
   // Keeps a checkpoint plan and rewrites the ranks' plan file.
   void OnPlan(const v1::CheckpointPlan& plan);
+  // Writes the plan file again after a failed write, at most once a second.
+  void RetryPlanFile(absl::Duration now);
   bool done() const { return state_->phase() == AgentStateMachine::Phase::kDone; }
   void PublishProcesses();
   void PublishLauncher();
@@ -93,9 +96,8 @@ class Agent {
   std::unique_ptr<RankSocket> socket_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
-  mutable absl::Mutex plans_mu_;  // the link thread reads them for its hello
-  v1::CheckpointPlans plans_ ABSL_GUARDED_BY(plans_mu_);
-  std::string plan_path_;
+  std::unique_ptr<PlanFile> plans_;  // beside the rank socket; the link reads it for its hello
+  absl::Duration plan_retry_at_ = absl::InfiniteDuration();
   // The decisions, in steady time; created when Run starts.
   std::unique_ptr<AgentStateMachine> state_;
 };

@@ -65,6 +65,11 @@ uint64_t ReportBatcher::generation() const {
   return generation_;
 }
 
+void ReportBatcher::SetPlansHeldThrough(uint64_t plan_id) {
+  absl::MutexLock lock(&mu_);
+  plans_held_through_ = plan_id;
+}
+
 void ReportBatcher::BeginSession() {
   absl::MutexLock lock(&mu_);
   resend_latest_ = true;
@@ -121,6 +126,7 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
     count->set_count(n);
   }
   report.set_dropped_total(dropped_);
+  report.set_plans_held_through(plans_held_through_);
   return report;
 }
 

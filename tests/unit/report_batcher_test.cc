@@ -298,6 +298,13 @@ TEST_F(ReportBatcherTest, RestoreThenBeginSessionSendsARestoredResendOnce) {
   EXPECT_EQ(Summary(Take()), (Names{"STEP r0 s1"}));
 }
 
+TEST_F(ReportBatcherTest, EveryReportSaysWhichPlansAreHeld) {
+  EXPECT_EQ(Take().plans_held_through(), 0u);
+  batcher_.SetPlansHeldThrough(3);
+  EXPECT_EQ(Take().plans_held_through(), 3u);
+  EXPECT_EQ(Take().plans_held_through(), 3u);  // a report without news says it too
+}
+
 TEST_F(ReportBatcherTest, AFailureIsDatedFromItsOwnTimeInEveryReport) {
   ProcessObservation failed;
   failed.process.set_rank(0);
