@@ -39,22 +39,22 @@ void BlockAgentSignals() {
 Agent::Inbox::Inbox() : event_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 Agent::Inbox::~Inbox() { close(event_fd_); }
 
-void Agent::Inbox::Push(const v1::SupervisorMessage& message) {
+void Agent::Inbox::Push(LinkEvent event) {
   {
     absl::MutexLock lock(&mu_);
-    messages_.push_back(message);
+    events_.push_back(std::move(event));
   }
   const uint64_t one = 1;
   ssize_t ignored = write(event_fd_, &one, sizeof(one));
   (void)ignored;
 }
 
-std::deque<v1::SupervisorMessage> Agent::Inbox::TakeAll() {
+std::deque<Agent::LinkEvent> Agent::Inbox::TakeAll() {
   uint64_t count;
   ssize_t ignored = read(event_fd_, &count, sizeof(count));
   (void)ignored;
   absl::MutexLock lock(&mu_);
-  return std::move(messages_);
+  return std::move(events_);
 }
 
 Agent::Agent(AgentOptions options)
@@ -102,8 +102,12 @@ void Agent::Do(const AgentAction& action) {
     case AgentAction::Kind::kIgnore:
       TRAINSUP_LOG_WARN("ignored: %s", action.reason);
       return;
+    case AgentAction::Kind::kAlert:
+      TRAINSUP_LOG_ERROR("%s", action.reason);
+      return;
     case AgentAction::Kind::kFinish:
       TRAINSUP_LOG_INFO("%s", action.reason);
+      if (!action.error.empty()) std::fprintf(stderr, "error: %s\n", action.error.c_str());
       return;  // Run ends its loop: state_ is done
   }
 }
@@ -186,6 +190,13 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
   }
 }
 
+void Agent::OnRefused(const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+    return Do(state_->OnNodeTaken(status.error_message()));
+  }
+  TRAINSUP_LOG_WARN("the supervisor refused this agent: %s", status.error_message());
+}
+
 void Agent::OnPlan(const v1::CheckpointPlan& plan) {
   const uint64_t held = plans_->held_through();
   absl::Status written = plans_->Add(plan);
@@ -259,7 +270,8 @@ int Agent::Run() {
   link_options.backoff_max = options_.reconnect_max;
   link_ = std::make_unique<SupervisorLink>(
       link_options, &batcher_, [this] { return Hello(); },
-      [this](const v1::SupervisorMessage& m) { inbox_.Push(m); });
+      [this](const v1::SupervisorMessage& m) { inbox_.Push(m); },
+      [this](const grpc::Status& refusal) { inbox_.Push(refusal); });
   v1::LauncherStatus waiting;
   waiting.set_state(v1::LauncherStatus::STATE_WAITING);
   batcher_.SetLauncher(waiting);
@@ -276,8 +288,13 @@ int Agent::Run() {
     if (fds[1].revents != 0) OnDatagrams();
     if (fds[0].revents != 0) OnSignals(signal_fd);
     if (fds[2].revents != 0) {
-      for (const v1::SupervisorMessage& m : inbox_.TakeAll()) {
-        if (!done()) OnSupervisorMessage(m);
+      for (const LinkEvent& event : inbox_.TakeAll()) {
+        if (done()) break;
+        if (const auto* m = std::get_if<v1::SupervisorMessage>(&event)) {
+          OnSupervisorMessage(*m);
+        } else {
+          OnRefused(std::get<grpc::Status>(event));
+        }
       }
     }
     const absl::Duration now = SteadyNow();
@@ -291,7 +308,7 @@ int Agent::Run() {
     while (launcher_.running() && !launcher_.ReapChildren()) poll(nullptr, 0, 10);
     PublishLauncher();
   }
-  if (!link_->Flush(absl::Seconds(2))) {
+  if (link_->connected() && !link_->Flush(absl::Seconds(2))) {
     TRAINSUP_LOG_WARN("could not send the final report to the supervisor");
   }
   link_->Stop();

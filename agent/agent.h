@@ -5,7 +5,10 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -50,7 +53,8 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Runs until the job is over for this node; returns the agent's exit code
-  // (the command's, 128 + signal, kExitQuarantined, or kExitFailure). REQUIRES: SIGCHLD,
+  // (the command's, 128 + signal, kExitQuarantined, kExitNodeTaken, or
+  // kExitFailure). REQUIRES: SIGCHLD,
   // SIGTERM, SIGINT and SIGHUP blocked in every thread (BlockAgentSignals)
   // before any thread starts.
   int Run();
@@ -63,6 +67,8 @@ class Agent {
   void OnDatagrams();
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
+  // The supervisor refused the hello.
+  void OnRefused(const grpc::Status& status);
   void OnCommandEnded();
   // Keeps a checkpoint plan and rewrites the ranks' plan file.
   void OnPlan(const v1::CheckpointPlan& plan);
@@ -72,19 +78,21 @@ class Agent {
   void PublishProcesses();
   void PublishLauncher();
 
-  // Messages from the link's reader thread, for the event loop.
+  // What the link's threads hand the event loop: a supervisor's message, or
+  // the status of a refused hello.
+  using LinkEvent = std::variant<v1::SupervisorMessage, grpc::Status>;
   class Inbox {
    public:
     Inbox();
     ~Inbox();
     int fd() const { return event_fd_; }
-    void Push(const v1::SupervisorMessage& message);
-    std::deque<v1::SupervisorMessage> TakeAll();
+    void Push(LinkEvent event);
+    std::deque<LinkEvent> TakeAll();
 
    private:
     const int event_fd_;
     absl::Mutex mu_;
-    std::deque<v1::SupervisorMessage> messages_ ABSL_GUARDED_BY(mu_);
+    std::deque<LinkEvent> events_ ABSL_GUARDED_BY(mu_);
   };
 
   const AgentOptions options_;

@@ -81,6 +81,10 @@ AgentAction AgentStateMachine::Finish(int exit_code, std::string why) {
   return action;
 }
 
+AgentAction AgentStateMachine::Alert(std::string why) const {
+  return Action(AgentAction::Kind::kAlert, std::move(why));
+}
+
 AgentAction AgentStateMachine::Ignore(std::string why) const {
   if (phase_ == Phase::kDone) {
     absl::StrAppend(&why, ": the agent is exiting with code ", *exit_code_);
@@ -93,6 +97,7 @@ AgentAction AgentStateMachine::OnWelcome(absl::Duration now, bool launch, uint64
   if (phase_ == Phase::kDone) return Ignore("welcome");
   Heard(now);
   supervisor_restarts_ = restarts;
+  node_taken_ = false;
   if (phase_ == Phase::kConnecting) {
     if (launch) return Launch(std::max<uint64_t>(1, generation), "the supervisor says go");
     return Wait(Phase::kWaiting, now + options_.decision_timeout,
@@ -161,6 +166,24 @@ AgentAction AgentStateMachine::OnOtherMessage(absl::Duration now) {
   return AgentAction();
 }
 
+AgentAction AgentStateMachine::OnNodeTaken(absl::string_view message) {
+  if (phase_ == Phase::kDone) return Ignore("refusal");
+  const bool first = !node_taken_;
+  node_taken_ = true;
+  node_taken_message_ = std::string(message);
+  if (!first) return AgentAction();
+  if (phase_ == Phase::kConnecting) {
+    return Alert(absl::StrCat("the supervisor refuses this agent: ", message,
+                              "; retrying until the connect timeout (",
+                              absl::FormatDuration(options_.connect_timeout),
+                              " from the start), then exiting with code ", kExitNodeTaken,
+                              " without launching"));
+  }
+  return Alert(absl::StrCat("the supervisor refuses this agent: ", message, "; ",
+                            CommandRuns() ? "the command runs on" : "the agent goes on",
+                            " (fail-open) and keeps retrying"));
+}
+
 AgentAction AgentStateMachine::OnLaunchFailed(absl::string_view error) {
   if (phase_ == Phase::kDone) return Ignore("launch failure");
   return Finish(kExitFailure, absl::StrCat("cannot launch generation ", generation_, ": ", error));
@@ -220,6 +243,14 @@ AgentAction AgentStateMachine::Tick(absl::Duration now) {
   if (now < deadline_) return AgentAction();
   switch (phase_) {
     case Phase::kConnecting:
+      if (node_taken_) {
+        AgentAction action = Finish(
+            kExitNodeTaken, absl::StrCat("still refused after ",
+                                         absl::FormatDuration(options_.connect_timeout),
+                                         ": another agent serves this node; nothing was launched"));
+        action.error = node_taken_message_;
+        return action;
+      }
       return Launch(1, absl::StrCat("no word from the supervisor within ",
                                     absl::FormatDuration(options_.connect_timeout),
                                     ": launching anyway (fail-open start)"));

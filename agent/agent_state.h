@@ -35,6 +35,7 @@ struct AgentAction {
     kSignal,  // send `signal` to the command's process group
     kWait,    // no command runs: wait for the supervisor (logged, nothing to do)
     kIgnore,  // the input was refused in this phase; `reason` says why
+    kAlert,   // nothing to do, but an operator must know: log `reason` as an error
     kFinish,  // the agent is done: exit with `exit_code`
   };
   Kind kind = Kind::kNone;
@@ -42,6 +43,9 @@ struct AgentAction {
   int signal = 0;           // kSignal
   int exit_code = 0;        // kFinish
   std::string reason;       // for the log: why
+  // kFinish when the agent refuses to run: the line for its stderr, after
+  // "error: ". Empty otherwise.
+  std::string error;
 };
 
 // How the command ended: its exit code, or the signal that killed it (0: none).
@@ -91,6 +95,14 @@ class AgentStateMachine {
   // restarts the wait for one.
   AgentAction OnOtherMessage(absl::Duration now);
 
+  // The supervisor refused the hello: another agent serves this node
+  // (`message` is the supervisor's). Before the first launch the agent keeps
+  // retrying; if no welcome came by the connect timeout it exits with
+  // kExitNodeTaken, having launched nothing (no fail-open start: the node's
+  // work is someone else's). After a launch the command runs on (fail-open);
+  // the first refusal of a streak is alerted, a welcome ends the streak.
+  AgentAction OnNodeTaken(absl::string_view message);
+
   // A carried-out kLaunch failed: exit with kExitFailure.
   AgentAction OnLaunchFailed(absl::string_view error);
 
@@ -128,6 +140,7 @@ class AgentStateMachine {
   AgentAction Wait(Phase phase, absl::Duration deadline, std::string why);
   AgentAction Finish(int exit_code, std::string why);
   AgentAction Ignore(std::string why) const;
+  AgentAction Alert(std::string why) const;
 
   const AgentStateOptions options_;
   Phase phase_ = Phase::kConnecting;
@@ -138,6 +151,10 @@ class AgentStateMachine {
   bool stopped_by_supervisor_ = false;
   bool quarantined_ = false;
   bool supervisor_restarts_ = true;  // from the welcome: false under --observe-only
+  // The supervisor refused this agent since its last welcome: another agent
+  // serves the node. The supervisor's last word on it.
+  bool node_taken_ = false;
+  std::string node_taken_message_;
   int last_exit_code_ = 0;
   std::optional<int> exit_code_;
 };

@@ -30,11 +30,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const LinkOptions& options) {
 }  // namespace
 
 SupervisorLink::SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello,
-                               CommandFn on_command)
+                               CommandFn on_command, RefusedFn on_refused)
     : options_(std::move(options)),
       batcher_(batcher),
       hello_(std::move(hello)),
-      on_command_(std::move(on_command)) {}
+      on_command_(std::move(on_command)),
+      on_refused_(std::move(on_refused)) {}
 
 SupervisorLink::~SupervisorLink() { Stop(); }
 
@@ -80,10 +81,11 @@ void SupervisorLink::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    if (RunSession(*stub)) {
+    const SessionEnd end = RunSession(*stub);
+    if (end == SessionEnd::kWelcomed) {
       backoff = options_.backoff_initial;
       warned = false;
-    } else if (!warned) {
+    } else if (end == SessionEnd::kUnreached && !warned) {
       TRAINSUP_LOG_WARN("cannot reach the supervisor at %s; training goes on, retrying",
                         options_.address);
       warned = true;
@@ -99,11 +101,11 @@ void SupervisorLink::Run() {
   }
 }
 
-bool SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
+SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
   grpc::ClientContext context;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return false;
+    if (stopping_) return SessionEnd::kUnreached;
     context_ = &context;
     session_ended_ = false;
   }
@@ -117,20 +119,36 @@ bool SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
     batcher_->BeginSession();
     std::thread reader([this, &stream] { ReadCommands(stream.get()); });
     WriteReports(stream.get());
-    context.TryCancel();  // ends the reader's Read, if the stream is still up
+    bool reader_done;
+    {
+      absl::MutexLock lock(&mu_);
+      reader_done = session_ended_;
+    }
+    // Ends the reader's Read if the stream is still up (a write failed).
+    // Not once the supervisor ended it: its status would become CANCELLED.
+    if (!reader_done) context.TryCancel();
     reader.join();
     absl::MutexLock lock(&mu_);
     welcomed = connected_;  // the reader saw this stream's welcome
   }
   grpc::Status status = stream->Finish();
-  absl::MutexLock lock(&mu_);
-  if (connected_ && !stopping_) {
-    TRAINSUP_LOG_WARN("stream to the supervisor ended: %s",
-                      status.ok() ? std::string("closed") : status.error_message());
+  bool refused = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (connected_ && !stopping_) {
+      TRAINSUP_LOG_WARN("stream to the supervisor ended: %s",
+                        status.ok() ? std::string("closed") : status.error_message());
+    }
+    refused = !welcomed && !stopping_ && !status.ok() &&
+              status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+              status.error_code() != grpc::StatusCode::CANCELLED;
+    connected_ = false;
+    context_ = nullptr;
   }
-  connected_ = false;
-  context_ = nullptr;
-  return welcomed;
+  if (welcomed) return SessionEnd::kWelcomed;
+  if (!refused) return SessionEnd::kUnreached;
+  if (on_refused_) on_refused_(status);
+  return SessionEnd::kRefused;
 }
 
 void SupervisorLink::ReadCommands(Stream* stream) {
@@ -150,6 +168,16 @@ void SupervisorLink::ReadCommands(Stream* stream) {
 }
 
 void SupervisorLink::WriteReports(Stream* stream) {
+  {
+    // Nothing before the welcome: on a stream the supervisor refuses, what
+    // was written is lost.
+    absl::MutexLock lock(&mu_);
+    auto welcomed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stopping_ || session_ended_ || connected_;
+    };
+    mu_.Await(absl::Condition(&welcomed));
+    if (stopping_ || session_ended_) return;
+  }
   absl::Duration next_report = SteadyNow() + options_.report_interval;
   for (;;) {
     uint64_t flush_ticket = 0;

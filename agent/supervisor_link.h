@@ -32,8 +32,9 @@ struct LinkOptions {
 
 // The agent's stream to the supervisor, on a thread of its own: connects,
 // says hello, sends the batcher's reports every interval, hands commands to
-// `on_command`, and reconnects with capped exponential backoff (with jitter)
-// whenever the stream breaks.
+// `on_command`, tells `on_refused` when the supervisor refused the hello, and
+// reconnects with capped exponential backoff (with jitter) whenever the
+// stream breaks.
 // Fail-open: nothing here ever waits on the training job, nor the job on it.
 // Thread-safe.
 class SupervisorLink {
@@ -42,8 +43,14 @@ class SupervisorLink {
   using HelloFn = std::function<v1::AgentHello()>;
   // Called on the link's reader thread; must not block for long.
   using CommandFn = std::function<void(const v1::SupervisorMessage&)>;
+  // A stream ended before the supervisor's welcome with this status, sent by
+  // the supervisor (ALREADY_EXISTS: another agent serves the node). Not
+  // called for a supervisor that could not be reached (UNAVAILABLE) nor for
+  // Stop. Called on the link's thread; must not block for long.
+  using RefusedFn = std::function<void(const grpc::Status&)>;
 
-  SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello, CommandFn on_command);
+  SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello, CommandFn on_command,
+                 RefusedFn on_refused = nullptr);
   ~SupervisorLink();
 
   SupervisorLink(const SupervisorLink&) = delete;
@@ -65,16 +72,24 @@ class SupervisorLink {
   using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::SupervisorMessage>;
 
   void Run();
-  // One stream, from hello to its end. Returns true if it was welcomed.
-  bool RunSession(v1::AgentService::Stub& stub);
+  // How a stream ended.
+  enum class SessionEnd {
+    kWelcomed,  // after the supervisor's welcome
+    kRefused,   // the supervisor refused the hello (on_refused was called)
+    kUnreached,  // no supervisor answered, or Stop()
+  };
+  // One stream, from hello to its end.
+  SessionEnd RunSession(v1::AgentService::Stub& stub);
   void ReadCommands(Stream* stream);
-  // Sends reports until the stream breaks or Stop(). Returns on either.
+  // Once the stream is welcomed, sends reports until it breaks or Stop().
+  // Returns on either.
   void WriteReports(Stream* stream);
 
   const LinkOptions options_;
   ReportBatcher* const batcher_;
   const HelloFn hello_;
   const CommandFn on_command_;
+  const RefusedFn on_refused_;
   std::thread thread_;
 
   mutable absl::Mutex mu_;
