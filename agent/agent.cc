@@ -127,8 +127,13 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
     Do(state_->OnLaunchFailed(started.message()));
     return;
   }
-  TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d): %s", options_.job,
-                    options_.node, generation, launcher_.pid(), why);
+  TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d, reaper %d): %s",
+                    options_.job, options_.node, generation, launcher_.pid(),
+                    launcher_.reaper_pid(), why);
+  if (launcher_.reaper_pid() == 0) {
+    TRAINSUP_LOG_WARN("no reaper for generation %d: if the agent is killed, its ranks may "
+                      "outlive it", generation);
+  }
   PublishLauncher();
 }
 
@@ -233,7 +238,7 @@ void Agent::OnCommandEnded() {
   const absl::Duration now = SteadyNow();
   OnDatagrams();
   watcher_.CheckExits(now);
-  kill(-launcher_.pid(), SIGKILL);
+  launcher_.EndGroup();
   PublishProcesses();
   PublishLauncher();
   const v1::LauncherStatus& status = launcher_.status();
@@ -308,6 +313,7 @@ int Agent::Run() {
     while (launcher_.running() && !launcher_.ReapChildren()) poll(nullptr, 0, 10);
     PublishLauncher();
   }
+  launcher_.EndGroup();
   if (link_->connected() && !link_->Flush(absl::Seconds(2))) {
     TRAINSUP_LOG_WARN("could not send the final report to the supervisor");
   }
