@@ -1,10 +1,12 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -27,6 +29,36 @@ sigset_t AgentSignals() {
   sigemptyset(&set);
   for (int s : {SIGCHLD, SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, s);
   return set;
+}
+
+// The poll period of the event loop; shorter while stacks are collected (a
+// rank's answer is judged by its file no longer changing).
+constexpr int kPollMs = 100;
+constexpr int kCollectingPollMs = 20;
+
+// The size of a file; 0 when it cannot be read (missing).
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+// `length` bytes of a file from `offset`; fewer when it is shorter.
+std::string ReadRange(const std::string& path, int64_t offset, int64_t length) {
+  std::string bytes;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return bytes;
+  bytes.resize(static_cast<size_t>(length));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = pread(fd, bytes.data() + got, bytes.size() - got,
+                            static_cast<off_t>(offset + static_cast<int64_t>(got)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  bytes.resize(got);
+  return bytes;
 }
 
 }  // namespace
@@ -81,6 +113,12 @@ void Agent::PublishProcesses() { batcher_.SetProcesses(watcher_.Snapshot()); }
 void Agent::PublishLauncher() { batcher_.SetLauncher(launcher_.status()); }
 
 void Agent::Do(const AgentAction& action) {
+  if (action.kind == AgentAction::Kind::kNone) return;
+  // A collection is over once the state machine left its phase: its stacks
+  // go up before anything else is done to the ranks.
+  if (stacks_ != nullptr && state_->phase() != AgentStateMachine::Phase::kCollecting) {
+    FinishStackCollection();
+  }
   switch (action.kind) {
     case AgentAction::Kind::kNone:
       return;
@@ -105,6 +143,10 @@ void Agent::Do(const AgentAction& action) {
     case AgentAction::Kind::kAlert:
       TRAINSUP_LOG_ERROR("%s", action.reason);
       return;
+    case AgentAction::Kind::kCollectStacks:
+      TRAINSUP_LOG_INFO("%s", action.reason);
+      BeginStackCollection(SteadyNow(), action.generation);
+      return;
     case AgentAction::Kind::kFinish:
       TRAINSUP_LOG_INFO("%s", action.reason);
       if (!action.error.empty()) std::fprintf(stderr, "error: %s\n", action.error.c_str());
@@ -119,6 +161,7 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
   absl::Status started = launcher_.Start(
       command_, {{"TRAINSUP_SOCKET", socket_->path()},
                  {"TRAINSUP_PLAN_FILE", plans_->path()},
+                 {"TRAINSUP_STACK_DIR", socket_->directory()},
                  {"TRAINSUP_JOB", options_.job},
                  {"TRAINSUP_NODE", options_.node},
                  {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
@@ -179,7 +222,8 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
                                   m.welcome().restarts()));
     case v1::SupervisorMessage::kStop:
       return Do(state_->OnStop(now, m.stop().generation(),
-                               absl::Seconds(m.stop().grace_seconds()), m.stop().reason()));
+                               absl::Seconds(m.stop().grace_seconds()), m.stop().reason(),
+                               m.stop().collect_stacks()));
     case v1::SupervisorMessage::kStart:
       return Do(state_->OnStart(now, m.start().generation(), m.start().reason()));
     case v1::SupervisorMessage::kHold:
@@ -230,6 +274,60 @@ void Agent::RetryPlanFile(absl::Duration now) {
   }
   TRAINSUP_LOG_ERROR("%s; retrying", written.message());
   plan_retry_at_ = now + absl::Seconds(1);
+}
+
+std::string Agent::StackPath(uint32_t rank) const {
+  return absl::StrCat(socket_->directory(), "/stack-", rank, ".txt");
+}
+
+void Agent::BeginStackCollection(absl::Duration now, uint64_t generation) {
+  // Heartbeats queued now may still name a rank's pid or stack signal.
+  OnDatagrams();
+  stacks_began_ = now;
+  stacks_ = std::make_unique<StackCollection>(generation, watcher_.Snapshot());
+  for (const StackCollection::Target& t : stacks_->targets()) {
+    // The size first: what the rank appends after the signal is its answer.
+    const int64_t size = FileSize(StackPath(t.rank));
+    stacks_->Asked(t.rank, size, watcher_.Signal(t.rank, t.signal));
+  }
+  ObserveStackFiles(now);
+}
+
+void Agent::ObserveStackFiles(absl::Duration now) {
+  if (state_->phase() != AgentStateMachine::Phase::kCollecting) {
+    FinishStackCollection();
+    return;
+  }
+  for (uint32_t rank : stacks_->Pending(now)) {
+    stacks_->Observe(rank, FileSize(StackPath(rank)), now);
+  }
+  if (stacks_->Done(now)) Do(state_->OnStacksCollected(now));
+}
+
+void Agent::FinishStackCollection() {
+  std::unique_ptr<StackCollection> stacks = std::move(stacks_);
+  v1::AgentMessage message;
+  v1::StacksReport* report = message.mutable_stacks();
+  report->set_generation(stacks->generation());
+  int answered = 0;
+  for (const StackCollection::Result& r : stacks->Results()) {
+    v1::RankStack* stack = report->add_stacks();
+    stack->set_rank(r.rank);
+    stack->set_local_rank(r.local_rank);
+    stack->set_pid(r.pid);
+    stack->set_answered(r.answered);
+    if (r.answered) {
+      stack->set_text(StackText(ReadRange(StackPath(r.rank), r.offset, r.length)));
+      ++answered;
+    }
+  }
+  // Until the last stack read.
+  const absl::Duration took = SteadyNow() - stacks_began_;
+  report->set_collect_seconds(absl::ToDoubleSeconds(took));
+  TRAINSUP_LOG_INFO("stacks of generation %d: %d of %d ranks answered in %s",
+                    stacks->generation(), answered, report->stacks_size(),
+                    absl::FormatDuration(took));
+  link_->Send(std::move(message));
 }
 
 void Agent::OnCommandEnded() {
@@ -289,7 +387,7 @@ int Agent::Run() {
     std::vector<pollfd> fds = {
         {signal_fd, POLLIN, 0}, {socket_->fd(), POLLIN, 0}, {inbox_.fd(), POLLIN, 0}};
     for (int fd : watcher_.LiveFds()) fds.push_back({fd, POLLIN, 0});
-    poll(fds.data(), fds.size(), 100);
+    poll(fds.data(), fds.size(), stacks_ != nullptr ? kCollectingPollMs : kPollMs);
     if (fds[1].revents != 0) OnDatagrams();
     if (fds[0].revents != 0) OnSignals(signal_fd);
     if (fds[2].revents != 0) {
@@ -304,6 +402,7 @@ int Agent::Run() {
     }
     const absl::Duration now = SteadyNow();
     if (watcher_.CheckExits(now)) PublishProcesses();
+    if (stacks_ != nullptr) ObserveStackFiles(now);
     RetryPlanFile(now);
     Do(state_->Tick(now));
   }

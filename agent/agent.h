@@ -19,6 +19,7 @@
 #include "agent/rank_socket.h"
 #include "agent/rank_watcher.h"
 #include "agent/report_batcher.h"
+#include "agent/stack_collection.h"
 #include "agent/supervisor_link.h"
 
 namespace trainsup {
@@ -43,9 +44,9 @@ struct AgentOptions {
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
 // processes, reads signals and the supervisor's messages, and feeds them to
-// an AgentStateMachine, which decides (launch, stop, wait, exit: fail-open
-// when the supervisor is away); the loop carries its actions out. One
-// thread, plus the link's.
+// an AgentStateMachine, which decides (launch, collect stacks, stop, wait,
+// exit: fail-open when the supervisor is away); the loop carries its actions
+// out. One thread, plus the link's.
 class Agent {
  public:
   explicit Agent(AgentOptions options);
@@ -74,6 +75,13 @@ class Agent {
   void OnPlan(const v1::CheckpointPlan& plan);
   // Writes the plan file again after a failed write, at most once a second.
   void RetryPlanFile(absl::Duration now);
+  // Asks the ranks of `generation` for their stacks (kCollectStacks).
+  void BeginStackCollection(absl::Duration now, uint64_t generation);
+  // Reads the stack files' sizes; tells the state machine once every rank answered.
+  void ObserveStackFiles(absl::Duration now);
+  // Sends what was collected up (before any signal to the ranks).
+  void FinishStackCollection();
+  std::string StackPath(uint32_t rank) const;
   bool done() const { return state_->phase() == AgentStateMachine::Phase::kDone; }
   void PublishProcesses();
   void PublishLauncher();
@@ -106,6 +114,9 @@ class Agent {
   Inbox inbox_;
   std::unique_ptr<PlanFile> plans_;  // beside the rank socket; the link reads it for its hello
   absl::Duration plan_retry_at_ = absl::InfiniteDuration();
+  // The stack collection under way (kCollecting), and when it began.
+  std::unique_ptr<StackCollection> stacks_;
+  absl::Duration stacks_began_;
   // The decisions, in steady time; created when Run starts.
   std::unique_ptr<AgentStateMachine> state_;
 };

@@ -31,6 +31,7 @@ absl::string_view AgentPhaseName(AgentStateMachine::Phase phase) {
   switch (phase) {
     case AgentStateMachine::Phase::kConnecting: return "connecting";
     case AgentStateMachine::Phase::kRunning: return "running";
+    case AgentStateMachine::Phase::kCollecting: return "collecting";
     case AgentStateMachine::Phase::kStopping: return "stopping";
     case AgentStateMachine::Phase::kWaiting: return "waiting";
     case AgentStateMachine::Phase::kHeld: return "held";
@@ -60,6 +61,7 @@ AgentAction AgentStateMachine::Stop(absl::Duration now, absl::Duration grace,
                                     absl::string_view why) {
   kill_deadline_ = now + grace;
   phase_ = Phase::kStopping;
+  deadline_ = absl::InfiniteDuration();
   return SignalAction(SIGTERM, absl::StrCat("stopping generation ", generation_,
                                             " (SIGTERM to its process group, SIGKILL after ",
                                             absl::FormatDuration(grace), "): ", why));
@@ -112,7 +114,8 @@ AgentAction AgentStateMachine::OnWelcome(absl::Duration now, bool launch, uint64
 }
 
 AgentAction AgentStateMachine::OnStop(absl::Duration now, uint64_t generation,
-                                      absl::Duration grace, absl::string_view why) {
+                                      absl::Duration grace, absl::string_view why,
+                                      bool collect_stacks) {
   if (phase_ == Phase::kDone) return Ignore("stop");
   Heard(now);
   stopped_by_supervisor_ = true;
@@ -123,7 +126,32 @@ AgentAction AgentStateMachine::OnStop(absl::Duration now, uint64_t generation,
     return Ignore(absl::StrCat("stop of generation ", generation, " while generation ",
                                generation_, " runs"));
   }
+  if (phase_ == Phase::kCollecting) {
+    return Ignore(absl::StrCat("stop of generation ", generation,
+                               " while collecting stacks: the stop under way follows them"));
+  }
+  // Stacks only from ranks not yet signalled: once SIGTERM went out, they
+  // show the teardown, not the hang.
+  if (collect_stacks && phase_ == Phase::kRunning) {
+    phase_ = Phase::kCollecting;
+    deadline_ = now + options_.stack_collect_time;
+    pending_grace_ = grace;
+    pending_stop_why_ = std::string(why);
+    AgentAction action = Action(
+        AgentAction::Kind::kCollectStacks,
+        absl::StrCat("collecting the Python stacks of generation ", generation_, " (at most ",
+                     absl::FormatDuration(options_.stack_collect_time),
+                     ") before stopping it: ", why));
+    action.generation = generation_;
+    return action;
+  }
   return Stop(now, grace, why);
+}
+
+AgentAction AgentStateMachine::OnStacksCollected(absl::Duration now) {
+  if (phase_ != Phase::kCollecting) return AgentAction();
+  deadline_ = absl::InfiniteDuration();
+  return Stop(now, pending_grace_, pending_stop_why_);
 }
 
 AgentAction AgentStateMachine::OnStart(absl::Duration now, uint64_t generation,
@@ -200,6 +228,7 @@ AgentAction AgentStateMachine::OnStopSignal(absl::Duration now, int signal) {
   stopped_by_signal_ = true;
   kill_deadline_ = now + options_.stop_grace;
   phase_ = Phase::kStopping;
+  deadline_ = absl::InfiniteDuration();
   const int forwarded = signal == SIGHUP ? SIGTERM : signal;
   return SignalAction(forwarded, absl::StrCat(name, " received: forwarding ",
                                               SignalName(forwarded),
@@ -263,6 +292,11 @@ AgentAction AgentStateMachine::Tick(absl::Duration now) {
       return Finish(last_exit_code_, absl::StrCat("still held after ",
                                                   absl::FormatDuration(options_.hold_timeout),
                                                   ": exiting with code ", last_exit_code_));
+    case Phase::kCollecting:
+      deadline_ = absl::InfiniteDuration();
+      return Stop(now, pending_grace_,
+                  absl::StrCat(pending_stop_why_, " (the stack collection took its ",
+                               absl::FormatDuration(options_.stack_collect_time), ")"));
     case Phase::kRunning:
     case Phase::kStopping:
     case Phase::kDone:

@@ -70,6 +70,12 @@ bool SupervisorLink::Flush(absl::Duration timeout) {
   return flush_done_ >= ticket;
 }
 
+void SupervisorLink::Send(v1::AgentMessage message) {
+  absl::MutexLock lock(&mu_);
+  if (outbox_.size() >= kMaxQueuedMessages) outbox_.pop_front();
+  outbox_.push_back(std::move(message));
+}
+
 void SupervisorLink::Run() {
   std::shared_ptr<grpc::Channel> channel = MakeChannel(options_);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
@@ -182,16 +188,30 @@ void SupervisorLink::WriteReports(Stream* stream) {
   for (;;) {
     uint64_t flush_ticket = 0;
     bool flushing = false;
+    std::deque<v1::AgentMessage> queued;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || session_ended_ || flush_requested_ > flush_done_;
+        return stopping_ || session_ended_ || flush_requested_ > flush_done_ || !outbox_.empty();
       };
       mu_.AwaitWithTimeout(absl::Condition(&wake),
                            std::max(absl::ZeroDuration(), next_report - SteadyNow()));
       if (stopping_ || session_ended_) return;
       flush_ticket = flush_requested_;
       flushing = flush_requested_ > flush_done_;
+      queued.swap(outbox_);
+    }
+    // Queued messages first: they tell what happened before the report's news.
+    while (!queued.empty()) {
+      if (!stream->Write(queued.front())) {
+        absl::MutexLock lock(&mu_);
+        while (!queued.empty() && outbox_.size() < kMaxQueuedMessages) {
+          outbox_.push_front(std::move(queued.back()));
+          queued.pop_back();
+        }
+        return;
+      }
+      queued.pop_front();
     }
     const absl::Duration now = SteadyNow();
     if (now < next_report && !flushing) continue;

@@ -2,6 +2,7 @@
 #define TRAINSUP_AGENT_SUPERVISOR_LINK_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,10 +32,10 @@ struct LinkOptions {
 };
 
 // The agent's stream to the supervisor, on a thread of its own: connects,
-// says hello, sends the batcher's reports every interval, hands commands to
-// `on_command`, tells `on_refused` when the supervisor refused the hello, and
-// reconnects with capped exponential backoff (with jitter) whenever the
-// stream breaks.
+// says hello, sends the batcher's reports every interval (and other messages
+// queued with Send before them), hands commands to `on_command`, tells
+// `on_refused` when the supervisor refused the hello, and reconnects with
+// capped exponential backoff (with jitter) whenever the stream breaks.
 // Fail-open: nothing here ever waits on the training job, nor the job on it.
 // Thread-safe.
 class SupervisorLink {
@@ -60,9 +61,15 @@ class SupervisorLink {
   // Ends the stream and the thread. Idempotent.
   void Stop();
 
-  // Sends a report now and waits until it was written. False when not
-  // connected or `timeout` passed first.
+  // Sends a report now and waits until it was written (with the messages
+  // queued before it). False when not connected or `timeout` passed first.
   bool Flush(absl::Duration timeout);
+
+  // Queues `message` (not a hello) to be written before the next report, on
+  // this stream or, when none is up, on the next one. At most
+  // kMaxQueuedMessages wait; beyond, the oldest is dropped.
+  void Send(v1::AgentMessage message);
+  static constexpr size_t kMaxQueuedMessages = 8;
 
   // True between the supervisor's welcome and the end of that stream.
   bool connected() const;
@@ -81,8 +88,8 @@ class SupervisorLink {
   // One stream, from hello to its end.
   SessionEnd RunSession(v1::AgentService::Stub& stub);
   void ReadCommands(Stream* stream);
-  // Once the stream is welcomed, sends reports until it breaks or Stop().
-  // Returns on either.
+  // Once the stream is welcomed, sends queued messages and reports until it
+  // breaks or Stop(). Returns on either.
   void WriteReports(Stream* stream);
 
   const LinkOptions options_;
@@ -100,6 +107,7 @@ class SupervisorLink {
   uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sessions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainsup
