@@ -1,14 +1,15 @@
 #include "agent/agent.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
@@ -19,7 +20,6 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "common/random_id.h"
-#include "google/protobuf/util/json_util.h"
 
 namespace trainsup {
 namespace {
@@ -31,9 +31,35 @@ sigset_t AgentSignals() {
   return set;
 }
 
-// Heartbeat kinds that tell the rank's pid is alive now (an exception report
-// comes from a rank about to die).
-bool ProvesLife(v1::HeartbeatKind kind) { return kind != v1::HEARTBEAT_KIND_EXCEPTION; }
+// The poll period of the event loop; shorter while stacks are collected (a
+// rank's answer is judged by its file no longer changing).
+constexpr int kPollMs = 100;
+constexpr int kCollectingPollMs = 20;
+
+// The size of a file; 0 when it cannot be read (missing).
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
+}
+
+// `length` bytes of a file from `offset`; fewer when it is shorter.
+std::string ReadRange(const std::string& path, int64_t offset, int64_t length) {
+  std::string bytes;
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return bytes;
+  bytes.resize(static_cast<size_t>(length));
+  size_t got = 0;
+  while (got < bytes.size()) {
+    const ssize_t n = pread(fd, bytes.data() + got, bytes.size() - got,
+                            static_cast<off_t>(offset + static_cast<int64_t>(got)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  bytes.resize(got);
+  return bytes;
+}
 
 }  // namespace
 
@@ -45,22 +71,22 @@ void BlockAgentSignals() {
 Agent::Inbox::Inbox() : event_fd_(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {}
 Agent::Inbox::~Inbox() { close(event_fd_); }
 
-void Agent::Inbox::Push(const v1::SupervisorMessage& message) {
+void Agent::Inbox::Push(LinkEvent event) {
   {
     absl::MutexLock lock(&mu_);
-    messages_.push_back(message);
+    events_.push_back(std::move(event));
   }
   const uint64_t one = 1;
   ssize_t ignored = write(event_fd_, &one, sizeof(one));
   (void)ignored;
 }
 
-std::deque<v1::SupervisorMessage> Agent::Inbox::TakeAll() {
+std::deque<Agent::LinkEvent> Agent::Inbox::TakeAll() {
   uint64_t count;
   ssize_t ignored = read(event_fd_, &count, sizeof(count));
   (void)ignored;
   absl::MutexLock lock(&mu_);
-  return std::move(messages_);
+  return std::move(events_);
 }
 
 Agent::Agent(AgentOptions options)
@@ -79,8 +105,7 @@ v1::AgentHello Agent::Hello() const {
   hello.set_agent_version(TRAINSUP_VERSION);
   // The launcher's state as last published (the link thread calls this).
   *hello.mutable_launcher() = batcher_.launcher();
-  absl::MutexLock lock(&plans_mu_);
-  *hello.mutable_plans() = plans_.plans();
+  *hello.mutable_plans() = plans_->plans().plans();
   return hello;
 }
 
@@ -88,6 +113,12 @@ void Agent::PublishProcesses() { batcher_.SetProcesses(watcher_.Snapshot()); }
 void Agent::PublishLauncher() { batcher_.SetLauncher(launcher_.status()); }
 
 void Agent::Do(const AgentAction& action) {
+  if (action.kind == AgentAction::Kind::kNone) return;
+  // A collection is over once the state machine left its phase: its stacks
+  // go up before anything else is done to the ranks.
+  if (stacks_ != nullptr && state_->phase() != AgentStateMachine::Phase::kCollecting) {
+    FinishStackCollection();
+  }
   switch (action.kind) {
     case AgentAction::Kind::kNone:
       return;
@@ -109,8 +140,16 @@ void Agent::Do(const AgentAction& action) {
     case AgentAction::Kind::kIgnore:
       TRAINSUP_LOG_WARN("ignored: %s", action.reason);
       return;
+    case AgentAction::Kind::kAlert:
+      TRAINSUP_LOG_ERROR("%s", action.reason);
+      return;
+    case AgentAction::Kind::kCollectStacks:
+      TRAINSUP_LOG_INFO("%s", action.reason);
+      BeginStackCollection(SteadyNow(), action.generation);
+      return;
     case AgentAction::Kind::kFinish:
       TRAINSUP_LOG_INFO("%s", action.reason);
+      if (!action.error.empty()) std::fprintf(stderr, "error: %s\n", action.error.c_str());
       return;  // Run ends its loop: state_ is done
   }
 }
@@ -121,7 +160,8 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
   PublishProcesses();
   absl::Status started = launcher_.Start(
       command_, {{"TRAINSUP_SOCKET", socket_->path()},
-                 {"TRAINSUP_PLAN_FILE", plan_path_},
+                 {"TRAINSUP_PLAN_FILE", plans_->path()},
+                 {"TRAINSUP_STACK_DIR", socket_->directory()},
                  {"TRAINSUP_JOB", options_.job},
                  {"TRAINSUP_NODE", options_.node},
                  {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
@@ -130,8 +170,13 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
     Do(state_->OnLaunchFailed(started.message()));
     return;
   }
-  TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d): %s", options_.job,
-                    options_.node, generation, launcher_.pid(), why);
+  TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d, reaper %d): %s",
+                    options_.job, options_.node, generation, launcher_.pid(),
+                    launcher_.reaper_pid(), why);
+  if (launcher_.reaper_pid() == 0) {
+    TRAINSUP_LOG_WARN("no reaper for generation %d: if the agent is killed, its ranks may "
+                      "outlive it", generation);
+  }
   PublishLauncher();
 }
 
@@ -149,12 +194,7 @@ void Agent::OnDatagrams() {
       return;
     }
     v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
-    if (hb.pid() != 0 && ProvesLife(hb.kind())) {
-      const uint64_t generation = hb.generation() != 0 ? hb.generation() : state_->generation();
-      watched_changed |= watcher_.Watch(hb.rank(), hb.local_rank(), static_cast<pid_t>(hb.pid()),
-                                        generation, now);
-    }
-    if (hb.kind() == v1::HEARTBEAT_KIND_EXCEPTION) watched_changed |= watcher_.NoteException(hb.rank(), now);
+    watched_changed |= watcher_.Observe(hb, state_->generation(), now);
     batcher_.AddHeartbeat(std::move(hb));
   });
   if (watched_changed) PublishProcesses();
@@ -182,7 +222,8 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
                                   m.welcome().restarts()));
     case v1::SupervisorMessage::kStop:
       return Do(state_->OnStop(now, m.stop().generation(),
-                               absl::Seconds(m.stop().grace_seconds()), m.stop().reason()));
+                               absl::Seconds(m.stop().grace_seconds()), m.stop().reason(),
+                               m.stop().collect_stacks()));
     case v1::SupervisorMessage::kStart:
       return Do(state_->OnStart(now, m.start().generation(), m.start().reason()));
     case v1::SupervisorMessage::kHold:
@@ -198,38 +239,95 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
   }
 }
 
+void Agent::OnRefused(const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::ALREADY_EXISTS) {
+    return Do(state_->OnNodeTaken(status.error_message()));
+  }
+  TRAINSUP_LOG_WARN("the supervisor refused this agent: %s", status.error_message());
+}
+
 void Agent::OnPlan(const v1::CheckpointPlan& plan) {
-  std::string text;
-  {
-    absl::MutexLock lock(&plans_mu_);
-    for (const v1::CheckpointPlan& held : plans_.plans()) {
-      if (held.plan_id() == plan.plan_id()) return;  // resent after a reconnect
-    }
-    *plans_.add_plans() = plan;
-    google::protobuf::util::JsonPrintOptions json;
-    json.preserve_proto_field_names = true;
-    json.always_print_primitive_fields = true;
-    (void)google::protobuf::util::MessageToJsonString(plans_, &text, json);
-  }
-  // Write aside and rename, so that a rank never reads half a file.
-  const std::string tmp = plan_path_ + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out) {
-      TRAINSUP_LOG_ERROR("cannot write the plan file %s", tmp);
-      return;
-    }
-  }
-  if (rename(tmp.c_str(), plan_path_.c_str()) != 0) {
-    TRAINSUP_LOG_ERROR("cannot rename %s: %s", tmp, strerror(errno));
+  const uint64_t held = plans_->held_through();
+  absl::Status written = plans_->Add(plan);
+  batcher_.SetPlansHeldThrough(plans_->held_through());
+  if (!written.ok()) {
+    TRAINSUP_LOG_ERROR("checkpoint plan %d: %s; retrying", plan.plan_id(), written.message());
+    plan_retry_at_ = SteadyNow() + absl::Seconds(1);
     return;
   }
+  if (plans_->held_through() == held) return;  // resent after a reconnect
   TRAINSUP_LOG_INFO("checkpoint plan %d: every %d steps from step %d%s", plan.plan_id(),
                     plan.interval_steps(), plan.effective_from_step(),
                     plan.one_off_steps_size() > 0
                         ? absl::StrCat(", one-off at step ", plan.one_off_steps(0))
                         : "");
+}
+
+void Agent::RetryPlanFile(absl::Duration now) {
+  if (now < plan_retry_at_) return;
+  absl::Status written = plans_->Rewrite();
+  batcher_.SetPlansHeldThrough(plans_->held_through());
+  if (written.ok()) {
+    plan_retry_at_ = absl::InfiniteDuration();
+    TRAINSUP_LOG_INFO("plan file written: plans held through %d", plans_->held_through());
+    return;
+  }
+  TRAINSUP_LOG_ERROR("%s; retrying", written.message());
+  plan_retry_at_ = now + absl::Seconds(1);
+}
+
+std::string Agent::StackPath(uint32_t rank) const {
+  return absl::StrCat(socket_->directory(), "/stack-", rank, ".txt");
+}
+
+void Agent::BeginStackCollection(absl::Duration now, uint64_t generation) {
+  // Heartbeats queued now may still name a rank's pid or stack signal.
+  OnDatagrams();
+  stacks_began_ = now;
+  stacks_ = std::make_unique<StackCollection>(generation, watcher_.Snapshot());
+  for (const StackCollection::Target& t : stacks_->targets()) {
+    // The size first: what the rank appends after the signal is its answer.
+    const int64_t size = FileSize(StackPath(t.rank));
+    stacks_->Asked(t.rank, size, watcher_.Signal(t.rank, t.signal));
+  }
+  ObserveStackFiles(now);
+}
+
+void Agent::ObserveStackFiles(absl::Duration now) {
+  if (state_->phase() != AgentStateMachine::Phase::kCollecting) {
+    FinishStackCollection();
+    return;
+  }
+  for (uint32_t rank : stacks_->Pending(now)) {
+    stacks_->Observe(rank, FileSize(StackPath(rank)), now);
+  }
+  if (stacks_->Done(now)) Do(state_->OnStacksCollected(now));
+}
+
+void Agent::FinishStackCollection() {
+  std::unique_ptr<StackCollection> stacks = std::move(stacks_);
+  v1::AgentMessage message;
+  v1::StacksReport* report = message.mutable_stacks();
+  report->set_generation(stacks->generation());
+  int answered = 0;
+  for (const StackCollection::Result& r : stacks->Results()) {
+    v1::RankStack* stack = report->add_stacks();
+    stack->set_rank(r.rank);
+    stack->set_local_rank(r.local_rank);
+    stack->set_pid(r.pid);
+    stack->set_answered(r.answered);
+    if (r.answered) {
+      stack->set_text(StackText(ReadRange(StackPath(r.rank), r.offset, r.length)));
+      ++answered;
+    }
+  }
+  // Until the last stack read.
+  const absl::Duration took = SteadyNow() - stacks_began_;
+  report->set_collect_seconds(absl::ToDoubleSeconds(took));
+  TRAINSUP_LOG_INFO("stacks of generation %d: %d of %d ranks answered in %s",
+                    stacks->generation(), answered, report->stacks_size(),
+                    absl::FormatDuration(took));
+  link_->Send(std::move(message));
 }
 
 void Agent::OnCommandEnded() {
@@ -238,7 +336,7 @@ void Agent::OnCommandEnded() {
   const absl::Duration now = SteadyNow();
   OnDatagrams();
   watcher_.CheckExits(now);
-  kill(-launcher_.pid(), SIGKILL);
+  launcher_.EndGroup();
   PublishProcesses();
   PublishLauncher();
   const v1::LauncherStatus& status = launcher_.status();
@@ -267,7 +365,7 @@ int Agent::Run() {
     return kExitFailure;
   }
   socket_ = std::move(*socket);
-  plan_path_ = socket_->directory() + "/plans.json";
+  plans_ = std::make_unique<PlanFile>(socket_->directory() + "/plans.json");
 
   LinkOptions link_options;
   link_options.address = options_.supervisor;
@@ -275,7 +373,8 @@ int Agent::Run() {
   link_options.backoff_max = options_.reconnect_max;
   link_ = std::make_unique<SupervisorLink>(
       link_options, &batcher_, [this] { return Hello(); },
-      [this](const v1::SupervisorMessage& m) { inbox_.Push(m); });
+      [this](const v1::SupervisorMessage& m) { inbox_.Push(m); },
+      [this](const grpc::Status& refusal) { inbox_.Push(refusal); });
   v1::LauncherStatus waiting;
   waiting.set_state(v1::LauncherStatus::STATE_WAITING);
   batcher_.SetLauncher(waiting);
@@ -288,16 +387,23 @@ int Agent::Run() {
     std::vector<pollfd> fds = {
         {signal_fd, POLLIN, 0}, {socket_->fd(), POLLIN, 0}, {inbox_.fd(), POLLIN, 0}};
     for (int fd : watcher_.LiveFds()) fds.push_back({fd, POLLIN, 0});
-    poll(fds.data(), fds.size(), 100);
+    poll(fds.data(), fds.size(), stacks_ != nullptr ? kCollectingPollMs : kPollMs);
     if (fds[1].revents != 0) OnDatagrams();
     if (fds[0].revents != 0) OnSignals(signal_fd);
     if (fds[2].revents != 0) {
-      for (const v1::SupervisorMessage& m : inbox_.TakeAll()) {
-        if (!done()) OnSupervisorMessage(m);
+      for (const LinkEvent& event : inbox_.TakeAll()) {
+        if (done()) break;
+        if (const auto* m = std::get_if<v1::SupervisorMessage>(&event)) {
+          OnSupervisorMessage(*m);
+        } else {
+          OnRefused(std::get<grpc::Status>(event));
+        }
       }
     }
     const absl::Duration now = SteadyNow();
     if (watcher_.CheckExits(now)) PublishProcesses();
+    if (stacks_ != nullptr) ObserveStackFiles(now);
+    RetryPlanFile(now);
     Do(state_->Tick(now));
   }
 
@@ -306,7 +412,8 @@ int Agent::Run() {
     while (launcher_.running() && !launcher_.ReapChildren()) poll(nullptr, 0, 10);
     PublishLauncher();
   }
-  if (!link_->Flush(absl::Seconds(2))) {
+  launcher_.EndGroup();
+  if (link_->connected() && !link_->Flush(absl::Seconds(2))) {
     TRAINSUP_LOG_WARN("could not send the final report to the supervisor");
   }
   link_->Stop();

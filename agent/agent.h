@@ -5,16 +5,21 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
+
+#include <grpcpp/grpcpp.h>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent_state.h"
 #include "agent/launcher.h"
+#include "agent/plan_file.h"
 #include "agent/rank_socket.h"
 #include "agent/rank_watcher.h"
 #include "agent/report_batcher.h"
+#include "agent/stack_collection.h"
 #include "agent/supervisor_link.h"
 
 namespace trainsup {
@@ -24,7 +29,7 @@ struct AgentOptions {
   std::string job;
   std::string node;
   std::vector<std::string> command;  // normally torchrun ...
-  // Batch period of reports to the supervisor. Default: 200ms.
+  // Period of the reports to the supervisor, news or not. Default: 200ms.
   absl::Duration report_interval = absl::Milliseconds(200);
   // The connect, decision and hold timeouts, and the stop grace (a
   // supervisor's stop says its own): agent_state.h documents each.
@@ -39,9 +44,9 @@ struct AgentOptions {
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
 // processes, reads signals and the supervisor's messages, and feeds them to
-// an AgentStateMachine, which decides (launch, stop, wait, exit: fail-open
-// when the supervisor is away); the loop carries its actions out. One
-// thread, plus the link's.
+// an AgentStateMachine, which decides (launch, collect stacks, stop, wait,
+// exit: fail-open when the supervisor is away); the loop carries its actions
+// out. One thread, plus the link's.
 class Agent {
  public:
   explicit Agent(AgentOptions options);
@@ -49,7 +54,8 @@ class Agent {
   Agent& operator=(const Agent&) = delete;
 
   // Runs until the job is over for this node; returns the agent's exit code
-  // (the command's, 128 + signal, kExitQuarantined, or kExitFailure). REQUIRES: SIGCHLD,
+  // (the command's, 128 + signal, kExitQuarantined, kExitNodeTaken, or
+  // kExitFailure). REQUIRES: SIGCHLD,
   // SIGTERM, SIGINT and SIGHUP blocked in every thread (BlockAgentSignals)
   // before any thread starts.
   int Run();
@@ -62,26 +68,39 @@ class Agent {
   void OnDatagrams();
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
+  // The supervisor refused the hello.
+  void OnRefused(const grpc::Status& status);
   void OnCommandEnded();
   // Keeps a checkpoint plan and rewrites the ranks' plan file.
   void OnPlan(const v1::CheckpointPlan& plan);
+  // Writes the plan file again after a failed write, at most once a second.
+  void RetryPlanFile(absl::Duration now);
+  // Asks the ranks of `generation` for their stacks (kCollectStacks).
+  void BeginStackCollection(absl::Duration now, uint64_t generation);
+  // Reads the stack files' sizes; tells the state machine once every rank answered.
+  void ObserveStackFiles(absl::Duration now);
+  // Sends what was collected up (before any signal to the ranks).
+  void FinishStackCollection();
+  std::string StackPath(uint32_t rank) const;
   bool done() const { return state_->phase() == AgentStateMachine::Phase::kDone; }
   void PublishProcesses();
   void PublishLauncher();
 
-  // Messages from the link's reader thread, for the event loop.
+  // What the link's threads hand the event loop: a supervisor's message, or
+  // the status of a refused hello.
+  using LinkEvent = std::variant<v1::SupervisorMessage, grpc::Status>;
   class Inbox {
    public:
     Inbox();
     ~Inbox();
     int fd() const { return event_fd_; }
-    void Push(const v1::SupervisorMessage& message);
-    std::deque<v1::SupervisorMessage> TakeAll();
+    void Push(LinkEvent event);
+    std::deque<LinkEvent> TakeAll();
 
    private:
     const int event_fd_;
     absl::Mutex mu_;
-    std::deque<v1::SupervisorMessage> messages_ ABSL_GUARDED_BY(mu_);
+    std::deque<LinkEvent> events_ ABSL_GUARDED_BY(mu_);
   };
 
   const AgentOptions options_;
@@ -93,9 +112,11 @@ class Agent {
   std::unique_ptr<RankSocket> socket_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
-  mutable absl::Mutex plans_mu_;  // the link thread reads them for its hello
-  v1::CheckpointPlans plans_ ABSL_GUARDED_BY(plans_mu_);
-  std::string plan_path_;
+  std::unique_ptr<PlanFile> plans_;  // beside the rank socket; the link reads it for its hello
+  absl::Duration plan_retry_at_ = absl::InfiniteDuration();
+  // The stack collection under way (kCollecting), and when it began.
+  std::unique_ptr<StackCollection> stacks_;
+  absl::Duration stacks_began_;
   // The decisions, in steady time; created when Run starts.
   std::unique_ptr<AgentStateMachine> state_;
 };

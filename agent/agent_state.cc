@@ -31,6 +31,7 @@ absl::string_view AgentPhaseName(AgentStateMachine::Phase phase) {
   switch (phase) {
     case AgentStateMachine::Phase::kConnecting: return "connecting";
     case AgentStateMachine::Phase::kRunning: return "running";
+    case AgentStateMachine::Phase::kCollecting: return "collecting";
     case AgentStateMachine::Phase::kStopping: return "stopping";
     case AgentStateMachine::Phase::kWaiting: return "waiting";
     case AgentStateMachine::Phase::kHeld: return "held";
@@ -60,6 +61,7 @@ AgentAction AgentStateMachine::Stop(absl::Duration now, absl::Duration grace,
                                     absl::string_view why) {
   kill_deadline_ = now + grace;
   phase_ = Phase::kStopping;
+  deadline_ = absl::InfiniteDuration();
   return SignalAction(SIGTERM, absl::StrCat("stopping generation ", generation_,
                                             " (SIGTERM to its process group, SIGKILL after ",
                                             absl::FormatDuration(grace), "): ", why));
@@ -81,6 +83,10 @@ AgentAction AgentStateMachine::Finish(int exit_code, std::string why) {
   return action;
 }
 
+AgentAction AgentStateMachine::Alert(std::string why) const {
+  return Action(AgentAction::Kind::kAlert, std::move(why));
+}
+
 AgentAction AgentStateMachine::Ignore(std::string why) const {
   if (phase_ == Phase::kDone) {
     absl::StrAppend(&why, ": the agent is exiting with code ", *exit_code_);
@@ -93,6 +99,7 @@ AgentAction AgentStateMachine::OnWelcome(absl::Duration now, bool launch, uint64
   if (phase_ == Phase::kDone) return Ignore("welcome");
   Heard(now);
   supervisor_restarts_ = restarts;
+  node_taken_ = false;
   if (phase_ == Phase::kConnecting) {
     if (launch) return Launch(std::max<uint64_t>(1, generation), "the supervisor says go");
     return Wait(Phase::kWaiting, now + options_.decision_timeout,
@@ -107,7 +114,8 @@ AgentAction AgentStateMachine::OnWelcome(absl::Duration now, bool launch, uint64
 }
 
 AgentAction AgentStateMachine::OnStop(absl::Duration now, uint64_t generation,
-                                      absl::Duration grace, absl::string_view why) {
+                                      absl::Duration grace, absl::string_view why,
+                                      bool collect_stacks) {
   if (phase_ == Phase::kDone) return Ignore("stop");
   Heard(now);
   stopped_by_supervisor_ = true;
@@ -118,7 +126,32 @@ AgentAction AgentStateMachine::OnStop(absl::Duration now, uint64_t generation,
     return Ignore(absl::StrCat("stop of generation ", generation, " while generation ",
                                generation_, " runs"));
   }
+  if (phase_ == Phase::kCollecting) {
+    return Ignore(absl::StrCat("stop of generation ", generation,
+                               " while collecting stacks: the stop under way follows them"));
+  }
+  // Stacks only from ranks not yet signalled: once SIGTERM went out, they
+  // show the teardown, not the hang.
+  if (collect_stacks && phase_ == Phase::kRunning) {
+    phase_ = Phase::kCollecting;
+    deadline_ = now + options_.stack_collect_time;
+    pending_grace_ = grace;
+    pending_stop_why_ = std::string(why);
+    AgentAction action = Action(
+        AgentAction::Kind::kCollectStacks,
+        absl::StrCat("collecting the Python stacks of generation ", generation_, " (at most ",
+                     absl::FormatDuration(options_.stack_collect_time),
+                     ") before stopping it: ", why));
+    action.generation = generation_;
+    return action;
+  }
   return Stop(now, grace, why);
+}
+
+AgentAction AgentStateMachine::OnStacksCollected(absl::Duration now) {
+  if (phase_ != Phase::kCollecting) return AgentAction();
+  deadline_ = absl::InfiniteDuration();
+  return Stop(now, pending_grace_, pending_stop_why_);
 }
 
 AgentAction AgentStateMachine::OnStart(absl::Duration now, uint64_t generation,
@@ -161,6 +194,24 @@ AgentAction AgentStateMachine::OnOtherMessage(absl::Duration now) {
   return AgentAction();
 }
 
+AgentAction AgentStateMachine::OnNodeTaken(absl::string_view message) {
+  if (phase_ == Phase::kDone) return Ignore("refusal");
+  const bool first = !node_taken_;
+  node_taken_ = true;
+  node_taken_message_ = std::string(message);
+  if (!first) return AgentAction();
+  if (phase_ == Phase::kConnecting) {
+    return Alert(absl::StrCat("the supervisor refuses this agent: ", message,
+                              "; retrying until the connect timeout (",
+                              absl::FormatDuration(options_.connect_timeout),
+                              " from the start), then exiting with code ", kExitNodeTaken,
+                              " without launching"));
+  }
+  return Alert(absl::StrCat("the supervisor refuses this agent: ", message, "; ",
+                            CommandRuns() ? "the command runs on" : "the agent goes on",
+                            " (fail-open) and keeps retrying"));
+}
+
 AgentAction AgentStateMachine::OnLaunchFailed(absl::string_view error) {
   if (phase_ == Phase::kDone) return Ignore("launch failure");
   return Finish(kExitFailure, absl::StrCat("cannot launch generation ", generation_, ": ", error));
@@ -177,6 +228,7 @@ AgentAction AgentStateMachine::OnStopSignal(absl::Duration now, int signal) {
   stopped_by_signal_ = true;
   kill_deadline_ = now + options_.stop_grace;
   phase_ = Phase::kStopping;
+  deadline_ = absl::InfiniteDuration();
   const int forwarded = signal == SIGHUP ? SIGTERM : signal;
   return SignalAction(forwarded, absl::StrCat(name, " received: forwarding ",
                                               SignalName(forwarded),
@@ -220,6 +272,14 @@ AgentAction AgentStateMachine::Tick(absl::Duration now) {
   if (now < deadline_) return AgentAction();
   switch (phase_) {
     case Phase::kConnecting:
+      if (node_taken_) {
+        AgentAction action = Finish(
+            kExitNodeTaken, absl::StrCat("still refused after ",
+                                         absl::FormatDuration(options_.connect_timeout),
+                                         ": another agent serves this node; nothing was launched"));
+        action.error = node_taken_message_;
+        return action;
+      }
       return Launch(1, absl::StrCat("no word from the supervisor within ",
                                     absl::FormatDuration(options_.connect_timeout),
                                     ": launching anyway (fail-open start)"));
@@ -232,6 +292,11 @@ AgentAction AgentStateMachine::Tick(absl::Duration now) {
       return Finish(last_exit_code_, absl::StrCat("still held after ",
                                                   absl::FormatDuration(options_.hold_timeout),
                                                   ": exiting with code ", last_exit_code_));
+    case Phase::kCollecting:
+      deadline_ = absl::InfiniteDuration();
+      return Stop(now, pending_grace_,
+                  absl::StrCat(pending_stop_why_, " (the stack collection took its ",
+                               absl::FormatDuration(options_.stack_collect_time), ")"));
     case Phase::kRunning:
     case Phase::kStopping:
     case Phase::kDone:

@@ -24,6 +24,9 @@ struct AgentStateOptions {
   // SIGKILL the command's group this long after forwarding a stop signal, or
   // after SIGTERM for a quarantine. Default: 10s.
   absl::Duration stop_grace = absl::Seconds(10);
+  // On a stop that asks for the ranks' Python stacks, collect them for at
+  // most this long before the SIGTERM. Default: 2s.
+  absl::Duration stack_collect_time = absl::Seconds(2);
 };
 
 // What the agent's event loop must do next, as a value. Every input of
@@ -35,13 +38,19 @@ struct AgentAction {
     kSignal,  // send `signal` to the command's process group
     kWait,    // no command runs: wait for the supervisor (logged, nothing to do)
     kIgnore,  // the input was refused in this phase; `reason` says why
+    kAlert,   // nothing to do, but an operator must know: log `reason` as an error
+    kCollectStacks,  // ask the ranks of `generation` for their Python stacks, and
+                     // report OnStacksCollected once they answered
     kFinish,  // the agent is done: exit with `exit_code`
   };
   Kind kind = Kind::kNone;
-  uint64_t generation = 0;  // kLaunch
+  uint64_t generation = 0;  // kLaunch, kCollectStacks
   int signal = 0;           // kSignal
   int exit_code = 0;        // kFinish
   std::string reason;       // for the log: why
+  // kFinish when the agent refuses to run: the line for its stderr, after
+  // "error: ". Empty otherwise.
+  std::string error;
 };
 
 // How the command ended: its exit code, or the signal that killed it (0: none).
@@ -57,14 +66,15 @@ struct CommandEnd {
 // (steady time, `now` on every call), and carries out the returned action.
 //
 // Phases: kConnecting (before the first launch: waiting for the welcome) ->
-// kRunning (the command runs) -> kStopping (SIGTERM sent; SIGKILL at the
-// kill deadline) -> kWaiting (the command ended; waiting for the
-// supervisor's decision) or kHeld (the job is held; waiting for a resume) ->
-// kRunning again on a start; kDone once an exit code is decided, after
-// which every input is ignored. Thread-compatible.
+// kRunning (the command runs) -> [kCollecting (a stop that wants the ranks'
+// stacks: collecting them, at most the collect time)] -> kStopping (SIGTERM
+// sent; SIGKILL at the kill deadline) -> kWaiting (the command ended; waiting
+// for the supervisor's decision) or kHeld (the job is held; waiting for a
+// resume) -> kRunning again on a start; kDone once an exit code is decided,
+// after which every input is ignored. Thread-compatible.
 class AgentStateMachine {
  public:
-  enum class Phase { kConnecting, kRunning, kStopping, kWaiting, kHeld, kDone };
+  enum class Phase { kConnecting, kRunning, kCollecting, kStopping, kWaiting, kHeld, kDone };
 
   // Starts in kConnecting; the connect timeout runs from `now`.
   AgentStateMachine(AgentStateOptions options, absl::Duration now);
@@ -78,9 +88,14 @@ class AgentStateMachine {
   // the first launch: launch as max(1, generation), or wait for a start.
   AgentAction OnWelcome(absl::Duration now, bool launch, uint64_t generation, bool restarts);
   // Stop the command if it runs a generation <= `generation`: SIGTERM now,
-  // SIGKILL after `grace`.
+  // SIGKILL after `grace`. With `collect_stacks` (a hung job), and while the
+  // command runs undisturbed: first kCollectStacks, and the SIGTERM once
+  // the stacks are collected (OnStacksCollected) or the collect time is over.
   AgentAction OnStop(absl::Duration now, uint64_t generation, absl::Duration grace,
-                     absl::string_view why);
+                     absl::string_view why, bool collect_stacks = false);
+  // The stacks asked for by kCollectStacks are in (every rank answered, or
+  // none will): the stop goes on. Nothing to do in any other phase.
+  AgentAction OnStacksCollected(absl::Duration now);
   // Launch `generation`, unless the command runs (then ignored).
   AgentAction OnStart(absl::Duration now, uint64_t generation, absl::string_view why);
   // The job is held: when no command runs, wait up to the hold timeout.
@@ -90,6 +105,14 @@ class AgentStateMachine {
   // Any other message (a checkpoint plan): no decision in it, but it still
   // restarts the wait for one.
   AgentAction OnOtherMessage(absl::Duration now);
+
+  // The supervisor refused the hello: another agent serves this node
+  // (`message` is the supervisor's). Before the first launch the agent keeps
+  // retrying; if no welcome came by the connect timeout it exits with
+  // kExitNodeTaken, having launched nothing (no fail-open start: the node's
+  // work is someone else's). After a launch the command runs on (fail-open);
+  // the first refusal of a streak is alerted, a welcome ends the streak.
+  AgentAction OnNodeTaken(absl::string_view message);
 
   // A carried-out kLaunch failed: exit with kExitFailure.
   AgentAction OnLaunchFailed(absl::string_view error);
@@ -105,8 +128,9 @@ class AgentStateMachine {
   // the command's code and lets the scheduler decide).
   AgentAction OnCommandEnded(absl::Duration now, CommandEnd end, bool supervisor_connected);
 
-  // Time passed: the SIGKILL deadline while the command runs, the phase's
-  // timeout while it does not (at most one is due at a time).
+  // Time passed: the SIGKILL deadline while the command runs, the end of
+  // the stack collection, the phase's timeout while no command runs (at most
+  // one is due at a time).
   AgentAction Tick(absl::Duration now);
 
   Phase phase() const { return phase_; }
@@ -119,7 +143,10 @@ class AgentStateMachine {
   int last_exit_code() const { return last_exit_code_; }
 
  private:
-  bool CommandRuns() const { return phase_ == Phase::kRunning || phase_ == Phase::kStopping; }
+  bool CommandRuns() const {
+    return phase_ == Phase::kRunning || phase_ == Phase::kCollecting ||
+           phase_ == Phase::kStopping;
+  }
   // Any word from the supervisor restarts the wait for its decision.
   void Heard(absl::Duration now);
   AgentAction Launch(uint64_t generation, absl::string_view why);
@@ -128,6 +155,7 @@ class AgentStateMachine {
   AgentAction Wait(Phase phase, absl::Duration deadline, std::string why);
   AgentAction Finish(int exit_code, std::string why);
   AgentAction Ignore(std::string why) const;
+  AgentAction Alert(std::string why) const;
 
   const AgentStateOptions options_;
   Phase phase_ = Phase::kConnecting;
@@ -138,6 +166,13 @@ class AgentStateMachine {
   bool stopped_by_supervisor_ = false;
   bool quarantined_ = false;
   bool supervisor_restarts_ = true;  // from the welcome: false under --observe-only
+  // kCollecting: the stop that follows the collection.
+  absl::Duration pending_grace_;
+  std::string pending_stop_why_;
+  // The supervisor refused this agent since its last welcome: another agent
+  // serves the node. The supervisor's last word on it.
+  bool node_taken_ = false;
+  std::string node_taken_message_;
   int last_exit_code_ = 0;
   std::optional<int> exit_code_;
 };

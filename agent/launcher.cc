@@ -1,12 +1,17 @@
 #include "agent/launcher.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 extern char** environ;
 
@@ -39,39 +44,113 @@ std::vector<char*> CStrings(std::vector<std::string>& strings) {
   return out;
 }
 
+// The paths execvp would try for `file`, in order: `file` itself when it
+// holds a '/', else each directory of $PATH (default "/bin:/usr/bin").
+std::vector<std::string> ExecCandidates(const std::string& file) {
+  if (file.find('/') != std::string::npos) return {file};
+  const char* path = std::getenv("PATH");
+  std::vector<std::string> out;
+  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/bin:/usr/bin", ':')) {
+    out.push_back(absl::StrCat(dir.empty() ? "." : dir, "/", file));
+  }
+  return out;
+}
+
+// What the forked child needs, all of it made before the fork.
+struct ChildPlan {
+  pid_t agent = 0;
+  std::vector<char*> paths;  // exec candidates, null-terminated
+  char** argv = nullptr;
+  char** envp = nullptr;
+  int error_fd = -1;  // where to write errno if no exec succeeds
+};
+
+// The child between fork and exec: only async-signal-safe calls (the agent
+// has threads, whose locks may be held at the fork).
+[[noreturn]] void ExecChild(const ChildPlan& plan) {
+  setpgid(0, 0);
+  // Dispositions that exec would keep: back to their defaults.
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT}) {
+    sigaction(s, &default_action, nullptr);
+  }
+  // Die with the agent. If it already died (the fork raced its death), the
+  // command must not start at all: nobody would stop it.
+  if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0 || getppid() != plan.agent) _exit(127);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals for its signalfd
+  // No descriptor of the agent's reaches the command, even one a library
+  // opened without O_CLOEXEC.
+  close_range(STDERR_FILENO + 1, ~0U, CLOSE_RANGE_CLOEXEC);
+  int error = ENOENT;
+  for (char* const* path = plan.paths.data(); *path != nullptr; ++path) {
+    execve(*path, plan.argv, plan.envp);
+    // Like execvp: go on past paths that do not hold the file, remember
+    // that one existed but could not run.
+    if (errno != ENOENT && errno != ENOTDIR) error = errno;
+  }
+  ssize_t ignored = write(plan.error_fd, &error, sizeof(error));
+  (void)ignored;
+  _exit(127);
+}
+
 }  // namespace
+
+Launcher::~Launcher() {
+  if (running()) kill(-pid_, SIGKILL);
+  reaper_.reset();
+}
 
 absl::Status Launcher::Start(const std::vector<std::string>& argv, const EnvVars& extra_env) {
   if (argv.empty()) return absl::InvalidArgumentError("no command to run");
   std::vector<std::string> args = argv;
   std::vector<std::string> env = BuildEnvironment(extra_env);
+  std::vector<std::string> paths = ExecCandidates(argv[0]);
   std::vector<char*> c_args = CStrings(args);
   std::vector<char*> c_env = CStrings(env);
+  ChildPlan plan;
+  plan.agent = getpid();
+  plan.paths = CStrings(paths);
+  plan.argv = c_args.data();
+  plan.envp = c_env.data();
 
-  // posix_spawn, not fork: the agent has threads (gRPC), and posix_spawn sets
-  // the new process group and signal state without running our code in the child.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t empty;
-  sigemptyset(&empty);
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int s : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE, SIGQUIT}) sigaddset(&defaults, s);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &empty);  // the agent blocks signals for its signalfd
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-                                      POSIX_SPAWN_SETSIGDEF);
-  pid_t pid = 0;
-  int err = posix_spawnp(&pid, c_args[0], nullptr, &attr, c_args.data(), c_env.data());
-  posix_spawnattr_destroy(&attr);
-  if (err != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], ": ", strerror(err)));
+  // fork, not posix_spawn: PR_SET_PDEATHSIG must be set in the child. The
+  // exec's failure comes back on a close-on-exec pipe (end of file: it ran).
+  int error_pipe[2];
+  if (pipe2(error_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  }
+  plan.error_fd = error_pipe[1];
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int error = errno;
+    close(error_pipe[0]);
+    close(error_pipe[1]);
+    return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], ": fork: ",
+                                                      strerror(error)));
+  }
+  if (pid == 0) ExecChild(plan);
+  close(error_pipe[1]);
+  int child_error = 0;
+  ssize_t n;
+  do {
+    n = read(error_pipe[0], &child_error, sizeof(child_error));
+  } while (n < 0 && errno == EINTR);
+  close(error_pipe[0]);
+  if (n == sizeof(child_error)) {
+    waitpid(pid, nullptr, 0);
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot run ", argv[0], ": ", strerror(child_error)));
   }
   pid_ = pid;
   status_.Clear();
   status_.set_state(v1::LauncherStatus::STATE_RUNNING);
   status_.set_pid(static_cast<uint32_t>(pid));
+  group_left_ = true;
+  absl::StatusOr<std::unique_ptr<Reaper>> reaper = Reaper::Start(pid);
+  reaper_ = reaper.ok() ? std::move(*reaper) : nullptr;
   return absl::OkStatus();
 }
 
@@ -99,6 +178,13 @@ bool Launcher::ReapChildren() {
     command_ended = true;
   }
   return command_ended;
+}
+
+void Launcher::EndGroup() {
+  if (running() || !group_left_) return;
+  kill(-pid_, SIGKILL);
+  group_left_ = false;
+  reaper_.reset();
 }
 
 }  // namespace trainsup

@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
       "run",
       "run COMMAND (after --; torchrun gets --max_restarts=0) under the supervisor: launch, "
       "report its ranks, stop and relaunch it as the supervisor decides; exit with COMMAND's "
-      "exit code, or 75 when this node is quarantined");
+      "exit code, 75 when this node is quarantined, or 76 when another agent serves this "
+      "--node");
   run->add_option("--supervisor", options.supervisor,
                   "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
       ->type_name("HOST:PORT")->check(HostPortValidator());
@@ -50,13 +51,15 @@ int main(int argc, char** argv) {
   run->add_option("--node", options.node, "node name (default: the hostname)")
       ->capture_default_str();
   AddDurationOption(*run, "--report-interval", &options.report_interval,
-                    "how often heartbeats are batched to the supervisor");
+                    "how often a report (the heartbeats batched since the last) goes to the "
+                    "supervisor, news or not");
   AddDurationOption(*run, "--stop-grace", &options.timeouts.stop_grace,
                     "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
   AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,
                     "cap of the reconnect backoff when the supervisor is away");
   AddDurationOption(*run, "--connect-timeout", &options.timeouts.connect_timeout,
-                    "at start, wait this long for the supervisor's go before launching anyway");
+                    "at start, wait this long for the supervisor's go before launching anyway "
+                    "(or exiting 76, if the supervisor says another agent serves this --node)");
   AddDurationOption(*run, "--decision-timeout", &options.timeouts.decision_timeout,
                     "after the command failed or was stopped, wait this long for the supervisor's "
                     "decision (restart, hold, quarantine) before exiting with its code");

@@ -1,5 +1,6 @@
 #include "agent/rank_socket.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,9 +67,15 @@ RankSocket::RankSocket(int fd, std::string dir, std::string path)
 
 RankSocket::~RankSocket() {
   close(fd_);
-  unlink(path_.c_str());
-  // Other files the agent keeps beside the socket (the ranks' plan file).
-  for (const char* name : {"/plans.json", "/plans.json.tmp"}) unlink((dir_ + name).c_str());
+  // The directory is the agent's alone: the socket, the ranks' plan file,
+  // their stack files.
+  if (DIR* dir = opendir(dir_.c_str()); dir != nullptr) {
+    while (dirent* entry = readdir(dir)) {
+      const absl::string_view name(entry->d_name);
+      if (name != "." && name != "..") unlinkat(dirfd(dir), entry->d_name, 0);
+    }
+    closedir(dir);
+  }
   rmdir(dir_.c_str());
 }
 

@@ -15,7 +15,9 @@ namespace trainsup {
 // The node-local unix datagram socket the ranks send heartbeats to. It lives
 // in a private directory (mode 0700) made for this agent, and accepts only
 // datagrams whose sender runs as the agent's own uid (checked with
-// SCM_CREDENTIALS). Removes its directory when destroyed. Not thread-safe.
+// SCM_CREDENTIALS). The agent keeps its other files for the ranks there
+// (the plan file; the ranks write their stack files there). Removes the
+// directory and every file in it when destroyed. Not thread-safe.
 class RankSocket {
  public:
   // Creates "<parent>/trainsup-agent.XXXXXX/rank.sock". `parent` defaults to

@@ -1,10 +1,13 @@
 #include "agent/rank_watcher.h"
 
 #include <poll.h>
+#include <signal.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -16,6 +19,15 @@ namespace trainsup {
 namespace {
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+int PidfdSendSignal(int pidfd, int signal) {
+  return static_cast<int>(syscall(SYS_pidfd_send_signal, pidfd, signal, nullptr, 0));
+}
+
+// Kinds sent by a rank whose process is about to end: its pid proves nothing.
+bool IsFailure(v1::HeartbeatKind kind) {
+  return kind == v1::HEARTBEAT_KIND_EXCEPTION || kind == v1::HEARTBEAT_KIND_EXIT;
+}
 
 bool IsReadable(int fd) {
   pollfd p{fd, POLLIN, 0};
@@ -51,7 +63,36 @@ std::optional<int> ZombieWaitStatus(absl::string_view stat_line) {
   return wait_status;
 }
 
+absl::Duration FailureTime(absl::Duration received_at, double monotonic_seconds) {
+  if (!(monotonic_seconds > 0) || !std::isfinite(monotonic_seconds)) return received_at;
+  const absl::Duration age = received_at - absl::Seconds(monotonic_seconds);
+  return received_at - std::clamp(age, absl::ZeroDuration(), kMaxFailureAge);
+}
+
 RankWatcher::~RankWatcher() { Clear(); }
+
+bool RankWatcher::Observe(const v1::RankHeartbeat& hb, uint64_t current_generation,
+                          absl::Duration received_at) {
+  const uint64_t generation = hb.generation() != 0 ? hb.generation() : current_generation;
+  const pid_t pid = static_cast<pid_t>(hb.pid());
+  if (IsFailure(hb.kind())) {
+    auto it = ranks_.find(hb.rank());
+    // Only about the process watched: a late word of an earlier one is stale.
+    if (it == ranks_.end() || (pid != 0 && it->second.process.pid() != hb.pid()) ||
+        it->second.process.generation() != generation) {
+      return false;
+    }
+    return NoteFailure(hb.rank(), FailureTime(received_at, hb.monotonic_seconds()));
+  }
+  if (pid == 0) return false;
+  bool changed = Watch(hb.rank(), hb.local_rank(), pid, generation, received_at);
+  if (hb.kind() == v1::HEARTBEAT_KIND_START) {
+    Watched& w = ranks_[hb.rank()];
+    changed |= w.stack_signal != hb.stack_signal();
+    w.stack_signal = hb.stack_signal();
+  }
+  return changed;
+}
 
 bool RankWatcher::Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t generation,
                         absl::Duration steady_now) {
@@ -75,12 +116,20 @@ bool RankWatcher::Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t 
   return true;
 }
 
-bool RankWatcher::NoteException(uint32_t rank, absl::Duration steady_now) {
+bool RankWatcher::NoteFailure(uint32_t rank, absl::Duration at) {
   auto it = ranks_.find(rank);
-  if (it == ranks_.end() || it->second.process.exception_seen()) return false;
-  it->second.process.set_exception_seen(true);
-  it->second.exception_at = steady_now;
+  if (it == ranks_.end()) return false;
+  Watched& w = it->second;
+  if (w.process.exception_seen() && w.exception_at <= at) return false;
+  w.process.set_exception_seen(true);
+  w.exception_at = at;
   return true;
+}
+
+bool RankWatcher::Signal(uint32_t rank, int signal) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || !it->second.process.alive() || it->second.pidfd < 0) return false;
+  return PidfdSendSignal(it->second.pidfd, signal) == 0;
 }
 
 std::vector<int> RankWatcher::LiveFds() const {

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "trainsup/v1/agent.pb.h"
+#include "trainsup/v1/heartbeat.pb.h"
 
 namespace trainsup {
 
@@ -19,8 +20,21 @@ namespace trainsup {
 struct ProcessObservation {
   v1::RankProcess process;
   absl::Duration died_at;
-  absl::Duration exception_at;  // when process.exception_seen()
+  // When process.exception_seen(): when the rank's failure began (steady time).
+  absl::Duration exception_at;
+  // The signal on which the rank writes its Python stack (its START said so); 0: none.
+  int stack_signal = 0;
 };
+
+// How far back a rank's own clock may date its failure: further is not
+// believed (a clock from another host or time namespace).
+inline constexpr absl::Duration kMaxFailureAge = absl::Seconds(60);
+
+// When a failure reported by a heartbeat began, in the agent's steady time:
+// the rank's CLOCK_MONOTONIC reading `monotonic_seconds` (the agent's steady
+// clock on the same host), at most kMaxFailureAge before `received_at` and
+// never after it; `received_at` when the rank gave no time (0, or not finite).
+absl::Duration FailureTime(absl::Duration received_at, double monotonic_seconds);
 
 // Watches the rank processes of this node and notes when each one dies, with
 // its exit status when it can still be read. The agent learns rank pids from
@@ -35,14 +49,28 @@ class RankWatcher {
   RankWatcher(const RankWatcher&) = delete;
   RankWatcher& operator=(const RankWatcher&) = delete;
 
+  // What a heartbeat, received at `received_at`, says of its rank's process:
+  // every kind but EXCEPTION and EXIT proves its pid alive (Watch); EXCEPTION
+  // and EXIT say its failure began (at FailureTime); START gives its stack
+  // signal. `current_generation` stands in for the heartbeat's generation 0.
+  // Returns true when this changed what is watched.
+  bool Observe(const v1::RankHeartbeat& hb, uint64_t current_generation,
+               absl::Duration received_at);
+
   // Starts watching `pid` as `rank` (a new pid for a known rank replaces the
   // old one). Returns true when this changed what is watched.
   bool Watch(uint32_t rank, uint32_t local_rank, pid_t pid, uint64_t generation,
              absl::Duration steady_now);
 
-  // The rank reported an uncaught exception (received at `steady_now`).
-  // Returns true when this is news.
-  bool NoteException(uint32_t rank, absl::Duration steady_now);
+  // The rank's failure began at `at` (steady time): an uncaught exception, or
+  // the start of its exit. The earliest such time is kept. Returns true when
+  // this is news.
+  bool NoteFailure(uint32_t rank, absl::Duration at);
+
+  // Sends `signal` to the rank's live process through its pidfd (never to a
+  // reused pid). False when the rank is not watched alive or the signal
+  // could not be sent.
+  bool Signal(uint32_t rank, int signal);
 
   // The pidfds of live watched ranks, to poll for readability.
   std::vector<int> LiveFds() const;

@@ -31,20 +31,16 @@ void ReportBatcher::AddHeartbeat(v1::RankHeartbeat hb) {
   if (IsPhase(entry.hb.kind())) latest.phase = entry;
   PushLocked(std::move(entry));
   ++added_;
-  dirty_ = true;
 }
 
 void ReportBatcher::CountReject(v1::RejectReason reason) {
   absl::MutexLock lock(&mu_);
   ++rejected_[reason];
-  dirty_ = true;
 }
 
 void ReportBatcher::SetLauncher(const v1::LauncherStatus& launcher) {
   absl::MutexLock lock(&mu_);
-  if (launcher_.SerializeAsString() == launcher.SerializeAsString()) return;
   launcher_ = launcher;
-  dirty_ = true;
 }
 
 v1::LauncherStatus ReportBatcher::launcher() const {
@@ -55,7 +51,6 @@ v1::LauncherStatus ReportBatcher::launcher() const {
 void ReportBatcher::SetProcesses(std::vector<ProcessObservation> processes) {
   absl::MutexLock lock(&mu_);
   processes_ = std::move(processes);
-  dirty_ = true;
 }
 
 void ReportBatcher::SetGeneration(uint64_t generation) {
@@ -63,7 +58,6 @@ void ReportBatcher::SetGeneration(uint64_t generation) {
   if (generation == generation_) return;
   generation_ = generation;
   latest_.clear();  // the old generation's state means nothing in the new one
-  dirty_ = true;
 }
 
 uint64_t ReportBatcher::generation() const {
@@ -71,15 +65,14 @@ uint64_t ReportBatcher::generation() const {
   return generation_;
 }
 
+void ReportBatcher::SetPlansHeldThrough(uint64_t plan_id) {
+  absl::MutexLock lock(&mu_);
+  plans_held_through_ = plan_id;
+}
+
 void ReportBatcher::BeginSession() {
   absl::MutexLock lock(&mu_);
   resend_latest_ = true;
-  dirty_ = true;
-}
-
-bool ReportBatcher::HasNews() const {
-  absl::MutexLock lock(&mu_);
-  return dirty_ || !pending_.empty();
 }
 
 // Puts in front of the backlog each rank's latest step and phase heartbeats
@@ -133,7 +126,7 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
     count->set_count(n);
   }
   report.set_dropped_total(dropped_);
-  dirty_ = false;
+  report.set_plans_held_through(plans_held_through_);
   return report;
 }
 
@@ -156,7 +149,6 @@ void ReportBatcher::Restore(v1::NodeReport report) {
     pending_.push_front(Entry{original, std::move(*hbs->Mutable(static_cast<int>(index)))});
   }
   taken_seqs_.clear();
-  dirty_ = true;
 }
 
 size_t ReportBatcher::backlog() const {

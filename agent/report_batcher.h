@@ -16,11 +16,11 @@
 namespace trainsup {
 
 // Collects what the agent will tell the supervisor: heartbeats in arrival
-// order, the rank processes, the launcher, the counts of refused datagrams.
-// The event loop adds; the link takes one NodeReport per tick. While the
-// supervisor is away heartbeats wait in a bounded backlog (the oldest are
-// dropped, and counted, when it is full), so the training job never waits.
-// Thread-safe.
+// order, the rank processes, the launcher, the counts of refused datagrams,
+// the checkpoint plans held. The event loop adds; the link takes one
+// NodeReport per report interval, news or not. While the supervisor is away
+// heartbeats wait in a bounded backlog (the oldest are dropped, and counted,
+// when it is full), so the training job never waits. Thread-safe.
 class ReportBatcher {
  public:
   // REQUIRES: max_backlog >= 1.
@@ -36,15 +36,13 @@ class ReportBatcher {
   void SetProcesses(std::vector<ProcessObservation> processes);
   void SetGeneration(uint64_t generation);
   uint64_t generation() const;
+  // What every report says in plans_held_through (PlanFile::held_through).
+  void SetPlansHeldThrough(uint64_t plan_id);
 
   // A new stream begins: the next report re-sends the latest step and phase
   // of every rank that has nothing newer waiting, so that a supervisor that
   // restarted learns the current state even of ranks that are silent (hung).
   void BeginSession();
-
-  // True when a report would carry news (heartbeats, or changed processes or
-  // launcher) since the last TakeReport.
-  bool HasNews() const;
 
   // Everything since the last report. `steady_now` dates process deaths.
   v1::NodeReport TakeReport(absl::Duration steady_now);
@@ -76,9 +74,9 @@ class ReportBatcher {
   std::map<uint32_t, RankLatest> latest_ ABSL_GUARDED_BY(mu_);
   int64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
   bool resend_latest_ ABSL_GUARDED_BY(mu_) = false;
-  bool dirty_ ABSL_GUARDED_BY(mu_) = true;
   uint64_t sequence_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t plans_held_through_ ABSL_GUARDED_BY(mu_) = 0;
   v1::LauncherStatus launcher_ ABSL_GUARDED_BY(mu_);
   std::vector<ProcessObservation> processes_ ABSL_GUARDED_BY(mu_);
   // Cumulative, by reason; reported in the enum's order.

@@ -30,11 +30,12 @@ std::shared_ptr<grpc::Channel> MakeChannel(const LinkOptions& options) {
 }  // namespace
 
 SupervisorLink::SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello,
-                               CommandFn on_command)
+                               CommandFn on_command, RefusedFn on_refused)
     : options_(std::move(options)),
       batcher_(batcher),
       hello_(std::move(hello)),
-      on_command_(std::move(on_command)) {}
+      on_command_(std::move(on_command)),
+      on_refused_(std::move(on_refused)) {}
 
 SupervisorLink::~SupervisorLink() { Stop(); }
 
@@ -69,6 +70,12 @@ bool SupervisorLink::Flush(absl::Duration timeout) {
   return flush_done_ >= ticket;
 }
 
+void SupervisorLink::Send(v1::AgentMessage message) {
+  absl::MutexLock lock(&mu_);
+  if (outbox_.size() >= kMaxQueuedMessages) outbox_.pop_front();
+  outbox_.push_back(std::move(message));
+}
+
 void SupervisorLink::Run() {
   std::shared_ptr<grpc::Channel> channel = MakeChannel(options_);
   std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
@@ -80,10 +87,11 @@ void SupervisorLink::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    if (RunSession(*stub)) {
+    const SessionEnd end = RunSession(*stub);
+    if (end == SessionEnd::kWelcomed) {
       backoff = options_.backoff_initial;
       warned = false;
-    } else if (!warned) {
+    } else if (end == SessionEnd::kUnreached && !warned) {
       TRAINSUP_LOG_WARN("cannot reach the supervisor at %s; training goes on, retrying",
                         options_.address);
       warned = true;
@@ -99,36 +107,54 @@ void SupervisorLink::Run() {
   }
 }
 
-bool SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
+SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
   grpc::ClientContext context;
   {
     absl::MutexLock lock(&mu_);
-    if (stopping_) return false;
+    if (stopping_) return SessionEnd::kUnreached;
     context_ = &context;
     session_ended_ = false;
   }
   std::unique_ptr<Stream> stream = stub.Connect(&context);
   v1::AgentMessage hello;
   *hello.mutable_hello() = hello_();
+  hello.mutable_hello()->set_report_interval_seconds(
+      absl::ToDoubleSeconds(options_.report_interval));
   bool welcomed = false;
   if (stream->Write(hello)) {
     batcher_->BeginSession();
     std::thread reader([this, &stream] { ReadCommands(stream.get()); });
     WriteReports(stream.get());
-    context.TryCancel();  // ends the reader's Read, if the stream is still up
+    bool reader_done;
+    {
+      absl::MutexLock lock(&mu_);
+      reader_done = session_ended_;
+    }
+    // Ends the reader's Read if the stream is still up (a write failed).
+    // Not once the supervisor ended it: its status would become CANCELLED.
+    if (!reader_done) context.TryCancel();
     reader.join();
     absl::MutexLock lock(&mu_);
     welcomed = connected_;  // the reader saw this stream's welcome
   }
   grpc::Status status = stream->Finish();
-  absl::MutexLock lock(&mu_);
-  if (connected_ && !stopping_) {
-    TRAINSUP_LOG_WARN("stream to the supervisor ended: %s",
-                      status.ok() ? std::string("closed") : status.error_message());
+  bool refused = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (connected_ && !stopping_) {
+      TRAINSUP_LOG_WARN("stream to the supervisor ended: %s",
+                        status.ok() ? std::string("closed") : status.error_message());
+    }
+    refused = !welcomed && !stopping_ && !status.ok() &&
+              status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+              status.error_code() != grpc::StatusCode::CANCELLED;
+    connected_ = false;
+    context_ = nullptr;
   }
-  connected_ = false;
-  context_ = nullptr;
-  return welcomed;
+  if (welcomed) return SessionEnd::kWelcomed;
+  if (!refused) return SessionEnd::kUnreached;
+  if (on_refused_) on_refused_(status);
+  return SessionEnd::kRefused;
 }
 
 void SupervisorLink::ReadCommands(Stream* stream) {
@@ -148,31 +174,55 @@ void SupervisorLink::ReadCommands(Stream* stream) {
 }
 
 void SupervisorLink::WriteReports(Stream* stream) {
-  absl::Duration last_sent = SteadyNow();
+  {
+    // Nothing before the welcome: on a stream the supervisor refuses, what
+    // was written is lost.
+    absl::MutexLock lock(&mu_);
+    auto welcomed = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stopping_ || session_ended_ || connected_;
+    };
+    mu_.Await(absl::Condition(&welcomed));
+    if (stopping_ || session_ended_) return;
+  }
+  absl::Duration next_report = SteadyNow() + options_.report_interval;
   for (;;) {
     uint64_t flush_ticket = 0;
     bool flushing = false;
+    std::deque<v1::AgentMessage> queued;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || session_ended_ || flush_requested_ > flush_done_;
+        return stopping_ || session_ended_ || flush_requested_ > flush_done_ || !outbox_.empty();
       };
-      mu_.AwaitWithTimeout(absl::Condition(&wake), options_.report_interval);
+      mu_.AwaitWithTimeout(absl::Condition(&wake),
+                           std::max(absl::ZeroDuration(), next_report - SteadyNow()));
       if (stopping_ || session_ended_) return;
       flush_ticket = flush_requested_;
       flushing = flush_requested_ > flush_done_;
+      queued.swap(outbox_);
+    }
+    // Queued messages first: they tell what happened before the report's news.
+    while (!queued.empty()) {
+      if (!stream->Write(queued.front())) {
+        absl::MutexLock lock(&mu_);
+        while (!queued.empty() && outbox_.size() < kMaxQueuedMessages) {
+          outbox_.push_front(std::move(queued.back()));
+          queued.pop_back();
+        }
+        return;
+      }
+      queued.pop_front();
     }
     const absl::Duration now = SteadyNow();
-    if (!batcher_->HasNews() && !flushing && now - last_sent < options_.idle_report_interval) {
-      continue;
-    }
+    if (now < next_report && !flushing) continue;
     v1::AgentMessage message;
     *message.mutable_report() = batcher_->TakeReport(now);
     if (!stream->Write(message)) {
       batcher_->Restore(std::move(*message.mutable_report()));
       return;
     }
-    last_sent = now;
+    next_report += options_.report_interval;
+    if (next_report <= now) next_report = now + options_.report_interval;  // fell behind
     absl::MutexLock lock(&mu_);
     flush_done_ = std::max(flush_done_, flush_ticket);
   }

@@ -2,6 +2,7 @@
 #define TRAINSUP_AGENT_SUPERVISOR_LINK_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -20,10 +21,10 @@ namespace trainsup {
 struct LinkOptions {
   // The supervisor's gRPC address, HOST:PORT.
   std::string address;
-  // How often news is sent. Default: 200ms.
+  // A report goes out this often, news or not: the supervisor judges an
+  // agent silent after some intervals without one (the hello tells it the
+  // interval). Default: 200ms.
   absl::Duration report_interval = absl::Milliseconds(200);
-  // A report goes out at least this often even without news. Default: 2s.
-  absl::Duration idle_report_interval = absl::Seconds(2);
   // Reconnect backoff: starts here, doubles per failed attempt, capped.
   // Defaults: 100ms, 5s.
   absl::Duration backoff_initial = absl::Milliseconds(100);
@@ -31,17 +32,26 @@ struct LinkOptions {
 };
 
 // The agent's stream to the supervisor, on a thread of its own: connects,
-// says hello, sends the batcher's reports every interval, hands commands to
-// `on_command`, and reconnects with capped exponential backoff (with jitter)
-// whenever the stream breaks. Fail-open: nothing here ever waits on the
-// training job, nor the job on it. Thread-safe.
+// says hello, sends the batcher's reports every interval (and other messages
+// queued with Send before them), hands commands to `on_command`, tells
+// `on_refused` when the supervisor refused the hello, and reconnects with
+// capped exponential backoff (with jitter) whenever the stream breaks.
+// Fail-open: nothing here ever waits on the training job, nor the job on it.
+// Thread-safe.
 class SupervisorLink {
  public:
+  // The hello to send; the link adds its report interval.
   using HelloFn = std::function<v1::AgentHello()>;
   // Called on the link's reader thread; must not block for long.
   using CommandFn = std::function<void(const v1::SupervisorMessage&)>;
+  // A stream ended before the supervisor's welcome with this status, sent by
+  // the supervisor (ALREADY_EXISTS: another agent serves the node). Not
+  // called for a supervisor that could not be reached (UNAVAILABLE) nor for
+  // Stop. Called on the link's thread; must not block for long.
+  using RefusedFn = std::function<void(const grpc::Status&)>;
 
-  SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello, CommandFn on_command);
+  SupervisorLink(LinkOptions options, ReportBatcher* batcher, HelloFn hello, CommandFn on_command,
+                 RefusedFn on_refused = nullptr);
   ~SupervisorLink();
 
   SupervisorLink(const SupervisorLink&) = delete;
@@ -51,9 +61,15 @@ class SupervisorLink {
   // Ends the stream and the thread. Idempotent.
   void Stop();
 
-  // Sends a report now and waits until it was written. False when not
-  // connected or `timeout` passed first.
+  // Sends a report now and waits until it was written (with the messages
+  // queued before it). False when not connected or `timeout` passed first.
   bool Flush(absl::Duration timeout);
+
+  // Queues `message` (not a hello) to be written before the next report, on
+  // this stream or, when none is up, on the next one. At most
+  // kMaxQueuedMessages wait; beyond, the oldest is dropped.
+  void Send(v1::AgentMessage message);
+  static constexpr size_t kMaxQueuedMessages = 8;
 
   // True between the supervisor's welcome and the end of that stream.
   bool connected() const;
@@ -63,16 +79,24 @@ class SupervisorLink {
   using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::SupervisorMessage>;
 
   void Run();
-  // One stream, from hello to its end. Returns true if it was welcomed.
-  bool RunSession(v1::AgentService::Stub& stub);
+  // How a stream ended.
+  enum class SessionEnd {
+    kWelcomed,  // after the supervisor's welcome
+    kRefused,   // the supervisor refused the hello (on_refused was called)
+    kUnreached,  // no supervisor answered, or Stop()
+  };
+  // One stream, from hello to its end.
+  SessionEnd RunSession(v1::AgentService::Stub& stub);
   void ReadCommands(Stream* stream);
-  // Sends reports until the stream breaks or Stop(). Returns on either.
+  // Once the stream is welcomed, sends queued messages and reports until it
+  // breaks or Stop(). Returns on either.
   void WriteReports(Stream* stream);
 
   const LinkOptions options_;
   ReportBatcher* const batcher_;
   const HelloFn hello_;
   const CommandFn on_command_;
+  const RefusedFn on_refused_;
   std::thread thread_;
 
   mutable absl::Mutex mu_;
@@ -83,6 +107,7 @@ class SupervisorLink {
   uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sessions_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainsup

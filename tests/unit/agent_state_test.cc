@@ -11,9 +11,11 @@
 namespace trainsup {
 
 void PrintTo(const AgentAction& a, std::ostream* os) {
-  static const char* const kKinds[] = {"none", "launch", "signal", "wait", "ignore", "finish"};
+  static const char* const kKinds[] = {"none",  "launch",         "signal", "wait",
+                                       "ignore", "alert", "collect stacks", "finish"};
   *os << kKinds[static_cast<int>(a.kind)] << " {generation " << a.generation << ", signal "
-      << a.signal << ", exit code " << a.exit_code << ", reason \"" << a.reason << "\"}";
+      << a.signal << ", exit code " << a.exit_code << ", reason \"" << a.reason
+      << "\", error \"" << a.error << "\"}";
 }
 void PrintTo(AgentStateMachine::Phase phase, std::ostream* os) { *os << AgentPhaseName(phase); }
 
@@ -31,6 +33,10 @@ MATCHER_P(IsLaunch, generation, "") {
 }
 MATCHER_P(IsSignal, signal, "") { return arg.kind == Kind::kSignal && arg.signal == signal; }
 MATCHER_P(IsFinish, code, "") { return arg.kind == Kind::kFinish && arg.exit_code == code; }
+MATCHER(IsAlert, "") { return arg.kind == Kind::kAlert && !arg.reason.empty(); }
+MATCHER_P(IsCollectStacks, generation, "") {
+  return arg.kind == Kind::kCollectStacks && arg.generation == static_cast<uint64_t>(generation);
+}
 
 // Steady time: seconds since an arbitrary origin.
 absl::Duration T(double seconds) { return absl::Seconds(1000) + absl::Seconds(seconds); }
@@ -46,6 +52,7 @@ AgentStateOptions TestOptions() {
   o.decision_timeout = absl::Minutes(5);
   o.hold_timeout = absl::Hours(1);
   o.stop_grace = absl::Seconds(10);
+  o.stack_collect_time = absl::Seconds(2);
   return o;
 }
 
@@ -143,6 +150,63 @@ TEST_F(AgentStateTest, LaunchFailureExitsWithFailure) {
   Running();
   EXPECT_THAT(state_.OnLaunchFailed("cannot run torchrun"), IsFinish(kExitFailure));
   EXPECT_EQ(state_.phase(), Phase::kDone);
+}
+
+// --- connecting: another agent serves the node ---
+
+constexpr char kTaken[] = "node n1 is served by another agent (incarnation 00000000000000aa)";
+
+TEST_F(AgentStateTest, ARefusedAgentDoesNotFailOpenAndExitsWithNodeTaken) {
+  const AgentAction alert = state_.OnNodeTaken(kTaken);
+  EXPECT_THAT(alert, IsAlert());
+  EXPECT_THAT(alert.reason, HasSubstr(kTaken));
+  EXPECT_THAT(state_.OnNodeTaken(kTaken), IsNone());  // retries are not alerted again
+  EXPECT_THAT(state_.Tick(T(9.999)), IsNone());
+  const AgentAction action = state_.Tick(T(10));
+  EXPECT_THAT(action, IsFinish(kExitNodeTaken));
+  EXPECT_EQ(action.error, kTaken);
+  EXPECT_EQ(state_.exit_code(), 76);
+  EXPECT_EQ(state_.generation(), 0u);  // nothing was launched
+}
+
+TEST_F(AgentStateTest, TheExitErrorIsTheSupervisorsLastWord) {
+  ASSERT_THAT(state_.OnNodeTaken("heard 0.1s ago"), IsAlert());
+  ASSERT_THAT(state_.OnNodeTaken("heard 0.3s ago"), IsNone());
+  EXPECT_EQ(state_.Tick(T(10)).error, "heard 0.3s ago");
+}
+
+TEST_F(AgentStateTest, AWelcomeAfterARefusalLaunches) {
+  ASSERT_THAT(state_.OnNodeTaken(kTaken), IsAlert());
+  // The other agent went silent: the supervisor lets this one take over.
+  EXPECT_THAT(state_.OnWelcome(T(5), true, 1, true), IsLaunch(1));
+  EXPECT_THAT(state_.Tick(T(10)), IsNone());
+}
+
+TEST_F(AgentStateTest, AWelcomeToWaitAfterARefusalWaits) {
+  ASSERT_THAT(state_.OnNodeTaken(kTaken), IsAlert());
+  EXPECT_THAT(state_.OnWelcome(T(5), false, 1, true), IsWait());
+  EXPECT_THAT(state_.Tick(T(10)), IsNone());
+  EXPECT_EQ(state_.phase(), Phase::kWaiting);
+}
+
+TEST_F(AgentStateTest, ARefusalAfterTheLaunchIsAlertedAndTheCommandRunsOn) {
+  Running();
+  const AgentAction action = state_.OnNodeTaken(kTaken);
+  EXPECT_THAT(action, IsAlert());
+  EXPECT_THAT(action.reason, HasSubstr("runs on"));
+  EXPECT_EQ(state_.phase(), Phase::kRunning);
+  EXPECT_THAT(state_.OnNodeTaken(kTaken), IsNone());
+  EXPECT_THAT(state_.Tick(T(3600)), IsNone());
+  // A welcome ends the streak: the next refusal is news again.
+  EXPECT_THAT(state_.OnWelcome(T(3601), true, 1, true), IsNone());
+  EXPECT_THAT(state_.OnNodeTaken(kTaken), IsAlert());
+  EXPECT_THAT(state_.OnCommandEnded(T(3602), kSucceeded, kUnreachable), IsFinish(0));
+}
+
+TEST_F(AgentStateTest, ARefusalWhileWaitingKeepsTheDecisionTimeout) {
+  Waiting();  // since T(10)
+  EXPECT_THAT(state_.OnNodeTaken(kTaken), IsAlert());
+  EXPECT_THAT(state_.Tick(T(10) + absl::Minutes(5)), IsFinish(1));
 }
 
 // --- running ---
@@ -250,6 +314,90 @@ TEST_F(AgentStateTest, AStartAfterAStopForgetsTheStop) {
   ASSERT_THAT(state_.OnCommandEnded(T(6), CommandEnd{0, SIGTERM}, kConnected), IsWait());
   ASSERT_THAT(state_.OnStart(T(7), 2, "restart"), IsLaunch(2));
   EXPECT_THAT(state_.OnCommandEnded(T(8), kSucceeded, kConnected), IsFinish(0));
+}
+
+// --- stopping: stacks first ---
+
+constexpr bool kCollectStacks = true;
+
+TEST_F(AgentStateTest, AStopThatWantsStacksCollectsThemBeforeTheSigterm) {
+  Running(2);
+  EXPECT_THAT(state_.OnStop(T(5), 2, absl::Seconds(30), "hang", kCollectStacks),
+              IsCollectStacks(2));
+  EXPECT_EQ(state_.phase(), Phase::kCollecting);
+  EXPECT_THAT(state_.Tick(T(6)), IsNone());
+  EXPECT_THAT(state_.OnStacksCollected(T(6)), IsSignal(SIGTERM));
+  EXPECT_EQ(state_.phase(), Phase::kStopping);
+  // The grace runs from the SIGTERM, not from the stop command.
+  EXPECT_THAT(state_.Tick(T(35.9)), IsNone());
+  EXPECT_THAT(state_.Tick(T(36)), IsSignal(SIGKILL));
+}
+
+TEST_F(AgentStateTest, TheStackCollectionEndsAfterTheCollectTimeWhateverTheRanksDo) {
+  Running();
+  ASSERT_THAT(state_.OnStop(T(5), 1, absl::Seconds(30), "hang", kCollectStacks),
+              IsCollectStacks(1));
+  EXPECT_THAT(state_.Tick(T(6.999)), IsNone());
+  const AgentAction action = state_.Tick(T(7));
+  EXPECT_THAT(action, IsSignal(SIGTERM));
+  EXPECT_THAT(action.reason, HasSubstr("hang"));
+  EXPECT_EQ(state_.phase(), Phase::kStopping);
+  // A late collection result changes nothing.
+  EXPECT_THAT(state_.OnStacksCollected(T(7.5)), IsNone());
+  EXPECT_THAT(state_.Tick(T(36.9)), IsNone());
+  EXPECT_THAT(state_.Tick(T(37)), IsSignal(SIGKILL));
+}
+
+TEST_F(AgentStateTest, StacksAreNotCollectedFromACommandAlreadyStopping) {
+  Running();
+  ASSERT_THAT(state_.OnStop(T(5), 1, absl::Seconds(30), "stall"), IsSignal(SIGTERM));
+  EXPECT_THAT(state_.OnStop(T(6), 1, absl::Seconds(30), "hang", kCollectStacks),
+              IsSignal(SIGTERM));
+  EXPECT_EQ(state_.phase(), Phase::kStopping);
+}
+
+TEST_F(AgentStateTest, AStopForANewerGenerationCollectsNothing) {
+  Running(1);
+  EXPECT_THAT(state_.OnStop(T(5), 2, absl::Seconds(30), "hang", kCollectStacks), IsIgnore());
+  EXPECT_EQ(state_.phase(), Phase::kRunning);
+}
+
+TEST_F(AgentStateTest, ASecondStopWhileCollectingIsIgnored) {
+  Running();
+  ASSERT_THAT(state_.OnStop(T(5), 1, absl::Seconds(30), "hang", kCollectStacks),
+              IsCollectStacks(1));
+  EXPECT_THAT(state_.OnStop(T(6), 1, absl::Seconds(1), "again"), IsIgnore());
+  EXPECT_EQ(state_.phase(), Phase::kCollecting);
+  EXPECT_THAT(state_.OnStacksCollected(T(6.5)), IsSignal(SIGTERM));
+  EXPECT_THAT(state_.Tick(T(36.4)), IsNone());  // the first stop's grace
+  EXPECT_THAT(state_.Tick(T(36.5)), IsSignal(SIGKILL));
+}
+
+TEST_F(AgentStateTest, AStopSignalWhileCollectingIsForwardedAtOnce) {
+  Running();
+  ASSERT_THAT(state_.OnStop(T(5), 1, absl::Seconds(30), "hang", kCollectStacks),
+              IsCollectStacks(1));
+  EXPECT_THAT(state_.OnStopSignal(T(6), SIGTERM), IsSignal(SIGTERM));
+  EXPECT_EQ(state_.phase(), Phase::kStopping);
+  EXPECT_THAT(state_.Tick(T(7)), IsNone());  // the collect time no longer applies
+  EXPECT_THAT(state_.OnStacksCollected(T(7)), IsNone());
+}
+
+TEST_F(AgentStateTest, ACommandEndingWhileCollectingWaitsForTheDecision) {
+  Running();
+  ASSERT_THAT(state_.OnStop(T(5), 1, absl::Seconds(30), "hang", kCollectStacks),
+              IsCollectStacks(1));
+  EXPECT_THAT(state_.OnCommandEnded(T(6), kFailed, kConnected), IsWait());
+  EXPECT_EQ(state_.phase(), Phase::kWaiting);
+  EXPECT_THAT(state_.Tick(T(7)), IsNone());
+}
+
+TEST_F(AgentStateTest, AQuarantineWhileCollectingStopsAtOnce) {
+  Running();
+  ASSERT_THAT(state_.OnStop(T(5), 1, absl::Seconds(30), "hang", kCollectStacks),
+              IsCollectStacks(1));
+  EXPECT_THAT(state_.OnQuarantined(T(6), "3 failures"), IsSignal(SIGTERM));
+  EXPECT_EQ(state_.phase(), Phase::kStopping);
 }
 
 // --- stopping: a quarantine ---
@@ -394,6 +542,8 @@ TEST_F(AgentStateTest, DoneIgnoresEveryInputAndKeepsItsExitCode) {
   EXPECT_THAT(state_.OnStopSignal(T(6), SIGTERM), IsIgnore());
   EXPECT_THAT(state_.OnCommandEnded(T(6), kFailed, kConnected), IsIgnore());
   EXPECT_THAT(state_.OnLaunchFailed("no"), IsIgnore());
+  EXPECT_THAT(state_.OnNodeTaken(kTaken), IsIgnore());
+  EXPECT_THAT(state_.OnStacksCollected(T(6)), IsNone());
   EXPECT_THAT(state_.OnOtherMessage(T(6)), IsNone());
   EXPECT_THAT(state_.Tick(T(1e6)), IsNone());
   EXPECT_EQ(state_.phase(), Phase::kDone);
@@ -403,6 +553,7 @@ TEST_F(AgentStateTest, DoneIgnoresEveryInputAndKeepsItsExitCode) {
 TEST(AgentPhaseNameTest, NamesEveryPhase) {
   EXPECT_EQ(AgentPhaseName(Phase::kConnecting), "connecting");
   EXPECT_EQ(AgentPhaseName(Phase::kRunning), "running");
+  EXPECT_EQ(AgentPhaseName(Phase::kCollecting), "collecting");
   EXPECT_EQ(AgentPhaseName(Phase::kStopping), "stopping");
   EXPECT_EQ(AgentPhaseName(Phase::kWaiting), "waiting");
   EXPECT_EQ(AgentPhaseName(Phase::kHeld), "held");

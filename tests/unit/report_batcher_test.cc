@@ -298,65 +298,24 @@ TEST_F(ReportBatcherTest, RestoreThenBeginSessionSendsARestoredResendOnce) {
   EXPECT_EQ(Summary(Take()), (Names{"STEP r0 s1"}));
 }
 
-TEST_F(ReportBatcherTest, HasNewsTracksChangesSinceTheLastReport) {
-  Take();
-  EXPECT_FALSE(batcher_.HasNews());
-
-  batcher_.AddHeartbeat(Step(0, 1));
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-  EXPECT_FALSE(batcher_.HasNews());
-
-  v1::LauncherStatus launcher;
-  launcher.set_state(v1::LauncherStatus::STATE_RUNNING);
-  batcher_.SetLauncher(launcher);
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-  EXPECT_FALSE(batcher_.HasNews());
-
-  batcher_.CountReject(v1::REJECT_REASON_INVALID_JSON);
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-
-  batcher_.SetProcesses({});
-  EXPECT_TRUE(batcher_.HasNews());
-  Take();
-
-  batcher_.BeginSession();
-  EXPECT_TRUE(batcher_.HasNews());
+TEST_F(ReportBatcherTest, EveryReportSaysWhichPlansAreHeld) {
+  EXPECT_EQ(Take().plans_held_through(), 0u);
+  batcher_.SetPlansHeldThrough(3);
+  EXPECT_EQ(Take().plans_held_through(), 3u);
+  EXPECT_EQ(Take().plans_held_through(), 3u);  // a report without news says it too
 }
 
-TEST_F(ReportBatcherTest, IdenticalLauncherStatusIsNotNews) {
-  v1::LauncherStatus launcher;
-  launcher.set_state(v1::LauncherStatus::STATE_RUNNING);
-  launcher.set_pid(42);
-  batcher_.SetLauncher(launcher);
-  Take();
+TEST_F(ReportBatcherTest, AFailureIsDatedFromItsOwnTimeInEveryReport) {
+  ProcessObservation failed;
+  failed.process.set_rank(0);
+  failed.process.set_pid(100);
+  failed.process.set_alive(true);
+  failed.process.set_exception_seen(true);
+  failed.exception_at = Steady(1000);
+  batcher_.SetProcesses({failed});
 
-  batcher_.SetLauncher(launcher);
-  EXPECT_FALSE(batcher_.HasNews());
-
-  launcher.set_pid(43);
-  batcher_.SetLauncher(launcher);
-  EXPECT_TRUE(batcher_.HasNews());
-}
-
-TEST_F(ReportBatcherTest, SameGenerationIsNotNews) {
-  Take();
-  batcher_.SetGeneration(1);
-  EXPECT_FALSE(batcher_.HasNews());
-  batcher_.SetGeneration(2);
-  EXPECT_TRUE(batcher_.HasNews());
-}
-
-TEST_F(ReportBatcherTest, RestoreIsNews) {
-  batcher_.AddHeartbeat(Step(0, 1));
-  v1::NodeReport failed = Take();
-  ASSERT_FALSE(batcher_.HasNews());
-
-  batcher_.Restore(std::move(failed));
-
-  EXPECT_TRUE(batcher_.HasNews());
+  EXPECT_DOUBLE_EQ(batcher_.TakeReport(Steady(1250)).processes(0).exception_seconds_ago(), 0.25);
+  EXPECT_DOUBLE_EQ(batcher_.TakeReport(Steady(3000)).processes(0).exception_seconds_ago(), 2.0);
 }
 
 TEST_F(ReportBatcherTest, DeadProcessReportsHowLongAgoItDied) {
