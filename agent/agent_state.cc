@@ -99,6 +99,7 @@ AgentAction AgentStateMachine::OnWelcome(absl::Duration now, bool launch, uint64
   if (phase_ == Phase::kDone) return Ignore("welcome");
   Heard(now);
   supervisor_restarts_ = restarts;
+  welcomed_ = true;
   node_taken_ = false;
   if (phase_ == Phase::kConnecting) {
     if (launch) return Launch(std::max<uint64_t>(1, generation), "the supervisor says go");
@@ -252,10 +253,21 @@ AgentAction AgentStateMachine::OnCommandEnded(absl::Duration now, CommandEnd end
     return Finish(code, absl::StrCat("the supervisor only observes: exiting with the command's "
                                      "exit code ", code));
   }
-  if (!supervisor_connected) {
+  if (!supervisor_connected && !welcomed_) {
     // Fail-open: with no supervisor to decide, the scheduler decides.
     return Finish(code, absl::StrCat("the supervisor is unreachable: exiting with the command's "
                                      "exit code ", code));
+  }
+  if (!supervisor_connected) {
+    // A supervisor decided for this job before: it may be cut off from us
+    // (a partition) and have moved the job on, or be restarting. Wait for
+    // it as for any decision: a relaunch by the scheduler now could rejoin
+    // a generation the job has left.
+    return Wait(Phase::kWaiting, now + options_.decision_timeout,
+                absl::StrCat("generation ", generation_, " ended while the supervisor is "
+                             "unreachable: waiting up to ",
+                             absl::FormatDuration(options_.decision_timeout),
+                             " for it to be heard again and decide"));
   }
   return Wait(Phase::kWaiting, now + options_.decision_timeout,
               absl::StrCat("generation ", generation_, " ended: waiting up to ",

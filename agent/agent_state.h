@@ -166,6 +166,7 @@ class AgentStateMachine {
   bool stopped_by_supervisor_ = false;
   bool quarantined_ = false;
   bool supervisor_restarts_ = true;  // from the welcome: false under --observe-only
+  bool welcomed_ = false;            // a supervisor spoke for this job at least once
   // kCollecting: the stop that follows the collection.
   absl::Duration pending_grace_;
   std::string pending_stop_why_;

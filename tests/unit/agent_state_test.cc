@@ -237,11 +237,22 @@ TEST_F(AgentStateTest, FailureWaitsForTheSupervisorsDecision) {
   EXPECT_EQ(state_.last_exit_code(), 1);
 }
 
-TEST_F(AgentStateTest, FailureWithTheSupervisorUnreachableFailsOpen) {
-  Running();
-  const AgentAction action = state_.OnCommandEnded(T(5), kFailed, kUnreachable);
+TEST_F(AgentStateTest, FailureWithNoSupervisorEverHeardFailsOpen) {
+  ASSERT_THAT(state_.Tick(T(10)), IsLaunch(1));  // no welcome: launched on its own
+  const AgentAction action = state_.OnCommandEnded(T(15), kFailed, kUnreachable);
   EXPECT_THAT(action, IsFinish(1));
   EXPECT_THAT(action.reason, HasSubstr("unreachable"));
+}
+
+TEST_F(AgentStateTest, FailureWhileASupervisorThatDecidedBeforeIsUnreachableWaitsForIt) {
+  // A partition (or a supervisor restart): the job may have moved on without
+  // this node; the agent waits to be told rather than hand the node back.
+  Running();
+  const AgentAction action = state_.OnCommandEnded(T(5), kFailed, kUnreachable);
+  EXPECT_THAT(action, IsWait());
+  EXPECT_THAT(action.reason, HasSubstr("unreachable"));
+  EXPECT_EQ(state_.phase(), Phase::kWaiting);
+  EXPECT_THAT(state_.Tick(T(5) + absl::Minutes(5)), IsFinish(1));
 }
 
 TEST_F(AgentStateTest, ObserveOnlyExitsWithTheCommandsCode) {
@@ -256,8 +267,8 @@ TEST_F(AgentStateTest, ObserveOnlyLearnedOnAReconnectApplies) {
 }
 
 TEST_F(AgentStateTest, ASignalDeathIs128PlusTheSignal) {
-  Running();
-  EXPECT_THAT(state_.OnCommandEnded(T(5), CommandEnd{0, SIGKILL}, kUnreachable),
+  ASSERT_THAT(state_.Tick(T(10)), IsLaunch(1));
+  EXPECT_THAT(state_.OnCommandEnded(T(15), CommandEnd{0, SIGKILL}, kUnreachable),
               IsFinish(128 + SIGKILL));
 }
 
@@ -532,8 +543,8 @@ TEST_F(AgentStateTest, ResumeLaunchesTheNextGeneration) {
 // --- done ---
 
 TEST_F(AgentStateTest, DoneIgnoresEveryInputAndKeepsItsExitCode) {
-  Running();
-  ASSERT_THAT(state_.OnCommandEnded(T(5), CommandEnd{7, 0}, kUnreachable), IsFinish(7));
+  ASSERT_THAT(state_.Tick(T(10)), IsLaunch(1));
+  ASSERT_THAT(state_.OnCommandEnded(T(11), CommandEnd{7, 0}, kUnreachable), IsFinish(7));
   EXPECT_THAT(state_.OnWelcome(T(6), true, 2, true), IsIgnore());
   EXPECT_THAT(state_.OnStart(T(6), 2, "restart"), IsIgnore());
   EXPECT_THAT(state_.OnStop(T(6), 2, absl::Seconds(1), "stop"), IsIgnore());
