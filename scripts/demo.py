@@ -9,9 +9,11 @@ and does:
 2. a rank on node-b hangs before its all-reduce (as with a wedged GPU or a
    deadlocked data loader): the other ranks block in the collective and
    torchrun notices nothing (gloo would wait 30 minutes); trainsupd reports
-   the stall within seconds, naming the rank and node, stops the job on both
-   nodes and starts generation 2, which resumes from the last checkpoint;
-3. node-b fails again (a crash): its second failure quarantines it; the fence
+   the stall within seconds, naming the rank and node, takes every rank's Python
+   stack (the hung rank's stands alone), stops the job on both nodes and starts
+   generation 2, which resumes from the last checkpoint;
+3. node-b's GPU fails (a CUDA error): with the hang it was blamed for, its
+   second failure quarantines it (an error of the training code would not); the fence
    command runs (here it only prints what a scheduler would be told), node-b's
    agent exits with code 75, and generation 3 goes on with node-a alone, at
    half the world size (an event says what that does to the global batch);
@@ -99,6 +101,10 @@ def main():
         banner("trainsupd caught the hang (torchrun still sees nothing wrong):")
         print(stall["message"])
         show(cluster, "ranks", JOB)
+        banner("before stopping the ranks it took their Python stacks: the hung rank stands alone")
+        wait_for(lambda: len(cluster.events(JOB, "stacks")) == 2, 30,
+                 what="both agents' stacks")
+        show(cluster, "stacks", JOB)
 
         banner("trainsupd stops the job on both nodes and starts generation 2 from the checkpoint")
         if not live_ranks_until(cluster, lambda: cluster.events(JOB, "recovered"), 120):
