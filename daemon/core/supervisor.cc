@@ -82,9 +82,12 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   result.superseded = connection.superseded;
   result.generation = observed.generation();
   result.restarts = !options_.observe_only;
+  // A fresh agent joins the generation that runs; one that ran an older
+  // generation was cut from this one and waits for the next.
   result.launch = !quarantine_.IsQuarantined(node.name) &&
                   (job.lifecycle.state == JobState::kPending ||
-                   job.lifecycle.state == JobState::kRunning);
+                   job.lifecycle.state == JobState::kRunning) &&
+                  (fresh_agent || hello.generation == observed.generation());
   // The welcome is this agent's start: no separate start for this generation.
   if (result.launch && fresh_agent) {
     node.told.start_generation = observed.generation();

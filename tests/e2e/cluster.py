@@ -345,6 +345,16 @@ scrape_configs:
         subprocess.run(["pkill", "-KILL", "-f", self.workdir], check=False)
 
 
+def has_failed(testcase):
+    """Whether `testcase` (a unittest.TestCase in its tearDown) has failed so
+    far: its cluster's logs are then worth printing."""
+    outcome = getattr(testcase, "_outcome", None)
+    result = getattr(outcome, "result", None)
+    if result is None:
+        return False
+    return any(test is testcase for test, _ in result.errors + result.failures)
+
+
 def train_log(path):
     """The training script's own log: one JSON object per line (steps, and
     "event" lines: a rank's start, a checkpoint)."""

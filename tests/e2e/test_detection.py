@@ -15,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, wait_for  # noqa: E402
+from cluster import Cluster, wait_for, has_failed  # noqa: E402
 
 STARTUP = 90
 # Detection options for the tests: short, so that the tests are short. The
@@ -40,7 +40,7 @@ class DetectionEndToEnd(unittest.TestCase):
         self.cluster.start_supervisor()
 
     def tearDown(self):
-        if getattr(self, "_outcome", None) and not self._outcome.success:
+        if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
         self.cluster.close()
 

@@ -19,7 +19,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_steps, wait_for  # noqa: E402
+from cluster import Cluster, train_steps, wait_for, has_failed  # noqa: E402
 
 STARTUP = 120
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "3s", "--restart-backoff", "1s",
@@ -36,7 +36,7 @@ class FaultsEndToEnd(unittest.TestCase):
     def tearDown(self):
         if self.cluster is None:
             return
-        if getattr(self, "_outcome", None) and not self._outcome.success:
+        if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
         self.cluster.close()
 

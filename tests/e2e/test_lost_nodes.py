@@ -26,7 +26,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_log, train_steps, wait_for  # noqa: E402
+from cluster import Cluster, train_log, train_steps, wait_for, has_failed  # noqa: E402
 from proxy import PartitionProxy  # noqa: E402
 
 STARTUP = 120
@@ -52,7 +52,7 @@ class LostNodesEndToEnd(unittest.TestCase):
             self.proxy.close()
         if self.cluster is None:
             return
-        if getattr(self, "_outcome", None) and not self._outcome.success:
+        if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
         self.cluster.close()
 
@@ -126,7 +126,7 @@ class LostNodesEndToEnd(unittest.TestCase):
         job = "e2e-partition"
         c.start_job(job, elastic=True, supervisors={"node-b": self.proxy.address},
                     train_args=self.checkpointed(
-                        2000, "--hang-rank", "1", "--hang-step", "400", "--hang-generation", "1"))
+                        520, "--hang-rank", "1", "--hang-step", "400", "--hang-generation", "1"))
         self.wait_step(job, 20)
         self.proxy.cut()
         cut_at = time.time()
@@ -151,9 +151,13 @@ class LostNodesEndToEnd(unittest.TestCase):
         wait_for(lambda: c.events(job, "restart"), 60, what="the next generation")
         self.proxy.heal()
         wait_for(lambda: c.events(job, "node_reachable"), 60, what="node-b to be heard again")
-        wait_for(lambda: "is stale" in c.agents["node-b"].output() or
-                 c.agents["node-b"].poll() is not None, 60,
-                 what="node-b's agent to stop its stale command")
+        # Its command of generation 1 no longer runs (stopped as stale, or
+        # ended when its peers left) and it is not started into generation 2.
+        def node_b_idle():
+            nodes = {n["node"]: n for n in c.ctl_json("nodes")["nodes"]}
+            b = nodes["node-b"]
+            return b["launcher_state"] in ("exited", "waiting") and b["generation"] == "1"
+        wait_for(node_b_idle, 60, what="node-b's generation-1 command to be over")
         self.assertEqual(c.agents["node-a"].wait(timeout=300), 0)
         self.assertEqual([e for e in train_steps(c.train_log)
                           if e["node"] == "node-b" and e["generation"] >= 2], [])

@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_log, train_steps, wait_for  # noqa: E402
+from cluster import Cluster, train_log, train_steps, wait_for, has_failed  # noqa: E402
 
 STARTUP = 120
 STEPS = 600
@@ -33,7 +33,7 @@ class PlanningEndToEnd(unittest.TestCase):
         self.cluster.start_supervisor()
 
     def tearDown(self):
-        if getattr(self, "_outcome", None) and not self._outcome.success:
+        if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
         self.cluster.close()
 

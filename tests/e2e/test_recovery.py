@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, train_log, train_steps, wait_for  # noqa: E402
+from cluster import REPO, Cluster, train_log, train_steps, wait_for, has_failed  # noqa: E402
 
 STARTUP = 120
 QUARANTINE_EXIT = 75
@@ -55,7 +55,7 @@ class RecoveryEndToEnd(unittest.TestCase):
     def tearDown(self):
         if self.cluster is None:
             return
-        if getattr(self, "_outcome", None) and not self._outcome.success:
+        if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
         self.cluster.close()
 

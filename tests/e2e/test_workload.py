@@ -14,7 +14,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, wait_for  # noqa: E402
+from cluster import REPO, Cluster, wait_for, has_failed  # noqa: E402
 
 STARTUP = 120
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "3s", "--restart-backoff", "1s",
@@ -29,7 +29,7 @@ class WorkloadEndToEnd(unittest.TestCase):
     def tearDown(self):
         if self.cluster is None:
             return
-        if getattr(self, "_outcome", None) and not self._outcome.success:
+        if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
         self.cluster.close()
 
