@@ -20,6 +20,19 @@ std::vector<uint32_t> RanksOn(const Job& job, NodeIndex node) {
   return ranks;
 }
 
+// How a rank failed, for people: "RuntimeError: CUDA error: ..." (the
+// message cut at 160 bytes) or its exit status.
+std::string FailureText(const RankState& r) {
+  if (r.exception_type.empty()) return FailureSignature(r);
+  std::string text = absl::StrCat(r.exception_type, ": ", r.exception_message);
+  if (text.size() > 160) {
+    size_t cut = 157;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
+    text = absl::StrCat(text.substr(0, cut), "...");
+  }
+  return text;
+}
+
 }  // namespace
 
 void Detection::NoticeReport(absl::Time now, JobEntry& job, bool launcher_failed) {
@@ -78,7 +91,8 @@ Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict) cons
       if (life.last_failure) f.hold = WorkloadRepeat(*life.last_failure, fingerprint);
       if (f.hold) f.charged = false;
       life.last_failure = fingerprint;
-      f.message = absl::StrCat("crash of rank ", *verdict.rank, " (", fingerprint.signature, ")");
+      f.message = absl::StrCat("crash of rank ", *verdict.rank, " (",
+                               FailureText(job.job().rank(*verdict.rank)), ")");
       break;
     }
     case CrashVerdict::Kind::kNoCulprit:
