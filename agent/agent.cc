@@ -157,6 +157,7 @@ void Agent::Do(const AgentAction& action) {
 void Agent::Launch(uint64_t generation, const std::string& why) {
   batcher_.SetGeneration(generation);
   watcher_.Clear();
+  rank_drops_logged_.clear();  // the new ranks count from zero
   PublishProcesses();
   absl::Status started = launcher_.Start(
       command_, {{"TRAINSUP_SOCKET", socket_->path()},
@@ -194,6 +195,13 @@ void Agent::OnDatagrams() {
       return;
     }
     v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
+    uint64_t& logged = rank_drops_logged_[hb.rank()];
+    if (hb.datagrams_dropped() > logged) {
+      TRAINSUP_LOG_WARN("rank %d: its helper gave up on %d datagram(s) so far (this socket's "
+                        "queue was full: raise net.unix.max_dgram_qlen for many ranks a node)",
+                        hb.rank(), hb.datagrams_dropped());
+      logged = hb.datagrams_dropped();
+    }
     watched_changed |= watcher_.Observe(hb, state_->generation(), now);
     batcher_.AddHeartbeat(std::move(hb));
   });

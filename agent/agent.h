@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <variant>
@@ -109,6 +110,9 @@ class Agent {
   ReportBatcher batcher_;
   Launcher launcher_;
   RankWatcher watcher_;
+  // Per rank: the helper's give-ups last logged, so that a rank losing
+  // datagrams (the socket queue full) is said once per rise, not per datagram.
+  std::map<uint32_t, uint64_t> rank_drops_logged_;
   std::unique_ptr<RankSocket> socket_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
