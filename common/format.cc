@@ -55,4 +55,78 @@ std::string ExitStatusText(bool known, int exit_code, int signal) {
   return absl::StrCat("exit code ", exit_code);
 }
 
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `text`, or 0
+// if there is none (RFC 3629, table 3-7 of the Unicode standard).
+size_t SequenceLength(absl::string_view text) {
+  auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  auto in = [&](size_t i, unsigned char low, unsigned char high) {
+    return i < text.size() && byte(i) >= low && byte(i) <= high;
+  };
+  const unsigned char lead = byte(0);
+  if (lead < 0x80) return 1;
+  if (lead >= 0xC2 && lead <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+  if (lead >= 0xE0 && lead <= 0xEF) {
+    const unsigned char low = lead == 0xE0 ? 0xA0 : 0x80;   // no overlong forms
+    const unsigned char high = lead == 0xED ? 0x9F : 0xBF;  // no surrogates
+    return in(1, low, high) && in(2, 0x80, 0xBF) ? 3 : 0;
+  }
+  if (lead >= 0xF0 && lead <= 0xF4) {
+    const unsigned char low = lead == 0xF0 ? 0x90 : 0x80;   // no overlong forms
+    const unsigned char high = lead == 0xF4 ? 0x8F : 0xBF;  // nothing above U+10FFFF
+    return in(1, low, high) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+  }
+  return 0;
+}
+
+constexpr char kReplacementCharacter[] = "\xEF\xBF\xBD";  // U+FFFD
+constexpr char kCutMark[] = "...";
+
+}  // namespace
+
+bool IsValidUtf8(absl::string_view text) {
+  while (!text.empty()) {
+    const size_t n = SequenceLength(text);
+    if (n == 0) return false;
+    text.remove_prefix(n);
+  }
+  return true;
+}
+
+std::string ToValidUtf8(absl::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  while (!text.empty()) {
+    const size_t n = SequenceLength(text);
+    if (n == 0) {
+      out.append(kReplacementCharacter);
+      text.remove_prefix(1);
+    } else {
+      out.append(text.data(), n);
+      text.remove_prefix(n);
+    }
+  }
+  return out;
+}
+
+absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t cut = max_bytes;
+  // Back up over continuation bytes to the start of the character that the
+  // cut would split (at most 3 of them in well-formed text).
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80 &&
+         max_bytes - cut < 3) {
+    --cut;
+  }
+  return text.substr(0, cut);
+}
+
+std::string ClipText(absl::string_view text, size_t max_bytes) {
+  std::string valid = ToValidUtf8(text);
+  if (valid.size() <= max_bytes) return valid;
+  const size_t mark = sizeof(kCutMark) - 1;
+  return absl::StrCat(Utf8Prefix(valid, max_bytes > mark ? max_bytes - mark : 0), kCutMark);
+}
+
 }  // namespace trainsup

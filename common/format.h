@@ -1,8 +1,10 @@
 #ifndef TRAINSUP_COMMON_FORMAT_H_
 #define TRAINSUP_COMMON_FORMAT_H_
 
+#include <cstddef>
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace trainsup {
@@ -27,6 +29,25 @@ std::string SignalName(int signal);
 // signal, and the usual reason a rank dies without a word), or "exit status
 // unknown" when `known` is false.
 std::string ExitStatusText(bool known, int exit_code, int signal);
+
+// Text from outside (a fence command's output, a rank's exception, an
+// operator's reason) goes into protobuf string fields, which must be valid
+// UTF-8: a C++ client refuses a whole message with one bad byte. So every
+// place that keeps or cuts such text goes through these.
+
+// True when `text` is well-formed UTF-8 (RFC 3629: no overlong forms, no
+// surrogates, nothing above U+10FFFF).
+bool IsValidUtf8(absl::string_view text);
+// `text` with every byte that does not belong to a well-formed sequence
+// replaced by U+FFFD; valid text comes back unchanged.
+std::string ToValidUtf8(absl::string_view text);
+// The longest prefix of `text` of at most `max_bytes` bytes that does not end
+// inside a multi-byte sequence. Never longer than `text`.
+absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes);
+// `text` made valid UTF-8 and cut on a character boundary to at most
+// `max_bytes` bytes, the cut marked with "..." (within the limit).
+// REQUIRES: max_bytes >= 3.
+std::string ClipText(absl::string_view text, size_t max_bytes);
 
 }  // namespace trainsup
 

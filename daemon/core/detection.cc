@@ -24,13 +24,7 @@ std::vector<uint32_t> RanksOn(const Job& job, NodeIndex node) {
 // message cut at 160 bytes) or its exit status.
 std::string FailureText(const RankState& r) {
   if (r.exception_type.empty()) return FailureSignature(r);
-  std::string text = absl::StrCat(r.exception_type, ": ", r.exception_message);
-  if (text.size() > 160) {
-    size_t cut = 157;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // UTF-8
-    text = absl::StrCat(text.substr(0, cut), "...");
-  }
-  return text;
+  return ClipText(absl::StrCat(r.exception_type, ": ", r.exception_message), 160);
 }
 
 }  // namespace

@@ -48,7 +48,6 @@ TEST(IsValidNameTest, AcceptsLettersDigitsAndDotUnderscoreDash) {
   EXPECT_TRUE(IsValidName("Node-01.example_com"));
   EXPECT_TRUE(IsValidName("."));
   EXPECT_TRUE(IsValidName("_"));
-  EXPECT_TRUE(IsValidName("-"));
   EXPECT_TRUE(IsValidName("ABCxyz0123456789"));
 }
 
