@@ -82,10 +82,12 @@ absl::StatusOr<v1::ActionResponse> OperatorClient::ResumeJob(const std::string& 
 }
 
 absl::StatusOr<v1::ActionResponse> OperatorClient::QuarantineNode(const std::string& node,
-                                                                  const std::string& reason) {
+                                                                  const std::string& reason,
+                                                                  bool force) {
   v1::QuarantineNodeRequest request;
   request.set_node(node);
   request.set_reason(reason);
+  request.set_force(force);
   return Unary<v1::ActionResponse>([&](grpc::ClientContext* c, v1::ActionResponse* r) {
     return stub_->QuarantineNode(c, request, r);
   });

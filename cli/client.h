@@ -21,8 +21,9 @@ class OperatorClient {
   absl::StatusOr<v1::ListNodesResponse> ListNodes();
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id);
   absl::StatusOr<v1::ActionResponse> ResumeJob(const std::string& job_id);
+  // `force`: even past the supervisor's --quarantine-max-fraction.
   absl::StatusOr<v1::ActionResponse> QuarantineNode(const std::string& node,
-                                                    const std::string& reason);
+                                                    const std::string& reason, bool force = false);
   absl::StatusOr<v1::ActionResponse> UnquarantineNode(const std::string& node);
   absl::StatusOr<v1::JobDetail> GetJob(const std::string& job_id);
   absl::StatusOr<v1::StacksResponse> GetStacks(const std::string& job_id, uint64_t generation);

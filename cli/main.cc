@@ -70,7 +70,11 @@ int main(int argc, char** argv) {
   CLI::App* quarantine = app.add_subcommand(
       "quarantine", "quarantine NODE: its agent stops and exits, the job restarts without it");
   quarantine->add_option("NODE", node_name, "node name")->required();
-  quarantine->add_option("--reason", reason, "why (kept with the node)")->required();
+  quarantine->add_option("--reason", reason, "why (kept with the node; 1..512 bytes on one line)")
+      ->required();
+  bool force = false;
+  quarantine->add_flag("--force", force,
+                       "even past --quarantine-max-fraction of the nodes (refused without)");
   CLI::App* job = app.add_subcommand(
       "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
   job->add_option("JOB", job_id, "job id")->required();
@@ -174,7 +178,7 @@ int main(int argc, char** argv) {
   if (*resume) return Emit(client.ResumeJob(job_id), json, say);
   if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);
   if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);
-  if (*quarantine) return Emit(client.QuarantineNode(node_name, reason), json, say);
+  if (*quarantine) return Emit(client.QuarantineNode(node_name, reason, force), json, say);
   if (*unquarantine) return Emit(client.UnquarantineNode(node_name), json, say);
   if (*events && !follow) return Emit(client.ListEvents(events_job), json, RenderEventsTable);
   if (*events) {

@@ -16,8 +16,14 @@ namespace trainsup {
 // Runs the operator's --fence-command for quarantined nodes, one at a time on
 // a thread of its own, so that a slow scheduler never holds up the
 // supervisor: `COMMAND NODE REASON` (e.g. a script around `scontrol update
-// NodeName=$1 State=DRAIN Reason="$2"` or `kubectl cordon $1`). Its output
-// (first 1 KiB, stdout and stderr) and result go to `done`. Thread-safe.
+// NodeName=$1 State=DRAIN Reason="$2"` or `kubectl cordon -- $1`). Its output
+// (stdout and stderr, the first KiB as valid UTF-8) and result go to `done`.
+//
+// A command never wedges the runner: at the timeout it is killed with its
+// whole process group, whether it still writes, has closed its output and
+// lives on, or has exited and left a child holding the output; each run
+// returns within the timeout and a second. Commands may run more than once
+// for a node (see docs/recovery.md): they must be idempotent. Thread-safe.
 class FenceRunner {
  public:
   // `done(node, ok, detail)` is called on the runner's thread.

@@ -64,8 +64,13 @@ struct Families {
       "Quarantines the policy decided but --quarantine-max-fraction refused.",
       MetricType::Counter);
   MetricFamily store_errors = Family("trainsup_state_store_errors_total",
-      "Writes to the state store that failed (the supervisor acted anyway).",
+      "Writes to the state store that failed.", MetricType::Counter);
+  MetricFamily persist_failures = Family("trainsup_persist_failures_total",
+      "Commands and fences not acted on because their decision could not be persisted.",
       MetricType::Counter);
+  MetricFamily fences = Family("trainsup_fences_total",
+      "Fence commands that ended, by result (succeeded, failed: non-zero exit, killed at "
+      "--fence-timeout, or could not run).", MetricType::Counter);
   MetricFamily job_state = Family("trainsup_job_state",
       "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
   MetricFamily job_restarts = Family("trainsup_job_restarts_total",
@@ -144,7 +149,7 @@ struct Families {
     for (MetricFamily* f :
          {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
-          &quarantine_skipped, &store_errors,
+          &quarantine_skipped, &store_errors, &persist_failures, &fences,
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
@@ -306,6 +311,9 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.nodes_unreachable, {}, unreachable);
     AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
     AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
+    AddSample(f.persist_failures, {}, static_cast<double>(host_->persist_failures()));
+    AddSample(f.fences, {{"result", "succeeded"}}, static_cast<double>(host_->fences_succeeded()));
+    AddSample(f.fences, {{"result", "failed"}}, static_cast<double>(host_->fences_failed()));
     AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
     for (const JobEntry* job : jobs) CollectJob(core.ViewOf(*job, now), options_, f);
     return 0;

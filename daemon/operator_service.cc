@@ -308,7 +308,7 @@ grpc::Status OperatorServiceImpl::QuarantineNode(grpc::ServerContext*,
   if (request->reason().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a reason is required");
   }
-  return Answer(host_->Quarantine(request->node(), request->reason()), response);
+  return Answer(host_->Quarantine(request->node(), request->reason(), request->force()), response);
 }
 
 grpc::Status OperatorServiceImpl::UnquarantineNode(grpc::ServerContext*,

@@ -48,7 +48,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     store = std::move(*opened);
   }
   std::unique_ptr<Server> server(new Server(options, clock, std::move(store)));
-  if (absl::Status s = server->host_.Restore(); !s.ok()) return s;
   if (!options.fence_command.empty()) {
     SupervisorHost* host = &server->host_;
     server->fence_ = std::make_unique<FenceRunner>(
@@ -58,6 +57,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         });
     server->host_.set_fence_runner(server->fence_.get());
   }
+  // After the fence runner: the fences the store kept as pending run again.
+  if (absl::Status s = server->host_.Restore(); !s.ok()) return s;
 
   int port = 0;
   grpc::ServerBuilder builder;
@@ -111,8 +112,11 @@ void Server::Shutdown(absl::Duration grace) {
     grpc_server_->Wait();
   }
   exposer_.reset();
+  // Fences not started yet stay pending in the store (run at the next start);
+  // the one in flight finishes, and its result is committed.
   host_.set_fence_runner(nullptr);
   fence_.reset();
+  host_.FlushWrites();
 }
 
 }  // namespace trainsup

@@ -46,6 +46,11 @@ constexpr const char* kCreateStacks =
     "  rank INTEGER NOT NULL, node TEXT NOT NULL, answered INTEGER NOT NULL,"
     "  text TEXT NOT NULL)";
 
+// Added by schema version 4: fences decided and not yet seen to succeed.
+constexpr const char* kCreatePendingFences =
+    "CREATE TABLE pending_fences ("
+    "  node TEXT PRIMARY KEY NOT NULL, reason TEXT NOT NULL, decided REAL)";
+
 // The newest schema (StateStore::kSchemaVersion). Times are REAL unix
 // seconds, NULL for absl::InfinitePast() and +inf for absl::InfiniteFuture().
 // uint64 values are stored bit for bit in SQLite's signed 64-bit INTEGER.
@@ -84,6 +89,7 @@ constexpr const char* kCreateSchema[] = {
 
     kCreateStacks,
 
+    kCreatePendingFences,
 };
 
 // How an older schema becomes the next one: kMigrations[i] takes version
@@ -100,6 +106,8 @@ const std::vector<Migration>& Migrations() {
       // did before); what jobs measured (ledger, C, R); hung jobs' stacks.
       {{"ALTER TABLE failures ADD COLUMN charged INTEGER NOT NULL DEFAULT 1", kCreateJobMeasures,
         kCreateLedgerGenerations, kCreateStacks}},
+      // 3 -> 4: fences are journaled as pending before they run.
+      {{kCreatePendingFences}},
   };
   return *kMigrations;
 }
@@ -526,6 +534,23 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
       if (const int rc = insert.Run(); rc != SQLITE_OK) return error(rc);
     }
   }
+  if (!journal.fences.empty()) {
+    Statement upsert(db,
+                     "INSERT OR REPLACE INTO pending_fences (node, reason, decided)"
+                     " VALUES (?1, ?2, ?3)");
+    Statement clear(db, "DELETE FROM pending_fences WHERE node = ?1");
+    for (const FenceRow& row : journal.fences) {
+      if (row.pending) {
+        upsert.BindText(1, row.node);
+        upsert.BindText(2, row.reason);
+        upsert.BindTime(3, row.decided);
+        if (const int rc = upsert.Run(); rc != SQLITE_OK) return error(rc);
+      } else {
+        clear.BindText(1, row.node);
+        if (const int rc = clear.Run(); rc != SQLITE_OK) return error(rc);
+      }
+    }
+  }
   if (!journal.events.empty()) {
     Statement insert(db,
                      "INSERT INTO events (id, time, kind, job, generation, rank, node, message)"
@@ -674,6 +699,15 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
   });
   if (!status.ok()) return status;
 
+  Statement fences(db, "SELECT node, reason, decided FROM pending_fences ORDER BY decided, node");
+  status = ForEachRow(fences, path, [&](Statement& row) {
+    FenceRow& fence = state->fences.emplace_back();
+    fence.node = row.Text(0);
+    fence.reason = row.Text(1);
+    fence.decided = row.Time(2);
+  });
+  if (!status.ok()) return status;
+
   Statement events(db,
                    "SELECT id, time, kind, job, generation, rank, node, message FROM ("
                    "  SELECT * FROM events ORDER BY id DESC LIMIT ?1) ORDER BY id");
@@ -735,11 +769,23 @@ StateStore::~StateStore() {
   }
 }
 
-absl::Status StateStore::Apply(const Journal& journal) {
+absl::Status StateStore::Apply(const Journal& journal, Sync sync) {
   if (journal.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  return InTransaction(db_, path_, "BEGIN IMMEDIATE",
-                       [&]() { return WriteJournal(db_, path_, journal); });
+  // synchronous=FULL fsyncs the WAL at this commit; set per commit because
+  // it is a property of the connection, not of a transaction.
+  const bool full = sync == Sync::kFull;
+  if (full) {
+    absl::Status s = Exec(db_, path_, "PRAGMA synchronous = FULL", "setting synchronous mode");
+    if (!s.ok()) return s;
+  }
+  absl::Status status = InTransaction(db_, path_, "BEGIN IMMEDIATE",
+                                      [&]() { return WriteJournal(db_, path_, journal); });
+  if (full) {
+    absl::Status s = Exec(db_, path_, "PRAGMA synchronous = NORMAL", "setting synchronous mode");
+    if (status.ok()) status = s;
+  }
+  return status;
 }
 
 absl::StatusOr<PersistedState> StateStore::Load(size_t max_events, size_t max_failures,

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/journal.h"
+#include "daemon/journal_writer.h"
 
 struct sqlite3;
 
@@ -23,7 +24,9 @@ namespace trainsup {
 //
 // Durability: a Journal for which Apply() returned OK survives a kill -9 of
 // the process (WAL with synchronous=NORMAL); a power loss may lose the last
-// few transactions, never corrupt the file.
+// few transactions, never corrupt the file. Apply(..., Sync::kFull) also
+// survives a power loss (synchronous=FULL: fsynced before it returns); the
+// driver asks for it when a fence is about to run.
 //
 // One process at a time: Open() takes an exclusive lock on the file that is
 // held until the store is destroyed, so a second trainsupd on the same file
@@ -32,11 +35,11 @@ namespace trainsup {
 // Every error message names the database path.
 //
 // Thread-safe: calls are serialized by an internal mutex.
-class StateStore {
+class StateStore : public JournalSink {
  public:
   // The schema this build writes. A database of an older version is migrated
   // when opened (logged; all or nothing); a newer one is refused.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:
@@ -53,18 +56,20 @@ class StateStore {
   StateStore& operator=(const StateStore&) = delete;
 
   // Closes the database and releases the lock.
-  ~StateStore();
+  ~StateStore() override;
 
   // Writes every row of `journal` in one transaction: on error nothing of it
   // is stored. Nodes and jobs are upserted by name (the latest row wins);
   // failures, restarts and events are appended. An event id already stored
-  // (or repeated within `journal`) is an error (InvalidArgument).
-  absl::Status Apply(const Journal& journal);
+  // (or repeated within `journal`) is an error (InvalidArgument). Pending
+  // fences are upserted by node, cleared ones deleted.
+  absl::Status Apply(const Journal& journal, Sync sync) override;
+  absl::Status Apply(const Journal& journal) { return Apply(journal, Sync::kNormal); }
 
   // Everything stored: every node and every job (latest row of each, by
   // name), and the most recent `max_failures` failures, `max_restarts`
   // restarts (in the order they were applied) and `max_events` events (by
-  // id). Each list is ordered oldest first. An event whose kind this build
+  // id), and every pending fence. Each list is ordered oldest first. An event whose kind this build
   // does not know is skipped with a warning.
   absl::StatusOr<PersistedState> Load(size_t max_events, size_t max_failures, size_t max_restarts);
 

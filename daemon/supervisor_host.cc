@@ -4,6 +4,9 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/format.h"
 #include "common/log.h"
 #include "common/random_id.h"
 #include "daemon/fence_runner.h"
@@ -13,6 +16,18 @@
 namespace trainsup {
 namespace {
 
+// A command's kind in a word, for the persist_failed event.
+const char* CommandName(AgentCommand::Kind kind) {
+  switch (kind) {
+    case AgentCommand::Kind::kStop: return "stop";
+    case AgentCommand::Kind::kStart: return "start";
+    case AgentCommand::Kind::kHold: return "hold";
+    case AgentCommand::Kind::kQuarantine: return "quarantine";
+    case AgentCommand::Kind::kPlan: return "plan";
+  }
+  return "command";
+}
+
 // How many records of each kind come back from the store at start-up.
 constexpr size_t kRestoreEvents = 10000;
 constexpr size_t kRestoreFailures = 100000;
@@ -20,8 +35,21 @@ constexpr size_t kRestoreRestarts = 100000;
 
 }  // namespace
 
-SupervisorHost::SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store)
-    : clock_(clock), store_(store), incarnation_(RandomId()), core_(options) {}
+SupervisorHost::SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store,
+                               JournalSink* sink)
+    : clock_(clock), store_(store), incarnation_(RandomId()), core_(options) {
+  if (sink == nullptr) sink = store;
+  if (sink != nullptr) writer_ = std::make_unique<JournalWriter>(sink);
+}
+
+void SupervisorHost::set_fence_runner(FenceRunner* fence) {
+  absl::MutexLock lock(&fence_mu_);
+  fence_ = fence;
+}
+
+void SupervisorHost::FlushWrites() {
+  if (writer_ != nullptr) writer_->Flush();
+}
 
 absl::Status SupervisorHost::Restore() {
   if (store_ == nullptr) return absl::OkStatus();
@@ -29,6 +57,7 @@ absl::Status SupervisorHost::Restore() {
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&mu_);
   core_.Restore(clock_->Now(), *state);
+  ActLocked();  // the fences still pending run again
   size_t quarantined = 0;
   for (const NodeRecordRow& n : state->nodes) quarantined += n.quarantined ? 1 : 0;
   TRAINSUP_LOG_INFO("state restored: %d jobs, %d nodes (%d quarantined), %d failures, %d restarts, "
@@ -38,34 +67,76 @@ absl::Status SupervisorHost::Restore() {
   return absl::OkStatus();
 }
 
-void SupervisorHost::ActLocked() {
+void SupervisorHost::ActLocked(bool reporting) {
   SupervisorOutput output = core_.TakeOutput();
-  // Persist first: after a crash, the records are ahead of the agents, never
-  // behind them.
-  if (store_ != nullptr && !output.journal.empty()) {
-    absl::Status s = store_->Apply(output.journal);
-    if (!s.ok()) {
-      ++store_errors_;
-      TRAINSUP_LOG_ERROR("state store write failed (acting anyway): %s", s.message());
-    }
-  }
   for (const Event& e : output.events) {
     TRAINSUP_LOG_INFO("event %d %s job=%s generation=%d%s: %s", e.id, EventKindName(e.kind), e.job,
                       e.generation, e.node.empty() ? "" : " node=" + e.node, e.message);
   }
-  // Sends only queue on the stream (never block, never call back in), so they
-  // happen under the lock: commands reach each agent in the order decided.
+  // The channels are looked up now, as decided; the sends happen after the
+  // commit, in the writer's order, so each agent gets its commands in the
+  // order decided (sends only queue on the stream: they never block).
+  Effects effects;
   for (const AgentCommand& c : output.commands) {
     auto it = channels_.find(c.session);
-    if (it != channels_.end()) it->second->Send(ToProto(c));
+    if (it != channels_.end()) {
+      effects.sends.push_back({it->second, ToProto(c), absl::StrCat(CommandName(c.kind), " ", c.node)});
+    }
   }
-  for (const FenceRequest& f : output.fences) {
+  effects.fences = std::move(output.fences);
+  if (writer_ == nullptr) {
+    Perform(effects);
+    return;
+  }
+  if (output.journal.empty() && effects.empty()) return;
+  // A quarantine is fsynced before its fence tells the scheduler: after a
+  // power loss the records are ahead of the cluster, never behind it.
+  const JournalSink::Sync sync =
+      effects.fences.empty() ? JournalSink::Sync::kNormal : JournalSink::Sync::kFull;
+  writer_->Write(std::move(output.journal), sync,
+                 [this, effects = std::move(effects), reporting](const absl::Status& committed) {
+                   if (committed.ok()) {
+                     Perform(effects);
+                   } else {
+                     NotActedOn(effects, committed, reporting);
+                   }
+                 });
+}
+
+void SupervisorHost::Perform(const Effects& effects) {
+  for (const Send& send : effects.sends) send.channel->Send(send.message);
+  if (effects.fences.empty()) return;
+  absl::MutexLock lock(&fence_mu_);
+  for (const FenceRequest& f : effects.fences) {
     if (fence_ != nullptr) {
       fence_->Enqueue(f.node, f.reason);
     } else {
       TRAINSUP_LOG_INFO("node %s quarantined; no --fence-command to tell the scheduler", f.node);
     }
   }
+}
+
+void SupervisorHost::NotActedOn(const Effects& effects, const absl::Status& status,
+                                bool reporting) {
+  ++store_errors_;
+  TRAINSUP_LOG_ERROR("state store write failed: %s", status.message());
+  if (effects.empty()) return;
+  persist_failures_ += effects.sends.size() + effects.fences.size();
+  std::vector<std::string> what;
+  std::string node;
+  for (const Send& send : effects.sends) what.push_back(send.what);
+  for (const FenceRequest& f : effects.fences) {
+    what.push_back(absl::StrCat("fence ", f.node));
+    if (node.empty()) node = f.node;
+  }
+  const std::string text =
+      absl::StrCat("not acted on, as it could not be persisted: ", absl::StrJoin(what, ", "),
+                   " (", ClipText(status.message(), 256), ")");
+  TRAINSUP_LOG_ERROR("%s", text);
+  if (reporting) return;  // a failure to record a failure: counted, not looped
+  absl::MutexLock lock(&mu_);
+  core_.PersistFailed(clock_->Now(), node, text);
+  ActLocked(/*reporting=*/true);
 }
 
 absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
@@ -126,8 +197,9 @@ absl::StatusOr<std::string> SupervisorHost::Resume(const std::string& job) {
 }
 
 absl::StatusOr<std::string> SupervisorHost::Quarantine(const std::string& node,
-                                                       const std::string& reason) {
-  return Mutate([&](Supervisor& core, absl::Time now) { return core.Quarantine(now, node, reason); });
+                                                       const std::string& reason, bool force) {
+  return Mutate(
+      [&](Supervisor& core, absl::Time now) { return core.Quarantine(now, node, reason, force); });
 }
 
 absl::StatusOr<std::string> SupervisorHost::Unquarantine(const std::string& node) {
@@ -139,6 +211,7 @@ absl::StatusOr<std::string> SupervisorHost::RequestCheckpoint(const std::string&
 }
 
 void SupervisorHost::FenceDone(const std::string& node, bool ok, const std::string& detail) {
+  ++(ok ? fences_succeeded_ : fences_failed_);
   Mutate([&](Supervisor& core, absl::Time now) {
     core.FenceDone(now, node, ok, detail);
     return 0;

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "daemon/core/supervisor.h"
+#include "daemon/journal_writer.h"
 #include "trainsup/v1/agent.pb.h"
 
 namespace trainsup {
@@ -33,22 +34,34 @@ class AgentChannel {
 };
 
 // Drives the pure core: serializes access to it with one mutex, stamps every
-// observation with the clock's time, persists what the core decided (before
-// acting on it), sends its commands down the agents' streams, runs fence
-// commands, and logs its events. Thread-safe.
+// observation with the clock's time, persists what the core decided, sends
+// its commands down the agents' streams and runs fence commands once that
+// is committed, and logs its events. Thread-safe.
+//
+// Commits happen on a writer thread (JournalWriter), off the mutex that
+// agent streams take: a slow disk delays commands and fences, never the
+// ingest of reports. What could not be persisted is not acted on: a
+// `persist_failed` event and persist_failures() say so.
 class SupervisorHost {
  public:
-  // `store` (the SQLite state store) and `fence` may be null: nothing is
-  // persisted, no node is fenced. Neither is owned.
-  SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store = nullptr);
+  // `store` (the SQLite state store) and the fence runner may be null:
+  // nothing is persisted, no node is fenced. Journals are written to `sink`
+  // when given (a test's stand-in), else to `store`. None is owned; each must
+  // outlive the host.
+  SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store = nullptr,
+                 JournalSink* sink = nullptr);
 
   SupervisorHost(const SupervisorHost&) = delete;
   SupervisorHost& operator=(const SupervisorHost&) = delete;
 
-  // Loads the state store into the core. Call once, before serving.
+  // Loads the state store into the core, and runs again the fences it kept
+  // as pending. Call once, before serving, after set_fence_runner().
   absl::Status Restore();
-  // Where quarantined nodes are fenced (may be null). Set before serving.
-  void set_fence_runner(FenceRunner* fence) { fence_ = fence; }
+  // Where quarantined nodes are fenced (may be null: fences stay pending in
+  // the store). Set before serving; null it before the runner goes away.
+  void set_fence_runner(FenceRunner* fence);
+  // Returns once everything decided so far is committed and acted on.
+  void FlushWrites();
 
   // Random per process; agents see it change when the supervisor restarts.
   uint64_t incarnation() const { return incarnation_; }
@@ -67,7 +80,8 @@ class SupervisorHost {
 
   // Operator actions (see Supervisor).
   absl::StatusOr<std::string> Resume(const std::string& job);
-  absl::StatusOr<std::string> Quarantine(const std::string& node, const std::string& reason);
+  absl::StatusOr<std::string> Quarantine(const std::string& node, const std::string& reason,
+                                         bool force = false);
   absl::StatusOr<std::string> Unquarantine(const std::string& node);
   absl::StatusOr<std::string> RequestCheckpoint(const std::string& job);
   void FenceDone(const std::string& node, bool ok, const std::string& detail);
@@ -87,9 +101,14 @@ class SupervisorHost {
     return fn(static_cast<const Supervisor&>(core_), clock_->Now());
   }
 
-  // Journals the state store refused (the supervisor goes on: training
-  // matters more than its records). Lock-free.
+  // Journals the state store refused. Lock-free.
   uint64_t store_errors() const { return store_errors_.load(); }
+  // Commands and fences not acted on because their journal could not be
+  // committed. Lock-free.
+  uint64_t persist_failures() const { return persist_failures_.load(); }
+  // Fence commands that ended, by result. Lock-free.
+  uint64_t fences_succeeded() const { return fences_succeeded_.load(); }
+  uint64_t fences_failed() const { return fences_failed_.load(); }
 
  private:
   // Runs `fn(Supervisor&, absl::Time now)` under the lock, then acts on
@@ -101,18 +120,41 @@ class SupervisorHost {
     ActLocked();
     return result;
   }
-  // Acts on what the core decided: persists the journal, then logs the
-  // events, sends the commands and queues the fences.
-  void ActLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What a decision does outside the supervisor, once it is committed.
+  struct Send {
+    std::shared_ptr<AgentChannel> channel;
+    v1::SupervisorMessage message;
+    std::string what;  // "stop node-a", for the persist_failed event
+  };
+  struct Effects {
+    std::vector<Send> sends;
+    std::vector<FenceRequest> fences;
+    bool empty() const { return sends.empty() && fences.empty(); }
+  };
+  // Acts on what the core decided: logs the events, and queues the journal
+  // for its commit, after which the commands are sent and the fences run
+  // (in the order decided). `reporting` marks the journal of a
+  // persist_failed event, whose own failure is only counted.
+  void ActLocked(bool reporting = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Perform(const Effects& effects);
+  // The journal of `effects` could not be committed: count it, say so.
+  void NotActedOn(const Effects& effects, const absl::Status& status, bool reporting);
 
   const Clock* const clock_;
   StateStore* const store_;
-  FenceRunner* fence_ = nullptr;
   const uint64_t incarnation_;
   mutable absl::Mutex mu_;
   Supervisor core_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, std::shared_ptr<AgentChannel>> channels_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex fence_mu_;  // the writer thread reads fence_; Shutdown nulls it
+  FenceRunner* fence_ ABSL_GUARDED_BY(fence_mu_) = nullptr;
   std::atomic<uint64_t> store_errors_{0};  // read without mu_ (by the metrics collector)
+  std::atomic<uint64_t> persist_failures_{0};
+  std::atomic<uint64_t> fences_succeeded_{0};
+  std::atomic<uint64_t> fences_failed_{0};
+  // Last: destroyed (drained and joined) first, while what its
+  // continuations use is still there. Null without a store.
+  std::unique_ptr<JournalWriter> writer_;
 };
 
 }  // namespace trainsup

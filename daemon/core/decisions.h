@@ -38,6 +38,7 @@ struct AgentCommand {
 struct FenceRequest {
   std::string node;
   std::string reason;
+  absl::Time decided = absl::InfinitePast();
 };
 
 // Everything the core decided since it was last asked: the driver persists
@@ -62,7 +63,11 @@ class Decisions {
   // job's id and current generation and counts it on the job.
   const Event& Emit(JobEntry* job, Event event);
   void Command(AgentCommand command) { output_.commands.push_back(std::move(command)); }
-  void Fence(FenceRequest fence) { output_.fences.push_back(std::move(fence)); }
+  // A fence to run, journaled as pending first (journal.h: FenceRow).
+  void Fence(FenceRequest fence) {
+    output_.journal.fences.push_back({fence.node, fence.reason, fence.decided, true});
+    output_.fences.push_back(std::move(fence));
+  }
   Journal& journal() { return output_.journal; }
   // The events decided since the last Take(), in order.
   const std::vector<Event>& pending_events() const { return output_.events; }

@@ -44,6 +44,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "node_lost";
     case EventKind::kStacks:
       return "stacks";
+    case EventKind::kPersistFailed:
+      return "persist_failed";
     case EventKind::kCount:
       break;
   }

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
 
 namespace trainsup {
 
@@ -67,7 +68,7 @@ void FailureHandler::QuarantineNode(absl::Time now, NodeIndex index, const std::
   const NodeRecord& node = agents_.node(index);
   quarantine_.Quarantine(node.name, reason);
   decisions_.journal().nodes.push_back({node.name, true, reason, now, std::string(by)});
-  decisions_.Fence({node.name, reason});
+  decisions_.Fence({node.name, reason, now});
   JobEntry* job = jobs_.Find(node.job);
   Event e;
   e.time = now;
@@ -82,11 +83,20 @@ void FailureHandler::QuarantineNode(absl::Time now, NodeIndex index, const std::
 }
 
 absl::StatusOr<std::string> FailureHandler::Quarantine(absl::Time now, absl::string_view name,
-                                                       absl::string_view reason) {
+                                                       absl::string_view reason, bool force) {
+  if (!IsValidReason(reason)) {
+    return absl::InvalidArgumentError(absl::StrCat("the reason must be ", kReasonRule));
+  }
   const NodeIndex index = agents_.Find(name);
   if (index == kNoNode) return absl::NotFoundError(absl::StrCat("no node '", name, "'"));
   if (quarantine_.IsQuarantined(name)) {
     return absl::StrCat("node ", name, " already quarantined: ", quarantine_.ReasonOf(name));
+  }
+  if (!force && quarantine_.AtCap(agents_.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "quarantining node ", name, " would pass --quarantine-max-fraction ",
+        quarantine_.options().max_fraction, ": ", quarantine_.quarantined_count(), " of ",
+        agents_.size(), " nodes are quarantined already; force it to quarantine anyway"));
   }
   QuarantineNode(now, index, std::string(reason), "operator");
   return absl::StrCat("node ", name, " quarantined");
@@ -101,6 +111,7 @@ absl::StatusOr<std::string> FailureHandler::Unquarantine(absl::Time now, absl::s
   const NodeRecord& node = agents_.node(index);
   quarantine_.Unquarantine(node.name);
   decisions_.journal().nodes.push_back({node.name, false, "lifted by an operator", now, "operator"});
+  decisions_.journal().fences.push_back({node.name, "", now, false});  // no longer to be fenced
   Event e;
   e.time = now;
   e.kind = EventKind::kUnquarantine;

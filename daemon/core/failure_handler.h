@@ -60,9 +60,12 @@ class FailureHandler {
   // persistent straggler): recorded and counted toward the node's quarantine.
   void OnNodeFailure(absl::Time now, JobEntry& job, const Failure& failure);
 
-  // The operator's verbs. NotFound for a node never heard of.
+  // The operator's verbs. NotFound for a node never heard of;
+  // InvalidArgument for a reason that breaks the rule of common/limits.h;
+  // FailedPrecondition when the quarantine would pass the fraction cap and
+  // `force` is false.
   absl::StatusOr<std::string> Quarantine(absl::Time now, absl::string_view node,
-                                         absl::string_view reason);
+                                         absl::string_view reason, bool force);
   absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
 
  private:

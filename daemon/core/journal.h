@@ -89,6 +89,17 @@ struct StackRow {
   std::string text;
 };
 
+// A fence the supervisor decided and has not seen succeed yet. It is written
+// (pending) before the fence command runs, and cleared when the command
+// succeeded or the node's quarantine was lifted; a pending fence is run
+// again after the supervisor restarts, so fence commands must be idempotent.
+struct FenceRow {
+  std::string node;
+  std::string reason;
+  absl::Time decided = absl::InfinitePast();
+  bool pending = true;  // false: clear it
+};
+
 struct Journal {
   std::vector<NodeRecordRow> nodes;
   std::vector<FailureRow> failures;
@@ -97,15 +108,16 @@ struct Journal {
   std::vector<JobMeasuresRow> measures;
   std::vector<Event> events;
   std::vector<StackRow> stacks;
+  std::vector<FenceRow> fences;
 
   bool empty() const {
     return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() &&
-           measures.empty() && events.empty() && stacks.empty();
+           measures.empty() && events.empty() && stacks.empty() && fences.empty();
   }
 };
 
 // Everything the store gives back at start-up (same row types; for nodes and
-// jobs only the latest row of each).
+// jobs only the latest row of each; only the fences still pending).
 using PersistedState = Journal;
 
 }  // namespace trainsup

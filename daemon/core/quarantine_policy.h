@@ -18,7 +18,8 @@ struct QuarantineOptions {
   absl::Duration window = absl::Hours(1);
   // The policy never quarantines more than this fraction of the known nodes
   // at once (yet always allows one), so that a bad rule (or a bad day) cannot
-  // empty the cluster. Operator quarantines are not capped. Default: 0.25.
+  // empty the cluster. An operator's quarantine obeys it too unless forced.
+  // Default: 0.25.
   double max_fraction = 0.25;
 };
 
@@ -50,6 +51,8 @@ class QuarantinePolicy {
   // Why `node` is quarantined; "" when it is not.
   const std::string& ReasonOf(absl::string_view node) const;
   size_t quarantined_count() const { return quarantined_; }
+  // Whether the fraction cap allows no further quarantine among `known_nodes`.
+  bool AtCap(size_t known_nodes) const { return quarantined_ >= Cap(known_nodes); }
   // Quarantines the cap refused since start.
   uint64_t skipped() const { return skipped_; }
 

@@ -86,6 +86,15 @@ void RestoreState(absl::Time now, const PersistedState& state, const SupervisorO
     }
   }
   decisions.RestoreEvents(state.events);
+  // Fences decided and not seen to succeed (the supervisor died before or
+  // while one ran, or it failed) run again: at least once, so idempotent.
+  for (const FenceRow& row : state.fences) {
+    if (quarantine.IsQuarantined(row.node)) {
+      decisions.Fence({row.node, row.reason, row.decided});
+    } else {
+      decisions.journal().fences.push_back({row.node, "", now, false});
+    }
+  }
 }
 
 }  // namespace trainsup

@@ -275,8 +275,8 @@ absl::StatusOr<std::string> Supervisor::Resume(absl::Time now, absl::string_view
 }
 
 absl::StatusOr<std::string> Supervisor::Quarantine(absl::Time now, absl::string_view node,
-                                                   absl::string_view reason) {
-  return failures_.Quarantine(now, node, reason);
+                                                   absl::string_view reason, bool force) {
+  return failures_.Quarantine(now, node, reason, force);
 }
 
 absl::StatusOr<std::string> Supervisor::Unquarantine(absl::Time now, absl::string_view node) {
@@ -299,6 +299,19 @@ void Supervisor::FenceDone(absl::Time now, const std::string& node, bool ok,
   e.message = absl::StrCat("fence command for ", node, ok ? " succeeded" : " FAILED", ": ", detail);
   e.figures = {{"ok", ok ? 1 : 0}};
   const NodeIndex index = agents_.Find(node);
+  decisions_.Emit(index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job), std::move(e));
+  // A failed fence stays pending: it is tried again when the supervisor
+  // restarts (or an operator fences the node by hand).
+  if (ok) decisions_.journal().fences.push_back({node, "", now, false});
+}
+
+void Supervisor::PersistFailed(absl::Time now, const std::string& node, const std::string& what) {
+  Event e;
+  e.time = now;
+  e.kind = EventKind::kPersistFailed;
+  e.node = node;
+  e.message = what;
+  const NodeIndex index = node.empty() ? kNoNode : agents_.Find(node);
   decisions_.Emit(index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job), std::move(e));
 }
 

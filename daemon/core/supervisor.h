@@ -83,14 +83,20 @@ class Supervisor {
   // Operator actions. Each returns what happened in words ("job j resumed",
   // "node n already quarantined") or NotFound / FailedPrecondition.
   absl::StatusOr<std::string> Resume(absl::Time now, absl::string_view job_id);
+  // Quarantine obeys --quarantine-max-fraction unless `force`.
   absl::StatusOr<std::string> Quarantine(absl::Time now, absl::string_view node,
-                                         absl::string_view reason);
+                                         absl::string_view reason, bool force = false);
   absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
   // A one-off checkpoint at a step every rank reaches after the plan horizon.
   absl::StatusOr<std::string> RequestCheckpoint(absl::Time now, absl::string_view job_id);
 
   // The fence command for `node` ended (the driver ran it).
   void FenceDone(absl::Time now, const std::string& node, bool ok, const std::string& detail);
+
+  // The driver could not persist what was decided and did not act on it
+  // (`what` says which commands and fences, and why); `node` is the first
+  // node concerned, if any.
+  void PersistFailed(absl::Time now, const std::string& node, const std::string& what);
 
   // Takes what was decided since the last call.
   SupervisorOutput TakeOutput() { return decisions_.Take(); }

@@ -16,8 +16,10 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/wait.h"
 
 namespace trainsup {
 namespace {
@@ -62,6 +64,14 @@ class FenceRunnerTest : public ::testing::Test {
     return s.str();
   }
 
+  // True when `pid` is gone or a zombie (killed, not yet reaped).
+  static bool IsDeadOrZombie(pid_t pid) {
+    const std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+    if (stat.empty()) return true;
+    const size_t close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+  }
+
   std::string dir_;
   std::vector<std::string> files_;
 };
@@ -90,7 +100,7 @@ TEST_F(FenceRunnerTest, ExitZeroIsOkWithTheOutputCaptured) {
   EXPECT_THAT(detail, HasSubstr("on stderr"));
 }
 
-TEST_F(FenceRunnerTest, OutputIsCappedAtOneKibibyte) {
+TEST_F(FenceRunnerTest, OutputIsCappedAtOneKibibyteWithTheCutMarked) {
   // 3000 'x' then a marker that must not appear.
   const std::string cmd = Script(
       "fence.sh", "i=0; while [ $i -lt 3000 ]; do printf x; i=$((i+1)); done; printf END");
@@ -98,7 +108,30 @@ TEST_F(FenceRunnerTest, OutputIsCappedAtOneKibibyte) {
   auto [ok, detail] = FenceRunner::RunOnce(cmd, "n1", "why", absl::Seconds(30));
 
   EXPECT_TRUE(ok) << detail;
-  EXPECT_EQ(detail, "exit code 0; output: " + std::string(1024, 'x'));
+  EXPECT_EQ(detail, "exit code 0; output: " + std::string(1021, 'x') + "...");
+}
+
+TEST_F(FenceRunnerTest, OutputCutInsideACharacterStaysValidUtf8) {
+  // 1023 'x' and a euro sign (3 bytes): the 1 KiB cut falls inside it.
+  const std::string cmd = Script(
+      "fence.sh", "i=0; while [ $i -lt 1023 ]; do printf x; i=$((i+1)); done; printf '\342\202\254 tail'");
+
+  auto [ok, detail] = FenceRunner::RunOnce(cmd, "n1", "why", absl::Seconds(30));
+
+  EXPECT_TRUE(ok) << detail;
+  EXPECT_TRUE(IsValidUtf8(detail));
+  EXPECT_THAT(detail, ::testing::EndsWith("..."));
+}
+
+TEST_F(FenceRunnerTest, ANodeNameBeginningWithADashIsRefusedUnrun) {
+  const std::string out = PathOf("ran.txt");
+  const std::string cmd = Script("fence.sh", "touch '" + out + "'");
+
+  auto [ok, detail] = FenceRunner::RunOnce(cmd, "--all", "why", absl::Seconds(30));
+
+  EXPECT_FALSE(ok);
+  EXPECT_THAT(detail, HasSubstr("refused"));
+  EXPECT_EQ(access(out.c_str(), F_OK), -1);
 }
 
 TEST_F(FenceRunnerTest, NonZeroExitIsNotOkAndNamesTheExitCode) {
@@ -147,6 +180,64 @@ TEST_F(FenceRunnerTest, TimeoutKillsTheCommandsChildrenToo) {
   EXPECT_FALSE(ok);
   EXPECT_THAT(detail, HasSubstr("timed out"));
   EXPECT_LT(elapsed, std::chrono::milliseconds(300) + std::chrono::seconds(5));
+}
+
+// The impolite fence commands: each returns within its timeout and a second,
+// with a result that says what happened and text that is valid UTF-8 (it
+// goes into an event that every client must be able to parse).
+struct EdgeCase {
+  const char* name;
+  const char* body;
+  bool ok;
+  const char* says;
+};
+
+class FenceEdgeCaseTest : public FenceRunnerTest,
+                          public ::testing::WithParamInterface<EdgeCase> {};
+
+TEST_P(FenceEdgeCaseTest, ReturnsWithinTheTimeoutAndASecondWithValidText) {
+  const EdgeCase& c = GetParam();
+  const std::string cmd = Script("fence.sh", c.body);
+  const absl::Duration timeout = absl::Milliseconds(700);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto [ok, detail] = FenceRunner::RunOnce(cmd, "n1", "why", timeout);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+
+  EXPECT_EQ(ok, c.ok) << detail;
+  EXPECT_THAT(detail, HasSubstr(c.says));
+  EXPECT_TRUE(IsValidUtf8(detail)) << detail;
+  EXPECT_LT(elapsed, std::chrono::milliseconds(700) + std::chrono::seconds(1));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fences, FenceEdgeCaseTest,
+    ::testing::Values(
+        EdgeCase{"Hangs", "echo hanging; sleep 60", false, "timed out"},
+        // Output closed, still running: EOF comes at once, the exit never.
+        EdgeCase{"ClosesOutputAndLivesOn", "exec >/dev/null 2>&1; exec sleep 60", false,
+                 "its output closed, still running"},
+        // Exits at once, but a child it left holds the output open.
+        EdgeCase{"LeavesAChildHoldingItsOutput", "sleep 60 & echo drained", true,
+                 "were killed after"},
+        EdgeCase{"PrintsInvalidUtf8", "printf 'bad \377\376 bytes \300\257'", true,
+                 "bad \xEF\xBF\xBD\xEF\xBF\xBD bytes"},
+        EdgeCase{"ExitsNonZero", "echo 'no such node' >&2; exit 4", false, "exit code 4"}),
+    [](const ::testing::TestParamInfo<EdgeCase>& info) { return info.param.name; });
+
+TEST_F(FenceRunnerTest, ATimeoutKillsTheWholeProcessGroup) {
+  const std::string pids = PathOf("pids.txt");
+  // A child and the script itself, both still running at the timeout.
+  const std::string cmd =
+      Script("fence.sh", "sleep 60 & echo $! > '" + pids + "'; exec >/dev/null; sleep 60");
+
+  auto [ok, detail] = FenceRunner::RunOnce(cmd, "n1", "why", absl::Milliseconds(500));
+
+  EXPECT_FALSE(ok);
+  const pid_t child = std::stoi(ReadFile(pids));
+  // The orphaned child is reaped by init, maybe later: dead means gone or a
+  // zombie.
+  EXPECT_TRUE(testing::WaitFor([&] { return IsDeadOrZombie(child); })) << child;
 }
 
 TEST_F(FenceRunnerTest, MissingCommandIsNotOkAndCannotRun) {

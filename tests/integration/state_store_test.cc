@@ -281,6 +281,34 @@ TEST_F(StateStoreTest, LatestNodeRowWins) {
   EXPECT_TRUE(state.nodes[1].quarantined);
 }
 
+TEST_F(StateStoreTest, PendingFencesSurviveReopenUntilCleared) {
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    Journal decided;
+    decided.nodes.push_back({"node-a", true, "bad GPU 3", kT0, "operator"});
+    decided.fences.push_back({"node-a", "bad GPU 3", kT0, true});
+    decided.fences.push_back({"node-b", "Xid 79", kT0 + absl::Seconds(1), true});
+    ASSERT_TRUE(store->Apply(decided, JournalSink::Sync::kFull).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.fences.size(), 2u);
+  EXPECT_EQ(state.fences[0].node, "node-a");
+  EXPECT_EQ(state.fences[0].reason, "bad GPU 3");
+  EXPECT_EQ(state.fences[0].decided, kT0);
+  EXPECT_TRUE(state.fences[0].pending);
+  EXPECT_EQ(state.fences[1].node, "node-b");
+
+  Journal done;
+  done.fences.push_back({"node-a", "", kT0 + absl::Seconds(2), false});
+  ASSERT_TRUE(store->Apply(done).ok());
+  state = LoadAll(*store);
+  ASSERT_EQ(state.fences.size(), 1u);
+  EXPECT_EQ(state.fences[0].node, "node-b");
+}
+
 TEST_F(StateStoreTest, LatestJobRowWins) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/limits.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
@@ -630,6 +631,8 @@ TEST_F(LifecycleTest, OperatorQuarantineIsJournaledFencedAndRestartsTheJob) {
   EXPECT_EQ(out.journal.nodes[0].changed, AtS(5));
   ASSERT_EQ(out.fences.size(), 1u);
   EXPECT_EQ(out.fences[0].node, "node-b");
+  ASSERT_EQ(out.journal.fences.size(), 1u);  // pending, in the same journal as the quarantine
+  EXPECT_TRUE(out.journal.fences[0].pending);
   ASSERT_EQ(OfKind(out.events, EventKind::kQuarantine).size(), 1u);
   EXPECT_THAT(OfKind(out.events, EventKind::kQuarantine)[0].message,
               HasSubstr("quarantined by operator: bad GPU 3"));
@@ -661,6 +664,39 @@ TEST_F(LifecycleTest, OperatorQuarantineOfAnUnknownNodeIsNotFound) {
   EXPECT_EQ(sup_->Quarantine(AtS(5), "node-z", "x").status().code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(sup_->Unquarantine(AtS(5), "node-z").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Take().journal.empty());
+}
+
+TEST_F(LifecycleTest, OperatorQuarantinePastTheFractionCapIsRefusedUnlessForced) {
+  Start();  // two nodes: the cap allows one
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  Take();
+
+  absl::StatusOr<std::string> refused = sup_->Quarantine(AtS(6), "node-a", "flaky NIC");
+
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("--quarantine-max-fraction"));
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(out.journal.empty());
+  EXPECT_TRUE(out.fences.empty());
+
+  absl::StatusOr<std::string> forced = sup_->Quarantine(AtS(7), "node-a", "flaky NIC", true);
+
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-a"));
+  EXPECT_EQ(Take().fences.size(), 1u);
+}
+
+TEST_F(LifecycleTest, OperatorQuarantineRefusesAReasonBreakingTheRule) {
+  Start();
+  for (const std::string& reason :
+       {std::string(), std::string(kMaxReasonLength + 1, 'r'), std::string("two\nlines"),
+        std::string("bad \xFF byte")}) {
+    EXPECT_EQ(sup_->Quarantine(AtS(5), "node-b", reason, true).status().code(),
+              absl::StatusCode::kInvalidArgument);
+  }
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
   EXPECT_TRUE(Take().journal.empty());
 }
 
@@ -901,6 +937,37 @@ TEST_F(RestoreTest, QuarantinedNodeStaysQuarantined) {
 
   EXPECT_FALSE(result.launch);
   EXPECT_THAT(Describe(Take().commands), ::testing::ElementsAre("quarantine node-c gen 3"));
+}
+
+TEST_F(RestoreTest, PendingFencesOfQuarantinedNodesAreDecidedAgain) {
+  PersistedState s = State();
+  s.fences.push_back({"node-c", "2 failures within 1h: crash", now_ - absl::Minutes(30), true});
+  s.fences.push_back({"node-a", "lifted since", now_ - absl::Minutes(40), true});  // not quarantined
+  Create();
+  sup_->Restore(now_, s);
+
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.fences.size(), 1u);
+  EXPECT_EQ(out.fences[0].node, "node-c");
+  EXPECT_EQ(out.fences[0].reason, "2 failures within 1h: crash");
+  bool cleared_a = false;
+  for (const FenceRow& f : out.journal.fences) cleared_a |= f.node == "node-a" && !f.pending;
+  EXPECT_TRUE(cleared_a);
+}
+
+TEST_F(RestoreTest, ASucceededFenceIsClearedAFailedOneStaysPending) {
+  Create();
+  sup_->Restore(now_, State());
+  Take();
+
+  sup_->FenceDone(now_, "node-c", false, "exit code 1");
+  EXPECT_TRUE(Take().journal.fences.empty());
+
+  sup_->FenceDone(now_, "node-c", true, "exit code 0");
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.journal.fences.size(), 1u);
+  EXPECT_EQ(out.journal.fences[0].node, "node-c");
+  EXPECT_FALSE(out.journal.fences[0].pending);
 }
 
 TEST_F(RestoreTest, RestoredRestartsCountTowardsTheCap) {

@@ -1,0 +1,234 @@
+// The host commits journals off the mutex that agent streams take: with the
+// store's writes held (a slow disk), reports keep flowing, and commands and
+// fences wait for their commit; a commit that fails is not acted on.
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "daemon/core/supervisor.h"
+#include "daemon/fence_runner.h"
+#include "daemon/journal_writer.h"
+#include "daemon/supervisor_host.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/wait.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::WaitFor;
+
+// A store whose commits wait while the test holds them, or fail on demand.
+class LatchedSink : public JournalSink {
+ public:
+  absl::Status Apply(const Journal& journal, Sync sync) override {
+    absl::MutexLock lock(&mu_);
+    ++started_;
+    auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !held_; };
+    mu_.Await(absl::Condition(&released));
+    if (!error_.ok()) return error_;
+    ++committed_;
+    if (sync == Sync::kFull) ++full_;
+    return absl::OkStatus();
+  }
+  void Hold() {
+    absl::MutexLock lock(&mu_);
+    held_ = true;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    held_ = false;
+  }
+  void FailWith(absl::Status error) {
+    absl::MutexLock lock(&mu_);
+    error_ = std::move(error);
+  }
+  int started() {
+    absl::MutexLock lock(&mu_);
+    return started_;
+  }
+  int full() {
+    absl::MutexLock lock(&mu_);
+    return full_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
+  int committed_ ABSL_GUARDED_BY(mu_) = 0;
+  int full_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// An agent's outbox that keeps what it was sent.
+class RecordingChannel : public AgentChannel {
+ public:
+  void Send(const v1::SupervisorMessage& message) override {
+    absl::MutexLock lock(&mu_);
+    if (message.has_quarantined()) ++quarantines_;
+  }
+  void Close(const grpc::Status&) override {}
+  int quarantines() {
+    absl::MutexLock lock(&mu_);
+    return quarantines_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  int quarantines_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class HostCommitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "/host_commit_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    fenced_ = dir_ + "/fenced";
+    script_ = dir_ + "/fence.sh";
+    {
+      std::ofstream out(script_);
+      out << "#!/bin/sh\necho \"$1\" >> '" << fenced_ << "'\n";
+    }
+    ASSERT_EQ(chmod(script_.c_str(), 0755), 0);
+    host_ = std::make_unique<SupervisorHost>(SupervisorOptions(), &clock_, nullptr, &sink_);
+    fence_ = std::make_unique<FenceRunner>(
+        script_, absl::Seconds(10),
+        [this](const std::string& node, bool ok, const std::string& detail) {
+          host_->FenceDone(node, ok, detail);
+        });
+    host_->set_fence_runner(fence_.get());
+    for (const char* node : {"node-a", "node-b"}) {
+      AgentHelloInfo hello;
+      hello.node = node;
+      hello.job = "j1";
+      hello.incarnation = 1;
+      auto channel = std::make_shared<RecordingChannel>();
+      absl::StatusOr<Supervisor::HelloResult> said = host_->Hello(hello, channel);
+      ASSERT_TRUE(said.ok()) << said.status();
+      sessions_.push_back(said->session);
+      channels_.push_back(channel);
+    }
+    host_->FlushWrites();
+  }
+
+  void TearDown() override {
+    sink_.Release();
+    host_->set_fence_runner(nullptr);
+    fence_.reset();
+    host_.reset();
+    unlink(fenced_.c_str());
+    unlink(script_.c_str());
+    rmdir(dir_.c_str());
+  }
+
+  // A report of node-a's two ranks at `step`.
+  NodeReportInfo Report(int64_t step) {
+    NodeReportInfo report;
+    report.sequence = static_cast<uint64_t>(step);
+    report.generation = 1;
+    report.launcher.state = LauncherState::kRunning;
+    for (uint32_t rank = 0; rank < 2; ++rank) {
+      Heartbeat hb;
+      hb.kind = HeartbeatKind::kStep;
+      hb.job = "j1";
+      hb.rank = rank;
+      hb.local_rank = rank;
+      hb.world_size = 4;
+      hb.pid = 100 + rank;
+      hb.step = step;
+      hb.step_duration_s = 0.1;
+      hb.generation = 1;
+      report.heartbeats.push_back(hb);
+    }
+    return report;
+  }
+
+  uint64_t ReportsReceived() {
+    return host_->Read([](const Supervisor& core, absl::Time) { return core.reports_received(); });
+  }
+
+  bool Fenced() { return access(fenced_.c_str(), F_OK) == 0; }
+
+  FakeClock clock_;
+  LatchedSink sink_;
+  std::unique_ptr<SupervisorHost> host_;
+  std::unique_ptr<FenceRunner> fence_;
+  std::vector<SessionId> sessions_;
+  std::vector<std::shared_ptr<RecordingChannel>> channels_;
+  std::string dir_, fenced_, script_;
+};
+
+TEST_F(HostCommitTest, ReportsFlowWhileACommitIsHeld) {
+  sink_.Hold();
+  // Something to commit, so that the writer is stuck in the store.
+  ASSERT_TRUE(host_->Quarantine("node-b", "bad GPU 3").ok());
+  ASSERT_TRUE(WaitFor([&] { return sink_.started() >= 1; }));
+
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= 50; ++step) {
+    ASSERT_TRUE(host_->Report(sessions_[0], Report(step)).ok());
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+
+  EXPECT_EQ(ReportsReceived(), 50u);  // applied, not waiting for the store
+  EXPECT_LT(elapsed, std::chrono::seconds(2));
+  sink_.Release();
+}
+
+TEST_F(HostCommitTest, AFenceAndItsCommandWaitForTheirCommit) {
+  sink_.Hold();
+
+  ASSERT_TRUE(host_->Quarantine("node-b", "bad GPU 3").ok());
+  host_->Sweep();  // tells the agents
+  ASSERT_TRUE(WaitFor([&] { return sink_.started() >= 1; }));
+
+  // Decided, not committed: nobody outside has been told.
+  EXPECT_TRUE(host_->Read([](const Supervisor& core, absl::Time) {
+    return core.quarantine().IsQuarantined("node-b");
+  }));
+  EXPECT_FALSE(Fenced());
+  EXPECT_EQ(channels_[1]->quarantines(), 0);
+
+  sink_.Release();
+
+  EXPECT_TRUE(WaitFor([&] { return Fenced(); }));
+  EXPECT_TRUE(WaitFor([&] { return channels_[1]->quarantines() == 1; }));
+  EXPECT_GE(sink_.full(), 1);  // the quarantine was fsynced before its fence
+}
+
+TEST_F(HostCommitTest, ADecisionThatCannotBePersistedIsNotActedOn) {
+  sink_.FailWith(absl::ResourceExhaustedError("state database x: disk full"));
+
+  ASSERT_TRUE(host_->Quarantine("node-b", "bad GPU 3").ok());
+  host_->FlushWrites();
+  host_->FlushWrites();  // and the persist_failed event's own (failing) commit
+
+  EXPECT_FALSE(Fenced());
+  EXPECT_EQ(channels_[1]->quarantines(), 0);
+  EXPECT_GE(host_->persist_failures(), 1u);
+  uint64_t scanned = 0;
+  std::vector<Event> events = host_->WaitForEvents(0, "", absl::ZeroDuration(), &scanned);
+  std::vector<std::string> failed;
+  for (const Event& e : events) {
+    if (e.kind == EventKind::kPersistFailed) failed.push_back(e.message);
+  }
+  ASSERT_EQ(failed.size(), 1u);  // the event's own failed commit is only counted
+  EXPECT_THAT(failed[0], HasSubstr("not acted on"));
+  EXPECT_THAT(failed[0], HasSubstr("fence node-b"));
+  EXPECT_THAT(failed[0], HasSubstr("disk full"));
+}
+
+}  // namespace
+}  // namespace trainsup
