@@ -377,6 +377,7 @@ int Agent::Run() {
 
   LinkOptions link_options;
   link_options.address = options_.supervisor;
+  link_options.tls = options_.tls;
   link_options.report_interval = options_.report_interval;
   link_options.backoff_max = options_.reconnect_max;
   link_ = std::make_unique<SupervisorLink>(

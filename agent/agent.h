@@ -27,6 +27,8 @@ namespace trainsup {
 
 struct AgentOptions {
   std::string supervisor;  // HOST:PORT of trainsupd
+  // TLS to trainsupd; its certificate names this node (docs/security.md).
+  ClientTlsOptions tls;
   std::string job;
   std::string node;
   std::vector<std::string> command;  // normally torchrun ...

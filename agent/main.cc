@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   run->add_option("--supervisor", options.supervisor,
                   "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
       ->type_name("HOST:PORT")->check(HostPortValidator());
+  AddClientTlsOptions(*run, &options.tls);
   run->add_option("--job", options.job, "job id: 1..128 characters of [A-Za-z0-9._-]")->required();
   run->add_option("--node", options.node, "node name (default: the hostname)")
       ->capture_default_str();
@@ -82,6 +83,13 @@ int main(int argc, char** argv) {
   if (!IsValidName(options.job) || !IsValidName(options.node)) {
     std::fprintf(stderr, "error: job and node must be 1..%zu characters of [A-Za-z0-9._-]\n",
                  kMaxNameLength);
+    return kExitUsage;
+  }
+  // Bad TLS files are a usage error now, not a warning at every reconnect.
+  if (absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+          MakeChannelCredentials(options.tls, "");
+      !credentials.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(credentials.status().message()).c_str());
     return kExitUsage;
   }
   Agent agent(std::move(options));

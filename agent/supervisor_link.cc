@@ -10,8 +10,12 @@
 namespace trainsup {
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const LinkOptions& options) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const LinkOptions& options) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options.tls, /*token=*/"");
+  if (!credentials.ok()) return credentials.status();
   grpc::ChannelArguments args;
+  ApplyServerName(options.tls, &args);
   // Notice a vanished supervisor (host down, cable cut) within ~15s even
   // when no report is due; loopback and RSTs are noticed at once anyway.
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
@@ -24,7 +28,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const LinkOptions& options) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::max(min_ms, 1));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(max_ms, 1));
   args.SetMaxSendMessageSize(16 << 20);
-  return grpc::CreateCustomChannel(options.address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(options.address, *credentials, args);
 }
 
 }  // namespace
@@ -77,8 +81,7 @@ void SupervisorLink::Send(v1::AgentMessage message) {
 }
 
 void SupervisorLink::Run() {
-  std::shared_ptr<grpc::Channel> channel = MakeChannel(options_);
-  std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(channel);
+  std::unique_ptr<v1::AgentService::Stub> stub;
   std::mt19937_64 rng(std::random_device{}());
   absl::Duration backoff = options_.backoff_initial;
   bool warned = false;
@@ -87,13 +90,22 @@ void SupervisorLink::Run() {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    const SessionEnd end = RunSession(*stub);
+    // A new channel after every session that ended, so that renewed TLS
+    // files are read without restarting the agent.
+    SessionEnd end = SessionEnd::kUnreached;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_);
+    if (channel.ok()) {
+      stub = v1::AgentService::NewStub(*channel);
+      end = RunSession(*stub);
+    } else if (!warned) {
+      TRAINSUP_LOG_ERROR("cannot connect to the supervisor: %s", channel.status().message());
+    }
     if (end == SessionEnd::kWelcomed) {
       backoff = options_.backoff_initial;
       warned = false;
     } else if (end == SessionEnd::kUnreached && !warned) {
-      TRAINSUP_LOG_WARN("cannot reach the supervisor at %s; training goes on, retrying",
-                        options_.address);
+      TRAINSUP_LOG_WARN("cannot reach the supervisor at %s (%s); training goes on, retrying",
+                        options_.address, last_unreached_);
       warned = true;
     }
     // Full jitter in [backoff/2, backoff], so that a thousand agents that lost
@@ -152,7 +164,10 @@ SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& st
     context_ = nullptr;
   }
   if (welcomed) return SessionEnd::kWelcomed;
-  if (!refused) return SessionEnd::kUnreached;
+  if (!refused) {
+    last_unreached_ = status.error_message();  // a TLS handshake failure says so here
+    return SessionEnd::kUnreached;
+  }
   if (on_refused_) on_refused_(status);
   return SessionEnd::kRefused;
 }

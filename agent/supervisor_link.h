@@ -10,6 +10,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include "common/credentials.h"
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -21,6 +23,9 @@ namespace trainsup {
 struct LinkOptions {
   // The supervisor's gRPC address, HOST:PORT.
   std::string address;
+  // TLS to it. The files are read at each reconnect, so that a renewed
+  // certificate is used without restarting the agent. Default: plain text.
+  ClientTlsOptions tls;
   // A report goes out this often, news or not: the supervisor judges an
   // agent silent after some intervals without one (the hello tells it the
   // interval). Default: 200ms.
@@ -98,6 +103,7 @@ class SupervisorLink {
   const CommandFn on_command_;
   const RefusedFn on_refused_;
   std::thread thread_;
+  std::string last_unreached_;  // why the last session failed to connect; the link's thread only
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -10,11 +10,20 @@
 
 namespace trainsup {
 
-OperatorClient::OperatorClient(const std::string& address, absl::Duration timeout)
-    : address_(address),
-      timeout_(timeout),
-      stub_(v1::OperatorService::NewStub(
-          grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {}
+OperatorClient::OperatorClient(const std::string& address, absl::Duration timeout,
+                               std::shared_ptr<grpc::Channel> channel)
+    : address_(address), timeout_(timeout), stub_(v1::OperatorService::NewStub(channel)) {}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeOperatorChannel(const std::string& address,
+                                                                  const ClientTlsOptions& tls,
+                                                                  const std::string& token) {
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(tls, token);
+  if (!credentials.ok()) return credentials.status();
+  grpc::ChannelArguments args;
+  ApplyServerName(tls, &args);
+  return grpc::CreateCustomChannel(address, *credentials, args);
+}
 
 std::unique_ptr<grpc::ClientContext> OperatorClient::Context() const {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -155,6 +164,9 @@ int ExitCodeFor(const absl::Status& status) {
       return kExitUnreachable;
     case absl::StatusCode::kNotFound:
       return kExitNotFound;
+    case absl::StatusCode::kUnauthenticated:
+    case absl::StatusCode::kPermissionDenied:
+      return kExitDenied;
     default:
       return kExitFailure;
   }

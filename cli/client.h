@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/credentials.h"
 #include "trainsup/v1/operator.grpc.pb.h"
 
 namespace trainsup {
@@ -14,7 +15,9 @@ namespace trainsup {
 // trainsupctl's calls to OperatorService, each with a deadline.
 class OperatorClient {
  public:
-  OperatorClient(const std::string& address, absl::Duration timeout);
+  // `channel` from MakeOperatorChannel.
+  OperatorClient(const std::string& address, absl::Duration timeout,
+                 std::shared_ptr<grpc::Channel> channel);
 
   absl::StatusOr<v1::ListJobsResponse> ListJobs();
   absl::StatusOr<v1::ListRanksResponse> ListRanks(const std::string& job_id);
@@ -44,6 +47,12 @@ class OperatorClient {
   const absl::Duration timeout_;
   std::unique_ptr<v1::OperatorService::Stub> stub_;
 };
+
+// A channel to trainsupd: TLS per `tls`, and the operator `token` (a bearer
+// token, needs TLS) when not empty. Errors name the file or option at fault.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeOperatorChannel(const std::string& address,
+                                                                  const ClientTlsOptions& tls,
+                                                                  const std::string& token);
 
 // The exit code for a failed call: kExitUnreachable when the supervisor could
 // not be reached, kExitNotFound for NOT_FOUND, else kExitFailure.

@@ -47,6 +47,12 @@ int main(int argc, char** argv) {
   app.add_option("-o,--output", output, "output format")
       ->capture_default_str()->check(CLI::IsMember({"table", "json"}));
   AddDurationOption(app, "--timeout", &timeout, "deadline of each call to the supervisor");
+  ClientTlsOptions tls;
+  AddClientTlsOptions(app, &tls);
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "file holding the operator bearer token (needs --tls-ca)")
+      ->envname("TRAINSUP_TOKEN_FILE")->type_name("FILE");
 
   CLI::App* jobs = app.add_subcommand("jobs", "list the jobs the supervisor knows");
   std::string job_id;
@@ -162,7 +168,22 @@ int main(int argc, char** argv) {
     std::fwrite(text->data(), 1, text->size(), stdout);
     return kExitOk;
   }
-  OperatorClient client(supervisor, timeout);
+  std::string token;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> read = ReadTokenFile(token_file);
+    if (!read.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(read.status().message()).c_str());
+      return kExitUsage;
+    }
+    token = *std::move(read);
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      MakeOperatorChannel(supervisor, tls, token);
+  if (!channel.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(channel.status().message()).c_str());
+    return kExitUsage;
+  }
+  OperatorClient client(supervisor, timeout, *std::move(channel));
   if (*jobs) {
     return Emit(client.ListJobs(), json,
                 [](const v1::ListJobsResponse& r) { return RenderJobsTable(r, absl::Now()); });

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/time/time.h"
+#include "common/credentials.h"
 #include "common/options.h"
 
 namespace trainsup {
@@ -28,6 +29,22 @@ inline CLI::Option* AddDurationOption(CLI::App& app, const std::string& name,
   option->type_name("DURATION");
   option->default_str(absl::FormatDuration(*target));
   return option;
+}
+
+// --tls-ca, --tls-cert, --tls-key, --tls-server-name, each also read from
+// $TRAINSUP_TLS_CA, $TRAINSUP_TLS_CERT, ... (the flag wins).
+inline void AddClientTlsOptions(CLI::App& app, ClientTlsOptions* tls) {
+  app.add_option("--tls-ca", tls->ca_file,
+                 "PEM CA bundle that signed trainsupd's certificate: speak TLS to it")
+      ->envname("TRAINSUP_TLS_CA")->type_name("FILE");
+  app.add_option("--tls-cert", tls->cert_file,
+                 "PEM certificate of this client, for mutual TLS (with --tls-key)")
+      ->envname("TRAINSUP_TLS_CERT")->type_name("FILE");
+  app.add_option("--tls-key", tls->key_file, "PEM private key of --tls-cert")
+      ->envname("TRAINSUP_TLS_KEY")->type_name("FILE");
+  app.add_option("--tls-server-name", tls->server_name,
+                 "name expected in trainsupd's certificate (default: the host of --supervisor)")
+      ->envname("TRAINSUP_TLS_SERVER_NAME");
 }
 
 // A HOST:PORT option value check.
@@ -60,8 +77,8 @@ inline int ParseOrExitCode(CLI::App& app, int argc, char** argv) {
 
 inline const char* ExitCodesHelp() {
   return "Exit codes: 0 ok; 1 the request failed; 2 bad usage; 3 cannot reach the supervisor;\n"
-         "4 no such job or node; 75 (agent) this node is quarantined; 76 (agent) another agent\n"
-         "serves this --node.";
+         "4 no such job or node; 5 refused (no identity, or not allowed); 75 (agent) this node\n"
+         "is quarantined; 76 (agent) another agent serves this --node.";
 }
 
 }  // namespace trainsup

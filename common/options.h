@@ -25,6 +25,7 @@ enum ExitCode {
   kExitUsage = 2,         // bad command line
   kExitUnreachable = 3,   // cannot reach the supervisor
   kExitNotFound = 4,      // no such job / node
+  kExitDenied = 5,        // the supervisor refused the caller (no identity, or not allowed)
   kExitQuarantined = 75,  // agent: this node is quarantined; do not reschedule here
   kExitNodeTaken = 76,    // agent: another agent serves this --node; nothing was launched
 };

@@ -4,6 +4,8 @@
 #include <memory>
 #include <utility>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "common/grpc_util.h"
 #include "common/log.h"
@@ -36,8 +38,12 @@ class StreamChannel final : public AgentChannel {
 // write in flight at a time. Deletes itself in OnDone.
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage> {
  public:
-  AgentStream(SupervisorHost* host, std::string peer)
-      : host_(host), peer_(std::move(peer)), channel_(std::make_shared<StreamChannel>(this)) {
+  AgentStream(SupervisorHost* host, AccessControl* access, Caller caller, std::string peer)
+      : host_(host),
+        access_(access),
+        caller_(std::move(caller)),
+        peer_(std::move(peer)),
+        channel_(std::make_shared<StreamChannel>(this)) {
     StartRead(&incoming_);
   }
 
@@ -105,6 +111,14 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       if (session_ != 0) {
         return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "hello sent twice on one stream");
       }
+      const v1::AgentHello& h = message.hello();
+      if (grpc::Status s = access_->Check(caller_, peer_, Access::kAgentHello,
+                                          absl::StrCat("hello node=", absl::CEscape(h.node().substr(0, 128)), " job=",
+                                                       absl::CEscape(h.job().substr(0, 128))),
+                                          h.node());
+          !s.ok()) {
+        return s;
+      }
       absl::StatusOr<Supervisor::HelloResult> hello =
           host_->Hello(FromProto(message.hello()), channel_);
       if (!hello.ok()) return ToGrpcStatus(hello.status());
@@ -130,6 +144,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   }
 
   SupervisorHost* const host_;
+  AccessControl* const access_;
+  const Caller caller_;  // who the TLS handshake says is at the other end
   const std::string peer_;
   const std::shared_ptr<StreamChannel> channel_;
   v1::AgentMessage incoming_;
@@ -157,7 +173,7 @@ void StreamChannel::Close(const grpc::Status& status) {
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage>* AgentServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new AgentStream(host_, context->peer());
+  return new AgentStream(host_, access_, access_->CallerOf(*context), context->peer());
 }
 
 }  // namespace trainsup

@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_AGENT_SERVICE_H_
 #define TRAINSUP_DAEMON_AGENT_SERVICE_H_
 
+#include "daemon/access_control.h"
 #include "daemon/supervisor_host.h"
 #include "trainsup/v1/agent.grpc.pb.h"
 
@@ -12,13 +13,15 @@ namespace trainsup {
 // commands down.
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  explicit AgentServiceImpl(SupervisorHost* host) : host_(host) {}
+  AgentServiceImpl(SupervisorHost* host, AccessControl* access)
+      : host_(host), access_(access) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
  private:
   SupervisorHost* const host_;
+  AccessControl* const access_;
 };
 
 }  // namespace trainsup

@@ -9,13 +9,14 @@
 
 namespace {
 
-// Blocks SIGTERM and SIGINT in every thread (call before starting any), so
-// that the main thread can wait for them with sigwait.
-sigset_t BlockShutdownSignals() {
+// Blocks SIGTERM, SIGINT and SIGHUP in every thread (call before starting
+// any), so that the main thread can wait for them with sigwait.
+sigset_t BlockHandledSignals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
 }
@@ -130,6 +131,22 @@ int main(int argc, char** argv) {
                  "Slurm or cordon it in Kubernetes); output and result become a `fence` event");
   AddDurationOption(app, "--fence-timeout", &options.fence_timeout,
                     "kill the fence command after this long");
+  // Security: docs/security.md.
+  app.add_option("--tls-cert", options.tls.cert_file,
+                 "PEM certificate chain of trainsupd: serve TLS (with --tls-key); re-read on SIGHUP")
+      ->type_name("FILE");
+  app.add_option("--tls-key", options.tls.key_file, "PEM private key of --tls-cert")
+      ->type_name("FILE");
+  app.add_option("--tls-client-ca", options.tls.client_ca_file,
+                 "PEM CA bundle of agents' and operators' certificates: require mutual TLS; an "
+                 "agent's certificate must name its node")
+      ->type_name("FILE");
+  app.add_option("--operator-token-file", options.operator_token_file,
+                 "file holding a bearer token that allows operator changes (needs TLS)")
+      ->type_name("FILE");
+  app.add_flag("--insecure", options.insecure,
+               "allow plain text on a non-loopback --listen (anyone who reaches it may "
+               "quarantine nodes and stop jobs)");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   options.core.step_window = static_cast<size_t>(step_window);
@@ -140,7 +157,7 @@ int main(int argc, char** argv) {
   }
   SetLogVerbose(verbose);
 
-  sigset_t signals = BlockShutdownSignals();
+  sigset_t signals = BlockHandledSignals();
   MonotonicClock clock;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, &clock);
   if (!server.ok()) {
@@ -153,7 +170,14 @@ int main(int argc, char** argv) {
   if (!options.state_path.empty()) TRAINSUP_LOG_INFO("state store %s", options.state_path);
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    absl::Status reloaded = (*server)->ReloadCertificates();
+    if (reloaded.ok()) {
+      TRAINSUP_LOG_INFO("SIGHUP: TLS certificates re-read; new connections use them");
+    } else {
+      TRAINSUP_LOG_ERROR("SIGHUP: %s; serving the previous certificates", reloaded.message());
+    }
+  }
   TRAINSUP_LOG_INFO("%s received; shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   (*server)->Shutdown();
   TRAINSUP_LOG_INFO("stopped");

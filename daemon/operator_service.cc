@@ -66,8 +66,9 @@ void RenderEvent(const Event& e, v1::Event* out) {
 
 }  // namespace
 
-grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*,
+grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
                                            v1::ListJobsResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "ListJobs"); !s.ok()) return s;
   host_->Read([&](const Supervisor& core, absl::Time now) {
     for (const JobEntry* job : core.Jobs()) RenderJob(core.ViewOf(*job, now), response->add_jobs());
     return 0;
@@ -75,8 +76,9 @@ grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext*, const v1::ListJ
   return grpc::Status::OK;
 }
 
-grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::ListRanksRequest* request,
+grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext* context, const v1::ListRanksRequest* request,
                                             v1::ListRanksResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "ListRanks"); !s.ok()) return s;
   return host_->Read([&](const Supervisor& core, absl::Time now) {
     const JobEntry* entry = core.FindEntry(request->job_id());
     if (entry == nullptr) {
@@ -122,8 +124,9 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext*, const v1::List
   });
 }
 
-grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest*,
                                             v1::ListNodesResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "ListNodes"); !s.ok()) return s;
   host_->Read([&](const Supervisor& core, absl::Time now) {
     for (const NodeView& view : core.NodeViews()) {
       const NodeRecord& node = *view.record;
@@ -148,9 +151,10 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext*, const v1::List
   return grpc::Status::OK;
 }
 
-grpc::Status OperatorServiceImpl::ListEvents(grpc::ServerContext*,
+grpc::Status OperatorServiceImpl::ListEvents(grpc::ServerContext* context,
                                              const v1::ListEventsRequest* request,
                                              v1::ListEventsResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "ListEvents"); !s.ok()) return s;
   host_->Read([&](const Supervisor& core, absl::Time) {
     const size_t limit = request->limit() == 0 ? SIZE_MAX : request->limit();
     for (const Event& e : core.events().Since(request->after_id(), request->job_id(), limit)) {
@@ -164,6 +168,7 @@ grpc::Status OperatorServiceImpl::ListEvents(grpc::ServerContext*,
 grpc::Status OperatorServiceImpl::WatchEvents(grpc::ServerContext* context,
                                               const v1::WatchEventsRequest* request,
                                               grpc::ServerWriter<v1::Event>* writer) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "WatchEvents"); !s.ok()) return s;
   uint64_t after = request->after_id();
   // Wake up at least every second to notice a client that went away or a
   // server shutting down.
@@ -213,8 +218,9 @@ void RenderLedger(const LedgerTotals& t, v1::LedgerBuckets* out) {
 
 }  // namespace
 
-grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobRequest* request,
+grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                          v1::JobDetail* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "GetJob"); !s.ok()) return s;
   return host_->Read([&](const Supervisor& core, absl::Time now) {
     const JobEntry* entry = core.FindEntry(request->job_id());
     if (entry == nullptr) {
@@ -256,9 +262,10 @@ grpc::Status OperatorServiceImpl::GetJob(grpc::ServerContext*, const v1::GetJobR
   });
 }
 
-grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext*,
+grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
                                             const v1::GetStacksRequest* request,
                                             v1::StacksResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "GetStacks"); !s.ok()) return s;
   return host_->Read([&](const Supervisor& core, absl::Time) {
     if (core.FindEntry(request->job_id()) == nullptr) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
@@ -291,29 +298,33 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext*,
   });
 }
 
-grpc::Status OperatorServiceImpl::RequestCheckpoint(grpc::ServerContext*,
+grpc::Status OperatorServiceImpl::RequestCheckpoint(grpc::ServerContext* context,
                                                     const v1::RequestCheckpointRequest* request,
                                                     v1::ActionResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kMutate, "RequestCheckpoint"); !s.ok()) return s;
   return Answer(host_->RequestCheckpoint(request->job_id()), response);
 }
 
-grpc::Status OperatorServiceImpl::ResumeJob(grpc::ServerContext*, const v1::ResumeJobRequest* request,
+grpc::Status OperatorServiceImpl::ResumeJob(grpc::ServerContext* context, const v1::ResumeJobRequest* request,
                                             v1::ActionResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kMutate, "ResumeJob"); !s.ok()) return s;
   return Answer(host_->Resume(request->job_id()), response);
 }
 
-grpc::Status OperatorServiceImpl::QuarantineNode(grpc::ServerContext*,
+grpc::Status OperatorServiceImpl::QuarantineNode(grpc::ServerContext* context,
                                                  const v1::QuarantineNodeRequest* request,
                                                  v1::ActionResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kMutate, "QuarantineNode"); !s.ok()) return s;
   if (request->reason().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "a reason is required");
   }
   return Answer(host_->Quarantine(request->node(), request->reason(), request->force()), response);
 }
 
-grpc::Status OperatorServiceImpl::UnquarantineNode(grpc::ServerContext*,
+grpc::Status OperatorServiceImpl::UnquarantineNode(grpc::ServerContext* context,
                                                    const v1::UnquarantineNodeRequest* request,
                                                    v1::ActionResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kMutate, "UnquarantineNode"); !s.ok()) return s;
   return Answer(host_->Unquarantine(request->node()), response);
 }
 

@@ -1,16 +1,19 @@
 #ifndef TRAINSUP_DAEMON_OPERATOR_SERVICE_H_
 #define TRAINSUP_DAEMON_OPERATOR_SERVICE_H_
 
+#include "daemon/access_control.h"
 #include "daemon/supervisor_host.h"
 #include "trainsup/v1/operator.grpc.pb.h"
 
 namespace trainsup {
 
 // gRPC adapter of OperatorService (trainsupctl's API): reads the core's state
-// under the host's shared lock and renders it as wire messages.
+// under the host's shared lock and renders it as wire messages. Every call
+// first asks AccessControl whether its caller may read or change things.
 class OperatorServiceImpl final : public v1::OperatorService::Service {
  public:
-  explicit OperatorServiceImpl(SupervisorHost* host) : host_(host) {}
+  OperatorServiceImpl(SupervisorHost* host, AccessControl* access)
+      : host_(host), access_(access) {}
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
@@ -40,6 +43,7 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
 
  private:
   SupervisorHost* const host_;
+  AccessControl* const access_;
 };
 
 }  // namespace trainsup

@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/credentials.h"
+#include "common/log.h"
 #include "common/options.h"
 #include "daemon/fence_runner.h"
 #include "daemon/state_store.h"
@@ -13,13 +15,59 @@ namespace {
 
 std::string HostOf(const std::string& host_port) { return host_port.substr(0, host_port.rfind(':')); }
 
+// The access policy the options ask for, or why they are unsafe to serve.
+// Logs what a reader of the start-up lines should know.
+absl::StatusOr<std::unique_ptr<AccessControl>> MakeAccessControl(const ServerOptions& options) {
+  const ServerTlsOptions& tls = options.tls;
+  if (tls.mutual() && !tls.enabled()) {
+    return absl::InvalidArgumentError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  std::string token;
+  if (!options.operator_token_file.empty()) {
+    if (!tls.enabled()) {
+      return absl::InvalidArgumentError(
+          "--operator-token-file needs --tls-cert and --tls-key: a bearer token must not cross "
+          "the network in clear");
+    }
+    absl::StatusOr<std::string> read = ReadTokenFile(options.operator_token_file);
+    if (!read.ok()) return read.status();
+    token = *std::move(read);
+  }
+  const bool loopback = IsLoopbackListen(options.listen);
+  if (!tls.enabled() && !loopback) {
+    if (!options.insecure) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "refusing to serve plain text on ", options.listen,
+          ": anyone who reaches it could quarantine nodes and stop jobs. Give --tls-cert and "
+          "--tls-key (and --tls-client-ca for agents; README \"Across machines\"), listen on "
+          "127.0.0.1, or pass --insecure"));
+    }
+    TRAINSUP_LOG_WARN("--insecure: serving plain text on %s; anyone who reaches it may "
+                      "quarantine nodes, stop and resume jobs", options.listen);
+  }
+  const bool authenticate = tls.mutual() || !token.empty();
+  if (tls.enabled() && !authenticate) {
+    TRAINSUP_LOG_WARN("TLS without client authentication: anyone who reaches %s may change "
+                      "things; set --tls-client-ca or --operator-token-file", options.listen);
+  } else if (authenticate && !tls.mutual()) {
+    TRAINSUP_LOG_WARN("no --tls-client-ca: agents cannot prove their node, and their hellos "
+                      "are taken on trust");
+  }
+  AccessPolicy::Options policy;
+  policy.authenticate = authenticate;
+  policy.agents_need_certificate = tls.mutual();
+  return std::make_unique<AccessControl>(AccessPolicy(policy), std::move(token));
+}
+
 }  // namespace
 
-Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store)
+Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store,
+               std::unique_ptr<AccessControl> access)
     : store_(std::move(store)),
+      access_(std::move(access)),
       host_(options.core, clock, store_.get()),
-      agent_service_(&host_),
-      operator_service_(&host_),
+      agent_service_(&host_, access_.get()),
+      operator_service_(&host_, access_.get()),
       collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)),
       sweep_interval_(options.sweep_interval) {}
 
@@ -41,13 +89,26 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (!options.metrics_listen.empty()) {
     if (absl::Status s = CheckHostPort(options.metrics_listen); !s.ok()) return s;
   }
+  absl::StatusOr<std::unique_ptr<AccessControl>> access = MakeAccessControl(options);
+  if (!access.ok()) return access.status();
+  std::unique_ptr<ServerCertificates> certificates;
+  if (options.tls.enabled()) {
+    absl::StatusOr<std::unique_ptr<ServerCertificates>> created =
+        ServerCertificates::Create(options.tls);
+    if (!created.ok()) return created.status();
+    certificates = *std::move(created);
+  }
   std::unique_ptr<StateStore> store;
   if (!options.state_path.empty()) {
     absl::StatusOr<std::unique_ptr<StateStore>> opened = StateStore::Open(options.state_path);
     if (!opened.ok()) return opened.status();
     store = std::move(*opened);
   }
-  std::unique_ptr<Server> server(new Server(options, clock, std::move(store)));
+  std::unique_ptr<Server> server(
+      new Server(options, clock, std::move(store), *std::move(access)));
+  server->certificates_ = std::move(certificates);
+  server->security_collector_ = std::make_shared<SecurityCollector>(
+      server->access_.get(), !options.tls.enabled() && !IsLoopbackListen(options.listen));
   if (!options.fence_command.empty()) {
     SupervisorHost* host = &server->host_;
     server->fence_ = std::make_unique<FenceRunner>(
@@ -62,7 +123,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
 
   int port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(options.listen,
+                           server->certificates_ != nullptr ? server->certificates_->credentials()
+                                                            : grpc::InsecureServerCredentials(),
+                           &port);
   builder.RegisterService(&server->agent_service_);
   builder.RegisterService(&server->operator_service_);
   // Agents keep their stream alive with pings; allow them (gRPC refuses pings
@@ -90,12 +154,24 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
           absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
     }
     server->exposer_->RegisterCollectable(server->collector_);
+    server->exposer_->RegisterCollectable(server->security_collector_);
     std::vector<int> ports = server->exposer_->GetListeningPorts();
     server->metrics_address_ =
         absl::StrCat(HostOf(options.metrics_listen), ":", ports.empty() ? 0 : ports.front());
   }
+  if (server->certificates_ != nullptr) {
+    TRAINSUP_LOG_INFO("TLS%s on %s: %s", options.tls.mutual() ? " (mutual)" : "",
+                      server->grpc_address_, server->certificates_->summary());
+  }
   server->sweeper_ = std::thread([s = server.get()] { s->SweepLoop(); });
   return server;
+}
+
+absl::Status Server::ReloadCertificates() {
+  if (certificates_ == nullptr) return absl::FailedPreconditionError("TLS is not configured");
+  absl::Status s = certificates_->Reload();
+  security_collector_->CountReload(s.ok());
+  return s;
 }
 
 void Server::Shutdown(absl::Duration grace) {

@@ -10,10 +10,13 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "daemon/access_control.h"
 #include "daemon/agent_service.h"
 #include "daemon/metrics.h"
 #include "daemon/operator_service.h"
+#include "daemon/security_metrics.h"
 #include "daemon/supervisor_host.h"
+#include "daemon/tls_server.h"
 
 namespace prometheus {
 class Exposer;
@@ -38,6 +41,12 @@ struct ServerOptions {
   std::string fence_command;
   // The fence command is killed after this long. Default: 30s.
   absl::Duration fence_timeout = absl::Seconds(30);
+  // TLS on the gRPC port; with a client CA, mutual TLS (docs/security.md).
+  ServerTlsOptions tls;
+  // A file holding the operator bearer token (needs TLS). Default: none.
+  std::string operator_token_file;
+  // Serve plain text on a non-loopback --listen. Default: refused.
+  bool insecure = false;
   SupervisorOptions core;
   MetricsOptions metrics;
   // How often the detectors run. Default: 1s.
@@ -64,15 +73,24 @@ class Server {
   // The collector behind /metrics, also usable without the HTTP endpoint.
   const SupervisorCollector& collector() const { return *collector_; }
 
+  // Re-reads the TLS certificate, key and client CA (SIGHUP); open agent
+  // streams are kept. FailedPrecondition without TLS.
+  absl::Status ReloadCertificates();
+  const AccessControl& access() const { return *access_; }
+
   // Stops accepting work, ends open streams (waiting up to `grace` for RPCs
   // in flight) and stops the metrics endpoint. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
 
  private:
-  Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store);
+  Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store,
+         std::unique_ptr<AccessControl> access);
   void SweepLoop();
 
   std::unique_ptr<StateStore> store_;  // before host_: the host uses it
+  std::unique_ptr<AccessControl> access_;  // before the services: they use it
+  std::unique_ptr<ServerCertificates> certificates_;
+  std::shared_ptr<SecurityCollector> security_collector_;
   SupervisorHost host_;
   std::unique_ptr<FenceRunner> fence_;
   AgentServiceImpl agent_service_;

@@ -51,7 +51,8 @@ TEST(FenceEventTest, AFenceEventWithInvalidUtf8OutputParsesInTheClient) {
   hello.job = "j1";
   hello.incarnation = 1;
   ASSERT_TRUE((*server)->host().Hello(hello, std::make_shared<NullChannel>()).ok());
-  OperatorClient client((*server)->grpc_address(), absl::Seconds(5));
+  OperatorClient client((*server)->grpc_address(), absl::Seconds(5),
+                        *MakeOperatorChannel((*server)->grpc_address(), {}, ""));
 
   ASSERT_TRUE(client.QuarantineNode("node-a", "bad GPU 3").ok());
 

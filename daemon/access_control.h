@@ -1,0 +1,52 @@
+#ifndef TRAINSUP_DAEMON_ACCESS_CONTROL_H_
+#define TRAINSUP_DAEMON_ACCESS_CONTROL_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/string_view.h"
+#include "daemon/access_policy.h"
+
+namespace trainsup {
+
+// The gRPC side of AccessPolicy: reads who is calling from the call's TLS
+// peer and metadata, asks the policy, and logs and counts every refusal.
+// Thread-safe.
+class AccessControl {
+ public:
+  // `operator_token` empty: no token is accepted.
+  AccessControl(AccessPolicy policy, std::string operator_token);
+
+  // Who the call comes from (its certificate, its bearer token).
+  Caller CallerOf(const grpc::ServerContextBase& context) const;
+
+  // OK, or the refusal as UNAUTHENTICATED / PERMISSION_DENIED, logged with
+  // the peer and `what` (the RPC, or "hello node=n1 job=j").
+  grpc::Status Check(const Caller& caller, const std::string& peer, Access access,
+                     absl::string_view what, absl::string_view node = {});
+  grpc::Status Check(const grpc::ServerContextBase& context, Access access,
+                     absl::string_view what) {
+    return Check(CallerOf(context), context.peer(), access, what);
+  }
+
+  bool open() const { return policy_.open(); }
+
+  // Refused calls so far, indexed by Refusal.
+  static constexpr int kRefusalKinds = static_cast<int>(Refusal::kWrongNode) + 1;
+  std::array<uint64_t, kRefusalKinds> refused() const;
+
+ private:
+  bool TokenMatches(absl::string_view presented) const;
+
+  const AccessPolicy policy_;
+  const std::string operator_token_;
+  std::array<std::atomic<uint64_t>, kRefusalKinds> refused_{};
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_ACCESS_CONTROL_H_
