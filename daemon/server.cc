@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/limits.h"
+#include "common/log.h"
 #include "common/options.h"
 #include "daemon/fence_runner.h"
 #include "daemon/state_store.h"
@@ -18,10 +20,21 @@ std::string HostOf(const std::string& host_port) { return host_port.substr(0, ho
 Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store)
     : store_(std::move(store)),
       host_(options.core, clock, store_.get()),
-      agent_service_(&host_),
+      agent_service_(&host_, options.streams),
       operator_service_(&host_),
-      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)),
-      sweep_interval_(options.sweep_interval) {}
+      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics,
+                                                       &agent_service_.stats())),
+      sweep_interval_(options.sweep_interval),
+      history_retention_(options.history_retention) {}
+
+void Server::PruneHistory() {
+  const absl::Time now = host_.clock().Now();
+  if (store_ == nullptr || now - pruned_at_ < absl::Hours(1)) return;
+  pruned_at_ = now;
+  if (absl::Status s = store_->Prune(now - history_retention_); !s.ok()) {
+    TRAINSUP_LOG_ERROR("pruning the state store's history failed: %s", s.message());
+  }
+}
 
 void Server::SweepLoop() {
   absl::MutexLock lock(&stop_mu_);
@@ -29,6 +42,7 @@ void Server::SweepLoop() {
   while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), sweep_interval_)) {
     stop_mu_.Unlock();
     host_.Sweep();
+    PruneHistory();
     stop_mu_.Lock();
   }
 }
@@ -73,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // rule notices the silence sooner; this frees the stream.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,

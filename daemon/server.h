@@ -42,6 +42,10 @@ struct ServerOptions {
   MetricsOptions metrics;
   // How often the detectors run. Default: 1s.
   absl::Duration sweep_interval = absl::Seconds(1);
+  AgentStreamLimits streams;
+  // The state store's history (failures, restarts, events, stacks, ended
+  // jobs) older than this is deleted, checked hourly. Default: 30 days.
+  absl::Duration history_retention = absl::Hours(24 * 30);
 };
 
 // trainsupd's process-level wiring: the host around the core, the gRPC
@@ -71,6 +75,8 @@ class Server {
  private:
   Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store);
   void SweepLoop();
+  // Deletes the store's history past --history-retention, at most hourly.
+  void PruneHistory();
 
   std::unique_ptr<StateStore> store_;  // before host_: the host uses it
   SupervisorHost host_;
@@ -83,6 +89,8 @@ class Server {
   std::string grpc_address_;
   std::string metrics_address_;
   const absl::Duration sweep_interval_;
+  const absl::Duration history_retention_;
+  absl::Time pruned_at_ = absl::InfinitePast();  // touched by the sweeper only
   std::thread sweeper_;
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
