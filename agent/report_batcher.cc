@@ -95,7 +95,8 @@ void ReportBatcher::PrependLatestLocked() {
   for (auto it = resend.rbegin(); it != resend.rend(); ++it) pending_.push_front(*it);
 }
 
-v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
+v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now, size_t max_bytes,
+                                         bool* more) {
   absl::MutexLock lock(&mu_);
   if (resend_latest_) {
     PrependLatestLocked();
@@ -105,13 +106,6 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
   report.set_sequence(++sequence_);
   report.set_generation(generation_);
   *report.mutable_launcher() = launcher_;
-  report.mutable_heartbeats()->Reserve(static_cast<int>(pending_.size()));
-  taken_seqs_.clear();
-  for (Entry& e : pending_) {
-    taken_seqs_.push_back(e.seq);
-    *report.add_heartbeats() = std::move(e.hb);
-  }
-  pending_.clear();
   for (const ProcessObservation& p : processes_) {
     v1::RankProcess* out = report.add_processes();
     *out = p.process;
@@ -127,6 +121,19 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now) {
   }
   report.set_dropped_total(dropped_);
   report.set_plans_held_through(plans_held_through_);
+  // The heartbeats last, as many as fit (one at least, so that the backlog
+  // always drains); each costs its size plus a tag and a length.
+  size_t bytes = report.ByteSizeLong();
+  taken_seqs_.clear();
+  while (!pending_.empty()) {
+    const size_t cost = pending_.front().hb.ByteSizeLong() + 6;
+    if (!taken_seqs_.empty() && bytes + cost > max_bytes) break;
+    bytes += cost;
+    taken_seqs_.push_back(pending_.front().seq);
+    *report.add_heartbeats() = std::move(pending_.front().hb);
+    pending_.pop_front();
+  }
+  if (more != nullptr) *more = !pending_.empty();
   return report;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/rank_watcher.h"
+#include "common/limits.h"
 #include "trainsup/v1/agent.pb.h"
 
 namespace trainsup {
@@ -44,8 +45,13 @@ class ReportBatcher {
   // restarted learns the current state even of ranks that are silent (hung).
   void BeginSession();
 
-  // Everything since the last report. `steady_now` dates process deaths.
-  v1::NodeReport TakeReport(absl::Duration steady_now);
+  // Everything since the last report, up to `max_bytes` serialized: the
+  // heartbeats that do not fit stay first in line for the next report (and
+  // `*more`, if given, says so). `steady_now` dates process deaths.
+  v1::NodeReport TakeReport(absl::Duration steady_now, size_t max_bytes = kMaxReportBytes,
+                            bool* more = nullptr);
+  // Below the supervisor's message limit, with room for the envelope.
+  static constexpr size_t kMaxReportBytes = kMaxMessageBytes - (64u << 10);
 
   // A report that could not be sent: its heartbeats go back in front of the
   // backlog (within its bound), to be sent on the next stream.

@@ -231,11 +231,14 @@ void SupervisorLink::WriteReports(Stream* stream) {
     const absl::Duration now = SteadyNow();
     if (now < next_report && !flushing) continue;
     v1::AgentMessage message;
-    *message.mutable_report() = batcher_->TakeReport(now);
+    bool more = false;
+    *message.mutable_report() =
+        batcher_->TakeReport(now, ReportBatcher::kMaxReportBytes, &more);
     if (!stream->Write(message)) {
       batcher_->Restore(std::move(*message.mutable_report()));
       return;
     }
+    if (more) continue;  // a backlog beyond one message: the rest goes at once
     next_report += options_.report_interval;
     if (next_report <= now) next_report = now + options_.report_interval;  // fell behind
     absl::MutexLock lock(&mu_);

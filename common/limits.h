@@ -23,6 +23,10 @@ constexpr size_t kMaxFenceOutputLength = 1024;
 // garbage, and it would overflow the 32-bit floats of the step windows.
 constexpr double kMaxDurationSeconds = 365.0 * 24 * 3600;
 
+// The largest gRPC message the supervisor accepts; agents split what they
+// send to stay below it.
+constexpr size_t kMaxMessageBytes = 16u << 20;
+
 // True for 1..kMaxNameLength characters of [A-Za-z0-9._-], not beginning
 // with '-': names become arguments of commands (the fence command, scontrol,
 // kubectl), where a leading '-' would read as an option.

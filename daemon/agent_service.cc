@@ -38,11 +38,15 @@ class StreamChannel final : public AgentChannel {
 // write in flight at a time. Deletes itself in OnDone.
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage> {
  public:
-  AgentStream(SupervisorHost* host, AccessControl* access, Caller caller, std::string peer)
+  // `stats->open` counts this stream from here until OnDone.
+  AgentStream(SupervisorHost* host, AccessControl* access, Caller caller, std::string peer,
+              size_t max_outbox, AgentStreamStats* stats)
       : host_(host),
         access_(access),
         caller_(std::move(caller)),
         peer_(std::move(peer)),
+        max_outbox_(max_outbox),
+        stats_(stats),
         channel_(std::make_shared<StreamChannel>(this)) {
     StartRead(&incoming_);
   }
@@ -79,13 +83,26 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   void OnDone() override {
     channel_->Detach();
     if (session_ != 0) host_->Disconnected(session_);
+    stats_->open.fetch_sub(1);
     delete this;
   }
 
-  // Queues a message; starts writing it if nothing is in flight.
+  // Queues a message; starts writing it if nothing is in flight. An agent
+  // that lets --max-stream-outbox messages pile up is cut off rather than
+  // grow the supervisor's memory (or lose a command silently): it
+  // reconnects and is told its state afresh.
   void Enqueue(const v1::SupervisorMessage& message) {
     absl::MutexLock lock(&mu_);
     if (finish_requested_) return;
+    if (outbox_.size() >= max_outbox_) {
+      stats_->ended_max_outbox.fetch_add(1);
+      TRAINSUP_LOG_WARN("agent %s: %d messages unread; ending its stream", peer_, outbox_.size());
+      RequestFinishLocked(grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          absl::StrCat("the agent left ", outbox_.size(),
+                       " supervisor messages unread (--max-stream-outbox); reconnect")));
+      return;
+    }
     outbox_.push_back(message);
     if (!writing_) {
       writing_ = true;
@@ -96,6 +113,11 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   // Finishes the stream once the writes in flight are done.
   void RequestFinish(const grpc::Status& status) {
     absl::MutexLock lock(&mu_);
+    RequestFinishLocked(status);
+  }
+
+ private:
+  void RequestFinishLocked(const grpc::Status& status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finish_requested_) return;
     finish_requested_ = true;
     finish_status_ = status;
@@ -105,7 +127,6 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     }
   }
 
- private:
   grpc::Status Handle(const v1::AgentMessage& message) {
     if (message.has_hello()) {
       if (session_ != 0) {
@@ -147,6 +168,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   AccessControl* const access_;
   const Caller caller_;  // who the TLS handshake says is at the other end
   const std::string peer_;
+  const size_t max_outbox_;
+  AgentStreamStats* const stats_;
   const std::shared_ptr<StreamChannel> channel_;
   v1::AgentMessage incoming_;
   SessionId session_ = 0;  // touched by read reactions only, which never overlap
@@ -169,11 +192,29 @@ void StreamChannel::Close(const grpc::Status& status) {
   if (stream_ != nullptr) stream_->RequestFinish(status);
 }
 
+// A stream past --max-agent-streams: refused at once, holding nothing.
+class RefusedStream final
+    : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage> {
+ public:
+  explicit RefusedStream(size_t max_streams) {
+    Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                        absl::StrCat("trainsupd has --max-agent-streams=", max_streams,
+                                     " agent streams open; raise it, or retry later")));
+  }
+  void OnDone() override { delete this; }
+};
+
 }  // namespace
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage>* AgentServiceImpl::Connect(
     grpc::CallbackServerContext* context) {
-  return new AgentStream(host_, access_, access_->CallerOf(*context), context->peer());
+  if (stats_.open.fetch_add(1) >= static_cast<int64_t>(limits_.max_streams)) {
+    stats_.open.fetch_sub(1);
+    stats_.refused_max_streams.fetch_add(1);
+    return new RefusedStream(limits_.max_streams);
+  }
+  return new AgentStream(host_, access_, access_->CallerOf(*context), context->peer(),
+                         limits_.max_outbox, &stats_);
 }
 
 }  // namespace trainsup

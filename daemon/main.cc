@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/cli_options.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "daemon/server.h"
 
@@ -147,6 +148,28 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", options.insecure,
                "allow plain text on a non-loopback --listen (anyone who reaches it may "
                "quarantine nodes and stop jobs)");
+  // Bounds on what clients can make trainsupd hold (docs/limits.md).
+  app.add_option("--max-jobs", core.limits.max_jobs,
+                 "jobs held in memory at once; a hello for a new job past it is refused")
+      ->capture_default_str()->check(CLI::Range(1, 10000000));
+  app.add_option("--max-nodes", core.limits.max_nodes,
+                 "nodes held in memory at once; a hello from a new node past it is refused")
+      ->capture_default_str()->check(CLI::Range(1, 10000000));
+  app.add_option("--max-world-size", core.limits.max_world_size,
+                 "largest world size a heartbeat may claim (bigger ones are refused, counted)")
+      ->capture_default_str()->check(CLI::Range(1u, kMaxWorldSize));
+  AddDurationOption(app, "--job-retention", &core.limits.job_retention,
+                    "a job (and a node) no agent spoke for in this long leaves memory; its "
+                    "records stay in the state store");
+  AddDurationOption(app, "--history-retention", &options.history_retention,
+                    "the state store's failures, restarts, events, stacks and ended jobs older "
+                    "than this are deleted");
+  app.add_option("--max-agent-streams", options.streams.max_streams,
+                 "agent streams open at once; past it new streams are refused")
+      ->capture_default_str()->check(CLI::Range(1, 10000000));
+  app.add_option("--max-stream-outbox", options.streams.max_outbox,
+                 "messages queued to an agent that does not read; past it its stream is ended")
+      ->capture_default_str()->check(CLI::Range(16, 10000000));
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   options.core.step_window = static_cast<size_t>(step_window);

@@ -53,6 +53,18 @@ struct Families {
   MetricFamily fences = Family("trainsup_fences_total",
       "Fence commands that ended, by result (succeeded, failed: non-zero exit, killed at "
       "--fence-timeout, or could not run).", MetricType::Counter);
+  MetricFamily limit_refusals = Family("trainsup_limit_refusals_total",
+      "What a limit refused, by limit: max_jobs (hellos of new jobs), max_nodes (hellos of new "
+      "nodes), max_agent_streams (new "
+      "streams), max_stream_outbox (streams ended: their agent did not read).",
+      MetricType::Counter);
+  MetricFamily reports_refused = Family("trainsup_agent_reports_refused_total",
+      "Agent reports refused whole: about a generation the supervisor never started.",
+      MetricType::Counter);
+  MetricFamily jobs_forgotten = Family("trainsup_jobs_forgotten_total",
+      "Jobs that left memory after --job-retention without an agent.", MetricType::Counter);
+  MetricFamily nodes_forgotten = Family("trainsup_nodes_forgotten_total",
+      "Nodes that left memory after --job-retention without an agent.", MetricType::Counter);
   MetricFamily job_state = Family("trainsup_job_state",
       "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
   MetricFamily job_restarts = Family("trainsup_job_restarts_total",
@@ -131,7 +143,8 @@ struct Families {
     for (MetricFamily* f :
          {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
-          &quarantine_skipped, &store_errors, &persist_failures, &fences,
+          &quarantine_skipped, &store_errors, &persist_failures, &fences, &limit_refusals,
+          &reports_refused, &jobs_forgotten, &nodes_forgotten,
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
@@ -162,8 +175,7 @@ void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetr
 // per-rank cap, else the slowest max_stragglers_per_job.
 void CollectStragglers(const Job& job, const MetricsOptions& options, Families& f) {
   std::vector<std::pair<double, uint32_t>> flagged;
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    const RankState& r = job.rank(i);
+  for (const auto& [i, r] : job.ranks()) {
     if (r.straggler) flagged.emplace_back(r.compute_durations.Percentile(0.99), i);
   }
   size_t keep = flagged.size();
@@ -216,7 +228,7 @@ void CollectJob(const JobView& view, const MetricsOptions& options, Families& f)
   AddSample(f.job_ranks_alive, id, job.ranks_alive());
   uint32_t unknown = 0;
   uint64_t datagrams_dropped = 0;
-  for (const RankState& r : job.ranks()) {
+  for (const auto& [i, r] : job.ranks()) {
     if (!r.seen) continue;
     unknown += r.liveness == Liveness::kUnknown ? 1 : 0;
     datagrams_dropped += r.datagrams_dropped;
@@ -241,8 +253,7 @@ void CollectJob(const JobView& view, const MetricsOptions& options, Families& f)
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
   }
   if (job.world_size() > options.max_ranks_per_job) return;
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    const RankState& r = job.rank(i);
+  for (const auto& [i, r] : job.ranks()) {
     if (!r.seen) continue;
     const std::string rank = absl::StrCat(i);
     AddSample(f.rank_step, {{"job_id", job.id()}, {"rank", rank}}, static_cast<double>(r.step));
@@ -296,6 +307,15 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.persist_failures, {}, static_cast<double>(host_->persist_failures()));
     AddSample(f.fences, {{"result", "succeeded"}}, static_cast<double>(host_->fences_succeeded()));
     AddSample(f.fences, {{"result", "failed"}}, static_cast<double>(host_->fences_failed()));
+    const uint64_t streams_refused = streams_ ? streams_->refused_max_streams.load() : 0;
+    const uint64_t outboxes_full = streams_ ? streams_->ended_max_outbox.load() : 0;
+    AddSample(f.limit_refusals, {{"limit", "max_jobs"}}, static_cast<double>(core.jobs_refused()));
+    AddSample(f.limit_refusals, {{"limit", "max_nodes"}}, static_cast<double>(core.nodes_refused()));
+    AddSample(f.limit_refusals, {{"limit", "max_agent_streams"}}, static_cast<double>(streams_refused));
+    AddSample(f.limit_refusals, {{"limit", "max_stream_outbox"}}, static_cast<double>(outboxes_full));
+    AddSample(f.reports_refused, {}, static_cast<double>(core.reports_refused()));
+    AddSample(f.jobs_forgotten, {}, static_cast<double>(core.jobs_forgotten()));
+    AddSample(f.nodes_forgotten, {}, static_cast<double>(core.nodes_forgotten()));
     AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
     for (const JobEntry* job : jobs) CollectJob(core.ViewOf(*job, now), options_, f);
     return 0;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "daemon/agent_service.h"
 #include "daemon/supervisor_host.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -26,14 +27,17 @@ struct MetricsOptions {
 // docs/metrics.md. Thread-safe.
 class SupervisorCollector : public prometheus::Collectable {
  public:
-  SupervisorCollector(const SupervisorHost* host, MetricsOptions options)
-      : host_(host), options_(options) {}
+  // `streams` (may be null: no stream figures) is not owned.
+  SupervisorCollector(const SupervisorHost* host, MetricsOptions options,
+                      const AgentStreamStats* streams = nullptr)
+      : host_(host), options_(options), streams_(streams) {}
 
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   const SupervisorHost* const host_;
   const MetricsOptions options_;
+  const AgentStreamStats* const streams_;
 };
 
 }  // namespace trainsup

@@ -88,8 +88,7 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext* context, const 
     const GenerationVerdicts& verdicts = entry->verdicts();
     response->set_job_id(job->id());
     response->set_world_size(job->world_size());
-    for (uint32_t i = 0; i < job->world_size(); ++i) {
-      const RankState& r = job->rank(i);
+    for (const auto& [i, r] : job->ranks()) {
       if (!r.seen) continue;
       v1::Rank* out = response->add_ranks();
       out->set_rank(i);

@@ -78,6 +78,8 @@ RejectReason FromProto(v1::RejectReason in) {
       return RejectReason::kWorldSizeMismatch;
     case v1::REJECT_REASON_TOO_LONG:
       return RejectReason::kTooLong;
+    case v1::REJECT_REASON_UNKNOWN_GENERATION:
+      return RejectReason::kUnknownGeneration;
     case v1::REJECT_REASON_OTHER:
     default:  // UNSPECIFIED, and values from a newer agent
       return RejectReason::kOther;

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/credentials.h"
+#include "common/limits.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "daemon/fence_runner.h"
@@ -66,10 +67,21 @@ Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr
     : store_(std::move(store)),
       access_(std::move(access)),
       host_(options.core, clock, store_.get()),
-      agent_service_(&host_, access_.get()),
+      agent_service_(&host_, access_.get(), options.streams),
       operator_service_(&host_, access_.get()),
-      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics)),
-      sweep_interval_(options.sweep_interval) {}
+      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics,
+                                                       &agent_service_.stats())),
+      sweep_interval_(options.sweep_interval),
+      history_retention_(options.history_retention) {}
+
+void Server::PruneHistory() {
+  const absl::Time now = host_.clock().Now();
+  if (store_ == nullptr || now - pruned_at_ < absl::Hours(1)) return;
+  pruned_at_ = now;
+  if (absl::Status s = store_->Prune(now - history_retention_); !s.ok()) {
+    TRAINSUP_LOG_ERROR("pruning the state store's history failed: %s", s.message());
+  }
+}
 
 void Server::SweepLoop() {
   absl::MutexLock lock(&stop_mu_);
@@ -77,6 +89,7 @@ void Server::SweepLoop() {
   while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), sweep_interval_)) {
     stop_mu_.Unlock();
     host_.Sweep();
+    PruneHistory();
     stop_mu_.Lock();
   }
 }
@@ -138,7 +151,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   // rule notices the silence sooner; this frees the stream.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
-  builder.SetMaxReceiveMessageSize(16 << 20);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   server->grpc_server_ = builder.BuildAndStart();
   if (server->grpc_server_ == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,

@@ -51,6 +51,10 @@ struct ServerOptions {
   MetricsOptions metrics;
   // How often the detectors run. Default: 1s.
   absl::Duration sweep_interval = absl::Seconds(1);
+  AgentStreamLimits streams;
+  // The state store's history (failures, restarts, events, stacks, ended
+  // jobs) older than this is deleted, checked hourly. Default: 30 days.
+  absl::Duration history_retention = absl::Hours(24 * 30);
 };
 
 // trainsupd's process-level wiring: the host around the core, the gRPC
@@ -86,6 +90,8 @@ class Server {
   Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store,
          std::unique_ptr<AccessControl> access);
   void SweepLoop();
+  // Deletes the store's history past --history-retention, at most hourly.
+  void PruneHistory();
 
   std::unique_ptr<StateStore> store_;  // before host_: the host uses it
   std::unique_ptr<AccessControl> access_;  // before the services: they use it
@@ -101,6 +107,8 @@ class Server {
   std::string grpc_address_;
   std::string metrics_address_;
   const absl::Duration sweep_interval_;
+  const absl::Duration history_retention_;
+  absl::Time pruned_at_ = absl::InfinitePast();  // touched by the sweeper only
   std::thread sweeper_;
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;

@@ -788,6 +788,31 @@ absl::Status StateStore::Apply(const Journal& journal, Sync sync) {
   return status;
 }
 
+absl::Status StateStore::Prune(absl::Time before) {
+  static constexpr const char* kPrune[] = {
+      "DELETE FROM failures WHERE time < ?1",
+      "DELETE FROM restarts WHERE time < ?1",
+      "DELETE FROM events WHERE time < ?1",  // and their figures (ON DELETE CASCADE)
+      "DELETE FROM stacks WHERE time < ?1",
+      "DELETE FROM job_measures WHERE job IN (SELECT job FROM jobs WHERE changed < ?1 AND"
+      " state IN ('finished', 'failed'))",
+      "DELETE FROM ledger_generations WHERE job IN (SELECT job FROM jobs WHERE changed < ?1 AND"
+      " state IN ('finished', 'failed'))",
+      "DELETE FROM jobs WHERE changed < ?1 AND state IN ('finished', 'failed')",
+  };
+  absl::MutexLock lock(&mu_);
+  return InTransaction(db_, path_, "BEGIN IMMEDIATE", [&]() {
+    for (const char* sql : kPrune) {
+      Statement prune(db_, sql);
+      prune.BindTime(1, before);
+      if (const int rc = prune.Run(); rc != SQLITE_OK) {
+        return SqliteStatus(path_, db_, rc, "pruning old history");
+      }
+    }
+    return absl::OkStatus();
+  });
+}
+
 absl::StatusOr<PersistedState> StateStore::Load(size_t max_events, size_t max_failures,
                                                 size_t max_restarts) {
   absl::MutexLock lock(&mu_);

@@ -73,6 +73,11 @@ class StateStore : public JournalSink {
   // does not know is skipped with a warning.
   absl::StatusOr<PersistedState> Load(size_t max_events, size_t max_failures, size_t max_restarts);
 
+  // Deletes the history older than `before`, in one transaction: failures,
+  // restarts, events and stacks, and the jobs that finished or failed before
+  // it (with their measures). Nodes (the quarantine list) are kept.
+  absl::Status Prune(absl::Time before);
+
   const std::string& path() const { return path_; }
 
  private:

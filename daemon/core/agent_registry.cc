@@ -1,6 +1,7 @@
 #include "daemon/core/agent_registry.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace trainsup {
 
@@ -70,6 +71,33 @@ const std::vector<NodeIndex>& AgentRegistry::NodesOf(absl::string_view job) cons
   static const std::vector<NodeIndex>* const kNone = new std::vector<NodeIndex>();
   auto it = by_job_.find(job);
   return it == by_job_.end() ? *kNone : it->second;
+}
+
+std::vector<NodeIndex> AgentRegistry::Compact(const std::vector<bool>& gone) {
+  std::vector<NodeIndex> moved(nodes_.size(), kNoNode);
+  std::vector<NodeRecord> kept;
+  for (NodeIndex i = 0; i < nodes_.size(); ++i) {
+    if (gone[i]) continue;
+    moved[i] = static_cast<NodeIndex>(kept.size());
+    kept.push_back(std::move(nodes_[i]));
+  }
+  nodes_ = std::move(kept);
+  by_name_.clear();
+  for (NodeIndex i = 0; i < nodes_.size(); ++i) by_name_.emplace(nodes_[i].name, i);
+  // Each job keeps its nodes in the order they joined.
+  for (auto it = by_job_.begin(); it != by_job_.end();) {
+    std::vector<NodeIndex>& members = it->second;
+    for (NodeIndex& i : members) i = moved[i];
+    members.erase(std::remove(members.begin(), members.end(), kNoNode), members.end());
+    if (members.empty()) {
+      by_job_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  // Only disconnected nodes are forgotten, so every session keeps its node.
+  for (auto& [session, index] : sessions_) index = moved[index];
+  return moved;
 }
 
 void AgentRegistry::MoveToJob(NodeIndex index, const std::string& job) {

@@ -105,8 +105,27 @@ class AgentRegistry {
 
   uint32_t connected() const { return static_cast<uint32_t>(sessions_.size()); }
 
+  // Forgets every node without a connected agent, last heard before
+  // `cutoff`, for which `keep(record)` is false. The remaining nodes move
+  // down to fill the gaps: returns each old index's new one (kNoNode for a
+  // forgotten node), empty when none was forgotten. REQUIRES: the caller
+  // moves every NodeIndex it holds by the returned map.
+  template <typename Keep>
+  std::vector<NodeIndex> Forget(absl::Time cutoff, Keep keep) {
+    std::vector<bool> gone(nodes_.size(), false);
+    bool any = false;
+    for (NodeIndex i = 0; i < nodes_.size(); ++i) {
+      const NodeRecord& n = nodes_[i];
+      gone[i] = !n.connected && n.last_report < cutoff && !keep(n);
+      any = any || gone[i];
+    }
+    if (!any) return {};
+    return Compact(gone);
+  }
+
  private:
   void MoveToJob(NodeIndex index, const std::string& job);
+  std::vector<NodeIndex> Compact(const std::vector<bool>& gone);
 
   std::vector<NodeRecord> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> by_name_;

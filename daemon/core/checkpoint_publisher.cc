@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/strings/str_cat.h"
+
 namespace trainsup {
 
 int64_t CheckpointPublisher::HorizonSteps(double step_s) const {
@@ -43,6 +45,7 @@ CheckpointPlanSpec CheckpointPublisher::OneOff(int64_t max_step, double step_s) 
 const CheckpointPlanSpec& CheckpointPublisher::Publish(absl::Time now, CheckpointPlanSpec spec) {
   const uint64_t first = static_cast<uint64_t>(std::max<int64_t>(1, absl::ToUnixMicros(now)));
   spec.plan_id = plans_.empty() ? first : std::max(first, plans_.back().plan_id + 1);
+  published_through_ = spec.plan_id;
   plans_.push_back(std::move(spec));
   if (plans_.size() > kMaxPlans) plans_.erase(plans_.begin());
   return plans_.back();
@@ -66,6 +69,40 @@ CheckpointPlanSpec CheckpointPublisher::Revoking(const CheckpointPlanSpec& spec)
   }
   restated.effective_from_step = spec.effective_from_step;
   return restated;
+}
+
+absl::Status CheckpointPublisher::CheckHeld(const std::vector<CheckpointPlanSpec>& held) const {
+  if (held.size() > kMaxPlans) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(held.size(), " checkpoint plans held; a job has at most ", kMaxPlans));
+  }
+  for (const CheckpointPlanSpec& plan : held) {
+    const bool steps_ok =
+        plan.anchor_step >= 0 && plan.interval_steps >= 0 && plan.effective_from_step >= 0 &&
+        plan.one_off_steps.size() <= kMaxOneOffSteps &&
+        std::all_of(plan.one_off_steps.begin(), plan.one_off_steps.end(),
+                    [](int64_t s) { return s >= 0; });
+    if (plan.plan_id == 0 || plan.plan_id > kMaxPlanId || !steps_ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint plan ", plan.plan_id, " is malformed (an id from 1 to ",
+                       kMaxPlanId, ", steps >= 0, at most ", kMaxOneOffSteps, " one-off steps)"));
+    }
+    auto same_id = [&](const CheckpointPlanSpec& p) { return p.plan_id == plan.plan_id; };
+    auto mine = std::find_if(plans_.begin(), plans_.end(), same_id);
+    const bool differs = mine != plans_.end() &&
+                         (mine->anchor_step != plan.anchor_step ||
+                          mine->interval_steps != plan.interval_steps ||
+                          mine->effective_from_step != plan.effective_from_step ||
+                          mine->one_off_steps != plan.one_off_steps);
+    // Before this supervisor published a plan of the job (it restarted and
+    // lost them), the agents' plans are all there is to go by.
+    const bool newer = published_through_ != 0 && plan.plan_id > published_through_;
+    if (differs || newer) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint plan ", plan.plan_id, " was never published for this job by this supervisor"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void CheckpointPublisher::Adopt(const std::vector<CheckpointPlanSpec>& held) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_planner.h"
 #include "daemon/core/checkpoint_schedule.h"
@@ -58,8 +59,19 @@ class CheckpointPublisher {
   // plan of a job takes the time in microseconds.
   const CheckpointPlanSpec& Publish(absl::Time now, CheckpointPlanSpec spec);
 
+  // Whether plans an agent says it holds can be this job's: well formed
+  // (ids from 1 to kMaxPlanId, steps not negative, at most kMaxPlans, each
+  // with at most kMaxOneOffSteps), none that differs from the plan of the
+  // same id kept here, and, once this supervisor published plans of the job
+  // itself, none newer than its newest. InvalidArgument says which and why.
+  absl::Status CheckHeld(const std::vector<CheckpointPlanSpec>& held) const;
+  static constexpr size_t kMaxOneOffSteps = 64;
+  // Ids are microseconds since 1970 or above: 2^62 is 146,000 years ahead,
+  // and leaves room to count up without overflow.
+  static constexpr uint64_t kMaxPlanId = uint64_t{1} << 62;
+
   // Takes back plans the agents hold that this supervisor lost (it
-  // restarted), by id, in id order.
+  // restarted), by id, in id order. REQUIRES: CheckHeld(held) is ok.
   void Adopt(const std::vector<CheckpointPlanSpec>& held);
 
   const std::vector<CheckpointPlanSpec>& plans() const { return plans_; }
@@ -82,6 +94,7 @@ class CheckpointPublisher {
  private:
   const PlanPublishOptions options_;
   std::vector<CheckpointPlanSpec> plans_;  // by id
+  uint64_t published_through_ = 0;         // the newest id Publish stamped
   std::optional<CheckpointPlan> figures_;
   uint64_t confirmed_through_ = 0;
 };

@@ -40,8 +40,7 @@ bool Earlier(const Failures& f, uint32_t a, std::optional<uint32_t> b) {
 
 Failures Collect(const Job& job, const absl::flat_hash_set<NodeIndex>& silent_nodes) {
   Failures f;
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    const RankState& r = job.rank(i);
+  for (const auto& [i, r] : job.ranks()) {
     if (!r.seen) continue;
     std::optional<RankDeath> failure = FailureOf(r);
     if (!failure) {

@@ -14,8 +14,8 @@ namespace {
 // The ranks of `job` that last reported from `node`.
 std::vector<uint32_t> RanksOn(const Job& job, NodeIndex node) {
   std::vector<uint32_t> ranks;
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    if (job.rank(i).seen && job.rank(i).node == node) ranks.push_back(i);
+  for (const auto& [i, r] : job.ranks()) {
+    if (r.seen && r.node == node) ranks.push_back(i);
   }
   return ranks;
 }
@@ -206,8 +206,7 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
   const Job& observed = job.job();
   // The node the supervisor lost sight of first.
   NodeIndex lost = kNoNode;
-  for (uint32_t i = 0; i < observed.world_size(); ++i) {
-    const RankState& r = observed.rank(i);
+  for (const auto& [i, r] : observed.ranks()) {
     if (!r.seen || r.node == kNoNode || !silent.contains(r.node)) continue;
     if (lost == kNoNode || agents_.node(r.node).last_report < agents_.node(lost).last_report) {
       lost = r.node;

@@ -32,20 +32,32 @@ absl::string_view LivenessName(Liveness liveness) {
 Job::Job(std::string id, size_t step_window, size_t compute_window)
     : id_(std::move(id)), step_window_(step_window), compute_window_(compute_window) {}
 
+const RankState& Job::rank(uint32_t rank) const {
+  static const RankState* const kUnseen = new RankState(1, 1);
+  auto it = ranks_.find(rank);
+  return it == ranks_.end() ? *kUnseen : it->second;
+}
+
+RankState& Job::RankSlot(uint32_t rank) {
+  auto it = ranks_.try_emplace(rank, step_window_, compute_window_).first;
+  it->second.rank = rank;
+  return it->second;
+}
+
 uint64_t Job::global_batch() const {
   uint64_t total = 0;
-  for (const RankState& r : ranks_) total += r.samples.value_or(0);
+  for (const auto& [i, r] : ranks_) total += r.samples.value_or(0);
   return total;
 }
 
 uint32_t Job::stragglers() const {
   uint32_t n = 0;
-  for (const RankState& r : ranks_) n += r.straggler ? 1 : 0;
+  for (const auto& [i, r] : ranks_) n += r.straggler ? 1 : 0;
   return n;
 }
 
 bool Job::any_in_checkpoint() const {
-  for (const RankState& r : ranks_) {
+  for (const auto& [i, r] : ranks_) {
     if (r.in_checkpoint) return true;
   }
   return false;
@@ -53,7 +65,7 @@ bool Job::any_in_checkpoint() const {
 
 uint32_t Job::ranks_alive() const {
   uint32_t n = 0;
-  for (const RankState& r : ranks_) n += r.alive() ? 1 : 0;
+  for (const auto& [i, r] : ranks_) n += r.alive() ? 1 : 0;
   return n;
 }
 
@@ -65,10 +77,10 @@ void Job::NoteIfCertainFailure(const RankState& r) {
 }
 
 void Job::Resize(uint32_t world_size) {
+  // Nothing is allocated for the claimed size: ranks get their state when
+  // they are first heard of.
   world_size_ = world_size;
   ranks_.clear();
-  ranks_.reserve(world_size);
-  for (uint32_t i = 0; i < world_size; ++i) ranks_.emplace_back(step_window_, compute_window_);
   ranks_reporting_ = 0;
   certain_failure_ = false;
   max_step_ = -1;
@@ -99,10 +111,12 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     Resize(hb.world_size);
   }
 
-  RankState& r = ranks_[hb.rank];
   // A START names the step the rank resumes from, not one it completed, so it
   // neither advances nor has to follow the rank's step.
-  if (hb.kind != HeartbeatKind::kStart && hb.step < r.step) return RejectReason::kStepRegressed;
+  if (hb.kind != HeartbeatKind::kStart && hb.step < rank(hb.rank).step) {
+    return RejectReason::kStepRegressed;
+  }
+  RankState& r = RankSlot(hb.rank);
 
   if (!r.seen) {
     r.seen = true;
@@ -186,7 +200,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
 void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& process) {
   if (process.generation != 0 && process.generation != generation_) return;
   if (process.rank >= world_size_) return;
-  RankState& r = ranks_[process.rank];
+  RankState& r = RankSlot(process.rank);
   r.node = node;
   if (process.pid != 0) r.pid = process.pid;
   if (process.exception_seen && !r.exception_time) {
@@ -215,7 +229,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
 }
 
 void Job::ForgetLiveness(NodeIndex node) {
-  for (RankState& r : ranks_) {
+  for (auto& [i, r] : ranks_) {
     if (r.node == node && r.liveness == Liveness::kAlive) r.liveness = Liveness::kUnknown;
   }
 }

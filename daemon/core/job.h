@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/time/time.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/heartbeat.h"
@@ -56,6 +57,7 @@ struct RankState {
   RankState(size_t step_window, size_t compute_window)
       : step_durations(step_window), compute_durations(compute_window) {}
 
+  uint32_t rank = 0;
   bool seen = false;  // heard from in the current generation
   NodeIndex node = kNoNode;
   uint32_t local_rank = 0;
@@ -112,11 +114,16 @@ class Job {
 
   const std::string& id() const { return id_; }
   uint64_t generation() const { return generation_; }
-  // 0 until the first heartbeat of the generation.
+  // 0 until the first heartbeat of the generation. Claimed by the ranks:
+  // memory is held only for the ranks heard of, never for this many.
   uint32_t world_size() const { return world_size_; }
-  // REQUIRES: rank < world_size().
-  const RankState& rank(uint32_t rank) const { return ranks_[rank]; }
-  const std::vector<RankState>& ranks() const { return ranks_; }
+  // The ranks heard of in this generation (by a heartbeat, or by their
+  // agent's process report), by rank. Loop over these, never over
+  // 0..world_size(): a claimed world size costs nothing until ranks report.
+  using RankMap = absl::btree_map<uint32_t, RankState>;
+  const RankMap& ranks() const { return ranks_; }
+  // The rank's state; an unseen one (seen == false) for a rank not heard of.
+  const RankState& rank(uint32_t rank) const;
 
   // Highest step any rank completed in this generation; -1 before the first.
   int64_t max_step() const { return max_step_; }
@@ -140,8 +147,8 @@ class Job {
   // as the observations arrive, because reports ask on every arrival.
   bool has_certain_failure() const { return certain_failure_; }
 
-  // Mutable access for the detectors' verdicts. REQUIRES: rank < world_size().
-  RankState& mutable_rank(uint32_t rank) { return ranks_[rank]; }
+  // Mutable access for the detectors' verdicts. REQUIRES: ranks() has `rank`.
+  RankState& mutable_rank(uint32_t rank) { return ranks_.find(rank)->second; }
   uint32_t stragglers() const;
 
   // The frontier's moves since the last call (steps completed by the first
@@ -163,12 +170,20 @@ class Job {
   // when it is not about this generation or names a rank outside the world.
   void ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& process);
 
+  // Renumbers the nodes its ranks name: `move(NodeIndex&)` for each (the
+  // supervisor forgot some nodes).
+  template <typename Move>
+  void MoveNodes(Move move) {
+    for (auto& [i, r] : ranks_) move(r.node);
+  }
+
   // The agent of `node` cannot be heard: its ranks' processes become
   // unknown (dead ones stay dead: that was seen).
   void ForgetLiveness(NodeIndex node);
 
  private:
   void Resize(uint32_t world_size);
+  RankState& RankSlot(uint32_t rank);
   void NoteIfCertainFailure(const RankState& r);
 
   const std::string id_;
@@ -179,7 +194,7 @@ class Job {
   absl::Time first_heartbeat_ = absl::InfinitePast();
   absl::Time first_progress_ = absl::InfinitePast();
   uint32_t world_size_ = 0;
-  std::vector<RankState> ranks_;
+  RankMap ranks_;
   int64_t max_step_ = -1;
   absl::Time last_progress_ = absl::InfinitePast();
   uint64_t heartbeats_received_ = 0;

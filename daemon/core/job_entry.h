@@ -39,6 +39,11 @@ struct JobLifecycle {
   // Restarting: start the next generation then.
   absl::Time restart_at = absl::InfinitePast();
   uint64_t restarts = 0;  // since this supervisor started
+  // The current generation was adopted from an agent's word (this
+  // supervisor lost its state), not started or restored by it. Only then is
+  // a later generation an agent names adopted too; once the supervisor
+  // started one itself, a generation it never started is refused.
+  bool generation_adopted = false;
   RestartGovernor governor;
   // The world size and global batch of the previous generation, to tell
   // when a restart changed them (once per generation).
@@ -102,6 +107,10 @@ class JobEntry {
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
   void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
 
+  // When an agent last spoke for the job (a hello or a report), or when it
+  // was restored: a job no agent spoke for in --job-retention leaves memory.
+  absl::Time last_heard = absl::InfinitePast();
+
   // The stacks of the job's recent hung generations.
   static constexpr size_t kMaxStackSets = 8;
   StackShelf stacks{kMaxStackSets};
@@ -129,6 +138,8 @@ class JobTable {
   // The job `id`, created when new (`*created` says which).
   JobEntry& FindOrAdd(const std::string& id, bool* created = nullptr);
   JobEntry* Find(absl::string_view id);
+  // Forgets the job `id` (nothing happens when there is none).
+  void Erase(absl::string_view id) { jobs_.erase(id); }
   const JobEntry* Find(absl::string_view id) const;
   // Every job, sorted by id.
   std::vector<const JobEntry*> Sorted() const;

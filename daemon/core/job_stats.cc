@@ -15,7 +15,7 @@ double MedianInPlace(std::vector<double>& values) {
 JobStepStats ComputeJobStepStats(const Job& job) {
   std::vector<double> p50s;
   std::vector<double> p99s;
-  for (const RankState& r : job.ranks()) {
+  for (const auto& [i, r] : job.ranks()) {
     if (r.step_durations.empty()) continue;
     StepWindow::Quantiles q = r.step_durations.P50P99();
     p50s.push_back(q.p50);

@@ -7,7 +7,8 @@ constexpr absl::string_view kNames[kRejectReasonCount] = {
     "invalid_json",     "unknown_field",    "oversize",       "wrong_sender",
     "bad_kind",         "bad_job",          "job_mismatch",   "bad_world_size",
     "rank_out_of_range", "negative_step",   "step_regressed", "bad_duration",
-    "stale_generation", "world_size_mismatch", "too_long",    "other",
+    "stale_generation", "world_size_mismatch", "too_long",
+    "unknown_generation", "other",
 };
 
 }  // namespace

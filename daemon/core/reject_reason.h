@@ -22,7 +22,7 @@ enum class RejectReason {
   kBadKind,            // kind missing or unknown
   kBadJob,             // job id empty, too long or with forbidden characters
   kJobMismatch,        // not the job of the agent that forwarded it
-  kBadWorldSize,       // world_size 0 or above the maximum
+  kBadWorldSize,       // world_size 0 or above --max-world-size
   kRankOutOfRange,     // rank >= world_size (or local_rank >= world_size)
   kNegativeStep,       // step < 0
   kStepRegressed,      // step below the rank's last step in the same generation
@@ -30,6 +30,7 @@ enum class RejectReason {
   kStaleGeneration,    // from an older generation than the job's current one
   kWorldSizeMismatch,  // world_size differs from the job's in the same generation
   kTooLong,            // a string field beyond its documented limit
+  kUnknownGeneration,  // a generation of the job this supervisor never started
   kOther,              // an agent-reported reason this supervisor does not know
   kCount,              // number of reasons; not a reason
 };

@@ -160,6 +160,7 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   decisions_.journal().restarts.push_back({now, job.id(), from, to, cause});
   job.recovery.MarkStarted(now);
   observed.ObserveGeneration(now, to);
+  life.generation_adopted = false;  // this one the supervisor started itself
   job.SyncGeneration();
   for (NodeIndex i : members) agents_.mutable_node(i).member_generation = to;
   Event e;

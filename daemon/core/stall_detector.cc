@@ -21,8 +21,7 @@ Culprit FindCulprit(const Job& job, const absl::flat_hash_set<NodeIndex>& silent
   uint32_t seen = 0;
   uint32_t tied = 0;
   uint32_t unseen = 0;
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    const RankState& r = job.rank(i);
+  for (const auto& [i, r] : job.ranks()) {
     if (!r.seen) continue;
     // What a rank whose agent cannot be heard last said is no evidence of
     // where it is now: in a synchronous job that kept stepping it took part.
@@ -82,7 +81,7 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
   // A rank seen to end is a crash (or a finishing job), not a stall. Ranks
   // that cannot be seen do not switch the rule off: it judges the progress
   // it sees.
-  for (const RankState& r : job.ranks()) {
+  for (const auto& [i, r] : job.ranks()) {
     if (r.seen && r.liveness == Liveness::kDead) return verdict;
   }
   const bool started = job.last_progress() != absl::InfinitePast();

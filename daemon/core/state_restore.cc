@@ -17,6 +17,10 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     life.state = JobStateFromName(row.state).value_or(JobState::kPending);
     life.reason = row.reason;
     life.since = row.changed;
+    // A job that ended long ago leaves memory at the first sweep; any other
+    // waits --job-retention for its agents to come back.
+    const bool ended = life.state == JobState::kFinished || life.state == JobState::kFailed;
+    job.last_heard = ended ? row.changed : now;
     life.last_world_size = row.world_size;
     if (row.restarts_forgiven_before != absl::InfinitePast()) {
       life.governor.Forgive(row.restarts_forgiven_before);

@@ -1,6 +1,7 @@
 #include "daemon/core/straggler_detector.h"
 
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 #include "daemon/core/job_stats.h"
@@ -32,38 +33,34 @@ std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
   if (job.max_step() < next_window_step_) return changes;
   next_window_step_ = job.max_step() + static_cast<int64_t>(options_.window);
 
-  // Per-rank p99 over each rank's last `window` compute samples.
-  std::vector<double> p99(job.world_size(), -1);
+  // Per-rank p99 over each rank's last `window` compute samples, for the
+  // ranks that report (never sized by the claimed world size).
+  std::vector<std::pair<uint32_t, double>> p99;
   std::vector<double> present;
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    const StepWindow& w = job.rank(i).compute_durations;
+  for (const auto& [i, r] : job.ranks()) {
+    const StepWindow& w = r.compute_durations;
     if (w.size() < std::min(options_.window, w.capacity())) continue;
-    p99[i] = w.Percentile(0.99);
-    present.push_back(p99[i]);
+    p99.emplace_back(i, w.Percentile(0.99));
+    present.push_back(p99.back().second);
   }
   if (present.size() < 2) return changes;
   const double median = MedianInPlace(present);
   std::vector<double> deviations;
-  for (double v : p99) {
-    if (v >= 0) deviations.push_back(std::fabs(v - median));
-  }
+  for (const auto& [i, v] : p99) deviations.push_back(std::fabs(v - median));
   const double mad = MedianInPlace(deviations);
 
-  streaks_.resize(job.world_size());
-  for (uint32_t i = 0; i < job.world_size(); ++i) {
-    if (p99[i] < 0) continue;
-    const bool slow =
-        p99[i] > options_.ratio * median && p99[i] - median > options_.mad_factor * mad;
+  for (const auto& [i, v] : p99) {
+    const bool slow = v > options_.ratio * median && v - median > options_.mad_factor * mad;
     Streak& streak = streaks_[i];
     streak.slow = slow ? streak.slow + 1 : 0;
     streak.ok = slow ? 0 : streak.ok + 1;
     RankState& r = job.mutable_rank(i);
     if (!r.straggler && streak.slow >= options_.persistence) {
       r.straggler = true;
-      changes.push_back(Change(i, true, p99[i], median));
+      changes.push_back(Change(i, true, v, median));
     } else if (r.straggler && streak.ok >= options_.persistence) {
       r.straggler = false;
-      changes.push_back(Change(i, false, p99[i], median));
+      changes.push_back(Change(i, false, v, median));
     }
   }
   return changes;

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/core/job.h"
 
 namespace trainsup {
@@ -64,7 +65,7 @@ class StragglerDetector {
   };
   StragglerOptions options_;  // not const: a new generation assigns a fresh detector
   int64_t next_window_step_ = -1;
-  std::vector<Streak> streaks_;
+  absl::flat_hash_map<uint32_t, Streak> streaks_;  // by rank, for ranks that report
 };
 
 }  // namespace trainsup

@@ -42,6 +42,39 @@ absl::Status Supervisor::CheckNodeFree(absl::Time now, const AgentHelloInfo& hel
       hello.node, node.incarnation, node.job, TenthsOfSeconds(now - node.last_report)));
 }
 
+absl::Status Supervisor::CheckHelloLimits(const AgentHelloInfo& hello) {
+  if (agents_.Find(hello.node) == kNoNode && agents_.size() >= options_.limits.max_nodes) {
+    ++nodes_refused_;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "node %s refused: trainsupd holds --max-nodes=%d nodes (a node leaves memory "
+        "--job-retention after its agent is gone); raise --max-nodes",
+        hello.node, options_.limits.max_nodes));
+  }
+  if (jobs_.Find(hello.job) == nullptr && jobs_.size() >= options_.limits.max_jobs) {
+    ++jobs_refused_;
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "job %s refused: trainsupd holds --max-jobs=%d jobs (a job leaves memory "
+        "--job-retention after its agents are gone); raise --max-jobs",
+        hello.job, options_.limits.max_jobs));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::CheckHelloJob(const AgentHelloInfo& hello) const {
+  const JobEntry* job = jobs_.Find(hello.job);
+  if (job == nullptr) return CheckpointPublisher(options_.publish).CheckHeld(hello.plans);
+  // Trust only what this supervisor decided: once it started (or restored)
+  // the job's generation itself, an agent cannot move the job to one it
+  // never started.
+  const uint64_t current = job->job().generation();
+  if (hello.generation > current && !job->lifecycle.generation_adopted) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "job %s has no generation %d: this supervisor started it up to generation %d",
+        hello.job, hello.generation, current));
+  }
+  return job->plans.CheckHeld(hello.plans);
+}
+
 absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
                                                           const AgentHelloInfo& hello) {
   if (!IsValidName(hello.node)) {
@@ -51,14 +84,19 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
     return absl::InvalidArgumentError(absl::StrCat("job id must be ", kNameRule));
   }
   if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
+  if (absl::Status refused = CheckHelloLimits(hello); !refused.ok()) return refused;
+  if (absl::Status refused = CheckHelloJob(hello); !refused.ok()) return refused;
   const AgentRegistry::Connection connection = agents_.Connect(now, hello);
   NodeRecord& node = agents_.mutable_node(connection.node);
 
-  JobEntry& job = jobs_.FindOrAdd(hello.job);
+  bool created = false;
+  JobEntry& job = jobs_.FindOrAdd(hello.job, &created);
+  job.last_heard = now;
   Job& observed = job.job();
   const bool new_job = observed.generation() == 0;
   // A generation the agent runs and we do not know (our state was lost) is
   // adopted, never restarted.
+  if (created && hello.generation > 0) job.lifecycle.generation_adopted = true;
   observed.ObserveGeneration(now, std::max<uint64_t>(hello.generation, 1));
   job.SyncGeneration();
   if (new_job) restarts_.JournalJob(now, job);
@@ -68,6 +106,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
     // The same job id, run again by new agents: a new generation, and a new
     // ledger (the idle time between the runs is nobody's loss).
     observed.ObserveGeneration(now, observed.generation() + 1);
+    job.lifecycle.generation_adopted = false;
     job.SyncGeneration();
     job.ledger = GoodputLedger();
     (void)restarts_.Transition(now, job, JobState::kPending, "run again by new agents");
@@ -131,7 +170,21 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     return absl::FailedPreconditionError("unknown or superseded agent session; reconnect");
   }
   NodeRecord& node = agents_.mutable_node(index);
+  JobEntry* found = jobs_.Find(node.job);
+  if (found == nullptr) {  // forgotten while the stream stayed open: start over
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", node.job, " is no longer held by this supervisor; say hello again"));
+  }
+  JobEntry& job = *found;
+  Job& observed = job.job();
   node.last_report = now;
+  job.last_heard = now;
+  if (report.generation > observed.generation() && !job.lifecycle.generation_adopted) {
+    // A generation this supervisor never started: nothing in it is trusted.
+    ++reports_refused_;
+    rejected_.Add(RejectReason::kUnknownGeneration, report.heartbeats.size());
+    return absl::OkStatus();
+  }
   node.launcher = report.launcher;
   node.generation = report.generation;
   node.plans_held_through = report.plans_held_through;
@@ -139,12 +192,13 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   ++reports_received_;
   CountAgentRejects(node, report);
 
-  JobEntry& job = jobs_.FindOrAdd(node.job);
   if (node.unreachable) detection_.NoticeHeard(now, &job, index);
-  Job& observed = job.job();
   observed.ObserveGeneration(now, report.generation);
   for (const Heartbeat& hb : report.heartbeats) {
-    std::optional<RejectReason> reason = CheckHeartbeat(hb, node.job);
+    std::optional<RejectReason> reason = CheckHeartbeat(hb, node.job, options_.limits.max_world_size);
+    if (!reason && hb.generation > observed.generation() && !job.lifecycle.generation_adopted) {
+      reason = RejectReason::kUnknownGeneration;
+    }
     if (!reason) reason = observed.Apply(now, index, hb);
     if (reason) {
       rejected_.Add(*reason);
@@ -228,6 +282,7 @@ const JobStacks* Supervisor::FindStacks(absl::string_view job_id, uint64_t gener
 std::vector<Event> Supervisor::Sweep(absl::Time now) {
   const size_t first = decisions_.pending_events().size();
   jobs_.ForEach([&](JobEntry& job) { SweepJob(now, job); });
+  ForgetIdle(now);
   const std::vector<Event>& events = decisions_.pending_events();
   return std::vector<Event>(events.begin() + first, events.end());
 }
@@ -266,6 +321,33 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       break;
   }
   reconciler_.Reconcile(job);
+}
+
+void Supervisor::ForgetIdle(absl::Time now) {
+  const absl::Time cutoff = now - options_.limits.job_retention;
+  std::vector<std::string> idle;
+  jobs_.ForEach([&](const JobEntry& job) {
+    if (job.last_heard >= cutoff) return;
+    for (NodeIndex i : agents_.NodesOf(job.id())) {
+      if (agents_.node(i).connected) return;
+    }
+    idle.push_back(job.id());
+  });
+  for (const std::string& id : idle) jobs_.Erase(id);
+  jobs_forgotten_ += idle.size();
+
+  // A quarantined node stays: the quarantine outlives its agent.
+  const std::vector<NodeIndex> moved = agents_.Forget(
+      cutoff, [&](const NodeRecord& n) { return quarantine_.IsQuarantined(n.name); });
+  if (moved.empty()) return;
+  auto move = [&](NodeIndex& i) {
+    if (i != kNoNode) i = i < moved.size() ? moved[i] : kNoNode;
+  };
+  jobs_.ForEach([&](JobEntry& job) {
+    job.job().MoveNodes(move);
+    if (job.lifecycle.last_failure) move(job.lifecycle.last_failure->node);
+  });
+  for (NodeIndex i : moved) nodes_forgotten_ += i == kNoNode ? 1 : 0;
 }
 
 absl::StatusOr<std::string> Supervisor::Resume(absl::Time now, absl::string_view job_id) {
@@ -353,7 +435,7 @@ std::vector<NodeView> Supervisor::NodeViews() const {
   }
   // Ranks per node, counted once over every job's ranks.
   jobs_.ForEach([&](const JobEntry& job) {
-    for (const RankState& r : job.job().ranks()) {
+    for (const auto& [i, r] : job.job().ranks()) {
       if (r.seen && r.node != kNoNode && r.node < views.size()) ++views[r.node].ranks;
     }
   });

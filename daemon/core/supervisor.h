@@ -127,12 +127,28 @@ class Supervisor {
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint64_t heartbeats_dropped_by_agents() const { return agent_dropped_; }
   uint64_t reports_received() const { return reports_received_; }
+  // Reports refused whole: about a generation this supervisor never started.
+  uint64_t reports_refused() const { return reports_refused_; }
+  // Hellos of new jobs (nodes) refused past --max-jobs (--max-nodes).
+  uint64_t jobs_refused() const { return jobs_refused_; }
+  uint64_t nodes_refused() const { return nodes_refused_; }
+  // Jobs and nodes that left memory after --job-retention without an agent.
+  uint64_t jobs_forgotten() const { return jobs_forgotten_; }
+  uint64_t nodes_forgotten() const { return nodes_forgotten_; }
   // Lifecycle moves the transition table refused (0 unless a rule is wrong).
   uint64_t refused_transitions() const { return restarts_.refused_transitions(); }
 
  private:
   void SweepJob(absl::Time now, JobEntry& job);
   absl::Status CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const;
+  // Whether a new node or job may be held (--max-nodes, --max-jobs);
+  // counts the refusals.
+  absl::Status CheckHelloLimits(const AgentHelloInfo& hello);
+  // Whether the hello's generation and plans are ones this supervisor can
+  // have given the job.
+  absl::Status CheckHelloJob(const AgentHelloInfo& hello) const;
+  // Forgets the jobs and nodes no agent spoke for in --job-retention.
+  void ForgetIdle(absl::Time now);
   void CountAgentRejects(NodeRecord& node, const NodeReportInfo& report);
 
   const SupervisorOptions options_;
@@ -150,6 +166,11 @@ class Supervisor {
   uint64_t heartbeats_received_ = 0;
   uint64_t agent_dropped_ = 0;
   uint64_t reports_received_ = 0;
+  uint64_t reports_refused_ = 0;
+  uint64_t jobs_refused_ = 0;
+  uint64_t nodes_refused_ = 0;
+  uint64_t jobs_forgotten_ = 0;
+  uint64_t nodes_forgotten_ = 0;
 };
 
 }  // namespace trainsup

@@ -15,6 +15,26 @@
 
 namespace trainsup {
 
+// Bounds on what clients can make the supervisor hold (docs/limits.md): a
+// flood of job ids, a claimed world size, or agents that come and go never
+// grow its memory without end.
+struct LimitOptions {
+  // Jobs held in memory at once; a hello for a new job past it is refused
+  // with RESOURCE_EXHAUSTED. Default: 10000.
+  size_t max_jobs = 10000;
+  // Nodes held in memory at once; a hello from a new node name past it is
+  // refused with RESOURCE_EXHAUSTED. Default: 100000.
+  size_t max_nodes = 100000;
+  // The largest world size a heartbeat may claim; above it the heartbeat is
+  // refused as bad_world_size. At most kMaxWorldSize. Default: 131072.
+  uint32_t max_world_size = 131072;
+  // A job no agent has spoken for in this long (a finished or failed one,
+  // or one whose agents went away) leaves memory; its records stay in the
+  // state store. A node whose agent has been gone this long leaves too,
+  // unless it is quarantined. Default: 24h.
+  absl::Duration job_retention = absl::Hours(24);
+};
+
 // Every option of the core, each rule's in its own struct (see the rule's
 // header for its defaults).
 struct SupervisorOptions {
@@ -26,6 +46,7 @@ struct SupervisorOptions {
   StragglerOptions straggler;
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;
+  LimitOptions limits;
   RestartPolicy restart;
   QuarantineOptions quarantine;
   // After sending stop, wait at most this long for every agent to report its

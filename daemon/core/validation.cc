@@ -1,5 +1,6 @@
 #include "daemon/core/validation.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace trainsup {
@@ -32,11 +33,14 @@ bool IsKnownKind(HeartbeatKind kind) {
 
 }  // namespace
 
-std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job) {
+std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job,
+                                           uint32_t max_world_size) {
   if (!IsKnownKind(hb.kind)) return RejectReason::kBadKind;
   if (!IsValidName(hb.job)) return RejectReason::kBadJob;
   if (hb.job != agent_job) return RejectReason::kJobMismatch;
-  if (hb.world_size == 0 || hb.world_size > kMaxWorldSize) return RejectReason::kBadWorldSize;
+  if (hb.world_size == 0 || hb.world_size > std::min(max_world_size, kMaxWorldSize)) {
+    return RejectReason::kBadWorldSize;
+  }
   if (hb.rank >= hb.world_size || hb.local_rank >= hb.world_size) {
     return RejectReason::kRankOutOfRange;
   }

@@ -13,8 +13,10 @@ namespace trainsup {
 
 // The checks that need no state: kind, job, world size, rank range, step sign,
 // durations finite and non-negative, string lengths. `agent_job` is the job of
-// the agent that forwarded the heartbeat. Returns the first reason found.
-std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job);
+// the agent that forwarded the heartbeat; `max_world_size` the largest world
+// it may claim (--max-world-size). Returns the first reason found.
+std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job,
+                                           uint32_t max_world_size = kMaxWorldSize);
 
 }  // namespace trainsup
 

@@ -65,7 +65,7 @@ TEST(JobTest, FirstHeartbeatSetsWorldSize) {
             std::nullopt);
 
   EXPECT_EQ(job.world_size(), 6u);
-  ASSERT_EQ(job.ranks().size(), 6u);
+  ASSERT_EQ(job.ranks().size(), 1u);  // state only for the rank that spoke
   const RankState& r = job.rank(2);
   EXPECT_TRUE(r.seen);
   EXPECT_EQ(r.node, kNodeA);
@@ -74,6 +74,23 @@ TEST(JobTest, FirstHeartbeatSetsWorldSize) {
   EXPECT_EQ(r.last_heartbeat, At(0));
   EXPECT_EQ(r.step, -1);
   EXPECT_FALSE(job.rank(0).seen);
+}
+
+TEST(JobTest, ClaimedWorldSizeCostsNothingUntilRanksReport) {
+  Job job("job", kStepWindow, kComputeWindow);
+  ASSERT_EQ(job.Apply(At(0), kNodeA, Hb(HeartbeatKind::kStart, 1048575, 0, /*world_size=*/1u << 20)),
+            std::nullopt);
+  ASSERT_EQ(job.Apply(At(1), kNodeA, Hb(HeartbeatKind::kStart, 7, 0, /*world_size=*/1u << 20)),
+            std::nullopt);
+
+  EXPECT_EQ(job.world_size(), 1u << 20);
+  EXPECT_EQ(job.ranks_reporting(), 2u);
+  ASSERT_EQ(job.ranks().size(), 2u);
+  // By rank, whatever order they spoke in.
+  EXPECT_EQ(job.ranks().begin()->first, 7u);
+  EXPECT_EQ(job.ranks().begin()->second.rank, 7u);
+  EXPECT_TRUE(job.rank(1048575).seen);
+  EXPECT_FALSE(job.rank(3).seen);
 }
 
 TEST(JobTest, StepAdvancesStepProgressAndMaxStep) {
@@ -214,12 +231,12 @@ TEST(JobTest, NewerGenerationResetsRanks) {
 
   EXPECT_EQ(job.generation(), 2u);
   EXPECT_EQ(job.world_size(), 2u);
-  ASSERT_EQ(job.ranks().size(), 2u);
+  // Only the rank that reported is held: memory follows reports, not claims.
+  ASSERT_EQ(job.ranks().size(), 1u);
   EXPECT_EQ(job.rank(0).step, 0);
   EXPECT_EQ(job.rank(0).node, kNodeB);
   EXPECT_EQ(job.rank(0).step_durations.size(), 1u);
   EXPECT_FALSE(job.rank(1).seen);
-  EXPECT_EQ(job.rank(1).step, -1);
   EXPECT_EQ(job.ranks_reporting(), 1u);
   EXPECT_EQ(job.max_step(), 0);
   // Steps below the old generation's are no regression in the new one.
@@ -330,7 +347,7 @@ TEST(JobTest, ApplyProcessIgnoresRanksOutsideTheWorld) {
   job.ApplyProcess(At(100), kNodeA, Process(4, true));
   job.ApplyProcess(At(100), kNodeA, Process(1000, true));
 
-  EXPECT_EQ(job.ranks().size(), 4u);
+  EXPECT_EQ(job.ranks().size(), 1u);  // rank 0 only: nothing held for the others
   EXPECT_EQ(job.ranks_alive(), 0u);
 }
 

@@ -55,6 +55,25 @@ class ReportBatcherTest : public ::testing::Test {
   ReportBatcher batcher_{100};
 };
 
+TEST_F(ReportBatcherTest, ABacklogBeyondTheMessageLimitIsSplitInOrder) {
+  const size_t envelope = Take().ByteSizeLong();  // a report without heartbeats
+  const size_t one = Step(0, 5).ByteSizeLong() + 6;  // what the batcher counts for one
+  for (int step = 0; step < 10; ++step) batcher_.AddHeartbeat(Step(0, step));
+
+  std::vector<std::string> sent;
+  bool more = true;
+  int reports = 0;
+  while (more) {
+    v1::NodeReport report = batcher_.TakeReport(Steady(0), envelope + 4 * one, &more);
+    EXPECT_LE(report.ByteSizeLong(), envelope + 4 * one);
+    for (const std::string& s : Summary(report)) sent.push_back(s);
+    ++reports;
+  }
+  EXPECT_EQ(reports, 3);  // 4 + 4 + 2
+  ASSERT_EQ(sent.size(), 10u);
+  for (int step = 0; step < 10; ++step) EXPECT_EQ(sent[step], "STEP r0 s" + std::to_string(step));
+}
+
 TEST_F(ReportBatcherTest, TakeReportReturnsHeartbeatsInArrivalOrder) {
   batcher_.AddHeartbeat(Step(2, 1));
   batcher_.AddHeartbeat(Step(0, 1));

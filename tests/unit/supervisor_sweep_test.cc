@@ -413,24 +413,30 @@ class NewGenerationTest : public SweepTest {
   }
 };
 
-TEST_F(NewGenerationTest, HelloOfAHigherGenerationResetsHealthButKeepsEventCounts) {
+// Only the supervisor starts generations: a hello or a heartbeat claiming one
+// it never started is refused and changes nothing (an agent cannot reset a
+// job's verdicts by inventing a generation).
+TEST_F(NewGenerationTest, HelloOfAGenerationNeverStartedIsRefusedAndChangesNothing) {
   const uint64_t old = gen_;
-  a_ = Connect(AtS(40), "node-a", /*running=*/old + 1);
+  absl::StatusOr<Supervisor::HelloResult> result =
+      sup_->Hello(AtS(40), HelloOf("node-a", /*running=*/old + 1));
 
-  EXPECT_EQ(job().generation(), old + 1);
-  ExpectFreshHealth();
-  EXPECT_EQ(entry().event_count(EventKind::kStall), 1u);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(job().generation(), old);
+  EXPECT_TRUE(entry().verdicts().stalled);
+  EXPECT_EQ(entry().verdicts().stall_culprit, 2u);
 }
 
-TEST_F(NewGenerationTest, HeartbeatsOfAHigherGenerationResetHealthButKeepEventCounts) {
+TEST_F(NewGenerationTest, HeartbeatsOfAGenerationNeverStartedAreRefusedAndCounted) {
   const uint64_t old = gen_;
   Heartbeat start = Hb(HeartbeatKind::kStart, 0, 0);
   start.generation = old + 1;
   Send(AtS(40), a_, {start}, {});
 
-  EXPECT_EQ(job().generation(), old + 1);
-  ExpectFreshHealth();
-  EXPECT_EQ(entry().event_count(EventKind::kStall), 1u);
+  EXPECT_EQ(job().generation(), old);
+  EXPECT_TRUE(entry().verdicts().stalled);
+  EXPECT_EQ(sup_->rejected().Get(RejectReason::kUnknownGeneration), 1u);
 }
 
 TEST_F(NewGenerationTest, RestartedJobIsStalledAgainOnlyByANewHang) {

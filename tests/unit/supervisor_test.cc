@@ -348,7 +348,7 @@ TEST_F(SupervisorTest, NodeRecordCarriesLauncherStateAndCounts) {
   EXPECT_EQ(supervisor_.heartbeats_received(), 3u);
 }
 
-TEST_F(SupervisorTest, ReportOfNewerGenerationStartsTheJobOver) {
+TEST_F(SupervisorTest, ReportOfAGenerationNeverStartedIsRefusedAndCounted) {
   SessionId session = Connect("node-1");
   // A new job starts at generation 1 (its first launch).
   EXPECT_EQ(supervisor_.FindJob("job")->generation(), 1u);
@@ -356,15 +356,15 @@ TEST_F(SupervisorTest, ReportOfNewerGenerationStartsTheJobOver) {
   report.heartbeats = {Step(0, 10)};
   ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
 
+  // The supervisor never started generation 2: nothing of it is trusted.
   NodeReportInfo next;
   next.generation = 2;
   ASSERT_TRUE(supervisor_.Report(At(20), session, next).ok());
 
   const Job* job = supervisor_.FindJob("job");
-  EXPECT_EQ(job->generation(), 2u);
-  EXPECT_EQ(job->world_size(), 0u);
-  EXPECT_EQ(job->max_step(), -1);
-  EXPECT_EQ(supervisor_.node(0).generation, 2u);
+  EXPECT_EQ(job->generation(), 1u);
+  EXPECT_EQ(job->max_step(), 10);
+  EXPECT_EQ(supervisor_.reports_refused(), 1u);
 }
 
 }  // namespace
