@@ -5,6 +5,9 @@
 //
 //   heartbeat_load [agents] [ranks_per_agent] [steps_per_report] [seconds] [sweep_ranks]
 //   defaults:        8        8                 4                  5         100000
+//
+// With TRAINSUP_BENCH_PKI=DIR (certificates from tests/support/make_test_pki.sh)
+// both servers are measured again over TLS, side by side in the same run.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/credentials.h"
 #include "daemon/core/supervisor.h"
 #include "daemon/server.h"
 #include "trainsup/v1/agent.grpc.pb.h"
@@ -68,10 +72,12 @@ class NullAgentService final : public v1::AgentService::CallbackService {
 
 // One agent: a stream, a hello, then reports of ranks_per_agent x
 // steps_per_report STEP heartbeats as fast as the stream takes them.
-uint64_t RunAgent(const std::string& address, int index, const Load& load,
-                  std::chrono::steady_clock::time_point deadline) {
+uint64_t RunAgent(const std::string& address, const ClientTlsOptions& tls, int index,
+                  const Load& load, std::chrono::steady_clock::time_point deadline) {
+  grpc::ChannelArguments args;
+  ApplyServerName(tls, &args);
   auto stub = v1::AgentService::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+      grpc::CreateCustomChannel(address, *MakeChannelCredentials(tls, ""), args));
   grpc::ClientContext context;
   auto stream = stub->Connect(&context);
   v1::AgentMessage hello;
@@ -122,14 +128,15 @@ struct Result {
   double taken_per_second = 0;
 };
 
-Result Drive(const std::string& address, const Load& load, const std::function<uint64_t()>& taken) {
+Result Drive(const std::string& address, const ClientTlsOptions& tls, const Load& load,
+             const std::function<uint64_t()>& taken) {
   const uint64_t before = taken();
   const auto start = std::chrono::steady_clock::now();
   const auto deadline = start + std::chrono::milliseconds(static_cast<int64_t>(load.seconds * 1000));
   std::vector<uint64_t> sent(load.agents, 0);
   std::vector<std::thread> threads;
   for (int i = 0; i < load.agents; ++i) {
-    threads.emplace_back([&, i] { sent[i] = RunAgent(address, i, load, deadline); });
+    threads.emplace_back([&, i] { sent[i] = RunAgent(address, tls, i, load, deadline); });
   }
   for (std::thread& t : threads) t.join();
   const double elapsed =
@@ -194,6 +201,65 @@ void SweepAtScale(int ranks) {
               ranks, nodes, 60.0 * ranks / fill, per_sweep * 1e3, per_sweep * 1e6 / ranks);
 }
 
+// Measures the null server and trainsupd one after the other, plain text
+// (`pki` empty) or TLS with the certificates in `pki`; prints both rows and
+// the ratio. False if trainsupd would not start.
+bool MeasurePair(const std::string& pki, const Load& load, double* ratio) {
+  const bool tls = !pki.empty();
+  ServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.metrics_listen = "";
+  ClientTlsOptions client;
+  std::shared_ptr<grpc::ServerCredentials> null_credentials = grpc::InsecureServerCredentials();
+  if (tls) {
+    options.tls.cert_file = pki + "/server.crt";
+    options.tls.key_file = pki + "/server.key";
+    client.ca_file = pki + "/ca.crt";
+    client.server_name = "trainsupd";
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back(
+        {*ReadSmallFile(options.tls.key_file, 1 << 20, "key"),
+         *ReadSmallFile(options.tls.cert_file, 1 << 20, "certificate")});
+    null_credentials = grpc::SslServerCredentials(ssl);
+  }
+  const char* suffix = tls ? ", TLS" : "";
+
+  // 1. The ceiling: the same streams into a server that only reads.
+  NullAgentService null_service;
+  int null_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", null_credentials, &null_port);
+  builder.RegisterService(&null_service);
+  std::unique_ptr<grpc::Server> null_server = builder.BuildAndStart();
+  Result ceiling = Drive(absl::StrCat("127.0.0.1:", null_port), client, load,
+                         [&] { return null_service.heartbeats(); });
+  null_server->Shutdown();
+
+  // 2. trainsupd's own AgentService (validation, per-rank state, windows).
+  MonotonicClock clock;
+  auto server = Server::Start(options, &clock);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return false;
+  }
+  Result supervisor = Drive((*server)->grpc_address(), client, load, [&] {
+    return (*server)->host().Read(
+        [](const Supervisor& core, absl::Time) { return core.heartbeats_received(); });
+  });
+  const uint64_t rejected = (*server)->host().Read(
+      [](const Supervisor& core, absl::Time) { return core.rejected().Total(); });
+  (*server)->Shutdown();
+
+  std::printf("%-34s %14.0f %14.0f\n", absl::StrCat("null server (gRPC ceiling", suffix, ")").c_str(),
+              ceiling.sent_per_second, ceiling.taken_per_second);
+  std::printf("%-34s %14.0f %14.0f\n", absl::StrCat("trainsupd AgentService", tls ? " (TLS)" : "").c_str(),
+              supervisor.sent_per_second, supervisor.taken_per_second);
+  *ratio = supervisor.taken_per_second / ceiling.taken_per_second;
+  std::printf("trainsupd / ceiling%s: %.2f (heartbeats refused: %llu)\n", suffix, *ratio,
+              static_cast<unsigned long long>(rejected));
+  return true;
+}
+
 }  // namespace
 }  // namespace trainsup
 
@@ -212,43 +278,14 @@ int main(int argc, char** argv) {
               load.agents, load.ranks_per_agent, load.steps_per_report,
               load.ranks_per_agent * load.steps_per_report, load.seconds);
 
-  // 1. The ceiling: the same streams into a server that only reads.
-  NullAgentService null_service;
-  int null_port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &null_port);
-  builder.RegisterService(&null_service);
-  std::unique_ptr<grpc::Server> null_server = builder.BuildAndStart();
-  Result ceiling = Drive(absl::StrCat("127.0.0.1:", null_port), load,
-                         [&] { return null_service.heartbeats(); });
-  null_server->Shutdown();
-
-  // 2. trainsupd's own AgentService (validation, per-rank state, windows).
-  MonotonicClock clock;
-  ServerOptions options;
-  options.listen = "127.0.0.1:0";
-  options.metrics_listen = "";
-  auto server = Server::Start(options, &clock);
-  if (!server.ok()) {
-    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
-    return 1;
-  }
-  Result supervisor = Drive((*server)->grpc_address(), load, [&] {
-    return (*server)->host().Read(
-        [](const Supervisor& core, absl::Time) { return core.heartbeats_received(); });
-  });
-  const uint64_t rejected = (*server)->host().Read(
-      [](const Supervisor& core, absl::Time) { return core.rejected().Total(); });
-  (*server)->Shutdown();
-
   std::printf("%-34s %14s %14s\n", "", "sent/s", "taken/s");
-  std::printf("%-34s %14.0f %14.0f\n", "null server (gRPC ceiling)", ceiling.sent_per_second,
-              ceiling.taken_per_second);
-  std::printf("%-34s %14.0f %14.0f\n", "trainsupd AgentService", supervisor.sent_per_second,
-              supervisor.taken_per_second);
-  std::printf("trainsupd / ceiling: %.2f (heartbeats refused: %llu)\n",
-              supervisor.taken_per_second / ceiling.taken_per_second,
-              static_cast<unsigned long long>(rejected));
+  double plain_ratio = 0;
+  if (!MeasurePair("", load, &plain_ratio)) return 1;
+  if (const char* pki = std::getenv("TRAINSUP_BENCH_PKI"); pki != nullptr && *pki != '\0') {
+    double tls_ratio = 0;
+    if (!MeasurePair(pki, load, &tls_ratio)) return 1;
+    std::printf("trainsupd / ceiling: %.2f plain text, %.2f over TLS\n", plain_ratio, tls_ratio);
+  }
   if (sweep_ranks > 0) SweepAtScale(sweep_ranks);
   return 0;
 }
