@@ -5,9 +5,8 @@
 #include <utility>
 
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_util.h"
 #include "common/log.h"
-#include "daemon/proto_convert.h"
+#include "daemon/agent_intake.h"
 
 namespace trainsup {
 namespace {
@@ -46,7 +45,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
       RequestFinish(grpc::Status::OK);
       return;
     }
-    grpc::Status status = Handle(incoming_);
+    grpc::Status status = ApplyAgentMessage(*host_, incoming_, channel_, peer_, &session_);
     if (!status.ok()) {
       TRAINSUP_LOG_WARN("agent %s: %s", peer_, status.error_message());
       RequestFinish(status);
@@ -100,35 +99,6 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   }
 
  private:
-  grpc::Status Handle(const v1::AgentMessage& message) {
-    if (message.has_hello()) {
-      if (session_ != 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "hello sent twice on one stream");
-      }
-      absl::StatusOr<Supervisor::HelloResult> hello =
-          host_->Hello(FromProto(message.hello()), channel_);
-      if (!hello.ok()) return ToGrpcStatus(hello.status());
-      session_ = hello->session;
-      TRAINSUP_LOG_INFO("agent connected: node=%s job=%s generation=%d (%s)",
-                        message.hello().node(), message.hello().job(), message.hello().generation(),
-                        peer_);
-      return grpc::Status::OK;  // the host sent the welcome
-    }
-    if (message.has_report()) {
-      if (session_ == 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "report before hello");
-      }
-      return ToGrpcStatus(host_->Report(session_, FromProto(message.report())));
-    }
-    if (message.has_stacks()) {
-      if (session_ == 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stacks before hello");
-      }
-      return ToGrpcStatus(host_->Stacks(session_, FromProto(message.stacks())));
-    }
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty agent message");
-  }
-
   SupervisorHost* const host_;
   const std::string peer_;
   const std::shared_ptr<StreamChannel> channel_;
