@@ -7,9 +7,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
-#include "common/grpc_util.h"
 #include "common/log.h"
-#include "daemon/proto_convert.h"
+#include "daemon/agent_intake.h"
 
 namespace trainsup {
 namespace {
@@ -127,41 +126,21 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     }
   }
 
+  // Only a caller whose identity allows it may say hello for a node; the
+  // rest of the stream is the session that hello opened.
   grpc::Status Handle(const v1::AgentMessage& message) {
-    if (message.has_hello()) {
-      if (session_ != 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "hello sent twice on one stream");
-      }
+    if (message.has_hello() && session_ == 0) {
       const v1::AgentHello& h = message.hello();
-      if (grpc::Status s = access_->Check(caller_, peer_, Access::kAgentHello,
-                                          absl::StrCat("hello node=", absl::CEscape(h.node().substr(0, 128)), " job=",
-                                                       absl::CEscape(h.job().substr(0, 128))),
-                                          h.node());
+      if (grpc::Status s = access_->Check(
+              caller_, peer_, Access::kAgentHello,
+              absl::StrCat("hello node=", absl::CEscape(h.node().substr(0, 128)),
+                           " job=", absl::CEscape(h.job().substr(0, 128))),
+              h.node());
           !s.ok()) {
         return s;
       }
-      absl::StatusOr<Supervisor::HelloResult> hello =
-          host_->Hello(FromProto(message.hello()), channel_);
-      if (!hello.ok()) return ToGrpcStatus(hello.status());
-      session_ = hello->session;
-      TRAINSUP_LOG_INFO("agent connected: node=%s job=%s generation=%d (%s)",
-                        message.hello().node(), message.hello().job(), message.hello().generation(),
-                        peer_);
-      return grpc::Status::OK;  // the host sent the welcome
     }
-    if (message.has_report()) {
-      if (session_ == 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "report before hello");
-      }
-      return ToGrpcStatus(host_->Report(session_, FromProto(message.report())));
-    }
-    if (message.has_stacks()) {
-      if (session_ == 0) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "stacks before hello");
-      }
-      return ToGrpcStatus(host_->Stacks(session_, FromProto(message.stacks())));
-    }
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty agent message");
+    return ApplyAgentMessage(*host_, message, channel_, peer_, &session_);
   }
 
   SupervisorHost* const host_;

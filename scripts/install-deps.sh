@@ -14,6 +14,9 @@ PACKAGES=(
   python3 python3-torch prometheus
   # used by the test harness to fetch /metrics
   curl
+  # fuzz targets (scripts/fuzz.sh, ctest -L fuzz): clang with libFuzzer and the
+  # sanitizer runtimes, and llvm-symbolizer for readable reports
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

@@ -9,9 +9,10 @@
 namespace trainsup {
 
 int64_t CheckpointPublisher::HorizonSteps(double step_s) const {
-  return std::max<int64_t>(
-      kMinHorizonSteps,
-      static_cast<int64_t>(std::ceil(absl::ToDoubleSeconds(options_.horizon) / step_s)));
+  const double steps = std::ceil(absl::ToDoubleSeconds(options_.horizon) / step_s);
+  // Capped before the conversion, which is undefined past int64's range.
+  if (!(steps < static_cast<double>(kMaxHorizonSteps))) return kMaxHorizonSteps;
+  return std::max<int64_t>(kMinHorizonSteps, static_cast<int64_t>(steps));
 }
 
 bool CheckpointPublisher::WorthReplanning(int64_t interval_steps) const {

@@ -31,13 +31,16 @@ class CheckpointPublisher {
  public:
   // A new plan starts at least this many steps ahead, whatever the step time.
   static constexpr int64_t kMinHorizonSteps = 5;
+  // ... and at most this many: validation takes any step time >= 0, and one
+  // near 0 (1e-39 s) would make the count overflow int64.
+  static constexpr int64_t kMaxHorizonSteps = int64_t{1} << 40;
   // Plans kept (the ranks hold the same). A job sees few; 64 is plenty.
   static constexpr size_t kMaxPlans = 64;
 
   explicit CheckpointPublisher(PlanPublishOptions options) : options_(options) {}
 
-  // Steps ahead a new plan starts at `step_s` seconds a step.
-  // REQUIRES: step_s > 0.
+  // Steps ahead a new plan starts at `step_s` seconds a step, from
+  // kMinHorizonSteps to kMaxHorizonSteps. REQUIRES: step_s > 0.
   int64_t HorizonSteps(double step_s) const;
 
   // Whether `interval_steps` differs from the interval in force by more than

@@ -6,6 +6,12 @@
 namespace trainsup {
 namespace {
 
+// The largest step a heartbeat may carry: 2^53, 285 years of 1 us steps.
+// Beyond it the rules' sums (a step plus a straggler window or a plan
+// horizon) would overflow int64. Refused as kNegativeStep, the reason for a
+// step outside the range (a reason of its own would change the wire API).
+constexpr int64_t kMaxStep = int64_t{1} << 53;
+
 bool IsValidDuration(double seconds) {
   return std::isfinite(seconds) && seconds >= 0 && seconds <= kMaxDurationSeconds;
 }
@@ -44,7 +50,7 @@ std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_vie
   if (hb.rank >= hb.world_size || hb.local_rank >= hb.world_size) {
     return RejectReason::kRankOutOfRange;
   }
-  if (hb.step < 0) return RejectReason::kNegativeStep;
+  if (hb.step < 0 || hb.step > kMaxStep) return RejectReason::kNegativeStep;
   if (!IsValidDuration(hb.step_duration_s) || !IsValidDuration(hb.data_wait_s) ||
       !IsValidOptionalDuration(hb.compute_s) || !IsValidDuration(hb.checkpoint_blocking_s) ||
       !IsValidDuration(hb.checkpoint_async_s)) {

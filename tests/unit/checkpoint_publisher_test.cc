@@ -37,6 +37,18 @@ TEST(CheckpointPublisherTest, HorizonIsTheHorizonInStepsButAtLeastFive) {
   EXPECT_EQ(p.HorizonSteps(0.3), 34);  // rounded up
 }
 
+// Found by fuzz/agent_intake_fuzzer: a rank reported a step of 1.47e-39 s
+// (a valid duration: any >= 0 is), and the horizon in steps overflowed the
+// conversion to int64 (undefined; 5 steps on x86, a plan no rank could hold
+// in time).
+TEST(CheckpointPublisherTest, HorizonOfAStepTimeNearZeroIsTheCap) {
+  CheckpointPublisher p(Options(absl::Seconds(10)));
+  EXPECT_EQ(p.HorizonSteps(1.4693679385278594e-39), CheckpointPublisher::kMaxHorizonSteps);
+  EXPECT_EQ(p.HorizonSteps(1e-300), CheckpointPublisher::kMaxHorizonSteps);
+  EXPECT_EQ(p.HorizonSteps(10.0 / CheckpointPublisher::kMaxHorizonSteps),
+            CheckpointPublisher::kMaxHorizonSteps);
+}
+
 TEST(CheckpointPublisherTest, FirstPlanIsAlwaysWorthIt) {
   CheckpointPublisher p(Options());
   EXPECT_TRUE(p.WorthReplanning(100));

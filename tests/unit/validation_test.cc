@@ -144,6 +144,19 @@ TEST(CheckHeartbeatTest, NegativeStepIsNegativeStep) {
   EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
 }
 
+// Found by fuzz/agent_intake_fuzzer: a step near INT64_MAX was accepted, and
+// the straggler detector's step + window overflowed (undefined).
+TEST(CheckHeartbeatTest, StepBeyondTwoToThe53IsOutOfRange) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.step = std::numeric_limits<int64_t>::max() - 7;
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kNegativeStep);
+  hb.step = (int64_t{1} << 53) + 1;
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kNegativeStep);
+
+  hb.step = int64_t{1} << 53;
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
+}
+
 class BadDurationTest : public ::testing::TestWithParam<double> {};
 
 TEST_P(BadDurationTest, StepDuration) {

@@ -1,0 +1,36 @@
+// Fuzz target: one datagram from a rank, as the agent's socket hands it to
+// DecodeHeartbeat. Whatever the bytes, the decoder returns a heartbeat or a
+// reason the supervisor counts, and the size limit decides OVERSIZE alone.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <variant>
+
+#include "absl/strings/string_view.h"
+#include "agent/heartbeat_decoder.h"
+
+namespace {
+
+void Require(bool condition, const char* what) {
+  if (condition) return;
+  std::fprintf(stderr, "heartbeat_decoder_fuzzer: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const absl::string_view datagram(reinterpret_cast<const char*>(data), size);
+  const auto decoded = trainsup::DecodeHeartbeat(datagram);
+  const bool oversize = size > trainsup::kMaxHeartbeatDatagramBytes;
+  if (const auto* reason = std::get_if<trainsup::v1::RejectReason>(&decoded)) {
+    Require(*reason != trainsup::v1::REJECT_REASON_UNSPECIFIED, "a refusal without a reason");
+    Require((*reason == trainsup::v1::REJECT_REASON_OVERSIZE) == oversize,
+            "OVERSIZE does not follow the size limit");
+  } else {
+    Require(!oversize, "a datagram over the size limit was decoded");
+  }
+  return 0;
+}
