@@ -195,8 +195,16 @@ void Agent::OnDatagrams() {
       return;
     }
     v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
-    uint64_t& logged = rank_drops_logged_[hb.rank()];
-    if (hb.datagrams_dropped() > logged) {
+    // Kept only for ranks that dropped something, and for at most so many
+    // of them: the rank number is the sender's word, not yet validated.
+    constexpr size_t kMaxRanksLogged = 4096;
+    auto it = rank_drops_logged_.find(hb.rank());
+    if (hb.datagrams_dropped() > 0 && it == rank_drops_logged_.end() &&
+        rank_drops_logged_.size() < kMaxRanksLogged) {
+      it = rank_drops_logged_.emplace(hb.rank(), 0).first;
+    }
+    if (it != rank_drops_logged_.end() && hb.datagrams_dropped() > it->second) {
+      uint64_t& logged = it->second;
       TRAINSUP_LOG_WARN("rank %d: its helper gave up on %d datagram(s) so far (this socket's "
                         "queue was full: raise net.unix.max_dgram_qlen for many ranks a node)",
                         hb.rank(), hb.datagrams_dropped());
