@@ -223,6 +223,7 @@ def main():
         hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=0.01, samples=64)
         if log:
             log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(), "node": NODE,
+                                  "local_rank": local_rank,
                                   "generation": GENERATION, "world_size": world,
                                   "loss": loss.item(), "time": time.time()}) + "\n")
         if args.planned_checkpoints:
