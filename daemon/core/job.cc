@@ -34,14 +34,14 @@ Job::Job(std::string id, size_t step_window, size_t compute_window)
 
 const RankState& Job::rank(uint32_t rank) const {
   static const RankState* const kUnseen = new RankState(1, 1);
-  auto it = ranks_.find(rank);
-  return it == ranks_.end() ? *kUnseen : it->second;
+  const RankState* found = ranks_.Find(rank);
+  return found == nullptr ? *kUnseen : *found;
 }
 
 RankState& Job::RankSlot(uint32_t rank) {
-  auto it = ranks_.try_emplace(rank, step_window_, compute_window_).first;
-  it->second.rank = rank;
-  return it->second;
+  RankState& r = ranks_.FindOrAdd(rank, step_window_, compute_window_);
+  r.rank = rank;
+  return r;
 }
 
 uint64_t Job::global_batch() const {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/btree_map.h"
 #include "absl/time/time.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/heartbeat.h"
+#include "daemon/core/rank_table.h"
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/step_window.h"
 
@@ -120,7 +120,7 @@ class Job {
   // The ranks heard of in this generation (by a heartbeat, or by their
   // agent's process report), by rank. Loop over these, never over
   // 0..world_size(): a claimed world size costs nothing until ranks report.
-  using RankMap = absl::btree_map<uint32_t, RankState>;
+  using RankMap = RankTable<RankState>;
   const RankMap& ranks() const { return ranks_; }
   // The rank's state; an unseen one (seen == false) for a rank not heard of.
   const RankState& rank(uint32_t rank) const;
@@ -148,7 +148,7 @@ class Job {
   bool has_certain_failure() const { return certain_failure_; }
 
   // Mutable access for the detectors' verdicts. REQUIRES: ranks() has `rank`.
-  RankState& mutable_rank(uint32_t rank) { return ranks_.find(rank)->second; }
+  RankState& mutable_rank(uint32_t rank) { return *ranks_.Find(rank); }
   uint32_t stragglers() const;
 
   // The frontier's moves since the last call (steps completed by the first
