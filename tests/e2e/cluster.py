@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import unittest
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -343,6 +344,23 @@ scrape_configs:
             self.prometheus.kill_group()
         # torchrun and ranks whose agent was killed outright.
         subprocess.run(["pkill", "-KILL", "-f", self.workdir], check=False)
+
+
+class ClusterTestCase(unittest.TestCase):
+    """A test that runs one Cluster in its own scratch directory (self.scratch;
+    self.cluster once a test makes it): on failure the cluster's logs are
+    printed, and it is always closed."""
+
+    def setUp(self):
+        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
+        self.cluster = None
+
+    def tearDown(self):
+        if self.cluster is None:
+            return
+        if has_failed(self):
+            print(self.cluster.diagnostics(), file=sys.stderr)
+        self.cluster.close()
 
 
 def has_failed(testcase):

@@ -14,12 +14,11 @@ the verdicts depend on. Figures are printed as "measured: ...".
 import json
 import os
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_steps, wait_for, has_failed  # noqa: E402
+from cluster import ClusterTestCase, Cluster, train_steps, wait_for  # noqa: E402
 
 STARTUP = 120
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "3s", "--restart-backoff", "1s",
@@ -28,18 +27,7 @@ MODES = ["sys-exit", "os-exit", "sigkill", "sigsegv", "sigabrt", "raise"]
 CULPRIT_RANK = 3  # node-b, local rank 1: neither rank 0 nor node 0
 
 
-class FaultsEndToEnd(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
-        self.cluster = None
-
-    def tearDown(self):
-        if self.cluster is None:
-            return
-        if has_failed(self):
-            print(self.cluster.diagnostics(), file=sys.stderr)
-        self.cluster.close()
-
+class FaultsEndToEnd(ClusterTestCase):
     def make_cluster(self, *extra):
         self.cluster = Cluster(workdir=self.scratch, supervisor_args=FAST + list(extra))
         self.cluster.start_supervisor()

@@ -21,12 +21,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, train_log, train_steps, wait_for, has_failed  # noqa: E402
+from cluster import ClusterTestCase, Cluster, train_log, train_steps, wait_for  # noqa: E402
 from proxy import PartitionProxy  # noqa: E402
 
 STARTUP = 120
@@ -41,20 +40,15 @@ def event_time(e):
     return datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
-class LostNodesEndToEnd(unittest.TestCase):
+class LostNodesEndToEnd(ClusterTestCase):
     def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
-        self.cluster = None
+        super().setUp()
         self.proxy = None
 
     def tearDown(self):
         if self.proxy is not None:
             self.proxy.close()
-        if self.cluster is None:
-            return
-        if has_failed(self):
-            print(self.cluster.diagnostics(), file=sys.stderr)
-        self.cluster.close()
+        super().tearDown()
 
     def make_cluster(self, *extra):
         self.cluster = Cluster(workdir=self.scratch, supervisor_args=FAST + list(extra))

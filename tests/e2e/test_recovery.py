@@ -17,7 +17,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, train_log, train_steps, wait_for, has_failed  # noqa: E402
+from cluster import ClusterTestCase, REPO, Cluster, train_log, train_steps, wait_for  # noqa: E402
 
 STARTUP = 120
 QUARANTINE_EXIT = 75
@@ -38,7 +38,7 @@ def starts(entries):
     return [e for e in entries if e.get("event") == "start"]
 
 
-class RecoveryEndToEnd(unittest.TestCase):
+class RecoveryEndToEnd(ClusterTestCase):
     def make_cluster(self, *extra, env=None):
         state = os.path.join(self.scratch, "state.db")
         self.cluster = Cluster(workdir=self.scratch,
@@ -46,18 +46,6 @@ class RecoveryEndToEnd(unittest.TestCase):
                                supervisor_env=env)
         self.cluster.start_supervisor()
         return self.cluster
-
-    def setUp(self):
-        import tempfile
-        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
-        self.cluster = None
-
-    def tearDown(self):
-        if self.cluster is None:
-            return
-        if has_failed(self):
-            print(self.cluster.diagnostics(), file=sys.stderr)
-        self.cluster.close()
 
     def checkpointed(self, *extra):
         return ["--step-seconds", "0.04", "--checkpoint-every", "10",

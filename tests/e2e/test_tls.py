@@ -15,11 +15,10 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, TORCHRUN, TRAIN_SCRIPT, Cluster, free_port, has_failed, wait_for  # noqa: E402
+from cluster import ClusterTestCase, REPO, TORCHRUN, TRAIN_SCRIPT, Cluster, free_port, wait_for  # noqa: E402
 
 STARTUP = 120
 
@@ -34,20 +33,13 @@ def readme_block(marker):
     return match.group(1)
 
 
-class TlsEndToEnd(unittest.TestCase):
+class TlsEndToEnd(ClusterTestCase):
     def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
+        super().setUp()
         self.certs = os.path.join(self.scratch, "certs")
         os.makedirs(self.certs)
         subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("across-machines:certs")],
                        cwd=self.certs, check=True, capture_output=True, timeout=60)
-        self.cluster = None
-
-    def tearDown(self):
-        if self.cluster is not None:
-            if has_failed(self):
-                print(self.cluster.diagnostics(), file=sys.stderr)
-            self.cluster.close()
 
     def cert(self, name):
         return os.path.join(self.certs, name)

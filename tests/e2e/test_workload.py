@@ -10,29 +10,17 @@ not the rank, is still quarantined: test_recovery.py.)
 
 import os
 import sys
-import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, wait_for, has_failed  # noqa: E402
+from cluster import ClusterTestCase, REPO, Cluster, wait_for  # noqa: E402
 
 STARTUP = 120
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "3s", "--restart-backoff", "1s",
         "--stop-grace", "5s"]
 
 
-class WorkloadEndToEnd(unittest.TestCase):
-    def setUp(self):
-        self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
-        self.cluster = None
-
-    def tearDown(self):
-        if self.cluster is None:
-            return
-        if has_failed(self):
-            print(self.cluster.diagnostics(), file=sys.stderr)
-        self.cluster.close()
-
+class WorkloadEndToEnd(ClusterTestCase):
     def test_the_same_error_at_the_same_step_is_held_and_quarantines_nothing(self):
         fence_log = os.path.join(self.scratch, "fence.log")
         # The defaults' quarantine (3 failures) would come before the restart

@@ -15,6 +15,7 @@
 #include "daemon/server.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/null_channel.h"
 #include "tests/support/wait.h"
 
 namespace trainsup {
@@ -22,12 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing::WaitFor;
-
-class NullChannel : public AgentChannel {
- public:
-  void Send(const v1::SupervisorMessage&) override {}
-  void Close(const grpc::Status&) override {}
-};
 
 TEST(FenceEventTest, AFenceEventWithInvalidUtf8OutputParsesInTheClient) {
   std::string dir = ::testing::TempDir() + "/fence_event_test.XXXXXX";
@@ -50,7 +45,7 @@ TEST(FenceEventTest, AFenceEventWithInvalidUtf8OutputParsesInTheClient) {
   hello.node = "node-a";
   hello.job = "j1";
   hello.incarnation = 1;
-  ASSERT_TRUE((*server)->host().Hello(hello, std::make_shared<NullChannel>()).ok());
+  ASSERT_TRUE((*server)->host().Hello(hello, std::make_shared<testing::NullChannel>()).ok());
   OperatorClient client((*server)->grpc_address(), absl::Seconds(5),
                         *MakeOperatorChannel((*server)->grpc_address(), {}, ""));
 

@@ -19,18 +19,13 @@
 #include "daemon/server.h"
 #include "daemon/state_store.h"
 #include "gtest/gtest.h"
+#include "tests/support/null_channel.h"
 #include "tests/support/wait.h"
 
 namespace trainsup {
 namespace {
 
 using testing::WaitFor;
-
-class NullChannel : public AgentChannel {
- public:
-  void Send(const v1::SupervisorMessage&) override {}
-  void Close(const grpc::Status&) override {}
-};
 
 class FenceRestartTest : public ::testing::Test {
  protected:
@@ -81,7 +76,8 @@ class FenceRestartTest : public ::testing::Test {
       hello.node = "node-a";
       hello.job = "j1";
       hello.incarnation = 1;
-      if (!(*server)->host().Hello(hello, std::make_shared<NullChannel>()).ok()) _exit(3);
+      auto channel = std::make_shared<testing::NullChannel>();
+      if (!(*server)->host().Hello(hello, channel).ok()) _exit(3);
       if (!(*server)->host().Quarantine("node-a", "bad GPU 3").ok()) _exit(4);
     }
     int signal = 0;

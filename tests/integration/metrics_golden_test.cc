@@ -12,16 +12,10 @@
 #include "daemon/metrics.h"
 #include "daemon/supervisor_host.h"
 #include "prometheus/text_serializer.h"
+#include "tests/support/null_channel.h"
 
 namespace trainsup {
 namespace {
-
-// A channel that drops everything: this test speaks to the host directly.
-class NullChannel : public AgentChannel {
- public:
-  void Send(const v1::SupervisorMessage&) override {}
-  void Close(const grpc::Status&) override {}
-};
 
 Heartbeat StepHeartbeat(const std::string& job, uint32_t rank, uint32_t world, int64_t step,
                         double seconds) {
@@ -54,7 +48,8 @@ TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
   hello.job = "small";
   hello.incarnation = 1;
   hello.generation = 1;
-  absl::StatusOr<Supervisor::HelloResult> session = host.Hello(hello, std::make_shared<NullChannel>());
+  absl::StatusOr<Supervisor::HelloResult> session =
+      host.Hello(hello, std::make_shared<testing::NullChannel>());
   ASSERT_TRUE(session.ok());
   NodeReportInfo report;
   report.generation = 1;
@@ -72,7 +67,7 @@ TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
   // A job above the per-rank cap exports aggregates only.
   hello.node = "node-b";
   hello.job = "large";
-  session = host.Hello(hello, std::make_shared<NullChannel>());
+  session = host.Hello(hello, std::make_shared<testing::NullChannel>());
   ASSERT_TRUE(session.ok());
   NodeReportInfo large;
   large.generation = 1;
