@@ -60,12 +60,33 @@ absl::StatusOr<v1::ListJobsResponse> OperatorClient::ListJobs() {
   });
 }
 
-absl::StatusOr<v1::ListRanksResponse> OperatorClient::ListRanks(const std::string& job_id) {
-  v1::ListRanksRequest request;
-  request.set_job_id(job_id);
+absl::StatusOr<v1::ListRanksResponse> OperatorClient::ListRanks(
+    const v1::ListRanksRequest& request) {
   return Unary<v1::ListRanksResponse>([&](grpc::ClientContext* c, v1::ListRanksResponse* r) {
     return stub_->ListRanks(c, request, r);
   });
+}
+
+absl::StatusOr<v1::ListRanksResponse> OperatorClient::StreamRanks(
+    const v1::ListRanksRequest& request) {
+  std::unique_ptr<grpc::ClientContext> context = Context();
+  std::unique_ptr<grpc::ClientReader<v1::ListRanksResponse>> reader =
+      stub_->StreamRanks(context.get(), request);
+  v1::ListRanksResponse all;
+  v1::ListRanksResponse page;
+  bool first = true;
+  while (reader->Read(&page)) {
+    if (first) {
+      all = std::move(page);  // the header and the summary come with the first page
+      first = false;
+    } else {
+      for (v1::Rank& r : *page.mutable_ranks()) *all.add_ranks() = std::move(r);
+    }
+    page.Clear();
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return Explain(s, address_);
+  return all;
 }
 
 absl::StatusOr<v1::ListNodesResponse> OperatorClient::ListNodes() {

@@ -20,7 +20,12 @@ class OperatorClient {
                  std::shared_ptr<grpc::Channel> channel);
 
   absl::StatusOr<v1::ListJobsResponse> ListJobs();
-  absl::StatusOr<v1::ListRanksResponse> ListRanks(const std::string& job_id);
+  // Sorted, filtered and limited by the supervisor (see ListRanksRequest).
+  absl::StatusOr<v1::ListRanksResponse> ListRanks(const v1::ListRanksRequest& request);
+  // The same listing streamed in pages, gathered into one answer: any number
+  // of ranks, within gRPC's message limits. The deadline covers the whole
+  // listing.
+  absl::StatusOr<v1::ListRanksResponse> StreamRanks(const v1::ListRanksRequest& request);
   absl::StatusOr<v1::ListNodesResponse> ListNodes();
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id);
   absl::StatusOr<v1::ActionResponse> ResumeJob(const std::string& job_id);

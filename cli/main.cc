@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
 #include "cli/render.h"
@@ -22,6 +23,70 @@ int Emit(const absl::StatusOr<Response>& result, bool json, TableFn table) {
   std::string out = json ? RenderJson(*result) + "\n" : table(*result);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;
+}
+
+v1::RankSort RankSortOf(const std::string& name) {
+  if (name == "compute-p99" || name == "p99") return v1::RANK_SORT_COMPUTE_P99;
+  if (name == "step-p99") return v1::RANK_SORT_STEP_P99;
+  if (name == "last-seen") return v1::RANK_SORT_LAST_SEEN;
+  if (name == "step") return v1::RANK_SORT_STEP;
+  return v1::RANK_SORT_RANK;
+}
+
+v1::RankFlag RankFlagOf(const std::string& name) {
+  if (name == "straggler") return v1::RANK_FLAG_STRAGGLER;
+  if (name == "culprit") return v1::RANK_FLAG_CULPRIT;
+  if (name == "dead") return v1::RANK_FLAG_DEAD;
+  return v1::RANK_FLAG_ANY;
+}
+
+// `trainsupctl ranks`, as asked.
+struct RanksQuery {
+  v1::ListRanksRequest request;
+  bool sorted = false;  // --sort given
+  bool all = false;     // --all
+};
+
+// Above this many ranks, the table shows the top kDefaultTop by compute p99
+// (or by --sort) and a summary line, unless --top, --node, --flag or --all
+// ask otherwise: a 100k-rank table is no one's view.
+constexpr uint32_t kFullTableRanks = 256;
+constexpr uint32_t kDefaultTop = 20;
+
+int RunRanks(OperatorClient& client, RanksQuery query, bool json) {
+  const bool narrowed = query.request.limit() != 0 || !query.request.node().empty() ||
+                        query.request.flag() != v1::RANK_FLAG_ANY;
+  // JSON and --all stream the listing: any number of ranks.
+  if (json || query.all) {
+    return Emit(client.StreamRanks(query.request), json, [](const v1::ListRanksResponse& r) {
+      return RenderRanksSummary(r, "") + RenderRanksTable(r);
+    });
+  }
+  if (narrowed) {
+    return Emit(client.ListRanks(query.request), json, [](const v1::ListRanksResponse& r) {
+      return RenderRanksSummary(r, absl::StrCat("showing ", r.ranks_size(), " of ", r.matched(),
+                                                " matching")) +
+             RenderRanksTable(r);
+    });
+  }
+  // Every rank of a small job in one answer; a large one's top kDefaultTop.
+  v1::ListRanksRequest probe = query.request;
+  probe.set_limit(kFullTableRanks + 1);
+  absl::StatusOr<v1::ListRanksResponse> answer = client.ListRanks(probe);
+  if (answer.ok() && answer->matched() > kFullTableRanks) {
+    v1::ListRanksRequest top = query.request;
+    if (!query.sorted) top.set_sort(v1::RANK_SORT_COMPUTE_P99);
+    top.set_limit(kDefaultTop);
+    answer = client.ListRanks(top);
+  }
+  return Emit(answer, json, [&](const v1::ListRanksResponse& r) {
+    if (static_cast<uint32_t>(r.ranks_size()) >= r.matched()) return RenderRanksTable(r);
+    return RenderRanksSummary(r, absl::StrCat("showing the top ", r.ranks_size(), " of ",
+                                              r.matched(), " by ",
+                                              query.sorted ? "--sort" : "compute p99",
+                                              " (--top N, --all)")) +
+           RenderRanksTable(r);
+  });
 }
 
 }  // namespace
@@ -59,8 +124,24 @@ int main(int argc, char** argv) {
   std::string sort = "rank";
   CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
   ranks->add_option("JOB", job_id, "job id")->required();
-  ranks->add_option("--sort", sort, "row order: rank, or p99 (compute p99, slowest first)")
-      ->capture_default_str()->check(CLI::IsMember({"rank", "p99"}));
+  ranks->add_option("--sort", sort,
+                    "row order: rank, compute-p99 (slowest own work first; also: p99), step-p99, "
+                    "last-seen (longest silent first), step (furthest behind first)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rank", "compute-p99", "p99", "step-p99", "last-seen", "step"}));
+  uint32_t top = 0;
+  CLI::Option* top_option =
+      ranks->add_option("--top", top, "only the first N ranks in --sort order")
+          ->check(CLI::PositiveNumber);
+  std::string rank_node;
+  ranks->add_option("--node", rank_node, "only this node's ranks");
+  std::string rank_flag;
+  ranks->add_option("--flag", rank_flag, "only the ranks flagged so")
+      ->check(CLI::IsMember({"straggler", "culprit", "dead"}));
+  bool all_ranks = false;
+  ranks->add_flag("--all", all_ranks,
+                  "every rank, however many (streamed; the default above 256 ranks is the top "
+                  "20 by compute p99)");
   CLI::App* nodes = app.add_subcommand("nodes", "list the nodes, their agents and quarantine");
   uint64_t stacks_generation = 0;
   CLI::App* stacks = app.add_subcommand(
@@ -189,9 +270,15 @@ int main(int argc, char** argv) {
                 [](const v1::ListJobsResponse& r) { return RenderJobsTable(r, absl::Now()); });
   }
   if (*ranks) {
-    RankSort order = sort == "p99" ? RankSort::kP99 : RankSort::kRank;
-    return Emit(client.ListRanks(job_id), json,
-                [order](const v1::ListRanksResponse& r) { return RenderRanksTable(r, order); });
+    RanksQuery query;
+    query.request.set_job_id(job_id);
+    query.request.set_sort(RankSortOf(sort));
+    query.request.set_node(rank_node);
+    query.request.set_flag(RankFlagOf(rank_flag));
+    if (*top_option) query.request.set_limit(top);
+    query.sorted = sort != "rank";
+    query.all = all_ranks;
+    return RunRanks(client, query, json);
   }
   if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
   if (*stacks) return Emit(client.GetStacks(job_id, stacks_generation), json, RenderStacks);

@@ -77,15 +77,26 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
   return table.Render();
 }
 
-std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sort) {
+std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std::string& shown) {
+  const v1::RankSummary& s = response.summary();
+  std::string line = absl::StrFormat(
+      "job %s: %d of %d ranks heard (alive %d, dead %d, unknown %d), stragglers %d, steps %s..%s",
+      response.job_id(), s.ranks(), response.world_size(), s.alive(), s.dead(), s.unknown(),
+      s.stragglers(), Step(s.min_step()), Step(s.max_step()));
+  if (s.compute_p99_max_seconds() > 0) {
+    absl::StrAppend(&line, ", compute p99 median ", FormatSeconds(s.compute_p99_median_seconds()),
+                    " max ", FormatSeconds(s.compute_p99_max_seconds()));
+  }
+  if (s.ranks() > 0) {
+    absl::StrAppend(&line, ", oldest heartbeat ", FormatAge(s.oldest_heartbeat_age_seconds()));
+  }
+  if (!shown.empty()) absl::StrAppend(&line, "; ", shown);
+  return line + "\n";
+}
+
+std::string RenderRanksTable(const v1::ListRanksResponse& response) {
   std::vector<const v1::Rank*> ranks;
   for (const v1::Rank& r : response.ranks()) ranks.push_back(&r);
-  if (sort == RankSort::kP99) {
-    std::stable_sort(ranks.begin(), ranks.end(), [](const v1::Rank* a, const v1::Rank* b) {
-      return std::make_pair(a->compute_p99_seconds(), a->step_p99_seconds()) >
-             std::make_pair(b->compute_p99_seconds(), b->step_p99_seconds());
-    });
-  }
   Table table({"RANK", "NODE", "PID", "STEP", "PHASE", "STEP_P50", "STEP_P99", "COMPUTE_P99",
                "LAST_SEEN", "ALIVE", "LOSS", "FLAGS"});
   for (const v1::Rank* r : ranks) {

@@ -22,8 +22,11 @@ std::string RenderJson(const google::protobuf::Message& message);
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now);
 // kP99: by compute p99 (the rank's own work; in a synchronous job every
 // rank's wall step time is the same), then step p99.
-enum class RankSort { kRank, kP99 };
-std::string RenderRanksTable(const v1::ListRanksResponse& response, RankSort sort);
+// The ranks in the order the supervisor sorted them.
+std::string RenderRanksTable(const v1::ListRanksResponse& response);
+// One line on the whole job (the response's summary), and what the table
+// leaves out: "showing the top 20 of 100000 by compute p99 (--all: every rank)".
+std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std::string& shown);
 std::string RenderNodesTable(const v1::ListNodesResponse& response);
 std::string RenderEventsTable(const v1::ListEventsResponse& response);
 // `trainsupctl stacks JOB`: the groups of ranks with the same Python stack,

@@ -19,6 +19,8 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status ListRanks(grpc::ServerContext* context, const v1::ListRanksRequest* request,
                          v1::ListRanksResponse* response) override;
+  grpc::Status StreamRanks(grpc::ServerContext* context, const v1::ListRanksRequest* request,
+                           grpc::ServerWriter<v1::ListRanksResponse>* writer) override;
   grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                          v1::ListNodesResponse* response) override;
   grpc::Status ListEvents(grpc::ServerContext* context, const v1::ListEventsRequest* request,

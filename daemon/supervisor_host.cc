@@ -38,6 +38,13 @@ constexpr size_t kRestoreRestarts = 100000;
 SupervisorHost::SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store,
                                JournalSink* sink)
     : clock_(clock), store_(store), incarnation_(RandomId()), core_(options) {
+  publisher_ = std::make_unique<SnapshotPublisher>(
+      [this](uint64_t after_id) {
+        absl::ReaderMutexLock lock(&mu_);
+        return SnapshotPublisher::Capture{CaptureSnapshot(core_, clock_->Now()),
+                                          core_.events().Since(after_id)};
+      },
+      options.event_log_size);
   if (sink == nullptr) sink = store;
   if (sink != nullptr) writer_ = std::make_unique<JournalWriter>(sink);
 }
@@ -68,6 +75,7 @@ absl::Status SupervisorHost::Restore() {
 }
 
 void SupervisorHost::ActLocked(bool reporting) {
+  publisher_->Changed();
   SupervisorOutput output = core_.TakeOutput();
   for (const Event& e : output.events) {
     TRAINSUP_LOG_INFO("event %d %s job=%s generation=%d%s: %s", e.id, EventKindName(e.kind), e.job,
@@ -181,6 +189,7 @@ void SupervisorHost::Disconnected(SessionId session) {
   std::shared_ptr<AgentChannel> channel;  // released after the lock
   absl::MutexLock lock(&mu_);
   core_.Disconnected(clock_->Now(), session);
+  publisher_->Changed();
   auto it = channels_.find(session);
   if (it != channels_.end()) {
     channel = std::move(it->second);
@@ -193,21 +202,23 @@ std::vector<Event> SupervisorHost::Sweep() {
 }
 
 absl::StatusOr<std::string> SupervisorHost::Resume(const std::string& job) {
-  return Mutate([&](Supervisor& core, absl::Time now) { return core.Resume(now, job); });
+  return MutateAndPublish([&](Supervisor& core, absl::Time now) { return core.Resume(now, job); });
 }
 
 absl::StatusOr<std::string> SupervisorHost::Quarantine(const std::string& node,
                                                        const std::string& reason, bool force) {
-  return Mutate(
+  return MutateAndPublish(
       [&](Supervisor& core, absl::Time now) { return core.Quarantine(now, node, reason, force); });
 }
 
 absl::StatusOr<std::string> SupervisorHost::Unquarantine(const std::string& node) {
-  return Mutate([&](Supervisor& core, absl::Time now) { return core.Unquarantine(now, node); });
+  return MutateAndPublish(
+      [&](Supervisor& core, absl::Time now) { return core.Unquarantine(now, node); });
 }
 
 absl::StatusOr<std::string> SupervisorHost::RequestCheckpoint(const std::string& job) {
-  return Mutate([&](Supervisor& core, absl::Time now) { return core.RequestCheckpoint(now, job); });
+  return MutateAndPublish(
+      [&](Supervisor& core, absl::Time now) { return core.RequestCheckpoint(now, job); });
 }
 
 void SupervisorHost::FenceDone(const std::string& node, bool ok, const std::string& detail) {
@@ -216,19 +227,6 @@ void SupervisorHost::FenceDone(const std::string& node, bool ok, const std::stri
     core.FenceDone(now, node, ok, detail);
     return 0;
   });
-}
-
-std::vector<Event> SupervisorHost::WaitForEvents(uint64_t after_id, const std::string& job,
-                                                 absl::Duration timeout,
-                                                 uint64_t* scanned_to) const {
-  auto has_new = [this, after_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return core_.events().last_id() > after_id;
-  };
-  mu_.ReaderLockWhenWithTimeout(absl::Condition(&has_new), timeout);
-  std::vector<Event> events = core_.events().Since(after_id, job);
-  *scanned_to = std::max(after_id, core_.events().last_id());
-  mu_.ReaderUnlock();
-  return events;
 }
 
 }  // namespace trainsup

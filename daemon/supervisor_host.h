@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "daemon/core/supervisor.h"
 #include "daemon/journal_writer.h"
+#include "daemon/snapshot_publisher.h"
 #include "trainsup/v1/agent.pb.h"
 
 namespace trainsup {
@@ -86,15 +87,25 @@ class SupervisorHost {
   absl::StatusOr<std::string> RequestCheckpoint(const std::string& job);
   void FenceDone(const std::string& node, bool ok, const std::string& detail);
 
-  // Events with id > `after_id` (of `job` only, unless empty). Blocks up to
-  // `timeout` for any new event; returns what there is then (maybe nothing)
-  // and sets `*scanned_to` to the last id looked at (of any job), from where
-  // the next call should go on.
+  // What operators read, published apart from the core (see
+  // SnapshotPublisher): reading never takes the lock that ingest holds.
+  std::shared_ptr<const OperatorSnapshot> Snapshot() const { return publisher_->Current(); }
+  // Events with id > `after_id` (of `job` only, unless empty), at most `limit`.
+  std::vector<Event> Events(uint64_t after_id, const std::string& job, size_t limit) const {
+    return publisher_->Events(after_id, job, limit);
+  }
+  // Like Events, blocking up to `timeout` for any new event; returns what
+  // there is then (maybe nothing) and sets `*scanned_to` to the last id
+  // looked at (of any job), from where the next call should go on.
   std::vector<Event> WaitForEvents(uint64_t after_id, const std::string& job,
-                                   absl::Duration timeout, uint64_t* scanned_to) const;
+                                   absl::Duration timeout, uint64_t* scanned_to) const {
+    return publisher_->WaitForEvents(after_id, job, timeout, scanned_to);
+  }
+  absl::Duration snapshot_capture_duration() const { return publisher_->last_capture_duration(); }
 
   // Runs `fn(const Supervisor&, absl::Time now)` under a shared lock and
-  // returns its result. `fn` must not call back into the host.
+  // returns its result. `fn` must not call back into the host. For tests,
+  // /metrics and the rare reads of what snapshots leave out (stacks).
   template <typename Fn>
   auto Read(Fn fn) const {
     absl::ReaderMutexLock lock(&mu_);
@@ -118,6 +129,13 @@ class SupervisorHost {
     absl::MutexLock lock(&mu_);
     auto result = fn(core_, clock_->Now());
     ActLocked();
+    return result;
+  }
+  // Mutate, then publish at once: an operator's action shows in its next read.
+  template <typename Fn>
+  auto MutateAndPublish(Fn fn) {
+    auto result = Mutate(fn);
+    publisher_->PublishNow();
     return result;
   }
   // What a decision does outside the supervisor, once it is committed.
@@ -152,6 +170,8 @@ class SupervisorHost {
   std::atomic<uint64_t> persist_failures_{0};
   std::atomic<uint64_t> fences_succeeded_{0};
   std::atomic<uint64_t> fences_failed_{0};
+  // After the core and its lock, which its thread reads: stopped before them.
+  std::unique_ptr<SnapshotPublisher> publisher_;
   // Last: destroyed (drained and joined) first, while what its
   // continuations use is still there. Null without a store.
   std::unique_ptr<JournalWriter> writer_;

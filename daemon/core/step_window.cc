@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 namespace trainsup {
 namespace {
+
+constexpr size_t kMaxCapacity = UINT16_MAX;
 
 // Index of the nearest-rank q-quantile among n sorted samples.
 size_t NearestRankIndex(double q, size_t n) {
@@ -16,49 +19,60 @@ size_t NearestRankIndex(double q, size_t n) {
 
 }  // namespace
 
-StepWindow::StepWindow(size_t capacity) : ring_(capacity == 0 ? 1 : capacity, 0.0f) {}
+StepWindow::StepWindow(size_t capacity)
+    : capacity_(static_cast<uint32_t>(std::clamp<size_t>(capacity, 1, kMaxCapacity))) {}
+
+uint16_t StepWindow::OldestArrival() const {
+  return static_cast<uint16_t>(total_added_ - sorted_.size());
+}
 
 void StepWindow::Add(double seconds) {
-  ring_[next_] = static_cast<float>(seconds);
-  next_ = (next_ + 1) % ring_.size();
-  if (size_ < ring_.size()) ++size_;
+  if (sorted_.capacity() == 0) {
+    sorted_.reserve(capacity_);
+    arrival_.reserve(capacity_);
+  }
+  if (sorted_.size() == capacity_) {
+    // Arrival numbers in the window are distinct (capacity < 2^16), so the
+    // oldest is found by its number alone.
+    const auto oldest = std::find(arrival_.begin(), arrival_.end(), OldestArrival());
+    const size_t at = static_cast<size_t>(oldest - arrival_.begin());
+    sorted_.erase(sorted_.begin() + at);
+    arrival_.erase(oldest);
+  }
+  const float value = static_cast<float>(seconds);
+  const size_t at =
+      static_cast<size_t>(std::upper_bound(sorted_.begin(), sorted_.end(), value) - sorted_.begin());
+  sorted_.insert(sorted_.begin() + at, value);
+  arrival_.insert(arrival_.begin() + at, static_cast<uint16_t>(total_added_));
   ++total_added_;
 }
 
 void StepWindow::Clear() {
-  next_ = 0;
-  size_ = 0;
+  sorted_.clear();
+  arrival_.clear();
 }
 
 double StepWindow::Percentile(double q) const {
-  if (size_ == 0) return 0;
-  std::vector<float> scratch(ring_.begin(), ring_.begin() + size_);
-  size_t k = NearestRankIndex(q, size_);
-  std::nth_element(scratch.begin(), scratch.begin() + k, scratch.end());
-  return scratch[k];
-}
-
-std::vector<double> StepWindow::Samples() const {
-  std::vector<double> out;
-  out.reserve(size_);
-  // Until the ring wraps, the samples are ring_[0, size_); after, the oldest
-  // is where the next one goes.
-  const size_t first = size_ < ring_.size() ? 0 : next_;
-  for (size_t i = 0; i < size_; ++i) out.push_back(ring_[(first + i) % ring_.size()]);
-  return out;
+  if (sorted_.empty()) return 0;
+  return sorted_[NearestRankIndex(q, sorted_.size())];
 }
 
 StepWindow::Quantiles StepWindow::P50P99() const {
-  Quantiles out;
-  if (size_ == 0) return out;
-  std::vector<float> scratch(ring_.begin(), ring_.begin() + size_);
-  size_t k99 = NearestRankIndex(0.99, size_);
-  size_t k50 = NearestRankIndex(0.50, size_);
-  // p99 first; then p50 lies in the left part, which nth_element partitioned.
-  std::nth_element(scratch.begin(), scratch.begin() + k99, scratch.end());
-  out.p99 = scratch[k99];
-  std::nth_element(scratch.begin(), scratch.begin() + k50, scratch.begin() + k99 + 1);
-  out.p50 = scratch[k50];
+  return {Percentile(0.50), Percentile(0.99)};
+}
+
+std::vector<double> StepWindow::Samples() const {
+  // Order the slots by age: the distance of their arrival number from the
+  // oldest one, modulo 2^16.
+  const uint16_t oldest = OldestArrival();
+  std::vector<size_t> order(sorted_.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return static_cast<uint16_t>(arrival_[a] - oldest) < static_cast<uint16_t>(arrival_[b] - oldest);
+  });
+  std::vector<double> out;
+  out.reserve(order.size());
+  for (size_t i : order) out.push_back(sorted_[i]);
   return out;
 }
 

@@ -8,22 +8,29 @@
 namespace trainsup {
 
 // The most recent `capacity` durations of one rank (step times, compute
-// times), and their percentiles. Memory is fixed at construction: a ring of
-// floats, so a 100k-rank job costs capacity * 4 bytes per rank and window.
+// times), and their percentiles.
+//
+// The samples are kept sorted, each with its arrival number, so that a
+// percentile is one lookup: the sweep reads every rank's p50/p99 every
+// second, and at 100k ranks re-selecting them from a ring each time cost
+// more than everything else the sweep does. Adding a sample moves at most
+// `capacity` floats and never allocates after the first. Memory (6 bytes per
+// sample) is taken at the first sample, so a window that never gets one (a
+// rank without hb.compute()) costs nothing.
 //
 // Percentiles use the nearest-rank method on the samples in the window.
 // Thread-compatible (no internal locking).
 class StepWindow {
  public:
-  // REQUIRES: capacity >= 1.
+  // REQUIRES: 1 <= capacity <= 65535 (arrival numbers are 16-bit).
   explicit StepWindow(size_t capacity);
 
   void Add(double seconds);
   void Clear();
 
-  size_t size() const { return size_; }
-  size_t capacity() const { return ring_.size(); }
-  bool empty() const { return size_ == 0; }
+  size_t size() const { return sorted_.size(); }
+  size_t capacity() const { return capacity_; }
+  bool empty() const { return sorted_.empty(); }
   // Samples ever added (not bounded by the capacity).
   uint64_t total_added() const { return total_added_; }
 
@@ -33,7 +40,6 @@ class StepWindow {
   // The samples in the window, oldest first (to persist and restore it).
   std::vector<double> Samples() const;
 
-  // p50 and p99 with one pass over a scratch copy.
   struct Quantiles {
     double p50 = 0;
     double p99 = 0;
@@ -41,9 +47,12 @@ class StepWindow {
   Quantiles P50P99() const;
 
  private:
-  std::vector<float> ring_;
-  size_t next_ = 0;  // where the next sample goes
-  size_t size_ = 0;
+  // The arrival number of the oldest sample in the window.
+  uint16_t OldestArrival() const;
+
+  uint32_t capacity_;
+  std::vector<float> sorted_;        // ascending
+  std::vector<uint16_t> arrival_;    // arrival_[i]: when sorted_[i] came (mod 2^16)
   uint64_t total_added_ = 0;
 };
 

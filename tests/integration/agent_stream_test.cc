@@ -1,11 +1,13 @@
 // trainsupd's AgentService and OperatorService over real gRPC on loopback.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "agent/report_batcher.h"
 #include "agent/supervisor_link.h"
 #include "common/clock.h"
@@ -279,6 +281,135 @@ TEST_F(AgentStreamTest, AgentLinkReconnectsAndResendsStateToARestartedSupervisor
   EXPECT_EQ(ranks.ranks(1).step(), 7);
   EXPECT_GE(link.sessions(), 2u);
   link.Stop();
+}
+
+
+// `ranks` at scale: the supervisor sorts, filters and limits, and streams a
+// listing too large for one message in pages, all from one snapshot.
+class RankListingTest : public AgentStreamTest {
+ protected:
+  // Node "node-<k>" reports ranks [k * per_node, (k + 1) * per_node) of a
+  // `world`-rank job; rank r's compute p99 is r / 1000 s, rank `slow` the
+  // slowest of all, and rank `behind` is at step 1 where the rest are at 5.
+  void Report(uint32_t world, uint32_t per_node, uint32_t slow, uint32_t behind) {
+    for (uint32_t k = 0; k * per_node < world; ++k) {
+      agents_.push_back(std::make_unique<FakeAgent>(server_->grpc_address(),
+                                                   absl::StrCat("node-", k), "big"));
+      FakeAgent& agent = *agents_.back();
+      ASSERT_TRUE(agent.SayHello());
+      v1::NodeReport report;
+      for (uint32_t r = k * per_node; r < std::min(world, (k + 1) * per_node); ++r) {
+        v1::RankHeartbeat hb = Step("big", r, world, r == behind ? 1 : 5, 1.0);
+        hb.set_compute_seconds(r == slow ? 9.0 : r / 1000.0);
+        *report.add_heartbeats() = hb;
+      }
+      ASSERT_TRUE(agent.Send(report));
+    }
+  }
+  grpc::Status List(const v1::ListRanksRequest& request, v1::ListRanksResponse* response) {
+    grpc::ClientContext context;
+    return operator_->ListRanks(&context, request, response);
+  }
+  static v1::ListRanksRequest Request(v1::RankSort sort, uint32_t limit) {
+    v1::ListRanksRequest request;
+    request.set_job_id("big");
+    request.set_sort(sort);
+    request.set_limit(limit);
+    return request;
+  }
+  std::vector<std::unique_ptr<FakeAgent>> agents_;
+};
+
+TEST_F(RankListingTest, TopNBySortIsChosenOnTheServer) {
+  Report(/*world=*/64, /*per_node=*/8, /*slow=*/17, /*behind=*/40);
+  AwaitRanks("big", 64);
+  v1::ListRanksResponse top;
+
+  ASSERT_TRUE(List(Request(v1::RANK_SORT_COMPUTE_P99, 3), &top).ok());
+  ASSERT_EQ(top.ranks_size(), 3);
+  EXPECT_EQ(top.ranks(0).rank(), 17u);  // the slowest first
+  EXPECT_EQ(top.ranks(1).rank(), 63u);
+  EXPECT_EQ(top.ranks(2).rank(), 62u);
+  EXPECT_EQ(top.matched(), 64u);
+  EXPECT_EQ(top.summary().ranks(), 64u);
+  EXPECT_DOUBLE_EQ(top.summary().compute_p99_max_seconds(), 9.0);
+  EXPECT_EQ(top.summary().min_step(), 1);
+  EXPECT_EQ(top.summary().max_step(), 5);
+
+  v1::ListRanksResponse behind;
+  ASSERT_TRUE(List(Request(v1::RANK_SORT_STEP, 1), &behind).ok());
+  ASSERT_EQ(behind.ranks_size(), 1);
+  EXPECT_EQ(behind.ranks(0).rank(), 40u);
+
+  v1::ListRanksRequest one_node = Request(v1::RANK_SORT_RANK, 0);
+  one_node.set_node("node-2");
+  v1::ListRanksResponse node;
+  ASSERT_TRUE(List(one_node, &node).ok());
+  ASSERT_EQ(node.ranks_size(), 8);
+  EXPECT_EQ(node.ranks(0).rank(), 16u);
+  EXPECT_EQ(node.matched(), 8u);
+  for (const v1::Rank& r : node.ranks()) EXPECT_EQ(r.node(), "node-2");
+
+  v1::ListRanksRequest dead = Request(v1::RANK_SORT_RANK, 0);
+  dead.set_flag(v1::RANK_FLAG_DEAD);
+  v1::ListRanksResponse none;
+  ASSERT_TRUE(List(dead, &none).ok());
+  EXPECT_EQ(none.ranks_size(), 0);
+  EXPECT_EQ(none.summary().ranks(), 64u);  // the summary is the whole job's
+}
+
+TEST_F(RankListingTest, AListingLargerThanOneAnswerIsRefusedWithAWayOutAndStreamedInPages) {
+  constexpr uint32_t kWorld = 20000;  // > 16384 per answer, 5 pages of 4096
+  Report(kWorld, /*per_node=*/2500, /*slow=*/0, /*behind=*/1);
+  WaitFor([&] {
+    v1::ListRanksResponse top;
+    return List(Request(v1::RANK_SORT_RANK, 1), &top).ok() && top.matched() == kWorld;
+  });
+
+  v1::ListRanksResponse whole;
+  grpc::Status refused = List(Request(v1::RANK_SORT_RANK, 0), &whole);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--top N"));
+
+  grpc::ClientContext context;
+  auto reader = operator_->StreamRanks(&context, Request(v1::RANK_SORT_RANK, 0));
+  v1::ListRanksResponse page;
+  int pages = 0;
+  uint32_t next = 0;
+  while (reader->Read(&page)) {
+    ++pages;
+    EXPECT_EQ(page.matched(), kWorld);
+    EXPECT_EQ(page.has_summary(), pages == 1);
+    for (const v1::Rank& r : page.ranks()) EXPECT_EQ(r.rank(), next++);
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(pages, 5);
+  EXPECT_EQ(next, kWorld);
+}
+
+TEST_F(RankListingTest, AReaderThatStopsReadingDoesNotHoldIngestUp) {
+  Report(/*world=*/20000, /*per_node=*/2500, /*slow=*/0, /*behind=*/1);
+  WaitFor([&] {
+    v1::ListRanksResponse top;
+    return List(Request(v1::RANK_SORT_RANK, 1), &top).ok() && top.matched() == 20000;
+  });
+  // Opens a listing and never reads it: its pages fill the flow-control
+  // window and the server's writer waits.
+  grpc::ClientContext stalled;
+  auto reader = operator_->StreamRanks(&stalled, Request(v1::RANK_SORT_RANK, 0));
+
+  const auto reports = [&] {
+    return server_->host().Read([](const Supervisor& core, absl::Time) { return core.reports_received(); });
+  };
+  const uint64_t before = reports();
+  v1::NodeReport report;
+  *report.add_heartbeats() = Step("big", 0, 20000, 6, 1.0);
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(agents_[0]->Send(report));
+  EXPECT_TRUE(WaitFor([&] { return reports() >= before + 50; }));
+  // And other readers are answered meanwhile.
+  v1::ListRanksResponse top;
+  EXPECT_TRUE(List(Request(v1::RANK_SORT_COMPUTE_P99, 20), &top).ok());
+  stalled.TryCancel();
 }
 
 }  // namespace

@@ -185,50 +185,12 @@ TEST(FormatSecondsTest, RoundingDoesNotCrossUnitBoundaries) {
 
 // --- Tables ---
 
-TEST(RenderRanksTableTest, ByP99OrdersSlowestFirst) {
-  v1::ListRanksResponse response;
-  *response.add_ranks() = MakeRank(0, 0.1);
-  *response.add_ranks() = MakeRank(1, 0.5);
-  *response.add_ranks() = MakeRank(2, 0.3);
-  *response.add_ranks() = MakeRank(3, 2.0);
-
-  std::string table = RenderRanksTable(response, RankSort::kP99);
-
-  EXPECT_THAT(FirstColumn(table), ElementsAre("3", "1", "2", "0"));
-  EXPECT_THAT(Lines(table)[0], HasSubstr("STEP_P99"));
-  EXPECT_THAT(Lines(table)[1], HasSubstr("2.00s"));
-}
-
-TEST(RenderRanksTableTest, ByP99KeepsRankOrderOnTies) {
-  v1::ListRanksResponse response;
-  *response.add_ranks() = MakeRank(0, 0.2);
-  *response.add_ranks() = MakeRank(1, 0.5);
-  *response.add_ranks() = MakeRank(2, 0.2);
-
-  EXPECT_THAT(FirstColumn(RenderRanksTable(response, RankSort::kP99)),
-              ElementsAre("1", "0", "2"));
-}
-
-TEST(RenderRanksTableTest, ByP99SortsByComputeP99FirstTheStragglersOwnWork) {
-  // A synchronous job: every rank's wall step p99 is the same; rank 2's own
-  // work is the slowest.
-  v1::ListRanksResponse response;
-  for (uint32_t r = 0; r < 3; ++r) {
-    v1::Rank rank = MakeRank(r, 1.0);
-    rank.set_compute_p99_seconds(r == 2 ? 0.9 : 0.3 + 0.1 * r);
-    *response.add_ranks() = rank;
-  }
-
-  EXPECT_THAT(FirstColumn(RenderRanksTable(response, RankSort::kP99)),
-              ElementsAre("2", "1", "0"));
-}
-
 TEST(RenderRanksTableTest, ShowsLiveness) {
   v1::ListRanksResponse response;
   v1::Rank rank = MakeRank(0, 0.1);
   rank.set_liveness("unknown");
   *response.add_ranks() = rank;
-  EXPECT_THAT(RenderRanksTable(response, RankSort::kRank), HasSubstr("unknown"));
+  EXPECT_THAT(RenderRanksTable(response), HasSubstr("unknown"));
 }
 
 TEST(RenderStacksTest, GroupsSmallestFirstWithTheCulpritMarked) {
@@ -259,14 +221,38 @@ TEST(RenderStacksTest, GroupsSmallestFirstWithTheCulpritMarked) {
   EXPECT_THAT(text, HasSubstr("no stack from rank(s) 5"));
 }
 
-TEST(RenderRanksTableTest, ByRankKeepsResponseOrder) {
+TEST(RenderRanksTableTest, KeepsTheOrderTheSupervisorSorted) {
   v1::ListRanksResponse response;
+  *response.add_ranks() = MakeRank(3, 2.0);
   *response.add_ranks() = MakeRank(0, 0.1);
-  *response.add_ranks() = MakeRank(1, 0.5);
   *response.add_ranks() = MakeRank(2, 0.3);
 
-  EXPECT_THAT(FirstColumn(RenderRanksTable(response, RankSort::kRank)),
-              ElementsAre("0", "1", "2"));
+  std::string table = RenderRanksTable(response);
+
+  EXPECT_THAT(FirstColumn(table), ElementsAre("3", "0", "2"));
+  EXPECT_THAT(Lines(table)[0], HasSubstr("STEP_P99"));
+  EXPECT_THAT(Lines(table)[1], HasSubstr("2.00s"));
+}
+
+TEST(RenderRanksSummaryTest, SaysWhatTheTableLeavesOut) {
+  v1::ListRanksResponse response;
+  response.set_job_id("llama");
+  response.set_world_size(100000);
+  v1::RankSummary* s = response.mutable_summary();
+  s->set_ranks(100000);
+  s->set_alive(99999);
+  s->set_dead(1);
+  s->set_stragglers(2);
+  s->set_min_step(40);
+  s->set_max_step(45);
+  s->set_compute_p99_median_seconds(0.5);
+  s->set_compute_p99_max_seconds(3.0);
+  s->set_oldest_heartbeat_age_seconds(1.5);
+
+  EXPECT_EQ(RenderRanksSummary(response, "showing the top 20"),
+            "job llama: 100000 of 100000 ranks heard (alive 99999, dead 1, unknown 0), "
+            "stragglers 2, steps 40..45, compute p99 median 500ms max 3.00s, oldest heartbeat "
+            "1.50s ago; showing the top 20\n");
 }
 
 TEST(RenderRanksTableTest, ShowsUnknownStepAndLossAsDash) {
@@ -275,7 +261,7 @@ TEST(RenderRanksTableTest, ShowsUnknownStepAndLossAsDash) {
   rank.set_step(-1);
   *response.add_ranks() = rank;
 
-  std::vector<std::string> lines = Lines(RenderRanksTable(response, RankSort::kRank));
+  std::vector<std::string> lines = Lines(RenderRanksTable(response));
 
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP"), "-");
