@@ -81,7 +81,6 @@ void SupervisorLink::Send(v1::AgentMessage message) {
 }
 
 void SupervisorLink::Run() {
-  std::unique_ptr<v1::AgentService::Stub> stub;
   std::mt19937_64 rng(std::random_device{}());
   absl::Duration backoff = options_.backoff_initial;
   bool warned = false;
@@ -91,14 +90,18 @@ void SupervisorLink::Run() {
       if (stopping_) return;
     }
     // A new channel after every session that ended, so that renewed TLS
-    // files are read without restarting the agent.
+    // files are read without restarting the agent. The channel goes before
+    // the backoff: its connection is closed while the agent waits, so that a
+    // refused agent holds none of the supervisor's descriptors.
     SessionEnd end = SessionEnd::kUnreached;
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_);
-    if (channel.ok()) {
-      stub = v1::AgentService::NewStub(*channel);
-      end = RunSession(*stub);
-    } else if (!warned) {
-      TRAINSUP_LOG_ERROR("cannot connect to the supervisor: %s", channel.status().message());
+    {
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_);
+      if (channel.ok()) {
+        std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(*channel);
+        end = RunSession(*stub);
+      } else if (!warned) {
+        TRAINSUP_LOG_ERROR("cannot connect to the supervisor: %s", channel.status().message());
+      }
     }
     if (end == SessionEnd::kWelcomed) {
       backoff = options_.backoff_initial;

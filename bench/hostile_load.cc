@@ -367,7 +367,7 @@ int Run(const Options& o) {
     // Room above the idle streams for the hello phase: a closed stream leaves
     // the server's count only when gRPC has finished it, a little later (with
     // 64 spare, 6 of 100,000 hellos met the stream cap instead of --max-jobs).
-    const std::string max_streams = absl::StrCat("--max-agent-streams=", o.idle_streams + 1024);
+    const std::string max_streams = absl::StrCat("--max-agents=", o.idle_streams + 1024);
     execl(o.trainsupd.c_str(), o.trainsupd.c_str(), listen.c_str(), "--metrics-listen=127.0.0.1:0",
           max_jobs.c_str(), max_streams.c_str(), "--sweep-interval=200ms", "--stall-floor=2s",
           "--stall-factor=3", "--startup-grace=30s", "--observe-only", static_cast<char*>(nullptr));

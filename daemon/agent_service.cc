@@ -171,14 +171,15 @@ void StreamChannel::Close(const grpc::Status& status) {
   if (stream_ != nullptr) stream_->RequestFinish(status);
 }
 
-// A stream past --max-agent-streams: refused at once, holding nothing.
+// A stream past --max-agents: refused at once, holding nothing.
 class RefusedStream final
     : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage> {
  public:
   explicit RefusedStream(size_t max_streams) {
     Finish(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
-                        absl::StrCat("trainsupd has --max-agent-streams=", max_streams,
-                                     " agent streams open; raise it, or retry later")));
+                        absl::StrCat("trainsupd holds --max-agents=", max_streams,
+                                     " agent streams; retry later, or raise --max-agents "
+                                     "(and trainsupd's descriptor limit, LimitNOFILE)")));
   }
   void OnDone() override { delete this; }
 };

@@ -12,9 +12,10 @@
 namespace trainsup {
 
 struct AgentStreamLimits {
-  // Agent streams open at once (an idle one included); past it a new stream
-  // is refused with RESOURCE_EXHAUSTED. Default: 16384 (a 100k-GPU cluster
-  // of 8-GPU nodes has 12,500 agents).
+  // Agent streams open at once (an idle one included), --max-agents; past it
+  // a new stream is refused with RESOURCE_EXHAUSTED. Default: 16384 (a
+  // 100k-GPU cluster of 8-GPU nodes has 12,500 agents); trainsupd keeps it
+  // below what its descriptor limit allows (daemon/descriptors.h).
   size_t max_streams = 16384;
   // Messages queued to one agent and not yet written (it does not read):
   // past it the stream is ended with RESOURCE_EXHAUSTED; the agent
@@ -22,7 +23,8 @@ struct AgentStreamLimits {
   size_t max_outbox = 1024;
 };
 
-// What the streams' limits did, for /metrics. Lock-free.
+// What the streams' limits did, for /metrics. Lock-free. Owned outside the
+// service, so that it outlives a listener that is rebuilt.
 struct AgentStreamStats {
   std::atomic<int64_t> open{0};
   std::atomic<uint64_t> refused_max_streams{0};
@@ -35,8 +37,10 @@ struct AgentStreamStats {
 // commands down.
 class AgentServiceImpl final : public v1::AgentService::CallbackService {
  public:
-  AgentServiceImpl(SupervisorHost* host, AccessControl* access, AgentStreamLimits limits = {})
-      : host_(host), access_(access), limits_(limits) {}
+  // `stats` (not owned) must outlive the service and its streams.
+  AgentServiceImpl(SupervisorHost* host, AccessControl* access, AgentStreamLimits limits,
+                   AgentStreamStats* stats)
+      : host_(host), access_(access), limits_(limits), stats_(*stats) {}
 
   grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage>* Connect(
       grpc::CallbackServerContext* context) override;
@@ -47,7 +51,7 @@ class AgentServiceImpl final : public v1::AgentService::CallbackService {
   SupervisorHost* const host_;
   AccessControl* const access_;
   const AgentStreamLimits limits_;
-  AgentStreamStats stats_;
+  AgentStreamStats& stats_;
 };
 
 }  // namespace trainsup

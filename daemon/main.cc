@@ -6,6 +6,8 @@
 #include "common/cli_options.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "daemon/descriptors.h"
+#include "daemon/grpc_log.h"
 #include "daemon/server.h"
 
 namespace {
@@ -20,6 +22,27 @@ sigset_t BlockHandledSignals() {
   sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   return set;
+}
+
+// Raises the soft descriptor limit to the hard one and keeps --max-agents
+// within what it allows, with headroom; logs how many agent streams
+// trainsupd can hold.
+void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
+  using namespace trainsup;
+  const DescriptorLimit limit = RaiseDescriptorLimit();
+  const size_t allowed = AgentStreamsAllowed(limit.soft);
+  if (*max_agents > allowed) {
+    if (max_agents_given) {
+      TRAINSUP_LOG_WARN("--max-agents=%d lowered to %d: the descriptor limit (%d) holds no more "
+                        "agent streams beside %d descriptors for everything else; raise the "
+                        "hard limit (LimitNOFILE in systemd, ulimit -Hn)",
+                        *max_agents, allowed, limit.soft, DescriptorHeadroom(limit.soft));
+    }
+    *max_agents = allowed;
+  }
+  TRAINSUP_LOG_INFO("descriptors: limit %d (soft was %d, hard %d); up to %d agent streams "
+                    "(--max-agents; %d descriptors could hold %d)",
+                    limit.soft, limit.soft_before, limit.hard, *max_agents, limit.soft, allowed);
 }
 
 }  // namespace
@@ -164,9 +187,12 @@ int main(int argc, char** argv) {
   AddDurationOption(app, "--history-retention", &options.history_retention,
                     "the state store's failures, restarts, events, stacks and ended jobs older "
                     "than this are deleted");
-  app.add_option("--max-agent-streams", options.streams.max_streams,
-                 "agent streams open at once; past it new streams are refused")
-      ->capture_default_str()->check(CLI::Range(1, 10000000));
+  CLI::Option* max_agents =
+      app.add_option("--max-agents", options.streams.max_streams,
+                     "agent streams open at once; past it new streams are refused. Kept below "
+                     "what the descriptor limit allows (a larger value is lowered, with a "
+                     "warning; docs/limits.md)")
+          ->capture_default_str()->check(CLI::Range(1, 10000000));
   app.add_option("--max-stream-outbox", options.streams.max_outbox,
                  "messages queued to an agent that does not read; past it its stream is ended")
       ->capture_default_str()->check(CLI::Range(16, 10000000));
@@ -179,6 +205,8 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   SetLogVerbose(verbose);
+  InstallGrpcLogHook();
+  ApplyDescriptorLimit(max_agents->count() > 0, &options.streams.max_streams);
 
   sigset_t signals = BlockHandledSignals();
   MonotonicClock clock;

@@ -55,7 +55,7 @@ struct Families {
       "--fence-timeout, or could not run).", MetricType::Counter);
   MetricFamily limit_refusals = Family("trainsup_limit_refusals_total",
       "What a limit refused, by limit: max_jobs (hellos of new jobs), max_nodes (hellos of new "
-      "nodes), max_agent_streams (new "
+      "nodes), max_agents (new "
       "streams), max_stream_outbox (streams ended: their agent did not read).",
       MetricType::Counter);
   MetricFamily reports_refused = Family("trainsup_agent_reports_refused_total",
@@ -311,7 +311,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     const uint64_t outboxes_full = streams_ ? streams_->ended_max_outbox.load() : 0;
     AddSample(f.limit_refusals, {{"limit", "max_jobs"}}, static_cast<double>(core.jobs_refused()));
     AddSample(f.limit_refusals, {{"limit", "max_nodes"}}, static_cast<double>(core.nodes_refused()));
-    AddSample(f.limit_refusals, {{"limit", "max_agent_streams"}}, static_cast<double>(streams_refused));
+    AddSample(f.limit_refusals, {{"limit", "max_agents"}}, static_cast<double>(streams_refused));
     AddSample(f.limit_refusals, {{"limit", "max_stream_outbox"}}, static_cast<double>(outboxes_full));
     AddSample(f.reports_refused, {}, static_cast<double>(core.reports_refused()));
     AddSample(f.jobs_forgotten, {}, static_cast<double>(core.jobs_forgotten()));

@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/options.h"
 #include "daemon/fence_runner.h"
+#include "daemon/grpc_log.h"
 #include "daemon/state_store.h"
 #include "prometheus/exposer.h"
 
@@ -67,10 +68,10 @@ Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr
     : store_(std::move(store)),
       access_(std::move(access)),
       host_(options.core, clock, store_.get()),
-      agent_service_(&host_, access_.get(), options.streams),
-      operator_service_(&host_, access_.get()),
-      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics,
-                                                       &agent_service_.stats())),
+      stream_limits_(options.streams),
+      collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics, &stream_stats_)),
+      descriptor_collector_(std::make_shared<DescriptorCollector>(options.streams.max_streams,
+                                                                  &listener_restarts_)),
       sweep_interval_(options.sweep_interval),
       history_retention_(options.history_retention) {}
 
@@ -95,6 +96,94 @@ void Server::SweepLoop() {
 }
 
 Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+struct Server::Listener {
+  explicit Listener(Server* s)
+      : agents(&s->host_, s->access_.get(), s->stream_limits_, &s->stream_stats_),
+        operators(&s->host_, s->access_.get()) {}
+  AgentServiceImpl agents;
+  OperatorServiceImpl operators;
+  std::unique_ptr<grpc::Server> server;  // last: stopped before the services go
+};
+
+std::unique_ptr<Server::Listener> Server::BuildListener(const std::string& address, int* port) {
+  auto listener = std::make_unique<Listener>(this);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(address,
+                           certificates_ != nullptr ? certificates_->credentials()
+                                                    : grpc::InsecureServerCredentials(),
+                           port);
+  builder.RegisterService(&listener->agents);
+  builder.RegisterService(&listener->operators);
+  // Agents keep their stream alive with pings; allow them (gRPC refuses pings
+  // more often than every 5 minutes by default and would drop the stream).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // And ping them: a host that lost power closes nothing, and its stream
+  // would look open until TCP gives up (minutes to hours). The node-loss
+  // rule notices the silence sooner; this frees the stream.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+  // Descriptors: a connection that has not finished its TLS and HTTP/2
+  // handshake in 10s is closed (gRPC's default is 120s: clients that gave up
+  // and retried under load piled up half-open connections), and so is one
+  // that carried no call for a minute (an agent's stream never idles; a
+  // client told GOAWAY reconnects when it next calls).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 60'000);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  listener->server = builder.BuildAndStart();
+  if (listener->server == nullptr) return nullptr;
+  return listener;
+}
+
+void Server::ListenerLoop() {
+  uint64_t seen = GrpcAcceptFailures();
+  absl::MutexLock lock(&stop_mu_);
+  auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_) { return stopping_; };
+  while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(250))) {
+    if (GrpcAcceptFailures() == seen) continue;
+    stop_mu_.Unlock();
+    const int64_t open = OpenDescriptors();
+    TRAINSUP_LOG_ERROR("gRPC stopped accepting connections on %s (descriptors open: %s of %d); "
+                       "rebuilding the listener: open streams end and agents reconnect",
+                       grpc_address_, open < 0 ? "all" : absl::StrCat(open),
+                       DescriptorSoftLimit());
+    std::unique_ptr<Listener> old;
+    {
+      absl::MutexLock listener_lock(&listener_mu_);
+      old = std::move(listener_);
+    }
+    if (old != nullptr) {
+      old->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+      old->server->Wait();
+      old.reset();
+    }
+    seen = GrpcAcceptFailures();  // the old listener's are behind us
+    RebuildListener();
+    stop_mu_.Lock();
+  }
+}
+
+void Server::RebuildListener() {
+  for (int attempt = 1;; ++attempt) {
+    int port = 0;
+    std::unique_ptr<Listener> fresh = BuildListener(grpc_address_, &port);
+    if (fresh != nullptr && port != 0) {
+      absl::MutexLock lock(&listener_mu_);
+      listener_ = std::move(fresh);
+      listener_restarts_.fetch_add(1);
+      TRAINSUP_LOG_INFO("listening again on %s (%d descriptors open); listener restarts: %d",
+                        grpc_address_, OpenDescriptors(), listener_restarts_.load());
+      return;
+    }
+    TRAINSUP_LOG_ERROR("cannot listen on %s again (attempt %d, %d descriptors open); retrying "
+                       "in 1s", grpc_address_, attempt, OpenDescriptors());
+    absl::MutexLock lock(&stop_mu_);
+    auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_) { return stopping_; };
+    if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Seconds(1))) return;
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       const Clock* clock) {
@@ -135,27 +224,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   if (absl::Status s = server->host_.Restore(); !s.ok()) return s;
 
   int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen,
-                           server->certificates_ != nullptr ? server->certificates_->credentials()
-                                                            : grpc::InsecureServerCredentials(),
-                           &port);
-  builder.RegisterService(&server->agent_service_);
-  builder.RegisterService(&server->operator_service_);
-  // Agents keep their stream alive with pings; allow them (gRPC refuses pings
-  // more often than every 5 minutes by default and would drop the stream).
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // And ping them: a host that lost power closes nothing, and its stream
-  // would look open until TCP gives up (minutes to hours). The node-loss
-  // rule notices the silence sooner; this frees the stream.
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
-  server->grpc_server_ = builder.BuildAndStart();
-  if (server->grpc_server_ == nullptr || port == 0) {
+  std::unique_ptr<Listener> listener = server->BuildListener(options.listen, &port);
+  if (listener == nullptr || port == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
                                                " (address in use or not local?)"));
+  }
+  {
+    absl::MutexLock lock(&server->listener_mu_);
+    server->listener_ = std::move(listener);
   }
   server->grpc_address_ = absl::StrCat(HostOf(options.listen), ":", port);
 
@@ -168,6 +244,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     }
     server->exposer_->RegisterCollectable(server->collector_);
     server->exposer_->RegisterCollectable(server->security_collector_);
+    server->exposer_->RegisterCollectable(server->descriptor_collector_);
     std::vector<int> ports = server->exposer_->GetListeningPorts();
     server->metrics_address_ =
         absl::StrCat(HostOf(options.metrics_listen), ":", ports.empty() ? 0 : ports.front());
@@ -177,6 +254,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
                       server->grpc_address_, server->certificates_->summary());
   }
   server->sweeper_ = std::thread([s = server.get()] { s->SweepLoop(); });
+  server->listener_watcher_ = std::thread([s = server.get()] { s->ListenerLoop(); });
   return server;
 }
 
@@ -195,10 +273,14 @@ void Server::Shutdown(absl::Duration grace) {
     stopping_ = true;
   }
   if (sweeper_.joinable()) sweeper_.join();
-  if (grpc_server_ != nullptr) {
-    grpc_server_->Shutdown(std::chrono::system_clock::now() +
-                           std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
-    grpc_server_->Wait();
+  if (listener_watcher_.joinable()) listener_watcher_.join();
+  {
+    absl::MutexLock lock(&listener_mu_);
+    if (listener_ != nullptr) {
+      listener_->server->Shutdown(std::chrono::system_clock::now() +
+                                  std::chrono::milliseconds(absl::ToInt64Milliseconds(grace)));
+      listener_->server->Wait();
+    }
   }
   exposer_.reset();
   // Fences not started yet stay pending in the store (run at the next start);

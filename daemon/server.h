@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_SERVER_H_
 #define TRAINSUP_DAEMON_SERVER_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "common/clock.h"
 #include "daemon/access_control.h"
 #include "daemon/agent_service.h"
+#include "daemon/descriptors.h"
 #include "daemon/metrics.h"
 #include "daemon/operator_service.h"
 #include "daemon/security_metrics.h"
@@ -59,6 +61,12 @@ struct ServerOptions {
 
 // trainsupd's process-level wiring: the host around the core, the gRPC
 // server with both services, and the metrics endpoint.
+//
+// The gRPC listener is never lost for good: gRPC 1.51 stops accepting
+// connections after one failed accept4 (out of descriptors: EMFILE), so a
+// watcher rebuilds the gRPC server on the same address when gRPC says so
+// (daemon/grpc_log.h). The rebuild ends the open streams too (agents
+// reconnect on their own) and frees their descriptors.
 class Server {
  public:
   // Opens the state store and restores from it, binds and starts serving.
@@ -81,6 +89,8 @@ class Server {
   // streams are kept. FailedPrecondition without TLS.
   absl::Status ReloadCertificates();
   const AccessControl& access() const { return *access_; }
+  // Times the gRPC listener was rebuilt.
+  uint64_t listener_restarts() const { return listener_restarts_.load(); }
 
   // Stops accepting work, ends open streams (waiting up to `grace` for RPCs
   // in flight) and stops the metrics endpoint. Idempotent.
@@ -89,6 +99,14 @@ class Server {
  private:
   Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store,
          std::unique_ptr<AccessControl> access);
+  // The gRPC server and the services registered with it (a service can be
+  // registered with one server only, so a rebuild makes them afresh).
+  struct Listener;
+  // Builds and starts a listener on `address`; `port` gets the port bound.
+  std::unique_ptr<Listener> BuildListener(const std::string& address, int* port);
+  // Rebuilds the listener whenever gRPC stopped accepting connections.
+  void ListenerLoop();
+  void RebuildListener();
   void SweepLoop();
   // Deletes the store's history past --history-retention, at most hourly.
   void PruneHistory();
@@ -99,10 +117,14 @@ class Server {
   std::shared_ptr<SecurityCollector> security_collector_;
   SupervisorHost host_;
   std::unique_ptr<FenceRunner> fence_;
-  AgentServiceImpl agent_service_;
-  OperatorServiceImpl operator_service_;
+  const AgentStreamLimits stream_limits_;
+  AgentStreamStats stream_stats_;  // across listeners
   std::shared_ptr<SupervisorCollector> collector_;
-  std::unique_ptr<grpc::Server> grpc_server_;
+  std::shared_ptr<DescriptorCollector> descriptor_collector_;
+  absl::Mutex listener_mu_;
+  std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listener_mu_);
+  std::atomic<uint64_t> listener_restarts_{0};
+  std::thread listener_watcher_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string grpc_address_;
   std::string metrics_address_;
