@@ -130,7 +130,7 @@ void SupervisorHost::NotActedOn(const Effects& effects, const absl::Status& stat
     if (node.empty()) node = f.node;
   }
   const std::string text =
-      absl::StrCat("not acted on, as it could not be persisted: ", absl::StrJoin(what, ", "),
+      absl::StrCat("not acted on, as it could not be persisted: ", ListSome(what),
                    " (", ClipText(status.message(), 256), ")");
   TRAINSUP_LOG_ERROR("%s", text);
   if (reporting) return;  // a failure to record a failure: counted, not looped

@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/format.h"
 
 namespace trainsup {
@@ -96,7 +95,7 @@ Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict) cons
     case CrashVerdict::Kind::kNodeLost:
       f.kind = "node_lost";
       f.charged = true;
-      f.message = absl::StrCat("node lost with ranks ", absl::StrJoin(verdict.lost_ranks, ", "));
+      f.message = absl::StrCat("node lost with ranks ", ListSome(verdict.lost_ranks));
       break;
     case CrashVerdict::Kind::kLauncher:
       f.charged = true;
@@ -220,7 +219,7 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
   e.node = node.name;
   e.message = absl::StrCat("node ", node.name, " lost: not heard for ",
                            TenthsOfSeconds(now - node.last_report), " (ranks ",
-                           absl::StrJoin(ranks, ", "), ") while ", verdict.reason,
+                           ListSome(ranks), ") while ", verdict.reason,
                            " and every rank that can be seen waits for it");
   e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
                {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
@@ -233,7 +232,7 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
   failure.node = lost;
   failure.charged = true;
   failure.failed_at = now - verdict.silent;
-  failure.message = absl::StrCat("node lost with ranks ", absl::StrJoin(ranks, ", "));
+  failure.message = absl::StrCat("node lost with ranks ", ListSome(ranks));
   failures_.OnJobFailure(now, job, failure);
 }
 
@@ -282,7 +281,7 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
     e.message = absl::StrCat(
         "node ", node.name, " not heard for ", TenthsOfSeconds(now - node.last_report),
         " (--node-lost-after ", TenthsOfSeconds(node_loss_.options().lost_after), "); ",
-        ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", absl::StrJoin(ranks, ", ")),
+        ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", ListSome(ranks)),
         " unknown; nothing is stopped while the job steps");
     e.figures = {{"unheard_seconds", absl::ToDoubleSeconds(now - node.last_report)},
                  {"ranks", static_cast<double>(ranks.size())}};
