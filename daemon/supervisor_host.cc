@@ -24,6 +24,7 @@ const char* CommandName(AgentCommand::Kind kind) {
     case AgentCommand::Kind::kHold: return "hold";
     case AgentCommand::Kind::kQuarantine: return "quarantine";
     case AgentCommand::Kind::kPlan: return "plan";
+    case AgentCommand::Kind::kSettings: return "settings";
   }
   return "command";
 }
@@ -153,6 +154,8 @@ absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
     welcome.mutable_welcome()->set_generation(result->generation);
     welcome.mutable_welcome()->set_launch(result->launch);
     welcome.mutable_welcome()->set_restarts(result->restarts);
+    welcome.mutable_welcome()->mutable_settings()->set_report_interval_seconds(
+        absl::ToDoubleSeconds(result->report_interval));
     channel->Send(welcome);
     channels_[result->session] = std::move(channel);
     auto it = channels_.find(result->superseded);

@@ -1,5 +1,6 @@
 #include "daemon/core/detection.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -153,13 +154,22 @@ bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
   return true;
 }
 
+absl::Duration Detection::ReportIntervalOf(const JobEntry& job) const {
+  absl::Duration longest;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.connected) longest = std::max(longest, node.report_interval);
+  }
+  return longest;
+}
+
 bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& stats) {
   GenerationVerdicts& v = job.verdicts();
   // A stall is acted on at once (the job is stopped and restarted), so it
   // lasts until the next generation's verdicts.
   if (v.stalled) return false;
   const Job& observed = job.job();
-  const StallVerdict verdict = stall_.Check(observed, now, stats);
+  const StallVerdict verdict = stall_.Check(observed, now, stats, ReportIntervalOf(job));
   if (!verdict.stalled) return false;
   // A node silent for half the stall's own silence did not just miss a
   // report: what it last said is no evidence.
@@ -280,7 +290,7 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
     e.node = node.name;
     e.message = absl::StrCat(
         "node ", node.name, " not heard for ", TenthsOfSeconds(now - node.last_report),
-        " (--node-lost-after ", TenthsOfSeconds(node_loss_.options().lost_after), "); ",
+        " (threshold ", TenthsOfSeconds(node_loss_.LostAfter(node)), "); ",
         ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", ListSome(ranks)),
         " unknown; nothing is stopped while the job steps");
     e.figures = {{"unheard_seconds", absl::ToDoubleSeconds(now - node.last_report)},
