@@ -250,6 +250,7 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
     case v1::SupervisorMessage::kPlan:
       OnPlan(m.plan());
       return Do(state_->OnOtherMessage(now));
+    case v1::SupervisorMessage::kSettings:  // the link obeys it
     case v1::SupervisorMessage::BODY_NOT_SET:
       return Do(state_->OnOtherMessage(now));
   }

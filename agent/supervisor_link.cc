@@ -1,6 +1,7 @@
 #include "agent/supervisor_link.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <utility>
 
@@ -122,6 +123,16 @@ void SupervisorLink::Run() {
   }
 }
 
+absl::Duration ReportIntervalInForce(absl::Duration own, double told_seconds) {
+  if (!(told_seconds > 0) || !std::isfinite(told_seconds)) return own;
+  return absl::Seconds(told_seconds);
+}
+
+absl::Duration SupervisorLink::report_interval() const {
+  absl::MutexLock lock(&mu_);
+  return ReportIntervalInForce(options_.report_interval, told_interval_seconds_);
+}
+
 SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
   grpc::ClientContext context;
   {
@@ -182,8 +193,20 @@ void SupervisorLink::ReadCommands(Stream* stream) {
       absl::MutexLock lock(&mu_);
       connected_ = true;
       ++sessions_;
-      TRAINSUP_LOG_INFO("connected to the supervisor at %s (generation %d)", options_.address,
-                        message.welcome().generation());
+      // Every welcome says it: a supervisor that says nothing (0) gets the
+      // agent's own interval back.
+      told_interval_seconds_ = message.welcome().settings().report_interval_seconds();
+      TRAINSUP_LOG_INFO("connected to the supervisor at %s (generation %d, report every %s)",
+                        options_.address, message.welcome().generation(),
+                        absl::FormatDuration(ReportIntervalInForce(options_.report_interval,
+                                                                   told_interval_seconds_)));
+    }
+    if (message.has_settings()) {
+      absl::MutexLock lock(&mu_);
+      told_interval_seconds_ = message.settings().report_interval_seconds();
+      TRAINSUP_LOG_INFO("the supervisor asks for a report every %s",
+                        absl::FormatDuration(ReportIntervalInForce(options_.report_interval,
+                                                                   told_interval_seconds_)));
     }
     on_command_(message);
   }
@@ -202,8 +225,11 @@ void SupervisorLink::WriteReports(Stream* stream) {
     mu_.Await(absl::Condition(&welcomed));
     if (stopping_ || session_ended_) return;
   }
-  absl::Duration next_report = SteadyNow() + options_.report_interval;
+  // The next report is due one interval in force after the last; a new
+  // interval takes effect from the last report on.
+  absl::Duration last_report = SteadyNow();
   for (;;) {
+    const absl::Duration next_report = last_report + report_interval();
     uint64_t flush_ticket = 0;
     bool flushing = false;
     std::deque<v1::AgentMessage> queued;
@@ -242,8 +268,8 @@ void SupervisorLink::WriteReports(Stream* stream) {
       return;
     }
     if (more) continue;  // a backlog beyond one message: the rest goes at once
-    next_report += options_.report_interval;
-    if (next_report <= now) next_report = now + options_.report_interval;  // fell behind
+    // On the schedule, unless it fell behind by a whole interval.
+    last_report = now - next_report >= report_interval() ? now : next_report;
     absl::MutexLock lock(&mu_);
     flush_done_ = std::max(flush_done_, flush_ticket);
   }

@@ -20,6 +20,10 @@
 
 namespace trainsup {
 
+// The report interval in force: what the supervisor said last (seconds; 0,
+// negative or not a number: nothing), else the agent's own.
+absl::Duration ReportIntervalInForce(absl::Duration own, double told_seconds);
+
 struct LinkOptions {
   // The supervisor's gRPC address, HOST:PORT.
   std::string address;
@@ -28,7 +32,9 @@ struct LinkOptions {
   ClientTlsOptions tls;
   // A report goes out this often, news or not: the supervisor judges an
   // agent silent after some intervals without one (the hello tells it the
-  // interval). Default: 200ms.
+  // interval). The supervisor may say another (its welcome and settings
+  // messages): that one is in force until it says otherwise, and this one
+  // again when it says 0. Default: 200ms.
   absl::Duration report_interval = absl::Milliseconds(200);
   // Reconnect backoff: starts here, doubles per failed attempt, capped.
   // Defaults: 100ms, 5s.
@@ -79,6 +85,8 @@ class SupervisorLink {
   // True between the supervisor's welcome and the end of that stream.
   bool connected() const;
   uint64_t sessions() const;  // streams that were welcomed
+  // The interval reports go out at now (ReportIntervalInForce).
+  absl::Duration report_interval() const;
 
  private:
   using Stream = grpc::ClientReaderWriter<v1::AgentMessage, v1::SupervisorMessage>;
@@ -113,6 +121,8 @@ class SupervisorLink {
   uint64_t flush_requested_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t flush_done_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sessions_ ABSL_GUARDED_BY(mu_) = 0;
+  // What the supervisor said in its last welcome or settings (0: nothing).
+  double told_interval_seconds_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::AgentMessage> outbox_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -129,4 +129,8 @@ std::string ClipText(absl::string_view text, size_t max_bytes) {
   return absl::StrCat(Utf8Prefix(valid, max_bytes > mark ? max_bytes - mark : 0), kCutMark);
 }
 
+std::string Counted(size_t n, absl::string_view singular, absl::string_view plural) {
+  return absl::StrCat(n, " ", n == 1 ? singular : plural);
+}
+
 }  // namespace trainsup

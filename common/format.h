@@ -3,7 +3,9 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
@@ -29,6 +31,25 @@ std::string SignalName(int signal);
 // signal, and the usual reason a rank dies without a word), or "exit status
 // unknown" when `known` is false.
 std::string ExitStatusText(bool known, int exit_code, int signal);
+
+// Lists of nodes or ranks in events and logs stay short at any scale: at
+// most this many names, then "and N more". A job of 12,500 nodes is told as
+// a count and the few names that matter (the ones left out, the culprits).
+inline constexpr size_t kListCap = 8;
+
+// "a, b, c"; beyond `cap` items: "a, b, ..., h and 12492 more". Items are
+// strings or numbers (ranks). Empty for an empty list.
+template <typename T>
+std::string ListSome(const std::vector<T>& items, size_t cap = kListCap) {
+  std::string out;
+  const size_t shown = items.size() <= cap ? items.size() : cap;
+  for (size_t i = 0; i < shown; ++i) absl::StrAppend(&out, i == 0 ? "" : ", ", items[i]);
+  if (shown < items.size()) absl::StrAppend(&out, " and ", items.size() - shown, " more");
+  return out;
+}
+
+// "1 node", "12500 nodes": a count with its noun.
+std::string Counted(size_t n, absl::string_view singular, absl::string_view plural);
 
 // Text from outside (a fence command's output, a rank's exception, an
 // operator's reason) goes into protobuf string fields, which must be valid

@@ -92,7 +92,17 @@ int main(int argc, char** argv) {
                     "up to this long for the rank that failed on its own (it may be tearing down)");
   AddDurationOption(app, "--node-lost-after", &core.node_loss.lost_after,
                     "an agent not heard for this long is unreachable: an event, its ranks "
-                    "unknown; the job is stopped only if it then fails or stalls");
+                    "unknown; the job is stopped only if it then fails or stalls (never before 3 "
+                    "of its report intervals)");
+  app.add_option("--report-budget", core.cadence.budget,
+                 "reports per second wanted from all agents together: each agent is told to "
+                 "report every (agents connected / budget), within the bounds below; 0: agents "
+                 "keep their own --report-interval")
+      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+  AddDurationOption(app, "--min-report-interval", &core.cadence.min_interval,
+                    "the shortest report interval agents are told");
+  AddDurationOption(app, "--max-report-interval", &core.cadence.max_interval,
+                    "the longest report interval agents are told");
   app.add_option("--straggler-window", core.straggler.window,
                  "steps per straggler window (each rank's p99 compute time over its last N steps)")
       ->capture_default_str()->check(CLI::Range(4, 100000));

@@ -21,6 +21,9 @@ struct Families {
       "Always 1; the labels say which trainsup is running.", MetricType::Gauge);
   MetricFamily agents_connected = Family("trainsup_agents_connected",
       "Agent streams currently open.", MetricType::Gauge);
+  MetricFamily report_interval = Family("trainsup_report_interval_seconds",
+      "The report interval agents are told, from the agents connected and --report-budget "
+      "(0: adaptive reporting off, each agent keeps its own).", MetricType::Gauge);
   MetricFamily nodes = Family("trainsup_nodes",
       "Nodes the supervisor has heard of since it started.", MetricType::Gauge);
   MetricFamily jobs = Family("trainsup_jobs", "Jobs the supervisor knows.", MetricType::Gauge);
@@ -141,7 +144,7 @@ struct Families {
   std::vector<MetricFamily> Take() {
     std::vector<MetricFamily> out;
     for (MetricFamily* f :
-         {&build_info, &agents_connected, &nodes, &jobs, &reports, &heartbeats, &rejected,
+         {&build_info, &agents_connected, &report_interval, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
           &quarantine_skipped, &store_errors, &persist_failures, &fences, &limit_refusals,
           &reports_refused, &jobs_forgotten, &nodes_forgotten,
@@ -277,6 +280,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
   host_->Read([&](const Supervisor& core, absl::Time now) {
     AddSample(f.build_info, {{"version", TRAINSUP_VERSION}}, 1);
     AddSample(f.agents_connected, {}, core.agents_connected());
+    AddSample(f.report_interval, {}, absl::ToDoubleSeconds(core.report_interval()));
     AddSample(f.nodes, {}, static_cast<double>(core.nodes().size()));
     std::vector<const JobEntry*> jobs = core.Jobs();
     AddSample(f.jobs, {}, static_cast<double>(jobs.size()));

@@ -232,6 +232,10 @@ v1::SupervisorMessage ToProto(const AgentCommand& command) {
       for (int64_t step : command.plan.one_off_steps) plan->add_one_off_steps(step);
       break;
     }
+    case AgentCommand::Kind::kSettings:
+      out.mutable_settings()->set_report_interval_seconds(
+          absl::ToDoubleSeconds(command.report_interval));
+      break;
   }
   return out;
 }

@@ -24,6 +24,7 @@ const char* CommandName(AgentCommand::Kind kind) {
     case AgentCommand::Kind::kHold: return "hold";
     case AgentCommand::Kind::kQuarantine: return "quarantine";
     case AgentCommand::Kind::kPlan: return "plan";
+    case AgentCommand::Kind::kSettings: return "settings";
   }
   return "command";
 }
@@ -138,7 +139,7 @@ void SupervisorHost::NotActedOn(const Effects& effects, const absl::Status& stat
     if (node.empty()) node = f.node;
   }
   const std::string text =
-      absl::StrCat("not acted on, as it could not be persisted: ", absl::StrJoin(what, ", "),
+      absl::StrCat("not acted on, as it could not be persisted: ", ListSome(what),
                    " (", ClipText(status.message(), 256), ")");
   TRAINSUP_LOG_ERROR("%s", text);
   if (reporting) return;  // a failure to record a failure: counted, not looped
@@ -161,6 +162,8 @@ absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
     welcome.mutable_welcome()->set_generation(result->generation);
     welcome.mutable_welcome()->set_launch(result->launch);
     welcome.mutable_welcome()->set_restarts(result->restarts);
+    welcome.mutable_welcome()->mutable_settings()->set_report_interval_seconds(
+        absl::ToDoubleSeconds(result->report_interval));
     channel->Send(welcome);
     channels_[result->session] = std::move(channel);
     auto it = channels_.find(result->superseded);

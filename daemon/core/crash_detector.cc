@@ -3,7 +3,6 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "common/format.h"
 
 namespace trainsup {
@@ -133,7 +132,7 @@ std::optional<CrashVerdict> CrashDetector::Check(const Job& job, absl::Time firs
     v.failed_ranks = static_cast<uint32_t>(f.by_rank.size());
     v.victims = f.victims;
     v.death.time = f.by_rank.at(*f.first_victim).time;
-    v.reason = absl::StrCat("cannot be heard and its ranks ", absl::StrJoin(v.lost_ranks, ", "),
+    v.reason = absl::StrCat("cannot be heard and its ranks ", ListSome(v.lost_ranks),
                             " cannot be seen, while every rank that failed is a victim of a peer ",
                             Cause(job.rank(*f.first_victim), v.death), " first on rank ",
                             *f.first_victim, "; ", Counts(job, f));

@@ -23,6 +23,7 @@ struct AgentCommand {
     kHold,        // the job is held: stay stopped, wait for a start
     kQuarantine,  // this node is quarantined: stop, do not launch, exit
     kPlan,        // a checkpoint plan (in `plan`) for the ranks
+    kSettings,    // report every `report_interval` from now on
   };
   SessionId session = 0;
   std::string node;
@@ -32,6 +33,7 @@ struct AgentCommand {
   absl::Duration grace;
   bool collect_stacks = false;  // kStop: send the ranks' Python stacks up first
   CheckpointPlanSpec plan;      // kPlan
+  absl::Duration report_interval;  // kSettings
 };
 
 // Ask the cluster scheduler to fence a node (the driver runs --fence-command).

@@ -1,11 +1,11 @@
 #include "daemon/core/detection.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/format.h"
 
 namespace trainsup {
@@ -96,7 +96,7 @@ Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict) cons
     case CrashVerdict::Kind::kNodeLost:
       f.kind = "node_lost";
       f.charged = true;
-      f.message = absl::StrCat("node lost with ranks ", absl::StrJoin(verdict.lost_ranks, ", "));
+      f.message = absl::StrCat("node lost with ranks ", ListSome(verdict.lost_ranks));
       break;
     case CrashVerdict::Kind::kLauncher:
       f.charged = true;
@@ -154,13 +154,22 @@ bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
   return true;
 }
 
+absl::Duration Detection::ReportIntervalOf(const JobEntry& job) const {
+  absl::Duration longest;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.connected) longest = std::max(longest, node.report_interval);
+  }
+  return longest;
+}
+
 bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& stats) {
   GenerationVerdicts& v = job.verdicts();
   // A stall is acted on at once (the job is stopped and restarted), so it
   // lasts until the next generation's verdicts.
   if (v.stalled) return false;
   const Job& observed = job.job();
-  const StallVerdict verdict = stall_.Check(observed, now, stats);
+  const StallVerdict verdict = stall_.Check(observed, now, stats, ReportIntervalOf(job));
   if (!verdict.stalled) return false;
   // A node silent for half the stall's own silence did not just miss a
   // report: what it last said is no evidence.
@@ -220,7 +229,7 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
   e.node = node.name;
   e.message = absl::StrCat("node ", node.name, " lost: not heard for ",
                            TenthsOfSeconds(now - node.last_report), " (ranks ",
-                           absl::StrJoin(ranks, ", "), ") while ", verdict.reason,
+                           ListSome(ranks), ") while ", verdict.reason,
                            " and every rank that can be seen waits for it");
   e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
                {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
@@ -233,7 +242,7 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
   failure.node = lost;
   failure.charged = true;
   failure.failed_at = now - verdict.silent;
-  failure.message = absl::StrCat("node lost with ranks ", absl::StrJoin(ranks, ", "));
+  failure.message = absl::StrCat("node lost with ranks ", ListSome(ranks));
   failures_.OnJobFailure(now, job, failure);
 }
 
@@ -281,8 +290,8 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
     e.node = node.name;
     e.message = absl::StrCat(
         "node ", node.name, " not heard for ", TenthsOfSeconds(now - node.last_report),
-        " (--node-lost-after ", TenthsOfSeconds(node_loss_.options().lost_after), "); ",
-        ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", absl::StrJoin(ranks, ", ")),
+        " (threshold ", TenthsOfSeconds(node_loss_.LostAfter(node)), "); ",
+        ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", ListSome(ranks)),
         " unknown; nothing is stopped while the job steps");
     e.figures = {{"unheard_seconds", absl::ToDoubleSeconds(now - node.last_report)},
                  {"ranks", static_cast<double>(ranks.size())}};

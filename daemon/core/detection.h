@@ -58,6 +58,9 @@ class Detection {
 
   const StallDetector& stall() const { return stall_; }
 
+  // The longest report interval in force among the job's connected agents.
+  absl::Duration ReportIntervalOf(const JobEntry& job) const;
+
  private:
   // The first node of `job` whose command failed in the job's current
   // generation, if any.

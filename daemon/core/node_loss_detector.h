@@ -1,6 +1,8 @@
 #ifndef TRAINSUP_DAEMON_CORE_NODE_LOSS_DETECTOR_H_
 #define TRAINSUP_DAEMON_CORE_NODE_LOSS_DETECTOR_H_
 
+#include <algorithm>
+
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
 
@@ -38,9 +40,20 @@ class NodeLossDetector {
   // reconnecting).
   static bool RecentlyHeard(const NodeRecord& node, absl::Time now);
 
-  // Not heard for `lost_after`.
+  // A node told to report slowly is never lost for it: it is lost only
+  // after this many of its report intervals, whatever --node-lost-after
+  // says.
+  static constexpr int kLostAfterIntervals = 3;
+
+  // The threshold for `node`: max(lost_after, kLostAfterIntervals x the
+  // report interval in force for it).
+  absl::Duration LostAfter(const NodeRecord& node) const {
+    return std::max(options_.lost_after, kLostAfterIntervals * node.report_interval);
+  }
+
+  // Not heard for LostAfter(node).
   bool IsLost(const NodeRecord& node, absl::Time now) const {
-    return now - node.last_report > options_.lost_after;
+    return now - node.last_report > LostAfter(node);
   }
 
   const NodeLossOptions& options() const { return options_; }

@@ -11,6 +11,34 @@
 
 namespace trainsup {
 
+namespace {
+
+// "2 nodes (a, b)"; past kListCap nodes only the count: the names that
+// matter are the ones left out.
+std::string NodesStarted(const std::vector<std::string>& names) {
+  std::string text = Counted(names.size(), "node", "nodes");
+  if (names.size() <= kListCap) absl::StrAppend(&text, " (", ListSome(names), ")");
+  return text;
+}
+
+// "; without n17, n903 (quarantined), n5 (not heard)", or "" when every
+// node of the job runs.
+std::string LeftOut(std::vector<std::string> quarantined, std::vector<std::string> unreachable,
+                    std::vector<std::string> unheard) {
+  std::vector<std::string> groups;
+  for (auto [names, why] : {std::make_pair(&quarantined, "quarantined"),
+                            std::make_pair(&unreachable, "unreachable"),
+                            std::make_pair(&unheard, "not heard")}) {
+    if (names->empty()) continue;
+    std::sort(names->begin(), names->end());
+    groups.push_back(absl::StrCat(ListSome(*names), " (", why, ")"));
+  }
+  if (groups.empty()) return "";
+  return absl::StrCat("; without ", absl::StrJoin(groups, ", "));
+}
+
+}  // namespace
+
 absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobState to,
                                             const std::string& reason) {
   JobLifecycle& life = job.lifecycle;
@@ -133,10 +161,17 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   // Members: every node heard lately (a stream that just broke counts: its
   // agent is reconnecting; a frozen or lost one does not), not quarantined.
   std::vector<NodeIndex> members;
+  // The nodes left out, by why: the names that matter in the event.
+  std::vector<std::string> quarantined, unreachable, unheard;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
-    if (NodeLossDetector::RecentlyHeard(node, now) && !node.unreachable &&
-        !quarantine_.IsQuarantined(node.name)) {
+    if (quarantine_.IsQuarantined(node.name)) {
+      quarantined.push_back(node.name);
+    } else if (node.unreachable) {
+      unreachable.push_back(node.name);
+    } else if (!NodeLossDetector::RecentlyHeard(node, now)) {
+      unheard.push_back(node.name);
+    } else {
       members.push_back(i);
     }
   }
@@ -166,9 +201,11 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   Event e;
   e.time = now;
   e.kind = EventKind::kRestart;
-  e.message = absl::StrCat("generation ", to, " started on ", absl::StrJoin(runnable, ", "),
-                           " after: ", cause);
-  e.figures = {{"nodes", static_cast<double>(runnable.size())}};
+  e.message = absl::StrCat("generation ", to, " started on ", NodesStarted(runnable),
+                           LeftOut(quarantined, unreachable, unheard), "; after: ", cause);
+  e.figures = {{"nodes", static_cast<double>(runnable.size())},
+               {"nodes_left_out",
+                static_cast<double>(quarantined.size() + unreachable.size() + unheard.size())}};
   decisions_.Emit(&job, std::move(e));
   (void)Transition(now, job, JobState::kRunning, absl::StrCat("generation ", to, " started"));
 }

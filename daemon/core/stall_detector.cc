@@ -70,12 +70,14 @@ Culprit FindCulprit(const Job& job, const absl::flat_hash_set<NodeIndex>& silent
   return culprit;
 }
 
-StallVerdict StallDetector::Check(const Job& job, absl::Time now) const {
+StallVerdict StallDetector::Check(const Job& job, absl::Time now,
+                                  absl::Duration report_interval) const {
   if (job.ranks_reporting() == 0) return StallVerdict();
-  return Check(job, now, ComputeJobStepStats(job));
+  return Check(job, now, ComputeJobStepStats(job), report_interval);
 }
 
-StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepStats& stats) const {
+StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepStats& stats,
+                                  absl::Duration report_interval) const {
   StallVerdict verdict;
   if (job.ranks_reporting() == 0) return verdict;
   // A rank seen to end is a crash (or a finishing job), not a stall. Ranks
@@ -97,6 +99,7 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
   if (job.any_in_checkpoint()) {
     verdict.threshold = std::max(verdict.threshold, options_.checkpoint_grace);
   }
+  verdict.threshold = std::max(verdict.threshold, kMinIntervals * report_interval);
   verdict.stalled = verdict.silent > verdict.threshold;
   if (!verdict.stalled) return verdict;
   verdict.reason =

@@ -57,14 +57,25 @@ class StallDetector {
  public:
   explicit StallDetector(StallOptions options) : options_(options) {}
 
+  // Progress is dated by when its report arrived, and reports come every
+  // report interval: a job is never judged stalled for less than this many
+  // of its agents' report intervals (the longest in force among them), so
+  // a slow interval causes no false stall, and a hang is still seen within
+  // the threshold + 2 intervals of its last step while the threshold is at
+  // least half an interval.
+  static constexpr double kMinIntervals = 1.5;
+
   // A job is judged unless a rank was seen to end (a crash, or a job
   // finishing: neither is a stall). Ranks of unknown liveness (their agent
   // is not heard) never switch the rule off. Stalled means strictly longer
-  // than the threshold.
-  StallVerdict Check(const Job& job, absl::Time now) const;
+  // than the threshold. `report_interval`: the longest interval its agents
+  // report at (zero: not known).
+  StallVerdict Check(const Job& job, absl::Time now,
+                     absl::Duration report_interval = absl::ZeroDuration()) const;
   // The same with the job's step statistics already computed (they cost a
   // pass over every rank's window; a sweep computes them once).
-  StallVerdict Check(const Job& job, absl::Time now, const JobStepStats& stats) const;
+  StallVerdict Check(const Job& job, absl::Time now, const JobStepStats& stats,
+                     absl::Duration report_interval = absl::ZeroDuration()) const;
 
   const StallOptions& options() const { return options_; }
 

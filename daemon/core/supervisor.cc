@@ -23,7 +23,26 @@ Supervisor::Supervisor(SupervisorOptions options)
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
       planner_(options_, agents_, quarantine_, decisions_),
-      reconciler_(options_.stop_grace, agents_, quarantine_, decisions_) {}
+      reconciler_(options_.stop_grace, agents_, quarantine_, decisions_),
+      cadence_(options_.cadence) {}
+
+void Supervisor::UpdateCadence(absl::Time now, SessionId welcomed) {
+  const std::optional<absl::Duration> changed = cadence_.Update(now, agents_.connected());
+  if (!changed) return;
+  for (NodeIndex i = 0; i < agents_.size(); ++i) {
+    NodeRecord& node = agents_.mutable_node(i);
+    if (!node.connected) continue;
+    // The rules judge its silence by the interval it was told from now on.
+    node.report_interval = *changed;
+    if (node.session == welcomed) continue;
+    AgentCommand command;
+    command.session = node.session;
+    command.node = node.name;
+    command.kind = AgentCommand::Kind::kSettings;
+    command.report_interval = *changed;
+    decisions_.Command(std::move(command));
+  }
+}
 
 absl::Status Supervisor::CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const {
   const NodeIndex index = agents_.Find(hello.node);
@@ -87,7 +106,10 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   if (absl::Status refused = CheckHelloLimits(hello); !refused.ok()) return refused;
   if (absl::Status refused = CheckHelloJob(hello); !refused.ok()) return refused;
   const AgentRegistry::Connection connection = agents_.Connect(now, hello);
+  UpdateCadence(now, connection.session);
   NodeRecord& node = agents_.mutable_node(connection.node);
+  // The welcome tells it the interval in force (zero: its own stays).
+  if (cadence_.enabled()) node.report_interval = cadence_.current();
 
   bool created = false;
   JobEntry& job = jobs_.FindOrAdd(hello.job, &created);
@@ -121,6 +143,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   result.superseded = connection.superseded;
   result.generation = observed.generation();
   result.restarts = !options_.observe_only;
+  result.report_interval = cadence_.current();
   // A fresh agent joins the generation that runs; one that ran an older
   // generation was cut from this one and waits for the next.
   result.launch = !quarantine_.IsQuarantined(node.name) &&
@@ -145,6 +168,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
 void Supervisor::Disconnected(absl::Time now, SessionId session) {
   const NodeIndex index = agents_.Disconnect(session);
   if (index == kNoNode) return;
+  UpdateCadence(now);
   if (JobEntry* job = jobs_.Find(agents_.node(index).job); job != nullptr) {
     job->job().ForgetLiveness(index);
   }
@@ -283,6 +307,7 @@ std::vector<Event> Supervisor::Sweep(absl::Time now) {
   const size_t first = decisions_.pending_events().size();
   jobs_.ForEach([&](JobEntry& job) { SweepJob(now, job); });
   ForgetIdle(now);
+  UpdateCadence(now);  // a change the hysteresis held back at a hello
   const std::vector<Event>& events = decisions_.pending_events();
   return std::vector<Event>(events.begin() + first, events.end());
 }
@@ -412,7 +437,9 @@ JobView Supervisor::ViewOf(const JobEntry& job, absl::Time now) const {
   const Job& observed = job.job();
   view.step_stats = ComputeJobStepStats(observed);
   if (observed.ranks_reporting() > 0) {
-    view.stall_threshold = detection_.stall().Check(observed, now, view.step_stats).threshold;
+    view.stall_threshold =
+        detection_.stall().Check(observed, now, view.step_stats, detection_.ReportIntervalOf(job))
+            .threshold;
   }
   view.nodes = static_cast<uint32_t>(agents_.NodesOf(job.id()).size());
   view.mtbf = planner_.JobMtbf(job, now);

@@ -22,6 +22,7 @@
 #include "daemon/core/journal.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/reconciler.h"
+#include "daemon/core/report_cadence.h"
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/restart_coordinator.h"
 #include "daemon/core/supervisor_options.h"
@@ -53,6 +54,8 @@ class Supervisor {
     // Whether the supervisor restarts failed jobs (false: --observe-only; the
     // agent then exits when its command ends).
     bool restarts = true;
+    // How often the agent is to report (zero: as it likes).
+    absl::Duration report_interval;
   };
   // An agent opened a stream and said hello. InvalidArgument on a bad node
   // name or job id; AlreadyExists while another agent (another incarnation)
@@ -121,6 +124,8 @@ class Supervisor {
   const std::vector<NodeRecord>& nodes() const { return agents_.nodes(); }
   const NodeRecord& node(NodeIndex index) const { return agents_.node(index); }
   uint32_t agents_connected() const { return agents_.connected(); }
+  // The report interval agents are told (zero: adaptive reporting is off).
+  absl::Duration report_interval() const { return cadence_.current(); }
   const QuarantinePolicy& quarantine() const { return quarantine_; }
   const EventLog& events() const { return decisions_.events(); }
   const RejectCounts& rejected() const { return rejected_; }
@@ -150,6 +155,10 @@ class Supervisor {
   // Forgets the jobs and nodes no agent spoke for in --job-retention.
   void ForgetIdle(absl::Time now);
   void CountAgentRejects(NodeRecord& node, const NodeReportInfo& report);
+  // Re-decides the report interval for the agents connected now; when it
+  // changes, every connected agent but `welcomed` (its welcome says it) is
+  // told.
+  void UpdateCadence(absl::Time now, SessionId welcomed = 0);
 
   const SupervisorOptions options_;
   Decisions decisions_;
@@ -161,6 +170,7 @@ class Supervisor {
   Detection detection_;
   JobPlanner planner_;
   Reconciler reconciler_;
+  ReportCadence cadence_;
 
   RejectCounts rejected_;
   uint64_t heartbeats_received_ = 0;

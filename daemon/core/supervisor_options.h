@@ -8,6 +8,7 @@
 #include "daemon/core/crash_detector.h"
 #include "daemon/core/mtbf_estimator.h"
 #include "daemon/core/node_loss_detector.h"
+#include "daemon/core/report_cadence.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/restart_governor.h"
 #include "daemon/core/stall_detector.h"
@@ -43,6 +44,7 @@ struct SupervisorOptions {
   StallOptions stall;
   CrashOptions crash;
   NodeLossOptions node_loss;
+  ReportCadenceOptions cadence;
   StragglerOptions straggler;
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "agent/report_batcher.h"
 #include "agent/supervisor_link.h"
+#include "absl/time/clock.h"
 #include "common/clock.h"
 #include "daemon/server.h"
 #include "tests/integration/fake_supervisor.h"
@@ -198,6 +199,60 @@ TEST_F(AgentLinkTest, TrainsupdRefusesASecondAgentForANodeAndTheLinkSaysSo) {
   EXPECT_TRUE(first.connected());
   second->Stop();
   first.Stop();
+  (*server)->Shutdown(absl::ZeroDuration());
+}
+
+TEST_F(AgentLinkTest, TheLinkReportsAtTheIntervalTrainsupdTellsIt) {
+  FakeClock clock;
+  ServerOptions server_options;
+  server_options.listen = "127.0.0.1:0";
+  server_options.metrics_listen = "";
+  // A budget of 10 reports/s: one agent is told 100 ms, two 200 ms.
+  server_options.core.cadence.budget = 10;
+  server_options.core.cadence.min_interval = absl::Milliseconds(50);
+  server_options.core.cadence.max_interval = absl::Seconds(1);
+  server_options.core.cadence.hold = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(server_options, &clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const std::string address = (*server)->grpc_address();
+  auto reports = [&] {
+    return (*server)->host().Read(
+        [](const Supervisor& core, absl::Time) { return core.reports_received(); });
+  };
+
+  // Its own interval is 20 ms; the welcome says 100 ms.
+  std::unique_ptr<SupervisorLink> first = StartLink(Options(address), /*incarnation=*/1);
+  ASSERT_TRUE(testing::WaitFor([&] { return first->connected(); }));
+  EXPECT_EQ(first->report_interval(), absl::Milliseconds(100));
+  uint64_t before = reports();
+  absl::SleepFor(absl::Seconds(1));
+  uint64_t heard = reports() - before;
+  EXPECT_GE(heard, 7u);   // ~10 at 100 ms
+  EXPECT_LE(heard, 13u);  // ~50 at its own 20 ms
+
+  // A second node connects: the first is told 200 ms, the second welcomed so.
+  ReportBatcher second_batcher(16);
+  SupervisorLink second(
+      Options(address), &second_batcher,
+      [] {
+        v1::AgentHello hello = Hello(2);
+        hello.set_node("node-b");
+        return hello;
+      },
+      [](const v1::SupervisorMessage&) {});
+  second.Start();
+  ASSERT_TRUE(testing::WaitFor([&] { return second.connected(); }));
+  EXPECT_EQ(second.report_interval(), absl::Milliseconds(200));
+  ASSERT_TRUE(
+      testing::WaitFor([&] { return first->report_interval() == absl::Milliseconds(200); }));
+  absl::SleepFor(absl::Milliseconds(300));  // the old schedule's last report
+  before = reports();
+  absl::SleepFor(absl::Seconds(2));
+  heard = reports() - before;
+  EXPECT_GE(heard, 15u);  // ~20: two agents at 200 ms
+  EXPECT_LE(heard, 25u);
+  second.Stop();
+  first->Stop();
   (*server)->Shutdown(absl::ZeroDuration());
 }
 

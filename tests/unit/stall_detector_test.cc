@@ -1,9 +1,11 @@
 #include "daemon/core/stall_detector.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
@@ -149,6 +151,68 @@ void StartedNoStep(Job& job, absl::Time generation_start, absl::Time start_heart
     Apply(job, start_heartbeats, hb);
   }
   ReportAllAlive(job, start_heartbeats);
+}
+
+// Two ranks step every 0.5 s from t=0 until their last step at `last_step_s`;
+// their agent reports every `interval` (first at `first_report_s`), carrying
+// the steps since its last report, dated by the report's arrival. Returns the
+// first time (checked every 100 ms up to `until_s`) the job is judged
+// stalled, or nullopt.
+std::optional<double> FirstStall(const StallDetector& detector, absl::Duration interval,
+                                 double first_report_s, double last_step_s, double until_s) {
+  Job job("j", kStepWindow, kComputeWindow);
+  const double interval_s = absl::ToDoubleSeconds(interval);
+  double next_report = first_report_s;
+  int64_t reported = 0;  // steps already delivered
+  for (int tick = 0; tick * 0.1 <= until_s; ++tick) {
+    const double t = tick * 0.1;
+    if (t + 1e-9 >= next_report) {
+      const int64_t done = static_cast<int64_t>(std::min(t, last_step_s) / 0.5 + 1e-9);
+      for (int64_t step = reported + 1; step <= done; ++step) {
+        for (uint32_t rank = 0; rank < 2; ++rank) ApplyStep(job, AtS(t), rank, step, 2, 0.5);
+      }
+      reported = std::max(reported, done);
+      next_report += interval_s;
+    }
+    if (reported > 0 && detector.Check(job, AtS(t), interval).stalled) return t;
+  }
+  return std::nullopt;
+}
+
+TEST(StallDetectorTest, ASlowReportIntervalCausesNoFalseStall) {
+  StallOptions o = Options();
+  o.floor = absl::Seconds(2);  // shorter than the interval below
+  StallDetector detector(o);
+  // Steps every 0.5 s for two minutes, but heard of only every 5 s.
+  EXPECT_EQ(FirstStall(detector, absl::Seconds(5), 0.3, 1e9, 120), std::nullopt);
+}
+
+TEST(StallDetectorTest, TheThresholdIsAtLeastOneAndAHalfReportIntervals) {
+  StallOptions o = Options();
+  o.floor = absl::Seconds(2);
+  StallDetector detector(o);
+  Job job("j", kStepWindow, kComputeWindow);
+  ApplyStep(job, AtS(0), 0, 1, 1, 0.1);
+  EXPECT_EQ(detector.Check(job, AtS(1)).threshold, absl::Seconds(2));
+  EXPECT_EQ(detector.Check(job, AtS(1), absl::Seconds(4)).threshold, absl::Seconds(6));
+  EXPECT_FALSE(detector.Check(job, AtS(6), absl::Seconds(4)).stalled);
+  EXPECT_TRUE(detector.Check(job, AtS(6.1), absl::Seconds(4)).stalled);
+}
+
+TEST(StallDetectorTest, AHangIsSeenWithinTheThresholdPlusTwoReportIntervals) {
+  StallDetector detector(Options());  // floor 20 s
+  for (const absl::Duration interval :
+       {absl::Milliseconds(200), absl::Seconds(1), absl::Seconds(2.5), absl::Seconds(5)}) {
+    for (const double first_report : {0.05, 0.3, 0.45}) {
+      SCOPED_TRACE(absl::StrCat("interval ", absl::FormatDuration(interval), ", first report ",
+                                first_report));
+      // The last step at t=60: hung from then on.
+      const std::optional<double> seen = FirstStall(detector, interval, first_report, 60, 200);
+      ASSERT_TRUE(seen.has_value());
+      EXPECT_GT(*seen, 60 + 20);
+      EXPECT_LE(*seen, 60 + 20 + 2 * absl::ToDoubleSeconds(interval) + 0.1);
+    }
+  }
 }
 
 TEST(StallDetectorTest, BeforeTheFirstStepTheFloorDoesNotApply) {

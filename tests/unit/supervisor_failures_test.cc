@@ -303,7 +303,7 @@ TEST_F(FailuresTest, NodeCutFromAGenerationIsStoppedAndStartsOnlyWithTheNext) {
   Restart(AtS(28), {a_});
   ASSERT_EQ(job().generation(), 2u);
   EXPECT_THAT(OfKind(sup_->events().Since(0, "job"), EventKind::kRestart).back().message,
-              HasSubstr("started on node-a after"));
+              HasSubstr("started on 1 node (node-a); without node-b (unreachable); after"));
   sup_->TakeOutput();
 
   // node-b's partition heals: its agent reconnects still running generation

@@ -254,7 +254,7 @@ TEST_F(LifecycleTest, AfterTheBackoffGenerationTwoStartsOnEveryAgent) {
   ASSERT_EQ(restarts.size(), 1u);
   EXPECT_EQ(restarts[0].generation, 2u);
   EXPECT_EQ(restarts[0].time, AtS(20));
-  EXPECT_THAT(restarts[0].message, HasSubstr("generation 2 started on node-a, node-b"));
+  EXPECT_THAT(restarts[0].message, HasSubstr("generation 2 started on 2 nodes (node-a, node-b); after"));
   EXPECT_EQ(Figure(restarts[0], "nodes"), 2.0);
   ASSERT_EQ(out.journal.restarts.size(), 1u);
   const RestartRow& r = out.journal.restarts[0];
@@ -580,7 +580,7 @@ TEST_F(PolicyQuarantineTest, JobRestartsWithoutTheQuarantinedNode) {
   EXPECT_THAT(Describe(out.commands), ::testing::ElementsAre("start node-b gen 3"));
   std::vector<Event> restarts = OfKind(out.events, EventKind::kRestart);
   ASSERT_EQ(restarts.size(), 1u);
-  EXPECT_THAT(restarts[0].message, HasSubstr("generation 3 started on node-b after"));
+  EXPECT_THAT(restarts[0].message, HasSubstr("generation 3 started on 1 node (node-b); without node-a (quarantined); after"));
   EXPECT_EQ(Figure(restarts[0], "nodes"), 1.0);
 }
 

@@ -2,7 +2,9 @@
 // the name and reason rules (common/limits.h).
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/format.h"
 #include "common/limits.h"
@@ -122,6 +124,35 @@ TEST(ReasonRuleTest, RefusesEmptyLongMultilineOrInvalidText) {
   EXPECT_FALSE(IsValidReason("line one\nline two"));
   EXPECT_FALSE(IsValidReason("tab\there"));
   EXPECT_FALSE(IsValidReason("bad \xFF byte"));
+}
+
+// --- ListSome, Counted ---
+
+TEST(ListSomeTest, ShortListsAreWhole) {
+  EXPECT_EQ(ListSome(std::vector<std::string>{}), "");
+  EXPECT_EQ(ListSome(std::vector<std::string>{"n1"}), "n1");
+  EXPECT_EQ(ListSome(std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7}), "0, 1, 2, 3, 4, 5, 6, 7");
+}
+
+TEST(ListSomeTest, LongListsSayHowManyMore) {
+  EXPECT_EQ(ListSome(std::vector<uint32_t>{0, 1, 2, 3, 4, 5, 6, 7, 8}),
+            "0, 1, 2, 3, 4, 5, 6, 7 and 1 more");
+  EXPECT_EQ(ListSome(std::vector<std::string>{"a", "b", "c"}, 2), "a, b and 1 more");
+}
+
+TEST(ListSomeTest, TwelveThousandFiveHundredNodesStayShort) {
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 12500; ++i) nodes.push_back("gpu-node-" + std::to_string(100000 + i));
+  const std::string text = ListSome(nodes);
+  EXPECT_LT(text.size(), 1024u);
+  EXPECT_EQ(text.substr(0, 16), "gpu-node-100000,");
+  EXPECT_NE(text.find(" and 12492 more"), std::string::npos);
+}
+
+TEST(CountedTest, SingularAndPlural) {
+  EXPECT_EQ(Counted(1, "node", "nodes"), "1 node");
+  EXPECT_EQ(Counted(0, "node", "nodes"), "0 nodes");
+  EXPECT_EQ(Counted(12500, "node", "nodes"), "12500 nodes");
 }
 
 }  // namespace
