@@ -8,7 +8,8 @@ namespace trainsup {
 
 grpc::Status ApplyAgentMessage(SupervisorHost& host, const v1::AgentMessage& message,
                                const std::shared_ptr<AgentChannel>& channel,
-                               absl::string_view peer, SessionId* session) {
+                               absl::string_view peer, SessionId* session,
+                               NodeReportInfo* scratch) {
   if (message.has_hello()) {
     if (*session != 0) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "hello sent twice on one stream");
@@ -24,7 +25,8 @@ grpc::Status ApplyAgentMessage(SupervisorHost& host, const v1::AgentMessage& mes
     if (*session == 0) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "report before hello");
     }
-    return ToGrpcStatus(host.Report(*session, FromProto(message.report())));
+    FromProto(message.report(), scratch);
+    return ToGrpcStatus(host.Report(*session, *scratch));
   }
   if (message.has_stacks()) {
     if (*session == 0) {

@@ -140,7 +140,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
         return s;
       }
     }
-    return ApplyAgentMessage(*host_, message, channel_, peer_, &session_);
+    return ApplyAgentMessage(*host_, message, channel_, peer_, &session_, &report_);
   }
 
   SupervisorHost* const host_;
@@ -152,6 +152,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   const std::shared_ptr<StreamChannel> channel_;
   v1::AgentMessage incoming_;
   SessionId session_ = 0;  // touched by read reactions only, which never overlap
+  NodeReportInfo report_;  // the last report, converted; its memory is reused
 
   absl::Mutex mu_;
   std::deque<v1::SupervisorMessage> outbox_ ABSL_GUARDED_BY(mu_);

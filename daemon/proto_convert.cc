@@ -88,6 +88,12 @@ RejectReason FromProto(v1::RejectReason in) {
 
 Heartbeat FromProto(const v1::RankHeartbeat& in) {
   Heartbeat out;
+  FromProto(in, &out);
+  return out;
+}
+
+void FromProto(const v1::RankHeartbeat& in, Heartbeat* heartbeat) {
+  Heartbeat& out = *heartbeat;
   out.kind = KindFromProto(in.kind());
   out.job = in.job();
   out.rank = in.rank();
@@ -97,22 +103,25 @@ Heartbeat FromProto(const v1::RankHeartbeat& in) {
   out.step = in.step();
   out.step_duration_s = in.step_duration_seconds();
   out.data_wait_s = in.data_wait_seconds();
-  if (in.has_compute_seconds()) out.compute_s = in.compute_seconds();
-  if (in.has_loss()) out.loss = in.loss();
-  if (in.has_learning_rate()) out.learning_rate = in.learning_rate();
-  if (in.has_grad_norm()) out.grad_norm = in.grad_norm();
-  if (in.has_samples()) out.samples = in.samples();
-  if (in.has_device_memory_bytes()) out.device_memory_bytes = in.device_memory_bytes();
+  // Every field is assigned, absent ones reset: `out` may be a reused one.
+  out.compute_s = in.has_compute_seconds() ? std::optional<double>(in.compute_seconds()) : std::nullopt;
+  out.loss = in.has_loss() ? std::optional<double>(in.loss()) : std::nullopt;
+  out.learning_rate =
+      in.has_learning_rate() ? std::optional<double>(in.learning_rate()) : std::nullopt;
+  out.grad_norm = in.has_grad_norm() ? std::optional<double>(in.grad_norm()) : std::nullopt;
+  out.samples = in.has_samples() ? std::optional<uint64_t>(in.samples()) : std::nullopt;
+  out.device_memory_bytes = in.has_device_memory_bytes()
+                                ? std::optional<uint64_t>(in.device_memory_bytes())
+                                : std::nullopt;
   out.checkpoint_blocking_s = in.checkpoint_blocking_seconds();
   out.checkpoint_async_s = in.checkpoint_async_seconds();
   out.exception_type = in.exception_type();
   out.exception_message = in.exception_message();
   out.generation = in.generation();
   out.restart_count = in.restart_count();
-  if (in.has_exit_code()) out.exit_code = in.exit_code();
+  out.exit_code = in.has_exit_code() ? std::optional<int32_t>(in.exit_code()) : std::nullopt;
   out.datagrams_dropped = in.datagrams_dropped();
   out.stack_signal = in.stack_signal();
-  return out;
 }
 
 LauncherInfo FromProto(const v1::LauncherStatus& in) {
@@ -166,13 +175,23 @@ AgentHelloInfo FromProto(const v1::AgentHello& in) {
 
 NodeReportInfo FromProto(const v1::NodeReport& in) {
   NodeReportInfo out;
+  FromProto(in, &out);
+  return out;
+}
+
+void FromProto(const v1::NodeReport& in, NodeReportInfo* report) {
+  NodeReportInfo& out = *report;
   out.sequence = in.sequence();
   out.generation = in.generation();
   out.launcher = FromProto(in.launcher());
-  out.heartbeats.reserve(in.heartbeats_size());
-  for (const v1::RankHeartbeat& hb : in.heartbeats()) out.heartbeats.push_back(FromProto(hb));
-  out.processes.reserve(in.processes_size());
+  // Resized, not rebuilt: the heartbeats (and their strings) of the previous
+  // report are overwritten in place, so a stream's steady reports allocate
+  // nothing per heartbeat.
+  out.heartbeats.resize(in.heartbeats_size());
+  for (int i = 0; i < in.heartbeats_size(); ++i) FromProto(in.heartbeats(i), &out.heartbeats[i]);
+  out.processes.clear();
   for (const v1::RankProcess& p : in.processes()) out.processes.push_back(FromProto(p));
+  out.rejected.clear();
   // Counts of values that map to the same core reason (kOther) add up: each
   // is cumulative, and so is their sum.
   for (const v1::RejectCount& r : in.rejected()) {
@@ -187,7 +206,6 @@ NodeReportInfo FromProto(const v1::NodeReport& in) {
   }
   out.dropped_total = in.dropped_total();
   out.plans_held_through = in.plans_held_through();
-  return out;
 }
 
 StacksInfo FromProto(const v1::StacksReport& in) {

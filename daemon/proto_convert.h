@@ -10,10 +10,15 @@ namespace trainsup {
 
 // Wire types -> the core's own types. Pure copies: validation is the core's job.
 Heartbeat FromProto(const v1::RankHeartbeat& in);
+// Into `out`, reusing its memory (every field is assigned).
+void FromProto(const v1::RankHeartbeat& in, Heartbeat* out);
 LauncherInfo FromProto(const v1::LauncherStatus& in);
 RankProcessInfo FromProto(const v1::RankProcess& in);
 AgentHelloInfo FromProto(const v1::AgentHello& in);
 NodeReportInfo FromProto(const v1::NodeReport& in);
+// Into `out`, reusing its vectors and strings: a stream converts each report
+// into the same NodeReportInfo.
+void FromProto(const v1::NodeReport& in, NodeReportInfo* out);
 StacksInfo FromProto(const v1::StacksReport& in);
 // The core's reason of the same name; a value this supervisor does not know
 // (from a newer agent), and UNSPECIFIED, are kOther.

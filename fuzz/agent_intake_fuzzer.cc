@@ -31,6 +31,7 @@ constexpr uint32_t kMaxAdvanceMs = 10 * 60 * 1000;
 struct Stream {
   std::shared_ptr<AgentChannel> channel = std::make_shared<fuzz::DiscardingChannel>();
   SessionId session = 0;  // 0 until its hello is accepted
+  NodeReportInfo report;  // reused from report to report, as the service does
 };
 
 void Run(const fuzz::AgentStreams& input) {
@@ -43,7 +44,8 @@ void Run(const fuzz::AgentStreams& input) {
     clock.Advance(absl::Milliseconds(std::min(step.advance_ms(), kMaxAdvanceMs)));
     Stream& stream = streams[step.stream() % kStreams];
     const grpc::Status status =
-        ApplyAgentMessage(host, step.message(), stream.channel, "fuzz", &stream.session);
+        ApplyAgentMessage(host, step.message(), stream.channel, "fuzz", &stream.session,
+                          &stream.report);
     // As the service does when a stream ends, by error or by the agent.
     if (!status.ok() || step.end_stream()) {
       if (stream.session != 0) host.Disconnected(stream.session);

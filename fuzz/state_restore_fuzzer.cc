@@ -184,7 +184,8 @@ void Run(const fuzz::StoreRows& input) {
     hello.mutable_hello()->set_generation(jobs[i].second);
     hello.mutable_hello()->set_incarnation(i + 1);
     SessionId session = 0;
-    ApplyAgentMessage(host, hello, channel, "fuzz", &session);
+    NodeReportInfo unused;
+    ApplyAgentMessage(host, hello, channel, "fuzz", &session, &unused);
   }
   clock.Advance(absl::Seconds(1));
   host.Sweep();

@@ -47,6 +47,35 @@ TEST(RejectReasonFromProtoTest, UnspecifiedAndUnknownValuesAreOther) {
   EXPECT_EQ(FromProto(static_cast<v1::RejectReason>(1000)), RejectReason::kOther);
 }
 
+TEST(NodeReportFromProtoTest, AReusedReportKeepsNothingOfThePreviousOne) {
+  v1::NodeReport first;
+  v1::RankHeartbeat* a = first.add_heartbeats();
+  a->set_rank(3);
+  a->set_loss(2.5);
+  a->set_exit_code(1);
+  a->set_exception_type("RuntimeError");
+  first.add_heartbeats()->set_rank(4);
+  first.add_processes()->set_rank(3);
+  v1::RejectCount* rejected = first.add_rejected();
+  rejected->set_reject_reason(v1::REJECT_REASON_INVALID_JSON);
+  rejected->set_count(2);
+  v1::NodeReport second;
+  second.add_heartbeats()->set_rank(5);
+  NodeReportInfo reused;
+
+  FromProto(first, &reused);
+  FromProto(second, &reused);
+
+  ASSERT_EQ(reused.heartbeats.size(), 1u);
+  const Heartbeat& hb = reused.heartbeats[0];
+  EXPECT_EQ(hb.rank, 5u);
+  EXPECT_FALSE(hb.loss.has_value());
+  EXPECT_FALSE(hb.exit_code.has_value());
+  EXPECT_TRUE(hb.exception_type.empty());
+  EXPECT_TRUE(reused.processes.empty());
+  EXPECT_TRUE(reused.rejected.empty());
+}
+
 TEST(NodeReportFromProtoTest, RejectCountsMappedToTheSameReasonAddUp) {
   v1::NodeReport report;
   auto add = [&report](int reason, uint64_t count) {
