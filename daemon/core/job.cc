@@ -56,17 +56,22 @@ uint32_t Job::stragglers() const {
   return n;
 }
 
-bool Job::any_in_checkpoint() const {
-  for (const auto& [i, r] : ranks_) {
-    if (r.in_checkpoint) return true;
-  }
-  return false;
+void Job::Count(const RankState& r, int delta) {
+  if (r.liveness == Liveness::kAlive) ranks_alive_ += delta;
+  if (r.seen && r.liveness == Liveness::kDead) ranks_dead_ += delta;
+  if (r.in_checkpoint) ranks_in_checkpoint_ += delta;
 }
 
-uint32_t Job::ranks_alive() const {
-  uint32_t n = 0;
-  for (const auto& [i, r] : ranks_) n += r.alive() ? 1 : 0;
-  return n;
+void Job::SetLiveness(RankState& r, Liveness liveness) {
+  Count(r, -1);
+  r.liveness = liveness;
+  Count(r, +1);
+}
+
+void Job::SetInCheckpoint(RankState& r, bool in_checkpoint) {
+  Count(r, -1);
+  r.in_checkpoint = in_checkpoint;
+  Count(r, +1);
 }
 
 void Job::NoteIfCertainFailure(const RankState& r) {
@@ -82,6 +87,9 @@ void Job::Resize(uint32_t world_size) {
   world_size_ = world_size;
   ranks_.clear();
   ranks_reporting_ = 0;
+  ranks_alive_ = 0;
+  ranks_dead_ = 0;
+  ranks_in_checkpoint_ = 0;
   certain_failure_ = false;
   max_step_ = -1;
 }
@@ -119,7 +127,9 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
   RankState& r = RankSlot(hb.rank);
 
   if (!r.seen) {
+    Count(r, -1);
     r.seen = true;
+    Count(r, +1);
     ++ranks_reporting_;
   }
   if (first_heartbeat_ == absl::InfinitePast()) first_heartbeat_ = now;
@@ -171,10 +181,10 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       if (hb.step > r.step) r.phase = StepPhase::kComputeDone;
       break;
     case HeartbeatKind::kCheckpointBegin:
-      r.in_checkpoint = true;
+      SetInCheckpoint(r, true);
       break;
     case HeartbeatKind::kCheckpointEnd:
-      r.in_checkpoint = false;
+      SetInCheckpoint(r, false);
       r.checkpoint_since_step_s += hb.checkpoint_blocking_s;
       checkpoints_.emplace_back(hb.checkpoint_blocking_s, hb.checkpoint_async_s);
       break;
@@ -209,10 +219,10 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
     if (r.death && *r.exception_time < r.death->time) r.death->time = *r.exception_time;
   }
   if (process.alive) {
-    r.liveness = Liveness::kAlive;
+    SetLiveness(r, Liveness::kAlive);
     return;
   }
-  r.liveness = Liveness::kDead;
+  SetLiveness(r, Liveness::kDead);
   if (r.death) return;  // the first report of a death has the best timing
   RankDeath death;
   // Agents report how long ago they saw the death, so that ranks on
@@ -230,7 +240,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
 
 void Job::ForgetLiveness(NodeIndex node) {
   for (auto& [i, r] : ranks_) {
-    if (r.node == node && r.liveness == Liveness::kAlive) r.liveness = Liveness::kUnknown;
+    if (r.node == node && r.liveness == Liveness::kAlive) SetLiveness(r, Liveness::kUnknown);
   }
 }
 

@@ -131,7 +131,11 @@ class Job {
   absl::Time last_progress() const { return last_progress_; }
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint32_t ranks_reporting() const { return ranks_reporting_; }
-  uint32_t ranks_alive() const;
+  uint32_t ranks_alive() const { return ranks_alive_; }
+  // True when a rank heard from in this generation is known dead. O(1), as
+  // any_in_checkpoint(): the sweep asks every second, and a loop over 100k
+  // ranks' states is what made it slow.
+  bool has_dead_rank() const { return ranks_dead_ > 0; }
   // When the current generation was first heard of (or started).
   absl::Time generation_start() const { return generation_start_; }
   // When its first heartbeat and its first completed step arrived
@@ -141,7 +145,7 @@ class Job {
   // Samples per step summed over ranks that report them (0: none report).
   uint64_t global_batch() const;
   // True when some rank is inside a checkpoint's blocking part.
-  bool any_in_checkpoint() const;
+  bool any_in_checkpoint() const { return ranks_in_checkpoint_ > 0; }
   // True once some rank's process died in a way that is certainly a failure
   // (a non-zero exit, a signal, or after an uncaught exception). O(1): kept
   // as the observations arrive, because reports ask on every arrival.
@@ -185,6 +189,11 @@ class Job {
   void Resize(uint32_t world_size);
   RankState& RankSlot(uint32_t rank);
   void NoteIfCertainFailure(const RankState& r);
+  // The only ways liveness and in_checkpoint change, so that the counts
+  // below stay true. Count adds `delta` for what `r` counts in.
+  void Count(const RankState& r, int delta);
+  void SetLiveness(RankState& r, Liveness liveness);
+  void SetInCheckpoint(RankState& r, bool in_checkpoint);
 
   const std::string id_;
   const size_t step_window_;
@@ -199,6 +208,10 @@ class Job {
   absl::Time last_progress_ = absl::InfinitePast();
   uint64_t heartbeats_received_ = 0;
   uint32_t ranks_reporting_ = 0;
+  // Kept as the ranks' states change (only through Count's callers).
+  uint32_t ranks_alive_ = 0;
+  uint32_t ranks_dead_ = 0;          // seen and dead
+  uint32_t ranks_in_checkpoint_ = 0;
   bool certain_failure_ = false;
   std::vector<FrontierStep> frontier_;
   std::vector<std::pair<double, double>> checkpoints_;

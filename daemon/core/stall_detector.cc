@@ -83,9 +83,7 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
   // A rank seen to end is a crash (or a finishing job), not a stall. Ranks
   // that cannot be seen do not switch the rule off: it judges the progress
   // it sees.
-  for (const auto& [i, r] : job.ranks()) {
-    if (r.seen && r.liveness == Liveness::kDead) return verdict;
-  }
+  if (job.has_dead_rank()) return verdict;
   const bool started = job.last_progress() != absl::InfinitePast();
   verdict.startup = !started;
   if (started) {

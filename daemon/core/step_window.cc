@@ -45,20 +45,23 @@ void StepWindow::Add(double seconds) {
   sorted_.insert(sorted_.begin() + at, value);
   arrival_.insert(arrival_.begin() + at, static_cast<uint16_t>(total_added_));
   ++total_added_;
+  UpdateQuantiles();
+}
+
+void StepWindow::UpdateQuantiles() {
+  p50_ = static_cast<float>(Percentile(0.50));
+  p99_ = static_cast<float>(Percentile(0.99));
 }
 
 void StepWindow::Clear() {
   sorted_.clear();
   arrival_.clear();
+  UpdateQuantiles();
 }
 
 double StepWindow::Percentile(double q) const {
   if (sorted_.empty()) return 0;
   return sorted_[NearestRankIndex(q, sorted_.size())];
-}
-
-StepWindow::Quantiles StepWindow::P50P99() const {
-  return {Percentile(0.50), Percentile(0.99)};
 }
 
 std::vector<double> StepWindow::Samples() const {

@@ -40,7 +40,7 @@ std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
   for (const auto& [i, r] : job.ranks()) {
     const StepWindow& w = r.compute_durations;
     if (w.size() < std::min(options_.window, w.capacity())) continue;
-    p99.emplace_back(i, w.Percentile(0.99));
+    p99.emplace_back(i, w.P50P99().p99);
     present.push_back(p99.back().second);
   }
   if (present.size() < 2) return changes;
