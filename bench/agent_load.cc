@@ -458,8 +458,10 @@ int Run(const Options& o) {
         "written by the load processes in the steady phase");
   t.Row("taken heartbeats/s", absl::StrFormat("%.0f (rejected %.0f/s)", taken, rejected),
         "trainsup_heartbeats_received_total (rejected_total) over the steady phase");
-  t.Row("reports/s", absl::StrFormat("%.0f (%.0f deferred: write in flight)",
-                                     (end.generator.reports - begin.generator.reports) / steady_s, end.generator.late - begin.generator.late),
+  t.Row("reports/s", absl::StrFormat("%.0f (intended %.0f; %.0f deferred: write in flight)",
+                                     (end.generator.reports - begin.generator.reports) / steady_s,
+                                     load.nodes / std::max(interval, 1e-3),
+                                     end.generator.late - begin.generator.late),
         "node reports written");
   const Summary age = ages.ages();
   t.Row("heartbeat age p50 / p99 / max", Triple(age),
@@ -549,7 +551,10 @@ int Run(const Options& o) {
     out << t.ToJson();
   }
   if (supervisor->spawned) {
-    if (alive && (!fault || (d.rank_right && d.node_right))) {
+    // Kept (and named) when anything went wrong: its log says what.
+    bool verb_errors = false;
+    for (const OperatorProber::Verb& v : prober.verbs()) verb_errors |= v.errors > 0;
+    if (alive && (!fault || (d.rank_right && d.node_right)) && g2.sessions_ended == 0 && !verb_errors) {
       std::remove((supervisor->directory + "/state.db").c_str());
       std::remove((supervisor->directory + "/state.db-wal").c_str());
       std::remove((supervisor->directory + "/state.db-shm").c_str());
@@ -612,6 +617,10 @@ int main(int argc, char** argv) {
   app.add_option("--connect-rate", o.load.connect_rate, "new agent streams per second")
       ->capture_default_str()->check(CLI::Range(1.0, 1e6));
   app.add_flag("--no-phases", no_phases, "only STEP heartbeats (no COMPUTE_BEGIN/END)");
+  bool no_keepalive = false;
+  app.add_flag("--no-keepalive", no_keepalive,
+               "no keepalive pings on the agent streams: a starved load process then cannot "
+               "drop its own streams (the agent's 5 s ping timeout)");
   AddDurationOption(app, "--probe-pause", &o.probe_pause, "pause between operator calls");
   app.add_option("--json", o.json, "also write the figures as JSON")->type_name("FILE");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
@@ -619,6 +628,7 @@ int main(int argc, char** argv) {
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   SetLogVerbose(verbose);
   o.load.phases = !no_phases;
+  o.load.keepalive = !no_keepalive;
   o.load.report_interval_s = absl::ToDoubleSeconds(o.report_interval);
   if (o.spawn.empty() == o.supervisor.empty() || (o.spawn.empty() && o.metrics.empty())) {
     std::fprintf(stderr, "error: give --spawn PATH, or --supervisor and --metrics\n");

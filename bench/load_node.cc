@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
+#include "common/log.h"
 
 namespace trainsup {
 namespace {
@@ -322,7 +323,6 @@ bool LoadNode::OnReadEnded() {
 }
 
 void LoadNode::OnSessionDone(const grpc::Status& status) {
-  (void)status;
   {
     std::lock_guard<std::mutex> lock(mu_);
     session_.reset();
@@ -330,7 +330,12 @@ void LoadNode::OnSessionDone(const grpc::Status& status) {
     welcomed_ = false;
     writing_ = false;
     if (!cancelled_) {
-      driver_->counters_.sessions_ended.fetch_add(1);
+      // The first few say why streams end (the supervisor's refusal, or a
+      // keepalive that timed out under CPU starvation).
+      if (driver_->counters_.sessions_ended.fetch_add(1) < 3) {
+        TRAINSUP_LOG_WARN("node %s: stream ended: %d %s", name_, status.error_code(),
+                          status.error_message());
+      }
       // Back in 1-2 s, jittered, as the agent's backoff starts.
       std::minstd_rand rng(static_cast<uint32_t>(incarnation_ ^ WallNowNs()));
       reconnect_at_ns_ = WallNowNs() + kNsPerS + static_cast<int64_t>(rng() % kNsPerS);
@@ -492,9 +497,11 @@ void LoadDriver::Start(const std::string& target) {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("trainsup.load_channel", first_ + c);
     // The agent's own keepalive (agent/supervisor_link.cc).
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    if (config_.keepalive) {
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10'000);
+      args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5'000);
+      args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    }
     args.SetMaxSendMessageSize(16 << 20);
     channels_.push_back(grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
     stubs_.push_back(v1::AgentService::NewStub(channels_.back()));

@@ -35,6 +35,7 @@ struct LoadConfig {
   int channels = 0;                  // 0: one channel (TCP connection) per node
   bool phases = true;                // COMPUTE_BEGIN/END around each STEP, as the helper sends
   double connect_rate = 2000;        // new streams per second while connecting
+  bool keepalive = true;             // the agent's keepalive (10 s ping, 5 s timeout)
   int64_t hang_rank = -1;
   int64_t kill_rank = -1;
 

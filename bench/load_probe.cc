@@ -173,7 +173,9 @@ bool OperatorProber::FullListing(std::vector<std::pair<uint32_t, int64_t>>* rank
 }
 
 void OperatorProber::Run() {
-  for (size_t turn = 0; !stop_.load(); ++turn) {
+  // Every verb at least once, even when the first answers outlast the
+  // steady phase (the load still runs until the end of the run).
+  for (size_t turn = 0; !stop_.load() || turn < verbs_.size(); ++turn) {
     const size_t verb = turn % verbs_.size();
     grpc::ClientContext context;
     SetDeadline(&context);
@@ -225,7 +227,7 @@ void OperatorProber::Run() {
     }
     Record(verb, SecondsSince(start), status);
     // A pause between calls: an operator, not a flood.
-    std::this_thread::sleep_for(std::chrono::duration<double>(pause_s_));
+    if (!stop_.load()) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s_));
   }
 }
 

@@ -93,6 +93,7 @@ class OperatorProber {
   OperatorProber(std::shared_ptr<grpc::Channel> channel, std::string job, double pause_s);
   ~OperatorProber();
   void Start(AgeSampler* ages);
+  // Returns once every verb was called at least once.
   void Stop();
   std::vector<Verb> verbs() const;
   // The full listing came from ListRanks: the server has no StreamRanks yet.
