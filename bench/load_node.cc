@@ -246,6 +246,7 @@ void LoadNode::OnMessage(const v1::SupervisorMessage& m) {
     switch (m.body_case()) {
       case v1::SupervisorMessage::kWelcome:
         welcomed_ = true;
+        resend_latest_ = ever_welcomed_;
         if (!ever_welcomed_) {
           ever_welcomed_ = true;
           counters.nodes_welcomed.fetch_add(1);
@@ -306,6 +307,9 @@ bool LoadNode::WriteDone(bool ok) {
       counters.heartbeats_sent.fetch_add(in_flight_heartbeats_, std::memory_order_relaxed);
     } else if (!ok) {
       counters.write_failures.fetch_add(1, std::memory_order_relaxed);
+      if (in_flight_is_report_ && report_generation_ == generation_) {
+        events_sent_ = events_before_report_;
+      }
     }
     in_flight_heartbeats_ = 0;
     release = !session_alive_;
@@ -388,6 +392,15 @@ uint64_t LoadNode::BuildReportLocked(int64_t now_ns) {
   // Cleared, not freed: the next Add reuses the same objects.
   r->mutable_heartbeats()->Clear();
   uint64_t count = 0;
+  if (resend_latest_) {
+    // The last few events of each rank hold its latest STEP and phase;
+    // resent state is idempotent at the supervisor (a step may repeat).
+    const int64_t back = c.phases ? 3 : 1;
+    for (int64_t& sent : events_sent_) sent = std::max<int64_t>(0, sent - back);
+    resend_latest_ = false;
+  }
+  events_before_report_ = events_sent_;
+  report_generation_ = generation_;
   const int64_t origin = origin_ns_ != 0 ? origin_ns_ : driver_->origin_ns();
   const int64_t upto = running_ ? now_ns : stopped_at_ns_;
   const int64_t mono_offset = driver_->mono_minus_wall_ns_;

@@ -167,6 +167,13 @@ class LoadNode {
   uint64_t plans_held_through_ = 0;
   std::vector<v1::CheckpointPlan> plans_;
   std::vector<int64_t> events_sent_;  // per local rank, in the current generation
+  // As the agent's batcher: a report whose write failed goes again on the
+  // next stream (events_sent_ back to before it), and a new stream first
+  // re-sends each rank's latest step and phase (they may have been lost in
+  // flight with the old connection).
+  std::vector<int64_t> events_before_report_;
+  uint64_t report_generation_ = 0;
+  bool resend_latest_ = false;
 
   // Reused for every message: no allocation per heartbeat once warm.
   v1::AgentMessage out_;
