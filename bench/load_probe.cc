@@ -1,5 +1,6 @@
 #include "bench/load_probe.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -26,28 +27,50 @@ double SecondsSince(int64_t start_ns) {
 EventWatcher::EventWatcher(std::shared_ptr<grpc::Channel> channel, std::string job)
     : stub_(v1::OperatorService::NewStub(channel)) {
   thread_ = std::thread([this, job = std::move(job)] {
-    v1::WatchEventsRequest request;
-    request.set_job_id(job);
-    std::unique_ptr<grpc::ClientReader<v1::Event>> reader = stub_->WatchEvents(&context_, request);
-    v1::Event e;
-    while (reader->Read(&e)) {
-      SeenEvent seen;
-      seen.kind = e.kind();
-      if (e.has_rank()) seen.rank = e.rank();
-      seen.node = e.node();
-      seen.generation = e.generation();
-      seen.received_ns = WallNowNs();
-      seen.time_ns = e.has_time() ? TimestampNs(e.time()) : seen.received_ns;
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back(std::move(seen));
-      changed_.notify_all();
+    // The stream can break under load (trainsupd not reading for seconds):
+    // watch again from the last event seen, until cancelled.
+    uint64_t last_id = 0;
+    while (!cancelled_.load()) {
+      grpc::ClientContext context;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (cancelled_.load()) break;
+        context_ = &context;
+      }
+      v1::WatchEventsRequest request;
+      request.set_job_id(job);
+      request.set_after_id(last_id);
+      std::unique_ptr<grpc::ClientReader<v1::Event>> reader = stub_->WatchEvents(&context, request);
+      v1::Event e;
+      while (reader->Read(&e)) {
+        last_id = std::max<uint64_t>(last_id, e.id());
+        SeenEvent seen;
+        seen.kind = e.kind();
+        if (e.has_rank()) seen.rank = e.rank();
+        seen.node = e.node();
+        seen.generation = e.generation();
+        seen.received_ns = WallNowNs();
+        seen.time_ns = e.has_time() ? TimestampNs(e.time()) : seen.received_ns;
+        std::lock_guard<std::mutex> lock(mu_);
+        events_.push_back(std::move(seen));
+        changed_.notify_all();
+      }
+      reader->Finish();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        context_ = nullptr;
+      }
+      if (!cancelled_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
-    reader->Finish();
   });
 }
 
 EventWatcher::~EventWatcher() {
-  context_.TryCancel();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_.store(true);
+    if (context_ != nullptr) context_->TryCancel();
+  }
   thread_.join();
 }
 

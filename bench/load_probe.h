@@ -47,8 +47,9 @@ class EventWatcher {
 
  private:
   std::unique_ptr<v1::OperatorService::Stub> stub_;
-  grpc::ClientContext context_;
+  std::atomic<bool> cancelled_{false};
   std::mutex mu_;
+  grpc::ClientContext* context_ = nullptr;  // the watch in progress
   std::condition_variable changed_;
   std::vector<SeenEvent> events_;
   std::thread thread_;
