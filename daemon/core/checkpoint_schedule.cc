@@ -26,10 +26,26 @@ bool ShouldCheckpoint(const std::vector<CheckpointPlanSpec>& plans, int64_t step
 
 int64_t NextCheckpointStep(const std::vector<CheckpointPlanSpec>& plans, int64_t from,
                            int64_t limit) {
-  for (int64_t s = std::max<int64_t>(from, 0); s < from + limit; ++s) {
-    if (ShouldCheckpoint(plans, s)) return s;
+  // Not step by step (a plan every 15,000 steps made each call 15,000
+  // ShouldCheckpoint calls): every checkpoint step is a one-off step or a
+  // multiple of the plan in force there, and a plan in force at a step is in
+  // force at every earlier step since it took effect. So the answer is among
+  // the one-offs and each plan's first multiple from where it could be in
+  // force; ShouldCheckpoint judges each candidate.
+  from = std::max<int64_t>(from, 0);
+  int64_t best = -1;
+  auto consider = [&](int64_t s) {
+    if (s < from || s >= from + limit || (best >= 0 && s >= best)) return;
+    if (ShouldCheckpoint(plans, s)) best = s;
+  };
+  for (const CheckpointPlanSpec& plan : plans) {
+    for (int64_t s : plan.one_off_steps) consider(s);
+    if (plan.interval_steps <= 0) continue;
+    const int64_t start = std::max({from, plan.effective_from_step, plan.anchor_step});
+    const int64_t past = (start - plan.anchor_step) % plan.interval_steps;
+    consider(past == 0 ? start : start + plan.interval_steps - past);
   }
-  return -1;
+  return best;
 }
 
 }  // namespace trainsup

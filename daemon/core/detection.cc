@@ -11,12 +11,13 @@
 namespace trainsup {
 namespace {
 
-// The ranks of `job` that last reported from `node`.
+// The ranks of `job` heard from on `node`, by rank.
 std::vector<uint32_t> RanksOn(const Job& job, NodeIndex node) {
   std::vector<uint32_t> ranks;
-  for (const auto& [i, r] : job.ranks()) {
-    if (r.seen && r.node == node) ranks.push_back(i);
+  for (uint32_t i : job.RanksOn(node)) {
+    if (job.rank(i).seen) ranks.push_back(i);
   }
+  std::sort(ranks.begin(), ranks.end());
   return ranks;
 }
 

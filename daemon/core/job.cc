@@ -1,5 +1,7 @@
 #include "daemon/core/job.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <utility>
 
@@ -62,6 +64,22 @@ void Job::Count(const RankState& r, int delta) {
   if (r.in_checkpoint) ranks_in_checkpoint_ += delta;
 }
 
+void Job::SetNode(RankState& r, NodeIndex node) {
+  if (r.node == node) return;
+  if (r.node != kNoNode) {
+    std::vector<uint32_t>& before = ranks_by_node_[r.node];
+    before.erase(std::find(before.begin(), before.end(), r.rank));
+  }
+  r.node = node;
+  if (node != kNoNode) ranks_by_node_[node].push_back(r.rank);
+}
+
+const std::vector<uint32_t>& Job::RanksOn(NodeIndex node) const {
+  static const std::vector<uint32_t>* const kNone = new std::vector<uint32_t>();
+  auto it = ranks_by_node_.find(node);
+  return it == ranks_by_node_.end() ? *kNone : it->second;
+}
+
 void Job::SetLiveness(RankState& r, Liveness liveness) {
   Count(r, -1);
   r.liveness = liveness;
@@ -86,6 +104,7 @@ void Job::Resize(uint32_t world_size) {
   // they are first heard of.
   world_size_ = world_size;
   ranks_.clear();
+  ranks_by_node_.clear();
   ranks_reporting_ = 0;
   ranks_alive_ = 0;
   ranks_dead_ = 0;
@@ -133,7 +152,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     ++ranks_reporting_;
   }
   if (first_heartbeat_ == absl::InfinitePast()) first_heartbeat_ = now;
-  r.node = node;
+  SetNode(r, node);
   r.local_rank = hb.local_rank;
   r.pid = hb.pid;
   r.last_heartbeat = now;
@@ -211,7 +230,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   if (process.generation != 0 && process.generation != generation_) return;
   if (process.rank >= world_size_) return;
   RankState& r = RankSlot(process.rank);
-  r.node = node;
+  SetNode(r, node);
   if (process.pid != 0) r.pid = process.pid;
   if (process.exception_seen && !r.exception_time) {
     const double ago = process.exception_seconds_ago;
@@ -239,8 +258,9 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
 }
 
 void Job::ForgetLiveness(NodeIndex node) {
-  for (auto& [i, r] : ranks_) {
-    if (r.node == node && r.liveness == Liveness::kAlive) SetLiveness(r, Liveness::kUnknown);
+  for (uint32_t rank : RanksOn(node)) {
+    RankState& r = *ranks_.Find(rank);
+    if (r.liveness == Liveness::kAlive) SetLiveness(r, Liveness::kUnknown);
   }
 }
 

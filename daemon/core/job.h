@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/heartbeat.h"
@@ -132,6 +133,9 @@ class Job {
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint32_t ranks_reporting() const { return ranks_reporting_; }
   uint32_t ranks_alive() const { return ranks_alive_; }
+  // The ranks that last reported from `node`, in the order first heard of
+  // there (kept as they report: a node's ranks without a scan of the job's).
+  const std::vector<uint32_t>& RanksOn(NodeIndex node) const;
   // True when a rank heard from in this generation is known dead. O(1), as
   // any_in_checkpoint(): the sweep asks every second, and a loop over 100k
   // ranks' states is what made it slow.
@@ -193,6 +197,7 @@ class Job {
   // below stay true. Count adds `delta` for what `r` counts in.
   void Count(const RankState& r, int delta);
   void SetLiveness(RankState& r, Liveness liveness);
+  void SetNode(RankState& r, NodeIndex node);
   void SetInCheckpoint(RankState& r, bool in_checkpoint);
 
   const std::string id_;
@@ -212,6 +217,7 @@ class Job {
   uint32_t ranks_alive_ = 0;
   uint32_t ranks_dead_ = 0;          // seen and dead
   uint32_t ranks_in_checkpoint_ = 0;
+  absl::flat_hash_map<NodeIndex, std::vector<uint32_t>> ranks_by_node_;
   bool certain_failure_ = false;
   std::vector<FrontierStep> frontier_;
   std::vector<std::pair<double, double>> checkpoints_;

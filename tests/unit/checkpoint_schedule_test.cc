@@ -378,5 +378,32 @@ TEST(CheckpointScheduleProperty, LateRankMissesTheFirstStepOfANewPlan) {
   EXPECT_TRUE(ShouldCheckpoint(old_plan, 30));
 }
 
+// NextCheckpointStep jumps between candidates; walking step by step with
+// ShouldCheckpoint is the definition it must agree with.
+TEST(NextCheckpointStepTest, AgreesWithAStepByStepWalkOnRandomPlans) {
+  std::mt19937 random(11);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(random); };
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<CheckpointPlanSpec> plans;
+    const int n = pick(0, 5);
+    for (int i = 0; i < n; ++i) {
+      std::vector<int64_t> one_offs;
+      for (int k = pick(0, 2); k > 0; --k) one_offs.push_back(pick(0, 300));
+      plans.push_back(Plan(static_cast<uint64_t>(pick(1, 9)), pick(0, 200), pick(0, 40),
+                           pick(0, 250), one_offs));
+    }
+    const int64_t from = pick(0, 250);
+    const int64_t limit = pick(1, 120);
+    int64_t walked = -1;
+    for (int64_t s = from; s < from + limit; ++s) {
+      if (ShouldCheckpoint(plans, s)) {
+        walked = s;
+        break;
+      }
+    }
+    ASSERT_EQ(NextCheckpointStep(plans, from, limit), walked) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace trainsup
