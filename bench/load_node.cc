@@ -408,8 +408,7 @@ uint64_t LoadNode::BuildReportLocked(int64_t now_ns) {
     const uint32_t rank = static_cast<uint32_t>(index_ * c.ranks_per_node + i);
     auto add = [&](v1::HeartbeatKind kind, int64_t step, int64_t at_ns) {
       v1::RankHeartbeat* hb = r->add_heartbeats();
-      hb->set_kind(kind);
-      hb->set_job(c.job);
+      hb->set_kind(kind);  // no job: an agent leaves out its own (heartbeat.proto)
       hb->set_rank(rank);
       hb->set_local_rank(static_cast<uint32_t>(i));
       hb->set_world_size(c.world_size());

@@ -16,8 +16,8 @@ namespace trainsup {
 // `*session`, which starts at 0), then reports and stacks, each converted
 // from the wire into the core's types. A status that is not OK ends the
 // stream with it. `peer` only names the agent in the log. Reports are
-// converted into `*scratch`, which a stream keeps from one report to the next
-// so that its steady reports allocate nothing per heartbeat. Apart from the
+// converted into `*scratch`, which the caller reuses from one report to the
+// next so that steady reports allocate nothing per heartbeat. Apart from the
 // gRPC stream, so that the fuzz target drives the same path with raw bytes.
 grpc::Status ApplyAgentMessage(SupervisorHost& host, const v1::AgentMessage& message,
                                const std::shared_ptr<AgentChannel>& channel,

@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <google/protobuf/arena.h>
+
 #include "daemon/access_control.h"
 #include "daemon/supervisor_host.h"
 #include "trainsup/v1/agent.grpc.pb.h"
@@ -30,6 +32,11 @@ struct AgentStreamStats {
   std::atomic<uint64_t> refused_max_streams{0};
   std::atomic<uint64_t> ended_max_outbox{0};
 };
+
+// The arena each agent stream reads a message into, emptied before the next
+// read (see AgentStream): a report costs a block or two, whatever its
+// heartbeats.
+google::protobuf::ArenaOptions AgentReadArenaOptions();
 
 // gRPC adapter of AgentService: one callback-API stream per agent, so that
 // thousands of idle agent streams cost memory, not threads. Each stream turns

@@ -42,8 +42,11 @@ bool IsKnownKind(HeartbeatKind kind) {
 std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job,
                                            uint32_t max_world_size) {
   if (!IsKnownKind(hb.kind)) return RejectReason::kBadKind;
-  if (!IsValidName(hb.job)) return RejectReason::kBadJob;
-  if (hb.job != agent_job) return RejectReason::kJobMismatch;
+  // An agent leaves out its own job (see heartbeat.proto).
+  if (!hb.job.empty()) {
+    if (!IsValidName(hb.job)) return RejectReason::kBadJob;
+    if (hb.job != agent_job) return RejectReason::kJobMismatch;
+  }
   if (hb.world_size == 0 || hb.world_size > std::min(max_world_size, kMaxWorldSize)) {
     return RejectReason::kBadWorldSize;
   }

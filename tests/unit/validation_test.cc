@@ -91,11 +91,17 @@ TEST(CheckHeartbeatTest, OutOfRangeKindIsBadKind) {
 }
 
 TEST(CheckHeartbeatTest, InvalidJobIsBadJob) {
-  for (const std::string& job : {std::string(), std::string("job 1"), std::string(129, 'j')}) {
+  for (const std::string& job : {std::string("job 1"), std::string(129, 'j')}) {
     Heartbeat hb = GoodHeartbeat();
     hb.job = job;
     EXPECT_EQ(CheckHeartbeat(hb, job), RejectReason::kBadJob) << "job='" << job << "'";
   }
+}
+
+TEST(CheckHeartbeatTest, AnEmptyJobIsTheAgentsOwn) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.job.clear();
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
 }
 
 TEST(CheckHeartbeatTest, OtherJobThanTheAgentsIsJobMismatch) {
