@@ -131,6 +131,12 @@ std::unique_ptr<Server::Listener> Server::BuildListener(const std::string& addre
   // client told GOAWAY reconnects when it next calls).
   builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 60'000);
+  // Memory per connection: 12,500 agents each send a few KiB a second.
+  // gRPC's TCP reads may grow to 4 MiB chunks and its HTTP/2 windows follow
+  // a bandwidth-delay probe; neither helps small periodic reports.
+  builder.AddChannelArgument(GRPC_ARG_TCP_READ_CHUNK_SIZE, 4096);
+  builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 64 * 1024);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   listener->server = builder.BuildAndStart();
   if (listener->server == nullptr) return nullptr;
