@@ -179,7 +179,7 @@ void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetr
 void CollectStragglers(const Job& job, const MetricsOptions& options, Families& f) {
   std::vector<std::pair<double, uint32_t>> flagged;
   for (const auto& [i, r] : job.ranks()) {
-    if (r.straggler) flagged.emplace_back(r.compute_durations.Percentile(0.99), i);
+    if (r.straggler) flagged.emplace_back(r.compute_durations.P50P99().p99, i);
   }
   size_t keep = flagged.size();
   if (job.world_size() > options.max_ranks_per_job) {

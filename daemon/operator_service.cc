@@ -165,10 +165,7 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
                                             v1::StacksResponse* response) {
   if (grpc::Status s = access_->Check(*context, Access::kRead, "GetStacks"); !s.ok()) return s;
   return host_->Read([&](const Supervisor& core, absl::Time) {
-    if (core.FindEntry(request->job_id()) == nullptr) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("no job '", request->job_id(), "'"));
-    }
+    if (core.FindEntry(request->job_id()) == nullptr) return NoJob(request->job_id());
     const JobStacks* stacks = core.FindStacks(request->job_id(), request->generation());
     if (stacks == nullptr) {
       return grpc::Status(
