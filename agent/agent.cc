@@ -214,7 +214,7 @@ void Agent::OnDatagrams() {
     // The job a heartbeat names goes up only when it is not this agent's
     // (for the supervisor to refuse): 100k ranks' job names were ~10 MB/s.
     if (hb.job() == options_.job) hb.clear_job();
-    batcher_.AddHeartbeat(std::move(hb));
+    batcher_.AddHeartbeat(std::move(hb), now);
   });
   if (watched_changed) PublishProcesses();
 }

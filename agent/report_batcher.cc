@@ -23,9 +23,9 @@ void ReportBatcher::PushLocked(Entry entry) {
   pending_.push_back(std::move(entry));
 }
 
-void ReportBatcher::AddHeartbeat(v1::RankHeartbeat hb) {
+void ReportBatcher::AddHeartbeat(v1::RankHeartbeat hb, std::optional<absl::Duration> read_at) {
   absl::MutexLock lock(&mu_);
-  Entry entry{next_seq_++, std::move(hb)};
+  Entry entry{next_seq_++, std::move(hb), read_at};
   RankLatest& latest = latest_[entry.hb.rank()];
   if (entry.hb.kind() == v1::HEARTBEAT_KIND_STEP) latest.step = entry;
   if (IsPhase(entry.hb.kind())) latest.phase = entry;
@@ -125,12 +125,18 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now, size_t max_b
   // always drains); each costs its size plus a tag and a length.
   size_t bytes = report.ByteSizeLong();
   taken_seqs_.clear();
+  taken_read_at_.clear();
   while (!pending_.empty()) {
     const size_t cost = pending_.front().hb.ByteSizeLong() + 6;
     if (!taken_seqs_.empty() && bytes + cost > max_bytes) break;
     bytes += cost;
-    taken_seqs_.push_back(pending_.front().seq);
-    *report.add_heartbeats() = std::move(pending_.front().hb);
+    Entry& e = pending_.front();
+    taken_seqs_.push_back(e.seq);
+    taken_read_at_.push_back(e.read_at);
+    if (e.read_at.has_value()) {
+      e.hb.set_queued_seconds(std::max(0.0, absl::ToDoubleSeconds(steady_now - *e.read_at)));
+    }
+    *report.add_heartbeats() = std::move(e.hb);
     pending_.pop_front();
   }
   if (more != nullptr) *more = !pending_.empty();
@@ -153,9 +159,13 @@ void ReportBatcher::Restore(v1::NodeReport report) {
   for (size_t i = 0; i < keep; ++i) {
     const size_t index = n - 1 - i;
     const int64_t original = same_report ? taken_seqs_[index] : --seq;
-    pending_.push_front(Entry{original, std::move(*hbs->Mutable(static_cast<int>(index)))});
+    // It waits on from when it was read, not from when it went out.
+    const std::optional<absl::Duration> read_at =
+        same_report ? taken_read_at_[index] : std::nullopt;
+    pending_.push_front(Entry{original, std::move(*hbs->Mutable(static_cast<int>(index))), read_at});
   }
   taken_seqs_.clear();
+  taken_read_at_.clear();
 }
 
 size_t ReportBatcher::backlog() const {

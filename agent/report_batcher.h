@@ -30,7 +30,9 @@ class ReportBatcher {
   ReportBatcher(const ReportBatcher&) = delete;
   ReportBatcher& operator=(const ReportBatcher&) = delete;
 
-  void AddHeartbeat(v1::RankHeartbeat hb);
+  // `read_at` (steady clock): when the agent read it from the rank; the
+  // report that carries it says how long it waited (queued_seconds).
+  void AddHeartbeat(v1::RankHeartbeat hb, std::optional<absl::Duration> read_at = std::nullopt);
   void CountReject(v1::RejectReason reason);
   void SetLauncher(const v1::LauncherStatus& launcher);
   v1::LauncherStatus launcher() const;
@@ -65,6 +67,7 @@ class ReportBatcher {
   struct Entry {
     int64_t seq;  // arrival order
     v1::RankHeartbeat hb;
+    std::optional<absl::Duration> read_at;  // steady clock
   };
   // The last heartbeats of one rank, of the kinds that carry state.
   struct RankLatest {
@@ -90,6 +93,7 @@ class ReportBatcher {
   // The seqs of the heartbeats in the last report taken, in order, so that a
   // Restore puts them back under their own numbers.
   std::vector<int64_t> taken_seqs_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::optional<absl::Duration>> taken_read_at_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t added_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -416,6 +416,8 @@ uint64_t LoadNode::BuildReportLocked(int64_t now_ns) {
       hb->set_step(step);
       hb->set_generation(generation_);
       hb->set_monotonic_seconds(static_cast<double>(at_ns + mono_offset) / kNsPerS);
+      // As an agent does: how long it held the heartbeat (read at its making).
+      hb->set_queued_seconds(static_cast<double>(std::max<int64_t>(0, now_ns - at_ns)) / kNsPerS);
       if (kind == v1::HEARTBEAT_KIND_STEP) {
         hb->set_step_duration_seconds(period_s);
         hb->set_data_wait_seconds(period_s / 100);

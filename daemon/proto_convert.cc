@@ -121,6 +121,7 @@ void FromProto(const v1::RankHeartbeat& in, Heartbeat* heartbeat) {
   out.restart_count = in.restart_count();
   out.exit_code = in.has_exit_code() ? std::optional<int32_t>(in.exit_code()) : std::nullopt;
   out.datagrams_dropped = in.datagrams_dropped();
+  out.queued_s = in.queued_seconds();
   out.stack_signal = in.stack_signal();
 }
 

@@ -58,6 +58,8 @@ struct Heartbeat {
   uint64_t datagrams_dropped = 0;
   // START: the signal that makes the rank write its Python stack (0: none).
   int32_t stack_signal = 0;
+  // How long the rank's agent held the heartbeat before sending it.
+  double queued_s = 0;
 };
 
 enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };

@@ -125,6 +125,16 @@ bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
   return true;
 }
 
+// When a step was made: its agent held the heartbeat for queued_s before the
+// report that carried it left (up to a report interval, seconds at scale), so
+// a stall is timed from the step itself. An agent sends what it reads within
+// an interval (at most 5 s); a heartbeat held longer waited out a broken
+// stream, and is dated no earlier than kMaxQueueCredit before its receipt.
+absl::Time Job::ProgressTime(absl::Time received, const Heartbeat& hb) {
+  constexpr double kMaxQueueCredit = 10.0;
+  return received - absl::Seconds(std::min(hb.queued_s, kMaxQueueCredit));
+}
+
 std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Heartbeat& hb) {
   // Generation 0 means "unknown to the rank": take it as the current one.
   if (hb.generation != 0) {
@@ -175,8 +185,8 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       if (hb.step > r.step) {
         r.step = hb.step;
         r.phase = StepPhase::kBetweenSteps;
-        r.last_progress = now;
-        last_progress_ = now;
+        r.last_progress = std::max(r.last_progress, ProgressTime(now, hb));
+        last_progress_ = std::max(last_progress_, r.last_progress);
         if (first_progress_ == absl::InfinitePast()) first_progress_ = now;
         if (hb.samples) r.samples = hb.samples;
         if (hb.step > max_step_) {

@@ -170,7 +170,8 @@ class Job {
   // true when it did.
   bool ObserveGeneration(absl::Time now, uint64_t generation);
 
-  // Applies a heartbeat that passed CheckHeartbeat(), forwarded by `node`.
+  // Applies a heartbeat that passed CheckHeartbeat(), forwarded by `node`
+  // and received at `now`; a step counts as made hb.queued_s earlier.
   // Returns why it was refused, or nullopt when applied.
   std::optional<RejectReason> Apply(absl::Time now, NodeIndex node, const Heartbeat& hb);
 
@@ -190,6 +191,7 @@ class Job {
   void ForgetLiveness(NodeIndex node);
 
  private:
+  static absl::Time ProgressTime(absl::Time received, const Heartbeat& hb);
   void Resize(uint32_t world_size);
   RankState& RankSlot(uint32_t rank);
   void NoteIfCertainFailure(const RankState& r);

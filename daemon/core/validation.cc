@@ -56,7 +56,7 @@ std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_vie
   if (hb.step < 0 || hb.step > kMaxStep) return RejectReason::kNegativeStep;
   if (!IsValidDuration(hb.step_duration_s) || !IsValidDuration(hb.data_wait_s) ||
       !IsValidOptionalDuration(hb.compute_s) || !IsValidDuration(hb.checkpoint_blocking_s) ||
-      !IsValidDuration(hb.checkpoint_async_s)) {
+      !IsValidDuration(hb.checkpoint_async_s) || !IsValidDuration(hb.queued_s)) {
     return RejectReason::kBadDuration;
   }
   if (hb.exception_type.size() > kMaxExceptionTypeLength ||

@@ -114,6 +114,32 @@ TEST(JobTest, StepAdvancesStepProgressAndMaxStep) {
   EXPECT_EQ(job.rank(0).last_progress, At(10));
 }
 
+// Its agent held the heartbeat for a report interval: the step was made then,
+// and a stall is timed from it, not from the report's arrival.
+TEST(JobTest, StepIsDatedWhenItsAgentReadIt) {
+  Job job("job", kStepWindow, kComputeWindow);
+  Heartbeat early = Step(0, 1);
+  early.queued_s = 0.9;
+  ASSERT_EQ(job.Apply(At(10'000), kNodeA, early), std::nullopt);
+  EXPECT_EQ(job.rank(0).last_progress, At(9'100));
+  EXPECT_EQ(job.last_progress(), At(9'100));
+  EXPECT_EQ(job.rank(0).last_heartbeat, At(10'000));  // the node was heard now
+
+  // A heartbeat that waited out a broken stream is credited 10 s at most.
+  Heartbeat stale = Step(1, 1);
+  stale.queued_s = 300;
+  ASSERT_EQ(job.Apply(At(20'000), kNodeA, stale), std::nullopt);
+  EXPECT_EQ(job.rank(1).last_progress, At(10'000));
+
+  // Progress never goes back: a later step that waited longer than an
+  // earlier one leaves the job's progress where it was.
+  Heartbeat later = Step(0, 2);
+  later.queued_s = 5;
+  ASSERT_EQ(job.Apply(At(14'000), kNodeA, later), std::nullopt);
+  EXPECT_EQ(job.rank(0).last_progress, At(9'100));
+  EXPECT_EQ(job.last_progress(), At(10'000));
+}
+
 TEST(JobTest, StepRecordsLossAndLearningRate) {
   Job job("job", kStepWindow, kComputeWindow);
   Heartbeat hb = Step(0, 1);

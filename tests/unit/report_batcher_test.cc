@@ -175,6 +175,27 @@ TEST_F(ReportBatcherTest, RestorePutsAFailedReportBackBeforeNewerHeartbeats) {
   EXPECT_EQ(Summary(Take()), (Names{"STEP r0 s1", "STEP r1 s1", "STEP r0 s2", "STEP r1 s2"}));
 }
 
+// Each heartbeat says how long the agent held it, so that the supervisor
+// dates the step by its making, not by the report's interval.
+TEST_F(ReportBatcherTest, HeartbeatsSayHowLongTheyWaited) {
+  batcher_.AddHeartbeat(Step(0, 1), Steady(100));
+  batcher_.AddHeartbeat(Step(0, 2), Steady(700));
+  batcher_.AddHeartbeat(Step(1, 1));  // read at an unknown time: not said
+  v1::NodeReport report = batcher_.TakeReport(Steady(900));
+  ASSERT_EQ(report.heartbeats_size(), 3);
+  EXPECT_DOUBLE_EQ(report.heartbeats(0).queued_seconds(), 0.8);
+  EXPECT_DOUBLE_EQ(report.heartbeats(1).queued_seconds(), 0.2);
+  EXPECT_EQ(report.heartbeats(2).queued_seconds(), 0);
+
+  // A report that could not be sent waits on from when its heartbeats were read.
+  batcher_.Restore(std::move(report));
+  report = batcher_.TakeReport(Steady(2'100));
+  ASSERT_EQ(report.heartbeats_size(), 3);
+  EXPECT_DOUBLE_EQ(report.heartbeats(0).queued_seconds(), 2.0);
+  EXPECT_DOUBLE_EQ(report.heartbeats(1).queued_seconds(), 1.4);
+  EXPECT_EQ(report.heartbeats(2).queued_seconds(), 0);
+}
+
 TEST(ReportBatcherBoundTest, RestoreRespectsTheBoundDroppingTheOldestRestored) {
   ReportBatcher batcher(3);
   batcher.AddHeartbeat(Step(0, 1));

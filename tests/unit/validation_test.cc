@@ -195,6 +195,12 @@ TEST_P(BadDurationTest, CheckpointAsync) {
   EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kBadDuration);
 }
 
+TEST_P(BadDurationTest, Queued) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.queued_s = GetParam();
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kBadDuration);
+}
+
 INSTANTIATE_TEST_SUITE_P(NegativeNaNOrInfinite, BadDurationTest,
                          ::testing::Values(-0.001, kNaN, kInf, -kInf));
 
