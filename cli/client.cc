@@ -95,9 +95,11 @@ absl::StatusOr<v1::ListNodesResponse> OperatorClient::ListNodes() {
   });
 }
 
-absl::StatusOr<v1::ListEventsResponse> OperatorClient::ListEvents(const std::string& job_id) {
+absl::StatusOr<v1::ListEventsResponse> OperatorClient::ListEvents(const std::string& job_id,
+                                                                  uint64_t after_id) {
   v1::ListEventsRequest request;
   request.set_job_id(job_id);
+  request.set_after_id(after_id);
   return Unary<v1::ListEventsResponse>([&](grpc::ClientContext* c, v1::ListEventsResponse* r) {
     return stub_->ListEvents(c, request, r);
   });

@@ -27,7 +27,9 @@ class OperatorClient {
   // listing.
   absl::StatusOr<v1::ListRanksResponse> StreamRanks(const v1::ListRanksRequest& request);
   absl::StatusOr<v1::ListNodesResponse> ListNodes();
-  absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id);
+  // The kept events of `job_id` ("": all jobs) after `after_id`, oldest first.
+  absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id,
+                                                    uint64_t after_id = 0);
   absl::StatusOr<v1::ActionResponse> ResumeJob(const std::string& job_id);
   // `force`: even past the supervisor's --quarantine-max-fraction.
   absl::StatusOr<v1::ActionResponse> QuarantineNode(const std::string& node,

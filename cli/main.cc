@@ -1,4 +1,5 @@
 // trainsupctl: the operator's view of trainsupd.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -7,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "cli/client.h"
 #include "cli/render.h"
+#include "cli/top.h"
 #include "common/cli_options.h"
 
 namespace {
@@ -175,6 +177,12 @@ int main(int argc, char** argv) {
   CLI::App* events = app.add_subcommand(
       "events", "list recent events (stall, crash, straggler, ...), of JOB if given");
   events->add_option("JOB", events_job, "only this job's events");
+  std::string top_job;
+  CLI::App* top_view = app.add_subcommand(
+      "top", "a live view of JOB like top(1), refreshed every second until q or Ctrl-C: its "
+             "state, step rate, goodput and last event, and its slowest ranks by compute p99 "
+             "with their flags, as many as fit the terminal (not a terminal: one frame)");
+  top_view->add_option("JOB", top_job, "job id (default: the only job the supervisor knows)");
   events->add_flag("-f,--follow", follow,
                    "after the recent events, print new ones as they happen (one per line; "
                    "-o json: one JSON object per line) until interrupted");
@@ -264,7 +272,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: %s\n", std::string(channel.status().message()).c_str());
     return kExitUsage;
   }
-  OperatorClient client(supervisor, timeout, *std::move(channel));
+  OperatorClient client(supervisor, timeout, *channel);
   if (*jobs) {
     return Emit(client.ListJobs(), json,
                 [](const v1::ListJobsResponse& r) { return RenderJobsTable(r, absl::Now()); });
@@ -288,6 +296,16 @@ int main(int argc, char** argv) {
   if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);
   if (*quarantine) return Emit(client.QuarantineNode(node_name, reason, force), json, say);
   if (*unquarantine) return Emit(client.UnquarantineNode(node_name), json, say);
+  if (*top_view) {
+    if (json) {
+      std::fprintf(stderr, "error: top has no -o json (`job JOB` and `ranks JOB` have)\n");
+      return kExitUsage;
+    }
+    // A live view must not freeze on a supervisor that accepts calls and
+    // never answers: each call waits at most 2 s, then the view says so.
+    OperatorClient live(supervisor, std::min(timeout, absl::Seconds(2)), *channel);
+    return RunTop(live, top_job);
+  }
   if (*events && !follow) return Emit(client.ListEvents(events_job), json, RenderEventsTable);
   if (*events) {
     absl::Status s = client.WatchEvents(events_job, 0, [json](const v1::Event& e) {

@@ -14,6 +14,11 @@ PACKAGES=(
   python3 python3-torch prometheus
   # used by the test harness to fetch /metrics
   curl
+  # deploy tests (ctest -L deploy): systemd-analyze verify checks the unit
+  # (no running systemd needed), python3-yaml reads the Kubernetes manifest
+  systemd python3-yaml
+  # trainsupctl top's end-to-end test drives it in a real terminal
+  tmux
   # fuzz targets (scripts/fuzz.sh, ctest -L fuzz): clang with libFuzzer and the
   # sanitizer runtimes, and llvm-symbolizer for readable reports
   clang-14 libclang-rt-14-dev llvm-14

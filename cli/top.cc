@@ -1,0 +1,173 @@
+#include "cli/top.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "cli/render.h"
+#include "cli/table.h"
+#include "common/format.h"
+
+namespace trainsup {
+
+int TopRankRows(TerminalSize size) { return std::max(0, size.rows - kTopHeaderLines); }
+
+void StepRate::Add(uint64_t generation, int64_t step, absl::Time now) {
+  if (generation != generation_ || (!samples_.empty() && step < samples_.back().step)) {
+    generation_ = generation;
+    samples_.clear();
+  }
+  if (step < 0) return;  // no step yet: nothing to measure from
+  samples_.push_back({step, now});
+  while (samples_.size() > 2 && now - samples_[1].time >= window_) samples_.pop_front();
+}
+
+std::optional<double> StepRate::PerSecond() const {
+  if (samples_.size() < 2) return std::nullopt;
+  const absl::Duration span = samples_.back().time - samples_.front().time;
+  if (span < absl::Milliseconds(500)) return std::nullopt;
+  return (samples_.back().step - samples_.front().step) / absl::ToDoubleSeconds(span);
+}
+
+std::string FitLine(const std::string& text, int cols) {
+  std::string out;
+  int shown = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    const bool continuation = (c & 0xC0) == 0x80;
+    if (!continuation && shown++ >= cols) break;
+    out.push_back(c < 0x20 || c == 0x7F ? ' ' : static_cast<char>(c));
+  }
+  return out;
+}
+
+std::string TopRankFlags(const v1::Rank& rank) {
+  std::vector<std::string> flags;
+  if (rank.stall_culprit()) flags.push_back("STALL-CULPRIT");
+  if (rank.crash_culprit()) flags.push_back("CRASHED-FIRST");
+  if (rank.straggler()) flags.push_back("STRAGGLER");
+  if (rank.liveness() == "dead") flags.push_back("DEAD");
+  return absl::StrJoin(flags, ",");
+}
+
+namespace {
+
+std::string Step(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
+
+std::string JobLine(const TopData& data, absl::Time now) {
+  std::string line = absl::StrCat("job ", data.job_id);
+  if (!data.detail.has_value()) return line + "   (waiting for the supervisor)";
+  const v1::Job& job = data.detail->job();
+  const v1::LedgerBuckets& ledger = data.detail->ledger();
+  absl::StrAppend(&line, "   ", job.state(), job.stalled() ? " STALLED" : "", "   generation ",
+                  job.generation(), "   step ", Step(job.step()), "   ",
+                  data.steps_per_second.has_value()
+                      ? absl::StrFormat("%.2f steps/s", *data.steps_per_second)
+                      : std::string("- steps/s"),
+                  "   goodput ", ledger.wall_seconds() > 0 ? Percent(ledger.goodput()) : "-",
+                  "   ", FormatAge(absl::ToDoubleSeconds(now - data.read_at)));
+  if (!job.state_reason().empty()) absl::StrAppend(&line, "   (", job.state_reason(), ")");
+  return line;
+}
+
+std::string RanksLine(const TopData& data) {
+  if (!data.ranks.has_value()) return "ranks: -";
+  const v1::ListRanksResponse& r = *data.ranks;
+  const v1::RankSummary& s = r.summary();
+  std::string line = absl::StrFormat(
+      "ranks %d/%d heard: alive %d, dead %d, unknown %d   stragglers %d   steps %s..%s",
+      s.ranks(), r.world_size(), s.alive(), s.dead(), s.unknown(), s.stragglers(),
+      Step(s.min_step()), Step(s.max_step()));
+  if (s.compute_p99_max_seconds() > 0) {
+    absl::StrAppend(&line, "   compute p99 median ", FormatSeconds(s.compute_p99_median_seconds()),
+                    " max ", FormatSeconds(s.compute_p99_max_seconds()));
+  }
+  return line;
+}
+
+std::string EventLine(const TopData& data) {
+  if (!data.last_event.has_value()) return "last event: none";
+  std::string line = RenderEventLine(*data.last_event);
+  if (!line.empty() && line.back() == '\n') line.pop_back();
+  return "last event: " + line;
+}
+
+std::string StatusLine(const TopData& data, int rows_shown) {
+  if (!data.error.ok()) {
+    const absl::StatusCode code = data.error.code();
+    const bool unreachable =
+        code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
+    return absl::StrCat(unreachable ? "supervisor unreachable: " : "error: ",
+                        data.error.message());
+  }
+  if (!data.ranks.has_value()) return "";
+  return absl::StrCat("the ", rows_shown, " slowest of ", data.ranks->matched(),
+                      " ranks by compute p99");
+}
+
+}  // namespace
+
+std::vector<std::string> RenderTopScreen(const TopData& data, TerminalSize size, absl::Time now) {
+  const int room = TopRankRows(size);
+  int rows_shown = 0;
+  Table table({"RANK", "NODE", "STEP", "PHASE", "COMPUTE_P99", "STEP_P99", "LAST_SEEN", "LIVENESS",
+               "FLAGS"});
+  if (data.ranks.has_value()) {
+    rows_shown = std::min(room, data.ranks->ranks_size());
+    for (int i = 0; i < rows_shown; ++i) {
+      const v1::Rank& r = data.ranks->ranks(i);
+      table.AddRow({absl::StrCat(r.rank()), r.node(), Step(r.step()), r.phase(),
+                    r.compute_p99_seconds() > 0 ? FormatSeconds(r.compute_p99_seconds()) : "-",
+                    FormatSeconds(r.step_p99_seconds()),
+                    FormatAge(r.last_heartbeat_age_seconds()),
+                    r.liveness().empty() ? "-" : r.liveness(), TopRankFlags(r)});
+    }
+  }
+  std::vector<std::string> lines = {JobLine(data, now), RanksLine(data), EventLine(data),
+                                    StatusLine(data, rows_shown)};
+  for (absl::string_view row : absl::StrSplit(table.Render(), '\n', absl::SkipEmpty())) {
+    lines.emplace_back(row);
+  }
+  if (static_cast<int>(lines.size()) > size.rows) lines.resize(std::max(0, size.rows));
+  for (std::string& line : lines) line = FitLine(line, size.cols);
+  return lines;
+}
+
+void TopView::Refresh(int rank_rows, absl::Time now) {
+  absl::StatusOr<v1::JobDetail> detail = client_->GetJob(data_.job_id);
+  if (!detail.ok()) {
+    data_.error = detail.status();
+    return;
+  }
+  v1::ListRanksRequest request;
+  request.set_job_id(data_.job_id);
+  request.set_sort(v1::RANK_SORT_COMPUTE_P99);
+  // The summary line needs an answer even when no row fits (0 means "all").
+  request.set_limit(static_cast<uint32_t>(std::max(rank_rows, 1)));
+  absl::StatusOr<v1::ListRanksResponse> ranks = client_->ListRanks(request);
+  if (!ranks.ok()) {
+    data_.error = ranks.status();
+    return;
+  }
+  // Only the events since the last refresh; the first asks for every kept one.
+  absl::StatusOr<v1::ListEventsResponse> events = client_->ListEvents(data_.job_id, last_event_id_);
+  if (!events.ok()) {
+    data_.error = events.status();
+    return;
+  }
+  if (events->events_size() > 0) {
+    data_.last_event = events->events(events->events_size() - 1);
+    last_event_id_ = data_.last_event->id();
+  }
+  rate_.Add(detail->job().generation(), detail->job().step(), now);
+  data_.steps_per_second = rate_.PerSecond();
+  data_.detail = *std::move(detail);
+  data_.ranks = *std::move(ranks);
+  data_.read_at = now;
+  data_.error = absl::OkStatus();
+}
+
+}  // namespace trainsup
