@@ -51,6 +51,28 @@ SUPERVISOR = ["--stall-floor", "3s", "--stall-factor", "10", "--sweep-interval",
               "--stop-grace", "5s", "--quarantine-after", "1000"]
 
 
+# The file's three jobs, 2 nodes x 1 rank each. They start together in
+# setUpClass, so that their startups (and the flaky job's restart backoff)
+# overlap; each test waits for its own job's outcome.
+HANG, FLAKY, HEALTHY = "e2e-alert-hang", "e2e-alert-flaky", "e2e-alert-healthy"
+
+
+def start_jobs(c):
+    # Rank 1 is node-b's only rank; generation 2 (after trainsupd's restart)
+    # runs clean.
+    c.start_job(HANG, nproc_per_node=1, train_args=[
+        "--steps", "400", "--step-seconds", "0.04", "--hang-rank", "1", "--hang-step", "40",
+        "--hang-generation", "1"])
+    # A native crash on node-d at every generation: restarted once (the
+    # limit), then held.
+    c.start_job(FLAKY, nproc_per_node=1, first_node=2, train_args=[
+        "--steps", "1000", "--step-seconds", "0.04", "--crash-rank", "1", "--crash-step", "5",
+        "--crash-mode", "sigsegv"])
+    # Clean, stepping until the end of the file (node-e, node-f).
+    c.start_job(HEALTHY, nproc_per_node=1, first_node=4, train_args=[
+        "--steps", "100000", "--step-seconds", "0.05"])
+
+
 class Webhook:
     """An HTTP server in a thread that records what Alertmanager posts to it:
     [(receive time, payload)]."""
@@ -150,6 +172,7 @@ class AlertsEndToEnd(unittest.TestCase):
                 f.write(alertmanager_config(cls.webhook.url))
             c.start_alertmanager(config)
             c.start_prometheus(interval="1s", alertmanager=c.alertmanager_address)
+            start_jobs(c)
         except BaseException:
             print(c.diagnostics(), file=sys.stderr)
             cls.tearDownClass()
@@ -179,12 +202,7 @@ class AlertsEndToEnd(unittest.TestCase):
         return outputs
 
     def test_a_hang_pages_naming_the_job_and_the_suspected_rank_and_node(self):
-        c, job = self.cluster, "e2e-alert-hang"
-        # Rank 1 is node-b's only rank; generation 2 (after trainsupd's
-        # restart) runs clean.
-        c.start_job(job, nproc_per_node=1, train_args=[
-            "--steps", "400", "--step-seconds", "0.04", "--hang-rank", "1", "--hang-step", "40",
-            "--hang-generation", "1"])
+        c, job = self.cluster, HANG
         at, payload, alert = wait_for(lambda: self.webhook.firing("TrainingStepStalled", job),
                                       STARTUP + 60, what="TrainingStepStalled at the webhook")
         self.assertEqual(payload["receiver"], "trainsup-page")
@@ -212,12 +230,7 @@ class AlertsEndToEnd(unittest.TestCase):
                          r"rank: 1 \(node-b\)\s+<- holds the culprit")
 
     def test_a_job_past_its_restart_limit_pages(self):
-        c, job = self.cluster, "e2e-alert-flaky"
-        # A native crash on node-d at every generation: restarted once (the
-        # limit), then held.
-        c.start_job(job, nproc_per_node=1, first_node=2, train_args=[
-            "--steps", "1000", "--step-seconds", "0.04", "--crash-rank", "1",
-            "--crash-step", "5", "--crash-mode", "sigsegv"])
+        c, job = self.cluster, FLAKY
         at, payload, alert = wait_for(lambda: self.webhook.firing("TrainingRestartsHeld", job),
                                       STARTUP * 2 + 60, what="TrainingRestartsHeld at the webhook")
         hold = c.events(job, "hold")[0]
@@ -234,14 +247,10 @@ class AlertsEndToEnd(unittest.TestCase):
         self.assertIn("resumed", outputs[f"trainsupctl resume {job}"])
 
     def healthy_job(self):
-        """A clean job that steps until the end of the file (started once)."""
-        c, job = self.cluster, "e2e-alert-healthy"
-        if "node-e" not in c.agents:
-            c.start_job(job, nproc_per_node=1, first_node=4, train_args=[
-                "--steps", "100000", "--step-seconds", "0.05"])
-        wait_for(lambda: (c.metric("trainsup_job_step", job_id=job) or -1) > 0, STARTUP,
-                 what=f"{job}'s first step")
-        return job
+        """The clean job, once it has stepped."""
+        wait_for(lambda: (self.cluster.metric("trainsup_job_step", job_id=HEALTHY) or -1) > 0,
+                 STARTUP, what=f"{HEALTHY}'s first step")
+        return HEALTHY
 
     def test_every_annotation_command_exists(self):
         """The commands of the alerts the other tests do not raise, run
