@@ -117,6 +117,9 @@ struct Families {
   MetricFamily job_stalled = Family("trainsup_job_stalled",
       "1 while the stall detector holds the job hung (no rank advanced for longer than its "
       "threshold while every rank process is alive), else 0.", MetricType::Gauge);
+  MetricFamily job_stall_culprit = Family("trainsup_job_stall_culprit_info",
+      "1 for the rank (and its node) the stall detector suspects of holding up a stalled job; "
+      "present only while the job is stalled and a rank is named.", MetricType::Gauge);
   MetricFamily job_stall_threshold = Family("trainsup_job_stall_threshold_seconds",
       "The silence after which the job counts as stalled now.", MetricType::Gauge);
   MetricFamily job_stragglers = Family("trainsup_job_stragglers",
@@ -152,7 +155,7 @@ struct Families {
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
           &job_ranks_reporting, &job_ranks_alive, &job_ranks_unknown, &job_datagrams_dropped,
-          &job_heartbeats, &job_stalled,
+          &job_heartbeats, &job_stalled, &job_stall_culprit,
           &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
           &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration,
           &rank_datagrams_dropped}) {
@@ -194,7 +197,21 @@ void CollectStragglers(const Job& job, const MetricsOptions& options, Families& 
   }
 }
 
-void CollectJob(const JobView& view, const MetricsOptions& options, Families& f) {
+// The suspected rank of a stalled job and its node, for the page to name
+// them. One series per stalled job at most: bounded, unlike a per-rank label.
+void CollectStallCulprit(const Supervisor& core, const JobEntry& entry, Families& f) {
+  const GenerationVerdicts& verdicts = entry.verdicts();
+  if (!verdicts.stalled || !verdicts.stall_culprit) return;
+  const uint32_t rank = *verdicts.stall_culprit;
+  const RankState* r = entry.job().ranks().Find(rank);
+  const std::string node =
+      r != nullptr && r->node != kNoNode ? core.node(r->node).name : std::string();
+  AddSample(f.job_stall_culprit,
+            {{"job_id", entry.id()}, {"node", node}, {"rank", absl::StrCat(rank)}}, 1);
+}
+
+void CollectJob(const Supervisor& core, const JobView& view, const MetricsOptions& options,
+                Families& f) {
   const JobEntry& entry = *view.entry;
   const Job& job = entry.job();
   const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
@@ -240,6 +257,7 @@ void CollectJob(const JobView& view, const MetricsOptions& options, Families& f)
   AddSample(f.job_datagrams_dropped, id, static_cast<double>(datagrams_dropped));
   AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
   AddSample(f.job_stalled, id, entry.verdicts().stalled ? 1 : 0);
+  CollectStallCulprit(core, entry, f);
   if (view.stall_threshold) {
     AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*view.stall_threshold));
   }
@@ -321,7 +339,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.jobs_forgotten, {}, static_cast<double>(core.jobs_forgotten()));
     AddSample(f.nodes_forgotten, {}, static_cast<double>(core.nodes_forgotten()));
     AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
-    for (const JobEntry* job : jobs) CollectJob(core.ViewOf(*job, now), options_, f);
+    for (const JobEntry* job : jobs) CollectJob(core, core.ViewOf(*job, now), options_, f);
     return 0;
   });
   return f.Take();

@@ -12,6 +12,9 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libsqlite3-dev libcli11-dev
   # end-to-end tests and demo: torchrun (gloo on CPU), promtool and a Prometheus server
   python3 python3-torch prometheus
+  # alert delivery end to end (tests/e2e/test_alerts.py) and amtool, which checks
+  # deploy/alertmanager/alertmanager.yml
+  prometheus-alertmanager
   # used by the test harness to fetch /metrics
   curl
   # deploy tests (ctest -L deploy): systemd-analyze verify checks the unit

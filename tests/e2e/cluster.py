@@ -18,6 +18,8 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.error
+import urllib.parse
 import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -121,6 +123,8 @@ class Cluster:
         self.agents = {}
         self.prometheus = None
         self.prometheus_address = None
+        self.alertmanager = None
+        self.alertmanager_address = None
         self._restarts = 0
         # The training script's own per-step log. Its path, which holds the
         # scratch directory's unique name, is on every rank's command line:
@@ -283,18 +287,24 @@ class Cluster:
 
     # -- a real Prometheus, scraping trainsupd with the repo's alert rules ------
 
-    def start_prometheus(self, interval="1s"):
+    def start_prometheus(self, interval="1s", alertmanager=None):
         """Runs Debian's prometheus on loopback, scraping this trainsupd every
-        `interval` and evaluating deploy/prometheus/trainsup-rules.yml."""
+        `interval` and evaluating deploy/prometheus/trainsup-rules.yml; with
+        `alertmanager` (host:port), it sends its alerts there."""
         port = free_port()
         rules = os.path.join(REPO, "deploy", "prometheus", "trainsup-rules.yml")
         config = os.path.join(self.workdir, "prometheus.yml")
+        alerting = "" if alertmanager is None else f"""alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: ["{alertmanager}"]
+"""
         with open(config, "w") as f:
             f.write(f"""global:
   scrape_interval: {interval}
   evaluation_interval: {interval}
 rule_files: ["{rules}"]
-scrape_configs:
+{alerting}scrape_configs:
   - job_name: trainsupd
     static_configs:
       - targets: ["{self.metrics_address}"]
@@ -305,19 +315,37 @@ scrape_configs:
             f"--storage.tsdb.path={os.path.join(self.workdir, 'tsdb')}",
             f"--web.listen-address={self.prometheus_address}"],
             os.path.join(self.workdir, "prometheus.log"))
-
-        def ready():
-            if self.prometheus.poll() is not None:
-                raise RuntimeError("prometheus exited:\n" + self.prometheus.tail())
-            try:
-                with urllib.request.urlopen(f"http://{self.prometheus_address}/-/ready",
-                                            timeout=2) as r:
-                    return r.status == 200
-            except OSError:
-                return False
-
-        wait_for(ready, 60, what="prometheus to be ready")
+        wait_ready(self.prometheus, self.prometheus_address)
         return self.prometheus
+
+    def start_alertmanager(self, config):
+        """Runs Debian's prometheus-alertmanager on loopback with the
+        configuration file `config`, its own storage, and no gossip cluster
+        (a lone instance; the default would listen on port 9094)."""
+        self.alertmanager_address = f"127.0.0.1:{free_port()}"
+        self.alertmanager = Process("alertmanager", [
+            "prometheus-alertmanager", f"--config.file={config}",
+            f"--storage.path={os.path.join(self.workdir, 'alertmanager')}",
+            f"--web.listen-address={self.alertmanager_address}",
+            "--cluster.listen-address="],
+            os.path.join(self.workdir, "alertmanager.log"))
+        wait_ready(self.alertmanager, self.alertmanager_address)
+        return self.alertmanager
+
+    def prometheus_query(self, promql):
+        """Runs an instant query through Prometheus's HTTP API; returns its
+        `data` ({resultType, result}). Raises RuntimeError with Prometheus's
+        error (a parse error, say) when the query fails."""
+        url = (f"http://{self.prometheus_address}/api/v1/query?"
+               + urllib.parse.urlencode({"query": promql}))
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            body = json.loads(e.read())
+        if body.get("status") != "success":
+            raise RuntimeError(f"query {promql!r}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
 
     def firing_alerts(self):
         """Prometheus's firing alerts, as [(alertname, labels)]."""
@@ -330,7 +358,7 @@ scrape_configs:
 
     def diagnostics(self):
         parts = []
-        for p in [self.supervisor, self.prometheus, *self.agents.values()]:
+        for p in [self.supervisor, self.prometheus, self.alertmanager, *self.agents.values()]:
             if p is not None:
                 parts.append(f"--- {p.name} ({p.log_path}) ---\n{p.tail(40)}")
         return "\n".join(parts)
@@ -340,10 +368,25 @@ scrape_configs:
             agent.stop()
         if self.supervisor is not None:
             self.supervisor.kill_group()
-        if self.prometheus is not None:
-            self.prometheus.kill_group()
+        for server in (self.prometheus, self.alertmanager):
+            if server is not None:
+                server.kill_group()
         # torchrun and ranks whose agent was killed outright.
         subprocess.run(["pkill", "-KILL", "-f", self.workdir], check=False)
+
+
+def wait_ready(server, address):
+    """Waits for a Prometheus-style server (Process) to answer /-/ready on `address`."""
+    def ready():
+        if server.poll() is not None:
+            raise RuntimeError(f"{server.name} exited:\n" + server.tail())
+        try:
+            with urllib.request.urlopen(f"http://{address}/-/ready", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    wait_for(ready, 60, what=f"{server.name} to be ready")
 
 
 class ClusterTestCase(unittest.TestCase):

@@ -40,16 +40,40 @@ std::string ReadFile(const std::string& path) {
 }
 
 TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
-  FakeClock clock(absl::FromUnixSeconds(1'800'000'000));
+  // The clock starts early enough for a job to hang and be judged stalled
+  // before the others report at 1'800'000'000.
+  constexpr absl::Duration kHang = absl::Seconds(30);
+  FakeClock clock(absl::FromUnixSeconds(1'800'000'000) - kHang);
   SupervisorHost host(SupervisorOptions{}, &clock);
 
+  // A job whose rank 1 stops before step 3 while rank 0 finished it: stalled,
+  // with rank 1 on node-c its suspected culprit.
   AgentHelloInfo hello;
-  hello.node = "node-a";
-  hello.job = "small";
+  hello.node = "node-c";
+  hello.job = "hung";
   hello.incarnation = 1;
   hello.generation = 1;
   absl::StatusOr<Supervisor::HelloResult> session =
       host.Hello(hello, std::make_shared<testing::NullChannel>());
+  ASSERT_TRUE(session.ok());
+  NodeReportInfo hung;
+  hung.generation = 1;
+  for (int step = 1; step <= 3; ++step) {
+    hung.heartbeats.push_back(StepHeartbeat("hung", 0, 2, step, 0.1));
+    if (step < 3) hung.heartbeats.push_back(StepHeartbeat("hung", 1, 2, step, 0.1));
+  }
+  hung.processes.push_back({0, 0, 100, 1, true});
+  hung.processes.push_back({1, 1, 101, 1, true});
+  ASSERT_TRUE(host.Report(session->session, hung).ok());
+  // The agent keeps reporting its ranks alive (a hang, not a lost node).
+  clock.Advance(kHang);
+  hung.heartbeats.clear();
+  ASSERT_TRUE(host.Report(session->session, hung).ok());
+  host.Sweep();
+
+  hello.node = "node-a";
+  hello.job = "small";
+  session = host.Hello(hello, std::make_shared<testing::NullChannel>());
   ASSERT_TRUE(session.ok());
   NodeReportInfo report;
   report.generation = 1;
