@@ -82,8 +82,8 @@ bool ReapWithin(pid_t pid, absl::Duration grace, int* status) {
 
 }  // namespace
 
-FenceRunner::FenceRunner(std::string command, absl::Duration timeout, DoneFn done)
-    : command_(std::move(command)), timeout_(timeout), done_(std::move(done)) {
+FenceRunner::FenceRunner(Commands commands, absl::Duration timeout, DoneFn done)
+    : commands_(std::move(commands)), timeout_(timeout), done_(std::move(done)) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -96,14 +96,16 @@ FenceRunner::~FenceRunner() {
   thread_.join();
 }
 
-void FenceRunner::Enqueue(const std::string& node, const std::string& reason) {
+bool FenceRunner::Enqueue(const FenceRequest& request) {
+  if (CommandFor(request.action).empty()) return false;
   absl::MutexLock lock(&mu_);
-  queue_.emplace_back(node, reason);
+  queue_.push_back(request);
+  return true;
 }
 
 void FenceRunner::Loop() {
   for (;;) {
-    std::pair<std::string, std::string> job;
+    FenceRequest job;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
@@ -112,8 +114,8 @@ void FenceRunner::Loop() {
       job = std::move(queue_.front());
       queue_.pop_front();
     }
-    auto [ok, detail] = RunOnce(command_, job.first, job.second, timeout_);
-    done_(job.first, ok, detail);
+    auto [ok, detail] = RunOnce(CommandFor(job.action), job.node, job.reason, timeout_);
+    done_(job, ok, detail);
   }
 }
 

@@ -168,8 +168,12 @@ int main(int argc, char** argv) {
   app.add_option("--fence-command", options.fence_command,
                  "run as `COMMAND NODE REASON` when a node is quarantined (e.g. to drain it in "
                  "Slurm or cordon it in Kubernetes); output and result become a `fence` event");
+  app.add_option("--unfence-command", options.unfence_command,
+                 "run as `COMMAND NODE REASON` when an operator lifts a node's quarantine, after "
+                 "its fence (e.g. to resume it in Slurm); output and result become an `unfence` "
+                 "event");
   AddDurationOption(app, "--fence-timeout", &options.fence_timeout,
-                    "kill the fence command after this long");
+                    "kill the fence or unfence command after this long");
   // Security: docs/security.md.
   app.add_option("--tls-cert", options.tls.cert_file,
                  "PEM certificate chain of trainsupd: serve TLS (with --tls-key); re-read on SIGHUP")

@@ -56,6 +56,9 @@ struct Families {
   MetricFamily fences = Family("trainsup_fences_total",
       "Fence commands that ended, by result (succeeded, failed: non-zero exit, killed at "
       "--fence-timeout, or could not run).", MetricType::Counter);
+  MetricFamily unfences = Family("trainsup_unfences_total",
+      "Unfence commands that ended, by result (succeeded, failed: non-zero exit, killed at "
+      "--fence-timeout, or could not run).", MetricType::Counter);
   MetricFamily limit_refusals = Family("trainsup_limit_refusals_total",
       "What a limit refused, by limit: max_jobs (hellos of new jobs), max_nodes (hellos of new "
       "nodes), max_agents (new "
@@ -149,7 +152,7 @@ struct Families {
     for (MetricFamily* f :
          {&build_info, &agents_connected, &report_interval, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
-          &quarantine_skipped, &store_errors, &persist_failures, &fences, &limit_refusals,
+          &quarantine_skipped, &store_errors, &persist_failures, &fences, &unfences, &limit_refusals,
           &reports_refused, &jobs_forgotten, &nodes_forgotten,
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
@@ -329,6 +332,8 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.persist_failures, {}, static_cast<double>(host_->persist_failures()));
     AddSample(f.fences, {{"result", "succeeded"}}, static_cast<double>(host_->fences_succeeded()));
     AddSample(f.fences, {{"result", "failed"}}, static_cast<double>(host_->fences_failed()));
+    AddSample(f.unfences, {{"result", "succeeded"}}, static_cast<double>(host_->unfences_succeeded()));
+    AddSample(f.unfences, {{"result", "failed"}}, static_cast<double>(host_->unfences_failed()));
     const uint64_t streams_refused = streams_ ? streams_->refused_max_streams.load() : 0;
     const uint64_t outboxes_full = streams_ ? streams_->ended_max_outbox.load() : 0;
     AddSample(f.limit_refusals, {{"limit", "max_jobs"}}, static_cast<double>(core.jobs_refused()));

@@ -61,13 +61,21 @@ absl::StatusOr<std::unique_ptr<AccessControl>> MakeAccessControl(const ServerOpt
   return std::make_unique<AccessControl>(AccessPolicy(policy), std::move(token));
 }
 
+// The core's options, with what it needs to know of the driver: whether an
+// unquarantine has an unfence command to run.
+SupervisorOptions CoreOptions(const ServerOptions& options) {
+  SupervisorOptions core = options.core;
+  core.unfence = !options.unfence_command.empty();
+  return core;
+}
+
 }  // namespace
 
 Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store,
                std::unique_ptr<AccessControl> access)
     : store_(std::move(store)),
       access_(std::move(access)),
-      host_(options.core, clock, store_.get()),
+      host_(CoreOptions(options), clock, store_.get()),
       stream_limits_(options.streams),
       collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics, &stream_stats_)),
       descriptor_collector_(std::make_shared<DescriptorCollector>(options.streams.max_streams,
@@ -217,12 +225,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   server->certificates_ = std::move(certificates);
   server->security_collector_ = std::make_shared<SecurityCollector>(
       server->access_.get(), !options.tls.enabled() && !IsLoopbackListen(options.listen));
-  if (!options.fence_command.empty()) {
+  if (!options.fence_command.empty() || !options.unfence_command.empty()) {
     SupervisorHost* host = &server->host_;
     server->fence_ = std::make_unique<FenceRunner>(
-        options.fence_command, options.fence_timeout,
-        [host](const std::string& node, bool ok, const std::string& detail) {
-          host->FenceDone(node, ok, detail);
+        FenceRunner::Commands{options.fence_command, options.unfence_command},
+        options.fence_timeout,
+        [host](const FenceRequest& request, bool ok, const std::string& detail) {
+          host->FenceDone(request, ok, detail);
         });
     server->host_.set_fence_runner(server->fence_.get());
   }

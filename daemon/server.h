@@ -41,7 +41,10 @@ struct ServerOptions {
   std::string state_path;
   // Run for each quarantined node as `COMMAND NODE REASON`. Empty: none.
   std::string fence_command;
-  // The fence command is killed after this long. Default: 30s.
+  // Run as `COMMAND NODE REASON` when an operator lifts a node's quarantine,
+  // after the node's fence (e.g. to resume it in Slurm). Empty: none.
+  std::string unfence_command;
+  // The fence and unfence commands are killed after this long. Default: 30s.
   absl::Duration fence_timeout = absl::Seconds(30);
   // TLS on the gRPC port; with a client CA, mutual TLS (docs/security.md).
   ServerTlsOptions tls;

@@ -50,6 +50,9 @@ constexpr const char* kCreateStacks =
 constexpr const char* kCreatePendingFences =
     "CREATE TABLE pending_fences ("
     "  node TEXT PRIMARY KEY NOT NULL, reason TEXT NOT NULL, decided REAL)";
+// Added by schema version 5: a pending row may be an unfence ("unfence").
+constexpr const char* kAddFenceAction =
+    "ALTER TABLE pending_fences ADD COLUMN action TEXT NOT NULL DEFAULT 'fence'";
 
 // The newest schema (StateStore::kSchemaVersion). Times are REAL unix
 // seconds, NULL for absl::InfinitePast() and +inf for absl::InfiniteFuture().
@@ -90,6 +93,7 @@ constexpr const char* kCreateSchema[] = {
     kCreateStacks,
 
     kCreatePendingFences,
+    kAddFenceAction,
 };
 
 // How an older schema becomes the next one: kMigrations[i] takes version
@@ -108,6 +112,8 @@ const std::vector<Migration>& Migrations() {
         kCreateLedgerGenerations, kCreateStacks}},
       // 3 -> 4: fences are journaled as pending before they run.
       {{kCreatePendingFences}},
+      // 4 -> 5: an operator's unquarantine is journaled as a pending unfence.
+      {{kAddFenceAction}},
   };
   return *kMigrations;
 }
@@ -536,14 +542,15 @@ absl::Status WriteJournal(sqlite3* db, const std::string& path, const Journal& j
   }
   if (!journal.fences.empty()) {
     Statement upsert(db,
-                     "INSERT OR REPLACE INTO pending_fences (node, reason, decided)"
-                     " VALUES (?1, ?2, ?3)");
+                     "INSERT OR REPLACE INTO pending_fences (node, reason, decided, action)"
+                     " VALUES (?1, ?2, ?3, ?4)");
     Statement clear(db, "DELETE FROM pending_fences WHERE node = ?1");
     for (const FenceRow& row : journal.fences) {
       if (row.pending) {
         upsert.BindText(1, row.node);
         upsert.BindText(2, row.reason);
         upsert.BindTime(3, row.decided);
+        upsert.BindText(4, FenceActionName(row.action));
         if (const int rc = upsert.Run(); rc != SQLITE_OK) return error(rc);
       } else {
         clear.BindText(1, row.node);
@@ -699,12 +706,15 @@ absl::Status ReadState(sqlite3* db, const std::string& path, size_t max_events, 
   });
   if (!status.ok()) return status;
 
-  Statement fences(db, "SELECT node, reason, decided FROM pending_fences ORDER BY decided, node");
+  Statement fences(db,
+                   "SELECT node, reason, decided, action FROM pending_fences ORDER BY decided, node");
   status = ForEachRow(fences, path, [&](Statement& row) {
     FenceRow& fence = state->fences.emplace_back();
     fence.node = row.Text(0);
     fence.reason = row.Text(1);
     fence.decided = row.Time(2);
+    fence.action = row.Text(3) == FenceActionName(FenceAction::kUnfence) ? FenceAction::kUnfence
+                                                                          : FenceAction::kFence;
   });
   if (!status.ok()) return status;
 

@@ -39,7 +39,7 @@ class StateStore : public JournalSink {
  public:
   // The schema this build writes. A database of an older version is migrated
   // when opened (logged; all or nothing); a newer one is refused.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:

@@ -117,10 +117,12 @@ void SupervisorHost::Perform(const Effects& effects) {
   if (effects.fences.empty()) return;
   absl::MutexLock lock(&fence_mu_);
   for (const FenceRequest& f : effects.fences) {
-    if (fence_ != nullptr) {
-      fence_->Enqueue(f.node, f.reason);
-    } else {
-      TRAINSUP_LOG_INFO("node %s quarantined; no --fence-command to tell the scheduler", f.node);
+    // Without a command for it, it stays pending in the store (run at a
+    // later start that has one).
+    if (fence_ == nullptr || !fence_->Enqueue(f)) {
+      TRAINSUP_LOG_INFO("node %s %s; no --%s-command to tell the scheduler", f.node,
+                        f.action == FenceAction::kUnfence ? "unquarantined" : "quarantined",
+                        FenceActionName(f.action));
     }
   }
 }
@@ -135,7 +137,7 @@ void SupervisorHost::NotActedOn(const Effects& effects, const absl::Status& stat
   std::string node;
   for (const Send& send : effects.sends) what.push_back(send.what);
   for (const FenceRequest& f : effects.fences) {
-    what.push_back(absl::StrCat("fence ", f.node));
+    what.push_back(absl::StrCat(FenceActionName(f.action), " ", f.node));
     if (node.empty()) node = f.node;
   }
   const std::string text =
@@ -224,10 +226,14 @@ absl::StatusOr<std::string> SupervisorHost::RequestCheckpoint(const std::string&
       [&](Supervisor& core, absl::Time now) { return core.RequestCheckpoint(now, job); });
 }
 
-void SupervisorHost::FenceDone(const std::string& node, bool ok, const std::string& detail) {
-  ++(ok ? fences_succeeded_ : fences_failed_);
+void SupervisorHost::FenceDone(const FenceRequest& request, bool ok, const std::string& detail) {
+  if (request.action == FenceAction::kUnfence) {
+    ++(ok ? unfences_succeeded_ : unfences_failed_);
+  } else {
+    ++(ok ? fences_succeeded_ : fences_failed_);
+  }
   Mutate([&](Supervisor& core, absl::Time now) {
-    core.FenceDone(now, node, ok, detail);
+    core.FenceDone(now, request, ok, detail);
     return 0;
   });
 }

@@ -85,7 +85,8 @@ class SupervisorHost {
                                          bool force = false);
   absl::StatusOr<std::string> Unquarantine(const std::string& node);
   absl::StatusOr<std::string> RequestCheckpoint(const std::string& job);
-  void FenceDone(const std::string& node, bool ok, const std::string& detail);
+  // The fence runner's report: `request`'s command ended.
+  void FenceDone(const FenceRequest& request, bool ok, const std::string& detail);
 
   // What operators read, published apart from the core (see
   // SnapshotPublisher): reading never takes the lock that ingest holds.
@@ -117,9 +118,11 @@ class SupervisorHost {
   // Commands and fences not acted on because their journal could not be
   // committed. Lock-free.
   uint64_t persist_failures() const { return persist_failures_.load(); }
-  // Fence commands that ended, by result. Lock-free.
+  // Fence and unfence commands that ended, by result. Lock-free.
   uint64_t fences_succeeded() const { return fences_succeeded_.load(); }
   uint64_t fences_failed() const { return fences_failed_.load(); }
+  uint64_t unfences_succeeded() const { return unfences_succeeded_.load(); }
+  uint64_t unfences_failed() const { return unfences_failed_.load(); }
 
  private:
   // Runs `fn(Supervisor&, absl::Time now)` under the lock, then acts on
@@ -170,6 +173,8 @@ class SupervisorHost {
   std::atomic<uint64_t> persist_failures_{0};
   std::atomic<uint64_t> fences_succeeded_{0};
   std::atomic<uint64_t> fences_failed_{0};
+  std::atomic<uint64_t> unfences_succeeded_{0};
+  std::atomic<uint64_t> unfences_failed_{0};
   // After the core and its lock, which its thread reads: stopped before them.
   std::unique_ptr<SnapshotPublisher> publisher_;
   // Last: destroyed (drained and joined) first, while what its

@@ -25,6 +25,9 @@ PACKAGES=(
   # fuzz targets (scripts/fuzz.sh, ctest -L fuzz): clang with libFuzzer and the
   # sanitizer runtimes, and llvm-symbolizer for readable reports
   clang-14 libclang-rt-14-dev llvm-14
+  # tests/e2e/test_slurm.py: a real Slurm cluster on loopback (munged, slurmctld,
+  # two slurmd) that trainsup's fence and unfence commands drain and resume
+  slurmctld slurmd slurm-client munge
 )
 
 missing=()

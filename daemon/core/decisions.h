@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
 #include "daemon/core/checkpoint_schedule.h"
@@ -36,11 +37,15 @@ struct AgentCommand {
   absl::Duration report_interval;  // kSettings
 };
 
-// Ask the cluster scheduler to fence a node (the driver runs --fence-command).
+// Ask the cluster scheduler to fence a node (the driver runs --fence-command)
+// or to take it back (--unfence-command).
 struct FenceRequest {
   std::string node;
   std::string reason;
   absl::Time decided = absl::InfinitePast();
+  FenceAction action = FenceAction::kFence;
+  // Set by Decisions::Fence: tells which decision a FenceDone answers.
+  uint64_t id = 0;
 };
 
 // Everything the core decided since it was last asked: the driver persists
@@ -65,11 +70,17 @@ class Decisions {
   // job's id and current generation and counts it on the job.
   const Event& Emit(JobEntry* job, Event event);
   void Command(AgentCommand command) { output_.commands.push_back(std::move(command)); }
-  // A fence to run, journaled as pending first (journal.h: FenceRow).
-  void Fence(FenceRequest fence) {
-    output_.journal.fences.push_back({fence.node, fence.reason, fence.decided, true});
-    output_.fences.push_back(std::move(fence));
-  }
+  // A fence or unfence to run, journaled as pending first (journal.h:
+  // FenceRow). It replaces the node's pending one in the store; the driver
+  // still runs both, in the order decided, so the last one decided is the
+  // one the scheduler ends with.
+  void Fence(FenceRequest fence);
+  // The command for `request` succeeded: its pending row is cleared, unless
+  // a later decision for the node replaced it (that one stays pending until
+  // it ran itself).
+  void FenceSucceeded(absl::Time now, const FenceRequest& request);
+  // `node` needs no fence command any more: its pending row is cleared.
+  void DropFence(absl::Time now, const std::string& node);
   Journal& journal() { return output_.journal; }
   // The events decided since the last Take(), in order.
   const std::vector<Event>& pending_events() const { return output_.events; }
@@ -84,6 +95,9 @@ class Decisions {
  private:
   EventLog events_;
   SupervisorOutput output_;
+  // Node -> the id of its pending fence or unfence (the one in the store).
+  absl::flat_hash_map<std::string, uint64_t> pending_fences_;
+  uint64_t next_fence_id_ = 1;
 };
 
 }  // namespace trainsup

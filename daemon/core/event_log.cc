@@ -46,6 +46,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "stacks";
     case EventKind::kPersistFailed:
       return "persist_failed";
+    case EventKind::kUnfence:
+      return "unfence";
     case EventKind::kCount:
       break;
   }

@@ -35,6 +35,7 @@ enum class EventKind {
   kNodeLost,           // the job failed or stalled and a node it cannot hear is why
   kStacks,             // the Python stacks of a hung job's ranks, collected before the stop
   kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
+  kUnfence,            // the unfence command ran for a node whose quarantine was lifted
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

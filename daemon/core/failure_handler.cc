@@ -110,8 +110,15 @@ absl::StatusOr<std::string> FailureHandler::Unquarantine(absl::Time now, absl::s
   }
   const NodeRecord& node = agents_.node(index);
   quarantine_.Unquarantine(node.name);
-  decisions_.journal().nodes.push_back({node.name, false, "lifted by an operator", now, "operator"});
-  decisions_.journal().fences.push_back({node.name, "", now, false});  // no longer to be fenced
+  const std::string reason = "quarantine lifted by an operator";
+  decisions_.journal().nodes.push_back({node.name, false, reason, now, "operator"});
+  // The scheduler is told to take the node back (after its fence, if that
+  // has not run yet: the driver runs them in the order decided).
+  if (options_.unfence) {
+    decisions_.Fence({node.name, reason, now, FenceAction::kUnfence});
+  } else {
+    decisions_.DropFence(now, node.name);  // no longer to be fenced
+  }
   Event e;
   e.time = now;
   e.kind = EventKind::kUnquarantine;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"
@@ -89,15 +90,27 @@ struct StackRow {
   std::string text;
 };
 
-// A fence the supervisor decided and has not seen succeed yet. It is written
-// (pending) before the fence command runs, and cleared when the command
-// succeeded or the node's quarantine was lifted; a pending fence is run
-// again after the supervisor restarts, so fence commands must be idempotent.
+// What a fence command tells the cluster scheduler about a node: to stop
+// placing work on it (--fence-command, at a quarantine) or to take it back
+// (--unfence-command, when an operator lifts the quarantine).
+enum class FenceAction { kFence, kUnfence };
+
+// "fence" or "unfence": the name in the store, in events and in metrics.
+inline absl::string_view FenceActionName(FenceAction action) {
+  return action == FenceAction::kUnfence ? "unfence" : "fence";
+}
+
+// A fence (or unfence) the supervisor decided and has not seen succeed yet.
+// It is written (pending) before the command runs, and cleared when the
+// command succeeded or the node no longer needs it; a pending one is run
+// again after the supervisor restarts, so the commands must be idempotent.
+// A node has at most one: the latest decided replaces the one before.
 struct FenceRow {
   std::string node;
   std::string reason;
   absl::Time decided = absl::InfinitePast();
-  bool pending = true;  // false: clear it
+  bool pending = true;  // false: clear the node's row
+  FenceAction action = FenceAction::kFence;
 };
 
 struct Journal {

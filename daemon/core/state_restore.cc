@@ -90,13 +90,17 @@ void RestoreState(absl::Time now, const PersistedState& state, const SupervisorO
     }
   }
   decisions.RestoreEvents(state.events);
-  // Fences decided and not seen to succeed (the supervisor died before or
-  // while one ran, or it failed) run again: at least once, so idempotent.
+  // Fences and unfences decided and not seen to succeed (the supervisor
+  // died before or while one ran, or it failed) run again: at least once, so
+  // idempotent. One the node's state no longer asks for is dropped.
   for (const FenceRow& row : state.fences) {
-    if (quarantine.IsQuarantined(row.node)) {
-      decisions.Fence({row.node, row.reason, row.decided});
+    const bool wanted = row.action == FenceAction::kFence
+                            ? quarantine.IsQuarantined(row.node)
+                            : !quarantine.IsQuarantined(row.node) && options.unfence;
+    if (wanted) {
+      decisions.Fence({row.node, row.reason, row.decided, row.action});
     } else {
-      decisions.journal().fences.push_back({row.node, "", now, false});
+      decisions.DropFence(now, row.node);
     }
   }
 }

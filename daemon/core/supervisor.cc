@@ -397,19 +397,21 @@ absl::StatusOr<std::string> Supervisor::RequestCheckpoint(absl::Time now,
   return planner_.RequestCheckpoint(now, *job);
 }
 
-void Supervisor::FenceDone(absl::Time now, const std::string& node, bool ok,
+void Supervisor::FenceDone(absl::Time now, const FenceRequest& request, bool ok,
                            const std::string& detail) {
+  const std::string& node = request.node;
   Event e;
   e.time = now;
-  e.kind = EventKind::kFence;
+  e.kind = request.action == FenceAction::kUnfence ? EventKind::kUnfence : EventKind::kFence;
   e.node = node;
-  e.message = absl::StrCat("fence command for ", node, ok ? " succeeded" : " FAILED", ": ", detail);
+  e.message = absl::StrCat(FenceActionName(request.action), " command for ", node,
+                           ok ? " succeeded" : " FAILED", ": ", detail);
   e.figures = {{"ok", ok ? 1 : 0}};
   const NodeIndex index = agents_.Find(node);
   decisions_.Emit(index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job), std::move(e));
-  // A failed fence stays pending: it is tried again when the supervisor
-  // restarts (or an operator fences the node by hand).
-  if (ok) decisions_.journal().fences.push_back({node, "", now, false});
+  // A failed one stays pending: it is tried again when the supervisor
+  // restarts (or an operator fences or resumes the node by hand).
+  if (ok) decisions_.FenceSucceeded(now, request);
 }
 
 void Supervisor::PersistFailed(absl::Time now, const std::string& node, const std::string& what) {

@@ -93,8 +93,8 @@ class Supervisor {
   // A one-off checkpoint at a step every rank reaches after the plan horizon.
   absl::StatusOr<std::string> RequestCheckpoint(absl::Time now, absl::string_view job_id);
 
-  // The fence command for `node` ended (the driver ran it).
-  void FenceDone(absl::Time now, const std::string& node, bool ok, const std::string& detail);
+  // The fence (or unfence) command for `request` ended (the driver ran it).
+  void FenceDone(absl::Time now, const FenceRequest& request, bool ok, const std::string& detail);
 
   // The driver could not persist what was decided and did not act on it
   // (`what` says which commands and fences, and why); `node` is the first

@@ -71,6 +71,10 @@ struct SupervisorOptions {
   // trainsup out, or to watch a job's own failure handling). Agents then exit
   // with their command's code, as without a supervisor. Default: false.
   bool observe_only = false;
+  // The driver runs an unfence command (--unfence-command) when an operator
+  // lifts a quarantine, journaled and retried like a fence; without one,
+  // lifting a quarantine only forgets the node's pending fence. Default: false.
+  bool unfence = false;
 };
 
 }  // namespace trainsup

@@ -254,9 +254,9 @@ TEST_F(FenceRunnerTest, MissingCommandIsNotOkAndCannotRun) {
 class DoneLog {
  public:
   FenceRunner::DoneFn Fn() {
-    return [this](const std::string& node, bool ok, const std::string& detail) {
+    return [this](const FenceRequest& request, bool ok, const std::string& detail) {
       absl::MutexLock lock(&mu_);
-      calls_.emplace_back(node, ok, detail);
+      calls_.emplace_back(request.node, ok, detail);
     };
   }
 
@@ -284,10 +284,10 @@ TEST_F(FenceRunnerTest, QueuedRunnerCallsDoneForEachEnqueueInOrder) {
       "fence.sh", "echo \"$1\" >> '" + log + "'; echo \"fenced $1: $2\"; [ \"$1\" != n2 ]");
   DoneLog done;
   {
-    FenceRunner runner(cmd, absl::Seconds(30), done.Fn());
-    runner.Enqueue("n1", "r1");
-    runner.Enqueue("n2", "r2");
-    runner.Enqueue("n3", "r3");
+    FenceRunner runner({cmd, ""}, absl::Seconds(30), done.Fn());
+    runner.Enqueue({"n1", "r1"});
+    runner.Enqueue({"n2", "r2"});
+    runner.Enqueue({"n3", "r3"});
     ASSERT_TRUE(done.WaitFor(3, absl::Seconds(30)));
   }
 
@@ -309,7 +309,7 @@ TEST_F(FenceRunnerTest, RunnerWithNothingQueuedStopsPromptly) {
   DoneLog done;
   const std::string cmd = Script("fence.sh", "exit 0");
   const auto start = std::chrono::steady_clock::now();
-  { FenceRunner runner(cmd, absl::Seconds(30), done.Fn()); }
+  { FenceRunner runner({cmd, ""}, absl::Seconds(30), done.Fn()); }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_TRUE(done.calls().empty());
 }

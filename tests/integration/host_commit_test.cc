@@ -104,9 +104,9 @@ class HostCommitTest : public ::testing::Test {
     ASSERT_EQ(chmod(script_.c_str(), 0755), 0);
     host_ = std::make_unique<SupervisorHost>(SupervisorOptions(), &clock_, nullptr, &sink_);
     fence_ = std::make_unique<FenceRunner>(
-        script_, absl::Seconds(10),
-        [this](const std::string& node, bool ok, const std::string& detail) {
-          host_->FenceDone(node, ok, detail);
+        FenceRunner::Commands{script_, ""}, absl::Seconds(10),
+        [this](const FenceRequest& request, bool ok, const std::string& detail) {
+          host_->FenceDone(request, ok, detail);
         });
     host_->set_fence_runner(fence_.get());
     for (const char* node : {"node-a", "node-b"}) {

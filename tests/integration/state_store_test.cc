@@ -299,6 +299,7 @@ TEST_F(StateStoreTest, PendingFencesSurviveReopenUntilCleared) {
   EXPECT_EQ(state.fences[0].reason, "bad GPU 3");
   EXPECT_EQ(state.fences[0].decided, kT0);
   EXPECT_TRUE(state.fences[0].pending);
+  EXPECT_EQ(state.fences[0].action, FenceAction::kFence);
   EXPECT_EQ(state.fences[1].node, "node-b");
 
   Journal done;
@@ -307,6 +308,28 @@ TEST_F(StateStoreTest, PendingFencesSurviveReopenUntilCleared) {
   state = LoadAll(*store);
   ASSERT_EQ(state.fences.size(), 1u);
   EXPECT_EQ(state.fences[0].node, "node-b");
+}
+
+TEST_F(StateStoreTest, APendingUnfenceReplacesTheNodesFenceAndKeepsItsAction) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal quarantined;
+  quarantined.fences.push_back({"node-a", "bad GPU 3", kT0, true});
+  ASSERT_TRUE(store->Apply(quarantined, JournalSink::Sync::kFull).ok());
+  Journal lifted;
+  lifted.fences.push_back({"node-a", "quarantine lifted by an operator", kT0 + absl::Seconds(5),
+                           true, FenceAction::kUnfence});
+  ASSERT_TRUE(store->Apply(lifted).ok());
+
+  store.reset();
+  store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.fences.size(), 1u);
+  EXPECT_EQ(state.fences[0].node, "node-a");
+  EXPECT_EQ(state.fences[0].action, FenceAction::kUnfence);
+  EXPECT_EQ(state.fences[0].reason, "quarantine lifted by an operator");
+  EXPECT_EQ(state.fences[0].decided, kT0 + absl::Seconds(5));
 }
 
 TEST_F(StateStoreTest, LatestJobRowWins) {

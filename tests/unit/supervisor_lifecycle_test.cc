@@ -725,6 +725,91 @@ TEST_F(LifecycleTest, OperatorUnquarantineIsJournaledOnce) {
   EXPECT_TRUE(Take().journal.empty());
 }
 
+TEST_F(LifecycleTest, UnquarantineWithoutAnUnfenceCommandOnlyDropsThePendingFence) {
+  Start();
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  Take();
+
+  ASSERT_TRUE(sup_->Unquarantine(AtS(100), "node-b").ok());
+
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(out.fences.empty());
+  ASSERT_EQ(out.journal.fences.size(), 1u);
+  EXPECT_EQ(out.journal.fences[0].node, "node-b");
+  EXPECT_FALSE(out.journal.fences[0].pending);
+}
+
+TEST_F(LifecycleTest, UnquarantineWithAnUnfenceCommandDecidesAPendingUnfence) {
+  options_.unfence = true;
+  Start();
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  Take();
+
+  ASSERT_TRUE(sup_->Unquarantine(AtS(100), "node-b").ok());
+
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.fences.size(), 1u);
+  EXPECT_EQ(out.fences[0].node, "node-b");
+  EXPECT_EQ(out.fences[0].action, FenceAction::kUnfence);
+  EXPECT_EQ(out.fences[0].reason, "quarantine lifted by an operator");
+  EXPECT_EQ(out.fences[0].decided, AtS(100));
+  // Pending (in the same journal as the lifted quarantine), replacing the fence.
+  ASSERT_EQ(out.journal.fences.size(), 1u);
+  EXPECT_TRUE(out.journal.fences[0].pending);
+  EXPECT_EQ(out.journal.fences[0].action, FenceAction::kUnfence);
+}
+
+TEST_F(LifecycleTest, AFenceEndingAfterTheUnquarantineLeavesTheUnfencePending) {
+  options_.unfence = true;
+  Start();
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  const FenceRequest fence = Take().fences.at(0);
+  ASSERT_TRUE(sup_->Unquarantine(AtS(6), "node-b").ok());
+  const FenceRequest unfence = Take().fences.at(0);
+
+  // The fence decided first ends first (the driver runs them in order).
+  sup_->FenceDone(AtS(7), fence, true, "exit code 0");
+  SupervisorOutput out = Take();
+  EXPECT_TRUE(out.journal.fences.empty());  // the unfence's row stays pending
+  ASSERT_EQ(OfKind(out.events, EventKind::kFence).size(), 1u);
+
+  sup_->FenceDone(AtS(8), unfence, false, "exit code 1; output: Invalid node name specified");
+  out = Take();
+  EXPECT_TRUE(out.journal.fences.empty());  // failed: still pending, run again at a restart
+  ASSERT_EQ(OfKind(out.events, EventKind::kUnfence).size(), 1u);
+  const Event failed = OfKind(out.events, EventKind::kUnfence)[0];
+  EXPECT_EQ(failed.node, "node-b");
+  EXPECT_EQ(failed.message,
+            "unfence command for node-b FAILED: exit code 1; output: Invalid node name specified");
+  EXPECT_EQ(Figure(failed, "ok"), 0);
+
+  sup_->FenceDone(AtS(9), unfence, true, "exit code 0");
+  out = Take();
+  ASSERT_EQ(out.journal.fences.size(), 1u);
+  EXPECT_EQ(out.journal.fences[0].node, "node-b");
+  EXPECT_FALSE(out.journal.fences[0].pending);
+  ASSERT_EQ(OfKind(out.events, EventKind::kUnfence).size(), 1u);
+  EXPECT_THAT(OfKind(out.events, EventKind::kUnfence)[0].message,
+              HasSubstr("unfence command for node-b succeeded"));
+}
+
+TEST_F(LifecycleTest, AnUnfenceEndingAfterARequarantineLeavesTheNewFencePending) {
+  options_.unfence = true;
+  Start();
+  ASSERT_TRUE(sup_->Quarantine(AtS(5), "node-b", "bad GPU 3").ok());
+  Take();
+  ASSERT_TRUE(sup_->Unquarantine(AtS(6), "node-b").ok());
+  const FenceRequest unfence = Take().fences.at(0);
+  ASSERT_TRUE(sup_->Quarantine(AtS(7), "node-b", "bad GPU 3 again").ok());
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.fences.size(), 1u);
+  EXPECT_EQ(out.fences[0].action, FenceAction::kFence);
+
+  sup_->FenceDone(AtS(8), unfence, true, "exit code 0");
+
+  EXPECT_TRUE(Take().journal.fences.empty());  // the new fence is still to be seen to succeed
+}
+
 TEST_F(LifecycleTest, NeverQuarantinedNodeIsAlreadyNotQuarantined) {
   Start();
   absl::StatusOr<std::string> said = sup_->Unquarantine(AtS(5), "node-a");
@@ -955,15 +1040,50 @@ TEST_F(RestoreTest, PendingFencesOfQuarantinedNodesAreDecidedAgain) {
   EXPECT_TRUE(cleared_a);
 }
 
-TEST_F(RestoreTest, ASucceededFenceIsClearedAFailedOneStaysPending) {
-  Create();
-  sup_->Restore(now_, State());
-  Take();
+TEST_F(RestoreTest, PendingUnfencesOfReleasedNodesAreDecidedAgainWithAnUnfenceCommand) {
+  PersistedState s = State();
+  s.nodes.push_back({"node-a", false, "quarantine lifted by an operator", now_ - absl::Minutes(10),
+                     "operator"});
+  s.fences.push_back({"node-a", "quarantine lifted by an operator", now_ - absl::Minutes(10), true,
+                      FenceAction::kUnfence});
+  // An unfence row for a node quarantined since: the node stays fenced.
+  s.fences.push_back({"node-c", "lifted before", now_ - absl::Minutes(40), true,
+                      FenceAction::kUnfence});
 
-  sup_->FenceDone(now_, "node-c", false, "exit code 1");
+  options_.unfence = true;
+  Create();
+  sup_->Restore(now_, s);
+  SupervisorOutput out = Take();
+  ASSERT_EQ(out.fences.size(), 1u);
+  EXPECT_EQ(out.fences[0].node, "node-a");
+  EXPECT_EQ(out.fences[0].action, FenceAction::kUnfence);
+  bool cleared_c = false;
+  for (const FenceRow& f : out.journal.fences) cleared_c |= f.node == "node-c" && !f.pending;
+  EXPECT_TRUE(cleared_c);
+
+  // Restarted without --unfence-command: nothing to run, the row is dropped.
+  options_.unfence = false;
+  Create();
+  sup_->Restore(now_, s);
+  out = Take();
+  EXPECT_TRUE(out.fences.empty());
+  bool cleared_a = false;
+  for (const FenceRow& f : out.journal.fences) cleared_a |= f.node == "node-a" && !f.pending;
+  EXPECT_TRUE(cleared_a);
+}
+
+TEST_F(RestoreTest, ASucceededFenceIsClearedAFailedOneStaysPending) {
+  PersistedState s = State();
+  s.fences.push_back({"node-c", "2 failures within 1h: crash", now_ - absl::Minutes(30), true});
+  Create();
+  sup_->Restore(now_, s);
+  const std::vector<FenceRequest> fences = Take().fences;
+  ASSERT_EQ(fences.size(), 1u);
+
+  sup_->FenceDone(now_, fences[0], false, "exit code 1");
   EXPECT_TRUE(Take().journal.fences.empty());
 
-  sup_->FenceDone(now_, "node-c", true, "exit code 0");
+  sup_->FenceDone(now_, fences[0], true, "exit code 0");
   SupervisorOutput out = Take();
   ASSERT_EQ(out.journal.fences.size(), 1u);
   EXPECT_EQ(out.journal.fences[0].node, "node-c");
