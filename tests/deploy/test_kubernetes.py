@@ -22,6 +22,7 @@ from deploy_checks import REPO, binary, help_flags, help_text, long_flags
 
 MANIFEST = os.path.join(REPO, "deploy", "kubernetes", "worker.yaml")
 CORDON = os.path.join(REPO, "deploy", "fence", "kubernetes-cordon")
+UNCORDON = os.path.join(REPO, "deploy", "fence", "kubernetes-uncordon")
 # Set by Kubernetes itself in the pods of an indexed Job.
 KUBERNETES_VARIABLES = {"JOB_COMPLETION_INDEX"}
 
@@ -85,7 +86,7 @@ class WorkerManifestTest(unittest.TestCase):
 class KubernetesCordonTest(unittest.TestCase):
     """The fence with a kubectl on PATH that records its arguments."""
 
-    def run_cordon(self, *args):
+    def run_cordon(self, *args, script=CORDON):
         with tempfile.TemporaryDirectory() as tmp:
             calls = os.path.join(tmp, "calls")
             kubectl = os.path.join(tmp, "kubectl")
@@ -93,7 +94,7 @@ class KubernetesCordonTest(unittest.TestCase):
                 f.write(f'#!/bin/sh\nprintf "%s|" "$@" >> {calls}\necho >> {calls}\n')
             os.chmod(kubectl, stat.S_IRWXU)
             env = dict(os.environ, PATH=f"{tmp}:/usr/bin:/bin")
-            result = subprocess.run([CORDON, *args], env=env, capture_output=True, text=True,
+            result = subprocess.run([script, *args], env=env, capture_output=True, text=True,
                                     timeout=30)
             if not os.path.exists(calls):
                 return result, []
@@ -113,10 +114,20 @@ class KubernetesCordonTest(unittest.TestCase):
         self.assertEqual(calls[0], "cordon|--|--all|")
 
     def test_refuses_without_a_node(self):
-        result, calls = self.run_cordon("", "why")
-        self.assertEqual(result.returncode, 2)
-        self.assertIn("usage", result.stderr)
-        self.assertEqual(calls, [])
+        for script in (CORDON, UNCORDON):
+            with self.subTest(script=os.path.basename(script)):
+                result, calls = self.run_cordon("", "why", script=script)
+                self.assertEqual(result.returncode, 2)
+                self.assertIn("usage", result.stderr)
+                self.assertEqual(calls, [])
+
+    def test_the_unfence_uncordons_and_removes_the_reason(self):
+        result, calls = self.run_cordon("gpu-node-7", "lifted by an operator", script=UNCORDON)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(calls, [
+            "uncordon|--|gpu-node-7|",
+            "annotate|node|--|gpu-node-7|trainsup/quarantine-reason-|",
+        ])
 
 
 if __name__ == "__main__":

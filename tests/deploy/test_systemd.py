@@ -133,15 +133,18 @@ class SystemdUnitTest(unittest.TestCase):
 
     def test_programs_it_runs_are_where_cmake_installs_them(self):
         fence = option_value(self.exec_start, "--fence-command")
-        # The one in ExecStart, and the Kubernetes alternative the comment gives.
-        commented = re.findall(r"--fence-command\s*\n#\s*(/[^\s,]+)", self.unit_text)
-        self.assertEqual(commented, [PREFIX + "/share/trainsup/fence/kubernetes-cordon"])
-        for path in [self.exec_start[0], fence] + commented:
+        unfence = option_value(self.exec_start, "--unfence-command")
+        # The ones in ExecStart, and the Kubernetes alternatives the comment gives.
+        commented = re.findall(r"--(?:un)?fence-command\s*\n#\s*(/[^\s,]+)", self.unit_text)
+        self.assertEqual(commented, [PREFIX + "/share/trainsup/fence/kubernetes-cordon",
+                                     PREFIX + "/share/trainsup/fence/kubernetes-uncordon"])
+        for path in [self.exec_start[0], fence, unfence] + commented:
             with self.subTest(path=path):
                 self.assertTrue(path.startswith(PREFIX + "/"), path)
                 self.assertTrue(os.access(self.root + path, os.X_OK), f"{path} not installed")
         self.assertEqual(self.exec_start[0], PREFIX + "/bin/trainsupd")
         self.assertEqual(fence, PREFIX + "/share/trainsup/fence/slurm-drain")
+        self.assertEqual(unfence, PREFIX + "/share/trainsup/fence/slurm-resume")
 
     def test_tls_and_the_network(self):
         for flag in ("--tls-cert", "--tls-key", "--tls-client-ca", "--operator-token-file"):
