@@ -177,15 +177,15 @@ int main(int argc, char** argv) {
   CLI::App* events = app.add_subcommand(
       "events", "list recent events (stall, crash, straggler, ...), of JOB if given");
   events->add_option("JOB", events_job, "only this job's events");
+  events->add_flag("-f,--follow", follow,
+                   "after the recent events, print new ones as they happen (one per line; "
+                   "-o json: one JSON object per line) until interrupted");
   std::string top_job;
   CLI::App* top_view = app.add_subcommand(
       "top", "a live view of JOB like top(1), refreshed every second until q or Ctrl-C: its "
              "state, step rate, goodput and last event, and its slowest ranks by compute p99 "
              "with their flags, as many as fit the terminal (not a terminal: one frame)");
   top_view->add_option("JOB", top_job, "job id (default: the only job the supervisor knows)");
-  events->add_flag("-f,--follow", follow,
-                   "after the recent events, print new ones as they happen (one per line; "
-                   "-o json: one JSON object per line) until interrupted");
 
   // Offline calculators: they contact no supervisor.
   PlanFlags plan_flags;

@@ -48,9 +48,17 @@ std::string FormatAge(double seconds) {
   return seconds >= 0 ? FormatSeconds(seconds) + " ago" : "-";
 }
 
-namespace {
+std::string FormatStep(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
 
-std::string Step(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
+std::vector<std::string> RankVerdictFlags(const v1::Rank& rank) {
+  std::vector<std::string> flags;
+  if (rank.stall_culprit()) flags.push_back("STALL-CULPRIT");
+  if (rank.crash_culprit()) flags.push_back("CRASHED-FIRST");
+  if (rank.straggler()) flags.push_back("STRAGGLER");
+  return flags;
+}
+
+namespace {
 
 absl::Time TimeOf(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
@@ -69,7 +77,7 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
     table.AddRow({job.job_id(), absl::StrCat(job.generation()),
                   job.state() + (job.stalled() ? ",STALLED" : ""),
                   absl::StrCat(job.ranks_reporting(), "/", job.world_size()),
-                  absl::StrCat(job.ranks_alive()), absl::StrCat(job.nodes()), Step(job.step()),
+                  absl::StrCat(job.ranks_alive()), absl::StrCat(job.nodes()), FormatStep(job.step()),
                   FormatSeconds(job.step_p50_seconds()), FormatSeconds(job.step_p99_seconds()),
                   progress, absl::StrCat(job.stragglers()), absl::StrCat(job.restarts()),
                   absl::StrCat(job.heartbeats_received())});
@@ -82,7 +90,7 @@ std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std:
   std::string line = absl::StrFormat(
       "job %s: %d of %d ranks heard (alive %d, dead %d, unknown %d), stragglers %d, steps %s..%s",
       response.job_id(), s.ranks(), response.world_size(), s.alive(), s.dead(), s.unknown(),
-      s.stragglers(), Step(s.min_step()), Step(s.max_step()));
+      s.stragglers(), FormatStep(s.min_step()), FormatStep(s.max_step()));
   if (s.compute_p99_max_seconds() > 0) {
     absl::StrAppend(&line, ", compute p99 median ", FormatSeconds(s.compute_p99_median_seconds()),
                     " max ", FormatSeconds(s.compute_p99_max_seconds()));
@@ -100,14 +108,11 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response) {
   Table table({"RANK", "NODE", "PID", "STEP", "PHASE", "STEP_P50", "STEP_P99", "COMPUTE_P99",
                "LAST_SEEN", "ALIVE", "LOSS", "FLAGS"});
   for (const v1::Rank* r : ranks) {
-    std::vector<std::string> flags;
-    if (r->stall_culprit()) flags.push_back("STALL-CULPRIT");
-    if (r->crash_culprit()) flags.push_back("CRASHED-FIRST");
-    if (r->straggler()) flags.push_back("STRAGGLER");
+    std::vector<std::string> flags = RankVerdictFlags(*r);
     if (!r->exit().empty()) flags.push_back(r->exit());
     // alive, dead, or unknown (its agent cannot be heard).
     std::string alive = !r->liveness().empty() ? r->liveness() : (r->alive() ? "alive" : "dead");
-    table.AddRow({absl::StrCat(r->rank()), r->node(), absl::StrCat(r->pid()), Step(r->step()),
+    table.AddRow({absl::StrCat(r->rank()), r->node(), absl::StrCat(r->pid()), FormatStep(r->step()),
                   r->phase(), FormatSeconds(r->step_p50_seconds()),
                   FormatSeconds(r->step_p99_seconds()),
                   r->compute_p99_seconds() > 0 ? FormatSeconds(r->compute_p99_seconds()) : "-",

@@ -1,8 +1,10 @@
 #ifndef TRAINSUP_CLI_RENDER_H_
 #define TRAINSUP_CLI_RENDER_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -43,6 +45,11 @@ std::string RenderJsonLine(const google::protobuf::Message& message);
 std::string FormatSeconds(double seconds);
 // "1.23s ago"; "-" for unknown (negative) ages.
 std::string FormatAge(double seconds);
+// A step for a table: "-" before the first (negative).
+std::string FormatStep(int64_t step);
+// The rules' verdicts on a rank as the FLAGS columns show them:
+// STALL-CULPRIT, CRASHED-FIRST, STRAGGLER.
+std::vector<std::string> RankVerdictFlags(const v1::Rank& rank);
 
 // ---- Offline calculators: `plan` and `budget` (no supervisor contacted) ----
 // Each command is flags -> core inputs (InvalidArgument naming the flag for a

@@ -45,17 +45,12 @@ std::string FitLine(const std::string& text, int cols) {
 }
 
 std::string TopRankFlags(const v1::Rank& rank) {
-  std::vector<std::string> flags;
-  if (rank.stall_culprit()) flags.push_back("STALL-CULPRIT");
-  if (rank.crash_culprit()) flags.push_back("CRASHED-FIRST");
-  if (rank.straggler()) flags.push_back("STRAGGLER");
+  std::vector<std::string> flags = RankVerdictFlags(rank);
   if (rank.liveness() == "dead") flags.push_back("DEAD");
   return absl::StrJoin(flags, ",");
 }
 
 namespace {
-
-std::string Step(int64_t step) { return step < 0 ? "-" : absl::StrCat(step); }
 
 std::string JobLine(const TopData& data, absl::Time now) {
   std::string line = absl::StrCat("job ", data.job_id);
@@ -63,7 +58,7 @@ std::string JobLine(const TopData& data, absl::Time now) {
   const v1::Job& job = data.detail->job();
   const v1::LedgerBuckets& ledger = data.detail->ledger();
   absl::StrAppend(&line, "   ", job.state(), job.stalled() ? " STALLED" : "", "   generation ",
-                  job.generation(), "   step ", Step(job.step()), "   ",
+                  job.generation(), "   step ", FormatStep(job.step()), "   ",
                   data.steps_per_second.has_value()
                       ? absl::StrFormat("%.2f steps/s", *data.steps_per_second)
                       : std::string("- steps/s"),
@@ -80,7 +75,7 @@ std::string RanksLine(const TopData& data) {
   std::string line = absl::StrFormat(
       "ranks %d/%d heard: alive %d, dead %d, unknown %d   stragglers %d   steps %s..%s",
       s.ranks(), r.world_size(), s.alive(), s.dead(), s.unknown(), s.stragglers(),
-      Step(s.min_step()), Step(s.max_step()));
+      FormatStep(s.min_step()), FormatStep(s.max_step()));
   if (s.compute_p99_max_seconds() > 0) {
     absl::StrAppend(&line, "   compute p99 median ", FormatSeconds(s.compute_p99_median_seconds()),
                     " max ", FormatSeconds(s.compute_p99_max_seconds()));
@@ -119,7 +114,7 @@ std::vector<std::string> RenderTopScreen(const TopData& data, TerminalSize size,
     rows_shown = std::min(room, data.ranks->ranks_size());
     for (int i = 0; i < rows_shown; ++i) {
       const v1::Rank& r = data.ranks->ranks(i);
-      table.AddRow({absl::StrCat(r.rank()), r.node(), Step(r.step()), r.phase(),
+      table.AddRow({absl::StrCat(r.rank()), r.node(), FormatStep(r.step()), r.phase(),
                     r.compute_p99_seconds() > 0 ? FormatSeconds(r.compute_p99_seconds()) : "-",
                     FormatSeconds(r.step_p99_seconds()),
                     FormatAge(r.last_heartbeat_age_seconds()),
