@@ -124,15 +124,13 @@ v1::NodeReport ReportBatcher::TakeReport(absl::Duration steady_now, size_t max_b
   // The heartbeats last, as many as fit (one at least, so that the backlog
   // always drains); each costs its size plus a tag and a length.
   size_t bytes = report.ByteSizeLong();
-  taken_seqs_.clear();
-  taken_read_at_.clear();
+  taken_.clear();
   while (!pending_.empty()) {
     const size_t cost = pending_.front().hb.ByteSizeLong() + 6;
-    if (!taken_seqs_.empty() && bytes + cost > max_bytes) break;
+    if (!taken_.empty() && bytes + cost > max_bytes) break;
     bytes += cost;
     Entry& e = pending_.front();
-    taken_seqs_.push_back(e.seq);
-    taken_read_at_.push_back(e.read_at);
+    taken_.push_back({e.seq, e.read_at});
     if (e.read_at.has_value()) {
       e.hb.set_queued_seconds(std::max(0.0, absl::ToDoubleSeconds(steady_now - *e.read_at)));
     }
@@ -154,18 +152,16 @@ void ReportBatcher::Restore(v1::NodeReport report) {
   dropped_ += n - keep;
   // The heartbeats go back under the numbers they had when taken, so that
   // the resend of BeginSession sees them as pending, not as already sent.
-  const bool same_report = taken_seqs_.size() == n;
+  const bool same_report = taken_.size() == n;
   int64_t seq = pending_.empty() ? next_seq_ : pending_.front().seq;
   for (size_t i = 0; i < keep; ++i) {
     const size_t index = n - 1 - i;
-    const int64_t original = same_report ? taken_seqs_[index] : --seq;
-    // It waits on from when it was read, not from when it went out.
-    const std::optional<absl::Duration> read_at =
-        same_report ? taken_read_at_[index] : std::nullopt;
-    pending_.push_front(Entry{original, std::move(*hbs->Mutable(static_cast<int>(index))), read_at});
+    // Its read time stays: it waits on from then, not from when it went out.
+    const Taken original = same_report ? taken_[index] : Taken{--seq, std::nullopt};
+    pending_.push_front(
+        Entry{original.seq, std::move(*hbs->Mutable(static_cast<int>(index))), original.read_at});
   }
-  taken_seqs_.clear();
-  taken_read_at_.clear();
+  taken_.clear();
 }
 
 size_t ReportBatcher::backlog() const {

@@ -90,10 +90,13 @@ class ReportBatcher {
   std::vector<ProcessObservation> processes_ ABSL_GUARDED_BY(mu_);
   // Cumulative, by reason; reported in the enum's order.
   std::map<v1::RejectReason, uint64_t> rejected_ ABSL_GUARDED_BY(mu_);
-  // The seqs of the heartbeats in the last report taken, in order, so that a
-  // Restore puts them back under their own numbers.
-  std::vector<int64_t> taken_seqs_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::optional<absl::Duration>> taken_read_at_ ABSL_GUARDED_BY(mu_);
+  // What the heartbeats in the last report taken were, in order, so that a
+  // Restore puts them back under their own numbers and read times.
+  struct Taken {
+    int64_t seq;
+    std::optional<absl::Duration> read_at;
+  };
+  std::vector<Taken> taken_ ABSL_GUARDED_BY(mu_);
   uint64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t added_ ABSL_GUARDED_BY(mu_) = 0;
 };
