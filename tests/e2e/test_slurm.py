@@ -30,7 +30,7 @@ import unittest
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster import (ClusterTestCase, REPO, TRAIN_SCRIPT, Cluster, Process, free_port,  # noqa: E402
                      has_failed, wait_for)
-from test_tls import readme_block  # noqa: E402
+from test_tls import readme_certs  # noqa: E402
 
 SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "sinfo", "scontrol", "squeue")
 MISSING = [b for b in SLURM_BINARIES if shutil.which(b) is None]
@@ -182,10 +182,7 @@ class SlurmEndToEnd(ClusterTestCase):
     def setUp(self):
         super().setUp()
         self.slurm = SlurmCluster(tempfile.mkdtemp(prefix="trainsup-slurm-"))
-        self.certs = os.path.join(self.scratch, "certs")
-        os.makedirs(self.certs)
-        subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("across-machines:certs")],
-                       cwd=self.certs, check=True, capture_output=True, timeout=60)
+        self.certs = readme_certs(self.scratch)
 
     def tearDown(self):
         # Slurm first: its tasks (the agents, torchrun) end with their job.

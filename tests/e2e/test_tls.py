@@ -33,13 +33,19 @@ def readme_block(marker):
     return match.group(1)
 
 
+def readme_certs(scratch):
+    """Makes the certificates with the README's own commands, in scratch/certs; returns it."""
+    certs = os.path.join(scratch, "certs")
+    os.makedirs(certs)
+    subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("across-machines:certs")],
+                   cwd=certs, check=True, capture_output=True, timeout=60)
+    return certs
+
+
 class TlsEndToEnd(ClusterTestCase):
     def setUp(self):
         super().setUp()
-        self.certs = os.path.join(self.scratch, "certs")
-        os.makedirs(self.certs)
-        subprocess.run(["bash", "-euo", "pipefail", "-c", readme_block("across-machines:certs")],
-                       cwd=self.certs, check=True, capture_output=True, timeout=60)
+        self.certs = readme_certs(self.scratch)
 
     def cert(self, name):
         return os.path.join(self.certs, name)
