@@ -1,7 +1,6 @@
 #include "daemon/core/job.h"
 
 #include <algorithm>
-
 #include <cmath>
 #include <utility>
 
