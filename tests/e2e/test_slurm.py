@@ -280,9 +280,13 @@ class SlurmEndToEnd(ClusterTestCase):
         self.assertIn("succeeded", fenced["message"])
 
         # n2's agent exited 75 and requeued the job (same id); it waits for
-        # two nodes. Cancelled here, so that nothing takes n2 once resumed.
-        queued = self.slurm.run("scontrol", "show", "job", slurm_job).stdout
-        self.assertIn("JobState=PENDING", queued)
+        # two nodes. Slurm passes through COMPLETING on the way back to the
+        # queue. Cancelled here, so that nothing takes n2 once resumed.
+        def requeued():
+            text = self.slurm.run("scontrol", "show", "job", slurm_job).stdout
+            return text if "JobState=PENDING" in text else None
+
+        queued = wait_for(requeued, 30, what=f"Slurm job {slurm_job} back in the queue (PENDING)")
         self.assertIn("Restarts=1", queued)
         self.slurm.run("scancel", slurm_job)
 
