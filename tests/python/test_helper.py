@@ -1285,17 +1285,29 @@ class PlanTest(HelperTestCase):
         self.assertFalse(hb.should_checkpoint(3))
         self.assertTrue(hb.should_checkpoint(7))
 
-    def test_broken_file_yields_false_without_raising_then_recovers(self):
+    def test_broken_file_keeps_the_plans_held_and_counts_it(self):
+        # Every other rank still answers by the plans held: a rank that alone
+        # answered False would hang the checkpoint's collective.
         hb = self.plan_heartbeat(_plan_json([_plan(1, 0, 5, 0)]))
         self.assertTrue(hb.should_checkpoint(5))
-        self.write_plans('{"plans": [{"plan_id": ')  # not JSON
-        self.assertFalse(hb.should_checkpoint(5))
-        self.write_plans('{"plans": [{"plan_id": "x"}]}')  # not a plan
-        self.assertFalse(hb.should_checkpoint(5))
-        self.write_plans('["plans"]')  # not an object
-        self.assertFalse(hb.should_checkpoint(5))
-        self.write_plans(_plan_json([_plan(1, 0, 5, 0), _plan(2, 100, 0, 100)]))
-        self.assertTrue(hb.should_checkpoint(5))
+        self.assertEqual(hb.plan_errors, 0)
+        broken = ['{"plans": [{"plan_id": ',        # not JSON
+                  '{"plans": [{"plan_id": "x"}]}',  # not a plan
+                  '["plans"]',                      # not an object
+                  '{"plans": 7}']                   # no list of plans
+        for i, text in enumerate(broken, start=1):
+            with self.subTest(text):
+                self.write_plans(text)
+                self.assertEqual([s for s in range(12) if hb.should_checkpoint(s)], [0, 5, 10])
+                self.assertEqual(hb.plan_errors, i)  # once per version of the file
+        self.write_plans(_plan_json([_plan(1, 0, 5, 0), _plan(2, 7, 0, 7)]))
+        self.assertEqual([s for s in range(12) if hb.should_checkpoint(s)], [0, 5])
+        self.assertEqual(hb.plan_errors, len(broken))
+
+    def test_broken_first_file_means_no_checkpoint_without_raising(self):
+        hb = self.plan_heartbeat('{"plans": [{"plan_id": ')
+        self.assertFalse(any(hb.should_checkpoint(s) for s in range(20)))
+        self.assertEqual(hb.plan_errors, 1)
 
     def test_plan_file_gone_keeps_the_plans_held(self):
         hb = self.plan_heartbeat(_plan_json([_plan(1, 0, 5, 0)]))

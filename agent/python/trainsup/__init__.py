@@ -416,6 +416,7 @@ class Heartbeat:
         self._plan_path = env.get("TRAINSUP_PLAN_FILE", "")
         self._plan_stamp = None
         self._plans = []
+        self._plan_errors = 0
         if not self.enabled:
             return
         try:
@@ -440,6 +441,12 @@ class Heartbeat:
         """Messages given up on: replaced by a newer one while the agent's
         queue was full, or refused because the agent is gone."""
         return 0 if self._outbox is None else self._outbox.dropped
+
+    @property
+    def plan_errors(self):
+        """Versions of the plan file that could not be read (not JSON, not
+        plans). Each time, the plans held before stay in force."""
+        return self._plan_errors
 
     # -- the training loop's calls -------------------------------------------
 
@@ -507,7 +514,9 @@ class Heartbeat:
         same for the same step, and a plan takes effect only at a step far
         enough ahead that every rank holds it by then, so a collective
         checkpoint never hangs on ranks that disagree. Until the supervisor
-        publishes a plan, and outside an agent: False.
+        publishes a plan, and outside an agent: False. A plan file that cannot
+        be read leaves the plans held before in force (counted in
+        ``plan_errors``).
         """
         try:
             self._reload_plans()
@@ -549,9 +558,18 @@ class Heartbeat:
         stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp == self._plan_stamp:
             return
-        with open(self._plan_path) as f:
-            self._plans = _parse_plans(json.load(f))
+        # Read once per version of the file, readable or not.
         self._plan_stamp = stamp
+        try:
+            with open(self._plan_path) as f:
+                plans = _parse_plans(json.load(f))
+        except Exception:  # noqa: BLE001 (not JSON, not plans, gone meanwhile)
+            # Keep the plans held: every other rank still answers by them, and
+            # a rank that alone answered False would hang the checkpoint's
+            # collective.
+            self._plan_errors += 1
+            return
+        self._plans = plans
 
     def _live(self):
         """Whether this process reports: enabled, and the rank itself, not a
