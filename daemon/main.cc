@@ -46,6 +46,21 @@ void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
                     limit.soft, limit.soft_before, limit.hard, *max_agents, limit.soft, allowed);
 }
 
+// A start that failed on the options or the files they name is a usage
+// error (fix the command line); one that failed on the world (an address in
+// use, a store another trainsupd holds, a full disk) is a failure.
+int ExitCodeForStart(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kFailedPrecondition:
+      return trainsup::kExitUsage;
+    default:
+      return trainsup::kExitFailure;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,9 +246,8 @@ int main(int argc, char** argv) {
   MonotonicClock clock;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, &clock);
   if (!server.ok()) {
-    TRAINSUP_LOG_ERROR("%s", server.status().message());
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
-    return kExitFailure;
+    return ExitCodeForStart(server.status());
   }
   TRAINSUP_LOG_INFO("listening grpc=%s metrics=%s", (*server)->grpc_address(),
                     (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());

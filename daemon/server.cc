@@ -1,5 +1,10 @@
 #include "daemon/server.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -33,6 +38,37 @@ absl::Status Annotated(const absl::Status& status, absl::string_view what,
   absl::string_view message = status.message();
   absl::ConsumePrefix(&message, address + ": ");
   return absl::Status(status.code(), absl::StrCat(what, address, ": ", message));
+}
+
+// Why the SQLite state store cannot be opened at `path`, said before SQLite
+// tries (its errors name the last file it probed, not the directory that
+// is the trouble); OK when it looks writable.
+absl::Status CheckStatePath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory ", dir, " of --state ", path, ": ", std::strerror(errno),
+        " (create it, or give --state another path)"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state directory ", dir, " of --state ", path, " is not a directory"));
+  }
+  // SQLite creates the database and its -wal and -shm files beside it.
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "state directory ", dir, " is not writable (", std::strerror(errno), "): trainsupd "
+        "keeps ", path, " and its -wal and -shm files there; give this user write access or "
+        "--state another path"));
+  }
+  if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), R_OK | W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("state database ", path, " is not writable (", std::strerror(errno), ")"));
+  }
+  return absl::OkStatus();
 }
 
 // The access policy the options ask for, or why they are unsafe to serve.
@@ -245,6 +281,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   std::unique_ptr<StateStore> store;
   if (!options.state_path.empty()) {
+    if (absl::Status s = CheckStatePath(options.state_path); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<StateStore>> opened = StateStore::Open(options.state_path);
     if (!opened.ok()) return opened.status();
     store = std::move(*opened);

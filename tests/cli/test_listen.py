@@ -44,6 +44,7 @@ class OneSupervisorPerPort(unittest.TestCase):
                 code, err = self.second(listen, "127.0.0.1:0", "--insecure")
                 self.assertEqual(code, 1, err)
                 self.assertIn(f"error: cannot listen on {listen}: address in use", err)
+                self.assertEqual(err.count("address in use"), 1, err)  # said once
         self.assertIsNone(self.cluster.supervisor.poll())
         self.assertEqual(self.cluster.ctl("jobs")[0], 0)
 
