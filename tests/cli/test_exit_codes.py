@@ -1,6 +1,8 @@
-"""trainsupd's start-up errors, on the real binary: said once, as one `error: ...`
-line; a configuration mistake (an option, or a file it names) exits 2; an
-unwritable state directory is said to be unwritable.
+"""The command-line contract, on the real binaries: trainsupd's start-up errors
+said once, as one `error: ...` line, a configuration mistake (an option, or a
+file it names) exiting 2; an unwritable state directory said to be
+unwritable; a key that does not match its certificate said so by the clients
+before gRPC dumps its internals.
 """
 
 import os
@@ -11,7 +13,13 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from cluster import Cluster  # noqa: E402
+from cluster import REPO, Cluster, free_port  # noqa: E402
+
+
+def make_pki(directory):
+    subprocess.run(["bash", os.path.join(REPO, "tests", "support", "make_test_pki.sh"), directory],
+                   check=True, capture_output=True, timeout=120)
+    return directory
 
 
 class ErrorLines(unittest.TestCase):
@@ -57,6 +65,20 @@ class ErrorLines(unittest.TestCase):
                                        "/nonexistent/trainsup/state.db")
         self.assertEqual(code, 2, err)
         self.assertIn("state directory /nonexistent/trainsup", err)
+
+    def test_a_key_that_does_not_match_its_certificate_is_said_so(self):
+        pki = make_pki(os.path.join(self.cluster.workdir, "pki"))
+        tls = ["--tls-ca", f"{pki}/ca.crt", "--tls-cert", f"{pki}/operator.crt",
+               "--tls-key", f"{pki}/agent-n1.key"]
+        for argv in ([self.cluster.ctl_bin, "--supervisor", f"127.0.0.1:{free_port()}", *tls,
+                      "nodes"],
+                     [self.cluster.agent_bin, "run", "--supervisor", f"127.0.0.1:{free_port()}",
+                      "--job", "j", *tls, "--", "true"]):
+            with self.subTest(binary=os.path.basename(argv[0])):
+                code, _, err = self.run_binary(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertEqual(err, f"error: private key {pki}/agent-n1.key does not match "
+                                      f"certificate {pki}/operator.crt\n")
 
 
 if __name__ == "__main__":
