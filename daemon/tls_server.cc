@@ -78,7 +78,10 @@ absl::StatusOr<std::unique_ptr<ServerCertificates>> ServerCertificates::Create(
   tls.watch_identity_key_cert_pairs();
   if (options.mutual()) {
     tls.watch_root_certs();
-    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    // A certificate presented is verified in the handshake; a client that
+    // presents none gets through it to be refused by the access policy
+    // (UNAUTHENTICATED, with the reason), not a closed socket.
+    tls.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   } else {
     tls.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
