@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
       "run",
       "run COMMAND (after --; torchrun gets --max_restarts=0) under the supervisor: launch, "
       "report its ranks, stop and relaunch it as the supervisor decides; exit with COMMAND's "
-      "exit code, 75 when this node is quarantined, or 76 when another agent serves this "
-      "--node");
+      "exit code, 75 when this node is quarantined, 76 when another agent serves this --node, "
+      "or 77 when --fail-mode is closed and no supervisor answered");
   run->add_option("--supervisor", options.supervisor,
                   "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
       ->type_name("HOST:PORT")->check(HostPortValidator());
@@ -60,7 +60,16 @@ int main(int argc, char** argv) {
                     "cap of the reconnect backoff when the supervisor is away");
   AddDurationOption(*run, "--connect-timeout", &options.timeouts.connect_timeout,
                     "at start, wait this long for the supervisor's go before launching anyway "
-                    "(or exiting 76, if the supervisor says another agent serves this --node)");
+                    "(--fail-mode open) or exiting 77 (closed); or exiting 76, if the supervisor "
+                    "says another agent serves this --node");
+  std::string fail_mode = "open";
+  run->add_option("--fail-mode", fail_mode,
+                  "without a word from the supervisor by --connect-timeout: open launches the "
+                  "command anyway, UNSUPERVISED (no detection, restart or checkpoint plan until "
+                  "the supervisor answers; logged as an error); closed launches nothing and "
+                  "exits 77")
+      ->capture_default_str()->envname("TRAINSUP_FAIL_MODE")
+      ->check(CLI::IsMember({"open", "closed"}));
   AddDurationOption(*run, "--decision-timeout", &options.timeouts.decision_timeout,
                     "after the command failed or was stopped, wait this long for the supervisor's "
                     "decision (restart, hold, quarantine) before exiting with its code");
@@ -75,6 +84,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   SetLogVerbose(verbose);
+  options.timeouts.fail_closed = fail_mode == "closed";
 
   if (options.supervisor.empty()) {
     std::fprintf(stderr, "error: --supervisor or $TRAINSUP_SUPERVISOR is required\n");

@@ -18,16 +18,19 @@ absl::StatusOr<absl::Duration> ParseDurationOption(absl::string_view text);
 // "HOST:PORT" or "[IPv6]:PORT" with PORT 0..65535 (0: pick a free port).
 absl::Status CheckHostPort(absl::string_view text);
 
-// Process exit codes, each value used once. Listed in every --help and the README.
+// Process exit codes, each value used once. Each binary's --help lists the
+// ones it uses; the README lists them all.
 enum ExitCode {
   kExitOk = 0,
-  kExitFailure = 1,       // the request failed (the error line says why)
-  kExitUsage = 2,         // bad command line
-  kExitUnreachable = 3,   // cannot reach the supervisor
-  kExitNotFound = 4,      // no such job / node
-  kExitDenied = 5,        // the supervisor refused the caller (no identity, or not allowed)
+  kExitFailure = 1,       // the request failed, or trainsupd could not start (the error says why)
+  kExitUsage = 2,         // bad command line or configuration (an option, a file it names)
+  kExitUnreachable = 3,   // trainsupctl: cannot reach the supervisor
+  kExitNotFound = 4,      // trainsupctl: no such job / node
+  kExitDenied = 5,        // trainsupctl: the supervisor refused the caller (no identity, or not allowed)
   kExitQuarantined = 75,  // agent: this node is quarantined; do not reschedule here
   kExitNodeTaken = 76,    // agent: another agent serves this --node; nothing was launched
+  kExitUnsupervised = 77,  // agent, --fail-mode closed: no supervisor by --connect-timeout;
+                           // nothing was launched
 };
 
 }  // namespace trainsup
