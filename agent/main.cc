@@ -9,6 +9,7 @@
 #include "common/cli_options.h"
 #include "common/log.h"
 #include "common/limits.h"
+#include "common/version.h"
 
 namespace {
 
@@ -33,10 +34,12 @@ int main(int argc, char** argv) {
   CLI::App app{"trainsup-agent: runs a training command (normally torchrun) on this node under "
                "trainsupd.",
                "trainsup-agent"};
-  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer(ExitCodesHelp());
-  app.set_version_flag("--version", TRAINSUP_VERSION);
+  ConfigureApp(app, VersionLine("trainsup-agent"),
+               "Exit codes: the command's own (128+N when signal N killed it); 1 the agent failed\n"
+               "(the error line says why); 2 bad usage; 75 this node is quarantined (do not\n"
+               "reschedule the work here); 76 another agent serves this --node, nothing was\n"
+               "launched; 77 --fail-mode closed and no supervisor by --connect-timeout, nothing\n"
+               "was launched.");
   app.require_subcommand(1);
   CLI::App* run = app.add_subcommand(
       "run",
@@ -53,7 +56,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddDurationOption(*run, "--report-interval", &options.report_interval,
                     "how often a report (the heartbeats batched since the last) goes to the "
-                    "supervisor, news or not");
+                    "supervisor, news or not", DurationBound::kPositive);
   AddDurationOption(*run, "--stop-grace", &options.timeouts.stop_grace,
                     "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
   AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,
