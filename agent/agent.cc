@@ -123,6 +123,15 @@ void Agent::Do(const AgentAction& action) {
     case AgentAction::Kind::kNone:
       return;
     case AgentAction::Kind::kLaunch:
+      if (action.unsupervised) {
+        TRAINSUP_LOG_ERROR(
+            "UNSUPERVISED: the supervisor at %s did not answer within %s; launching generation "
+            "%d anyway (--fail-mode open). Until it answers nothing watches this job: no hang or "
+            "crash is detected, nothing is restarted, no checkpoint is planned. --fail-mode "
+            "closed launches nothing instead and exits %d",
+            options_.supervisor, absl::FormatDuration(options_.timeouts.connect_timeout),
+            action.generation, kExitUnsupervised);
+      }
       Launch(action.generation, action.reason);
       return;
     case AgentAction::Kind::kSignal:
@@ -135,6 +144,7 @@ void Agent::Do(const AgentAction& action) {
       PublishLauncher();
       return;
     case AgentAction::Kind::kWait:
+    case AgentAction::Kind::kNote:
       TRAINSUP_LOG_INFO("%s", action.reason);
       return;
     case AgentAction::Kind::kIgnore:
@@ -148,7 +158,8 @@ void Agent::Do(const AgentAction& action) {
       BeginStackCollection(SteadyNow(), action.generation);
       return;
     case AgentAction::Kind::kFinish:
-      TRAINSUP_LOG_INFO("%s", action.reason);
+      // Said once: as the error line when there is one that says it all.
+      if (action.error != action.reason) TRAINSUP_LOG_INFO("%s", action.reason);
       if (!action.error.empty()) std::fprintf(stderr, "error: %s\n", action.error.c_str());
       return;  // Run ends its loop: state_ is done
   }
@@ -167,8 +178,7 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
                  {"TRAINSUP_NODE", options_.node},
                  {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
   if (!started.ok()) {
-    TRAINSUP_LOG_ERROR("%s", started.message());
-    Do(state_->OnLaunchFailed(started.message()));
+    Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
     return;
   }
   TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d, reaper %d): %s",
@@ -375,12 +385,13 @@ int Agent::Run() {
   sigset_t signals = AgentSignals();
   const int signal_fd = signalfd(-1, &signals, SFD_NONBLOCK | SFD_CLOEXEC);
   if (signal_fd < 0 || inbox_.fd() < 0) {
-    TRAINSUP_LOG_ERROR("signalfd/eventfd: %s", strerror(errno));
+    std::fprintf(stderr, "error: signalfd/eventfd: %s\n", strerror(errno));
     return kExitFailure;
   }
   absl::StatusOr<std::unique_ptr<RankSocket>> socket = RankSocket::Open(options_.socket_parent);
   if (!socket.ok()) {
-    TRAINSUP_LOG_ERROR("cannot open the rank socket: %s", socket.status().message());
+    std::fprintf(stderr, "error: cannot open the rank socket: %s\n",
+                 std::string(socket.status().message()).c_str());
     close(signal_fd);
     return kExitFailure;
   }

@@ -111,6 +111,12 @@ AgentAction AgentStateMachine::OnWelcome(absl::Duration now, bool launch, uint64
     return Ignore(absl::StrCat("welcome with launch of generation ", generation, " while ",
                                AgentPhaseName(phase_), ": waiting for a start command"));
   }
+  if (unsupervised_) {
+    unsupervised_ = false;
+    return Action(AgentAction::Kind::kNote,
+                  absl::StrCat("the supervisor welcomed this agent: generation ", generation_,
+                               ", launched unsupervised, is supervised from now on"));
+  }
   return AgentAction();
 }
 
@@ -215,7 +221,10 @@ AgentAction AgentStateMachine::OnNodeTaken(absl::string_view message) {
 
 AgentAction AgentStateMachine::OnLaunchFailed(absl::string_view error) {
   if (phase_ == Phase::kDone) return Ignore("launch failure");
-  return Finish(kExitFailure, absl::StrCat("cannot launch generation ", generation_, ": ", error));
+  AgentAction action =
+      Finish(kExitFailure, absl::StrCat("cannot launch generation ", generation_, ": ", error));
+  action.error = action.reason;
+  return action;
 }
 
 AgentAction AgentStateMachine::OnStopSignal(absl::Duration now, int signal) {
@@ -275,6 +284,32 @@ AgentAction AgentStateMachine::OnCommandEnded(absl::Duration now, CommandEnd end
                            " for the supervisor's decision"));
 }
 
+AgentAction AgentStateMachine::ConnectTimedOut() {
+  const std::string waited = absl::FormatDuration(options_.connect_timeout);
+  if (node_taken_) {
+    AgentAction action =
+        Finish(kExitNodeTaken, absl::StrCat("still refused after ", waited,
+                                            ": another agent serves this node; nothing was "
+                                            "launched"));
+    action.error = node_taken_message_;
+    return action;
+  }
+  if (options_.fail_closed) {
+    AgentAction action =
+        Finish(kExitUnsupervised, absl::StrCat("no word from the supervisor within ", waited,
+                                               " (--fail-mode closed): nothing was launched"));
+    action.error = action.reason;
+    return action;
+  }
+  AgentAction action =
+      Launch(1, absl::StrCat("no word from the supervisor within ", waited,
+                             ": launching anyway, UNSUPERVISED (fail-open start, --fail-mode "
+                             "open)"));
+  action.unsupervised = true;
+  unsupervised_ = true;
+  return action;
+}
+
 AgentAction AgentStateMachine::Tick(absl::Duration now) {
   if (now >= kill_deadline_ && CommandRuns()) {
     kill_deadline_ = absl::InfiniteDuration();
@@ -284,17 +319,7 @@ AgentAction AgentStateMachine::Tick(absl::Duration now) {
   if (now < deadline_) return AgentAction();
   switch (phase_) {
     case Phase::kConnecting:
-      if (node_taken_) {
-        AgentAction action = Finish(
-            kExitNodeTaken, absl::StrCat("still refused after ",
-                                         absl::FormatDuration(options_.connect_timeout),
-                                         ": another agent serves this node; nothing was launched"));
-        action.error = node_taken_message_;
-        return action;
-      }
-      return Launch(1, absl::StrCat("no word from the supervisor within ",
-                                    absl::FormatDuration(options_.connect_timeout),
-                                    ": launching anyway (fail-open start)"));
+      return ConnectTimedOut();
     case Phase::kWaiting:
       return Finish(last_exit_code_,
                     absl::StrCat("no decision from the supervisor within ",

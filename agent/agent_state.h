@@ -13,8 +13,14 @@ namespace trainsup {
 // The agent's timeouts, as AgentOptions documents them.
 struct AgentStateOptions {
   // At start, wait this long for the supervisor's welcome before launching
-  // anyway (fail-open). Default: 10s.
+  // anyway (fail-open), or exiting with kExitUnsupervised (fail_closed).
+  // Default: 10s.
   absl::Duration connect_timeout = absl::Seconds(10);
+  // Launch nothing the supervisor has not welcomed: with no welcome by the
+  // connect timeout, exit with kExitUnsupervised instead of launching
+  // unsupervised. Default: false (fail-open: training goes on without the
+  // supervisor, which nothing then watches, restarts or plans for).
+  bool fail_closed = false;
   // After the command failed or was stopped, wait this long for the
   // supervisor's decision before exiting with the command's exit code. Every
   // message from the supervisor restarts the wait. Default: 5m.
@@ -39,12 +45,16 @@ struct AgentAction {
     kWait,    // no command runs: wait for the supervisor (logged, nothing to do)
     kIgnore,  // the input was refused in this phase; `reason` says why
     kAlert,   // nothing to do, but an operator must know: log `reason` as an error
+    kNote,    // nothing to do; log `reason`
     kCollectStacks,  // ask the ranks of `generation` for their Python stacks, and
                      // report OnStacksCollected once they answered
     kFinish,  // the agent is done: exit with `exit_code`
   };
   Kind kind = Kind::kNone;
   uint64_t generation = 0;  // kLaunch, kCollectStacks
+  // kLaunch without the supervisor's word (fail-open at the connect timeout):
+  // nothing supervises the command until a welcome comes. Said loudly.
+  bool unsupervised = false;
   int signal = 0;           // kSignal
   int exit_code = 0;        // kFinish
   std::string reason;       // for the log: why
@@ -86,6 +96,7 @@ class AgentStateMachine {
   //
   // Welcome: `restarts` is remembered (false under --observe-only). Before
   // the first launch: launch as max(1, generation), or wait for a start.
+  // The first welcome of a command launched unsupervised is noted.
   AgentAction OnWelcome(absl::Duration now, bool launch, uint64_t generation, bool restarts);
   // Stop the command if it runs a generation <= `generation`: SIGTERM now,
   // SIGKILL after `grace`. With `collect_stacks` (a hung job), and while the
@@ -130,7 +141,8 @@ class AgentStateMachine {
 
   // Time passed: the SIGKILL deadline while the command runs, the end of
   // the stack collection, the phase's timeout while no command runs (at most
-  // one is due at a time).
+  // one is due at a time). The connect timeout launches generation 1
+  // unsupervised, or with fail_closed exits with kExitUnsupervised.
   AgentAction Tick(absl::Duration now);
 
   Phase phase() const { return phase_; }
@@ -150,6 +162,9 @@ class AgentStateMachine {
   // Any word from the supervisor restarts the wait for its decision.
   void Heard(absl::Duration now);
   AgentAction Launch(uint64_t generation, absl::string_view why);
+  // kConnecting's deadline: exit 76 if refused, 77 if fail-closed, else
+  // launch generation 1 unsupervised.
+  AgentAction ConnectTimedOut();
   // SIGTERM now, SIGKILL at now + grace. REQUIRES: CommandRuns().
   AgentAction Stop(absl::Duration now, absl::Duration grace, absl::string_view why);
   AgentAction Wait(Phase phase, absl::Duration deadline, std::string why);
@@ -167,6 +182,7 @@ class AgentStateMachine {
   bool quarantined_ = false;
   bool supervisor_restarts_ = true;  // from the welcome: false under --observe-only
   bool welcomed_ = false;            // a supervisor spoke for this job at least once
+  bool unsupervised_ = false;        // launched at the connect timeout; no welcome since
   // kCollecting: the stop that follows the collection.
   absl::Duration pending_grace_;
   std::string pending_stop_why_;

@@ -9,6 +9,7 @@
 #include "common/cli_options.h"
 #include "common/log.h"
 #include "common/limits.h"
+#include "common/version.h"
 
 namespace {
 
@@ -33,17 +34,19 @@ int main(int argc, char** argv) {
   CLI::App app{"trainsup-agent: runs a training command (normally torchrun) on this node under "
                "trainsupd.",
                "trainsup-agent"};
-  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer(ExitCodesHelp());
-  app.set_version_flag("--version", TRAINSUP_VERSION);
+  ConfigureApp(app, VersionLine("trainsup-agent"),
+               "Exit codes: the command's own (128+N when signal N killed it); 1 the agent failed\n"
+               "(the error line says why); 2 bad usage; 75 this node is quarantined (do not\n"
+               "reschedule the work here); 76 another agent serves this --node, nothing was\n"
+               "launched; 77 --fail-mode closed and no supervisor by --connect-timeout, nothing\n"
+               "was launched.");
   app.require_subcommand(1);
   CLI::App* run = app.add_subcommand(
       "run",
       "run COMMAND (after --; torchrun gets --max_restarts=0) under the supervisor: launch, "
       "report its ranks, stop and relaunch it as the supervisor decides; exit with COMMAND's "
-      "exit code, 75 when this node is quarantined, or 76 when another agent serves this "
-      "--node");
+      "exit code, 75 when this node is quarantined, 76 when another agent serves this --node, "
+      "or 77 when --fail-mode is closed and no supervisor answered");
   run->add_option("--supervisor", options.supervisor,
                   "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
       ->type_name("HOST:PORT")->check(HostPortValidator());
@@ -53,14 +56,23 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   AddDurationOption(*run, "--report-interval", &options.report_interval,
                     "how often a report (the heartbeats batched since the last) goes to the "
-                    "supervisor, news or not");
+                    "supervisor, news or not", DurationBound::kPositive);
   AddDurationOption(*run, "--stop-grace", &options.timeouts.stop_grace,
                     "after forwarding SIGTERM/SIGINT, SIGKILL the command after this long");
   AddDurationOption(*run, "--reconnect-max", &options.reconnect_max,
                     "cap of the reconnect backoff when the supervisor is away");
   AddDurationOption(*run, "--connect-timeout", &options.timeouts.connect_timeout,
                     "at start, wait this long for the supervisor's go before launching anyway "
-                    "(or exiting 76, if the supervisor says another agent serves this --node)");
+                    "(--fail-mode open) or exiting 77 (closed); or exiting 76, if the supervisor "
+                    "says another agent serves this --node");
+  std::string fail_mode = "open";
+  run->add_option("--fail-mode", fail_mode,
+                  "without a word from the supervisor by --connect-timeout: open launches the "
+                  "command anyway, UNSUPERVISED (no detection, restart or checkpoint plan until "
+                  "the supervisor answers; logged as an error); closed launches nothing and "
+                  "exits 77")
+      ->capture_default_str()->envname("TRAINSUP_FAIL_MODE")
+      ->check(CLI::IsMember({"open", "closed"}));
   AddDurationOption(*run, "--decision-timeout", &options.timeouts.decision_timeout,
                     "after the command failed or was stopped, wait this long for the supervisor's "
                     "decision (restart, hold, quarantine) before exiting with its code");
@@ -75,6 +87,7 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   SetLogVerbose(verbose);
+  options.timeouts.fail_closed = fail_mode == "closed";
 
   if (options.supervisor.empty()) {
     std::fprintf(stderr, "error: --supervisor or $TRAINSUP_SUPERVISOR is required\n");

@@ -108,7 +108,7 @@ void SupervisorLink::Run() {
       backoff = options_.backoff_initial;
       warned = false;
     } else if (end == SessionEnd::kUnreached && !warned) {
-      TRAINSUP_LOG_WARN("cannot reach the supervisor at %s (%s); training goes on, retrying",
+      TRAINSUP_LOG_WARN("cannot reach the supervisor at %s (%s); retrying",
                         options_.address, last_unreached_);
       warned = true;
     }

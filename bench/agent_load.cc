@@ -624,7 +624,8 @@ int main(int argc, char** argv) {
   AddDurationOption(app, "--probe-pause", &o.probe_pause, "pause between operator calls");
   app.add_option("--json", o.json, "also write the figures as JSON")->type_name("FILE");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
-  app.footer(ExitCodesHelp());
+  app.footer("Exit codes: 0 ok; 1 the run failed (trainsupd died, or the fault was not named);\n"
+             "2 bad usage; 3 cannot reach the supervisor.");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   SetLogVerbose(verbose);
   o.load.phases = !no_phases;

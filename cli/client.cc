@@ -34,14 +34,23 @@ std::unique_ptr<grpc::ClientContext> OperatorClient::Context() const {
 
 namespace {
 
-// Names the supervisor in "cannot reach" errors; leaves others as they are.
+// Names the supervisor in "cannot reach" errors and says "refused" of its
+// refusals; leaves others as they are.
 absl::Status Explain(const grpc::Status& status, const std::string& address) {
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-      status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot reach the supervisor at ", address, ": ", status.error_message()));
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::UnavailableError(
+          absl::StrCat("cannot reach the supervisor at ", address, ": ", status.error_message()));
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED: {
+      absl::Status refused = FromGrpcStatus(status);
+      return absl::Status(refused.code(),
+                          absl::StrCat("refused by the supervisor: ", refused.message()));
+    }
+    default:
+      return FromGrpcStatus(status);
   }
-  return FromGrpcStatus(status);
 }
 
 }  // namespace

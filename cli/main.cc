@@ -10,6 +10,8 @@
 #include "cli/render.h"
 #include "cli/top.h"
 #include "common/cli_options.h"
+#include "common/limits.h"
+#include "common/version.h"
 
 namespace {
 
@@ -102,10 +104,10 @@ int main(int argc, char** argv) {
   absl::Duration timeout = absl::Seconds(5);
 
   CLI::App app{"trainsupctl: ask trainsupd about jobs, ranks and nodes.", "trainsupctl"};
-  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer(ExitCodesHelp());
-  app.set_version_flag("--version", TRAINSUP_VERSION);
+  ConfigureApp(app, VersionLine("trainsupctl"),
+               "Exit codes: 0 ok; 1 the request failed (the error line says why); 2 bad usage;\n"
+               "3 cannot reach the supervisor; 4 no such job or node; 5 refused (no identity, or\n"
+               "not allowed).");
   app.require_subcommand(1);
   // Global options may also come after the verb: `trainsupctl ranks j1 -o json`.
   app.fallthrough();
@@ -113,7 +115,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()->type_name("HOST:PORT")->check(HostPortValidator());
   app.add_option("-o,--output", output, "output format")
       ->capture_default_str()->check(CLI::IsMember({"table", "json"}));
-  AddDurationOption(app, "--timeout", &timeout, "deadline of each call to the supervisor");
+  AddDurationOption(app, "--timeout", &timeout, "deadline of each call to the supervisor",
+                    DurationBound::kPositive);
   ClientTlsOptions tls;
   AddClientTlsOptions(app, &tls);
   std::string token_file;
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
   uint32_t top = 0;
   CLI::Option* top_option =
       ranks->add_option("--top", top, "only the first N ranks in --sort order")
-          ->check(CLI::PositiveNumber);
+          ->check(WholeNumberValidator(1));
   std::string rank_node;
   ranks->add_option("--node", rank_node, "only this node's ranks");
   std::string rank_flag;
@@ -150,7 +153,8 @@ int main(int argc, char** argv) {
       "stacks", "the Python stacks of JOB's ranks when it last hung, grouped (the culprit's "
                 "group first)");
   stacks->add_option("JOB", job_id, "job id")->required();
-  stacks->add_option("--generation", stacks_generation, "that generation's (default: the latest)");
+  stacks->add_option("--generation", stacks_generation, "that generation's (default: the latest)")
+      ->check(WholeNumberValidator(1));
   std::string node_name;
   std::string reason;
   CLI::App* resume = app.add_subcommand(
@@ -160,7 +164,12 @@ int main(int argc, char** argv) {
       "quarantine", "quarantine NODE: its agent stops and exits, the job restarts without it");
   quarantine->add_option("NODE", node_name, "node name")->required();
   quarantine->add_option("--reason", reason, "why (kept with the node; 1..512 bytes on one line)")
-      ->required();
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return IsValidReason(text) ? std::string() : std::string("must be ") + kReasonRule;
+          },
+          ""));
   bool force = false;
   quarantine->add_flag("--force", force,
                        "even past --quarantine-max-fraction of the nodes (refused without)");

@@ -14,15 +14,24 @@
 
 namespace trainsup {
 
+// What a duration option accepts.
+enum class DurationBound {
+  kZeroOrMore,
+  kPositive,  // zero is refused too (a deadline, a period)
+};
+
 // Adds `--name DURATION` ("5s", "1m30s", "200ms") bound to `*target`, whose
 // value on entry is the default shown in --help.
 inline CLI::Option* AddDurationOption(CLI::App& app, const std::string& name,
-                                      absl::Duration* target, const std::string& help) {
+                                      absl::Duration* target, const std::string& help,
+                                      DurationBound bound = DurationBound::kZeroOrMore) {
   CLI::Option* option = app.add_option_function<std::string>(
       name,
-      [target](const std::string& text) {
-        absl::StatusOr<absl::Duration> d = ParseDurationOption(text);
-        if (!d.ok()) throw CLI::ValidationError(std::string(d.status().message()));
+      [name, target, bound](const std::string& text) {
+        absl::StatusOr<absl::Duration> d = bound == DurationBound::kPositive
+                                               ? ParsePositiveDurationOption(text)
+                                               : ParseDurationOption(text);
+        if (!d.ok()) throw CLI::ValidationError(name, std::string(d.status().message()));
         *target = *d;
       },
       help);
@@ -47,14 +56,63 @@ inline void AddClientTlsOptions(CLI::App& app, ClientTlsOptions* tls) {
       ->envname("TRAINSUP_TLS_SERVER_NAME");
 }
 
-// A HOST:PORT option value check.
-inline CLI::Validator HostPortValidator() {
+// A HOST:PORT option value check; `allow_empty`: "" passes (an endpoint
+// turned off).
+inline CLI::Validator HostPortValidator(bool allow_empty = false) {
   return CLI::Validator(
-      [](std::string& text) -> std::string {
+      [allow_empty](std::string& text) -> std::string {
+        if (allow_empty && text.empty()) return std::string();
         absl::Status s = CheckHostPort(text);
         return s.ok() ? std::string() : std::string(s.message());
       },
       "");
+}
+
+// A whole number of at least `min`, written in decimal digits: "-1" is not
+// read as 2^64-1 into an unsigned option, nor "010" as octal.
+inline CLI::Validator WholeNumberValidator(uint64_t min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        absl::Status s = CheckWholeNumber(text, min);
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "");
+}
+
+// A number in [min, max] (either may be infinite), said in plain figures.
+inline CLI::Validator NumberValidator(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        absl::Status s = CheckNumber(text, min, max);
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "");
+}
+
+// A number > 0.
+inline CLI::Validator PositiveValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::Status s = CheckPositiveNumber(text);
+        return s.ok() ? std::string() : std::string(s.message());
+      },
+      "");
+}
+
+// Sets up what every binary's command line shares: a repeated option takes
+// its last value (scripts append overrides), `--version` prints
+// VersionLine(name), errors are printed as "error: ...", and --help ends with
+// `exit_codes`.
+inline void ConfigureApp(CLI::App& app, const std::string& version_line,
+                         const std::string& exit_codes) {
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.set_version_flag("--version", version_line, "print the binary's name, version and commit");
+  app.footer(exit_codes);
+  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
+    std::string text = std::string("error: ") + e.what() + "\n";
+    if (failed->get_help_ptr() != nullptr) text += "Run with --help for more information.\n";
+    return text;
+  });
 }
 
 // Parses argv; on error or --help prints CLI11's message and returns the exit
@@ -73,12 +131,6 @@ inline int ParseOrExitCode(CLI::App& app, int argc, char** argv) {
     return kExitUsage;
   }
   return -1;
-}
-
-inline const char* ExitCodesHelp() {
-  return "Exit codes: 0 ok; 1 the request failed; 2 bad usage; 3 cannot reach the supervisor;\n"
-         "4 no such job or node; 5 refused (no identity, or not allowed); 75 (agent) this node\n"
-         "is quarantined; 76 (agent) another agent serves this --node.";
 }
 
 }  // namespace trainsup

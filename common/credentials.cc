@@ -5,6 +5,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/pem.h"
 
 namespace trainsup {
 
@@ -60,12 +61,17 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
   constexpr size_t kMaxPem = 1 << 20;
   absl::StatusOr<std::string> ca = ReadSmallFile(tls.ca_file, kMaxPem, "CA bundle");
   if (!ca.ok()) return ca.status();
+  if (absl::Status s = CheckHoldsCertificate(*ca, "CA bundle", tls.ca_file); !s.ok()) return s;
   ssl.pem_root_certs = *std::move(ca);
   if (!tls.cert_file.empty()) {
     absl::StatusOr<std::string> cert = ReadSmallFile(tls.cert_file, kMaxPem, "certificate");
     if (!cert.ok()) return cert.status();
     absl::StatusOr<std::string> key = ReadSmallFile(tls.key_file, kMaxPem, "private key");
     if (!key.ok()) return key.status();
+    if (absl::Status s = CheckCertificateAndKey(*cert, tls.cert_file, *key, tls.key_file);
+        !s.ok()) {
+      return s;
+    }
     ssl.pem_cert_chain = *std::move(cert);
     ssl.pem_private_key = *std::move(key);
   }

@@ -43,7 +43,8 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
 // The credentials for a channel to trainsupd: TLS (mutual when a certificate
 // is given) or plain text, plus `token` as an `authorization: Bearer` header
 // when not empty. A token without TLS is an error: it would cross the
-// network in clear.
+// network in clear. The files are checked here (PEM, a key that matches its
+// certificate), with errors that name them, not by gRPC at the first call.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const ClientTlsOptions& tls, const std::string& token);
 

@@ -30,8 +30,8 @@ bool AccessControl::TokenMatches(absl::string_view presented) const {
 Caller AccessControl::CallerOf(const grpc::ServerContextBase& context) const {
   Caller caller;
   std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
-  // The server requires and verifies client certificates whenever a client
-  // CA is set, so a certificate seen here is one the CA vouched for.
+  // The handshake verifies every client certificate presented against the
+  // client CA, so a certificate seen here is one the CA vouched for.
   if (auth != nullptr && !auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME).empty()) {
     caller.certified = true;
     for (const grpc::string_ref& uri : auth->FindPropertyValues(GRPC_PEER_URI_PROPERTY_NAME)) {

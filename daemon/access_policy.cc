@@ -48,6 +48,18 @@ AccessDecision AccessPolicy::Decide(const Caller& caller, Access access,
   if (caller.token == Caller::Token::kInvalid) {
     return Refuse(Refusal::kBadToken, "the bearer token is not the operator token");
   }
+  // Mutual TLS: the handshake lets a client without a certificate through
+  // so that it is told why here (a failed handshake reads as "cannot reach").
+  if (options_.agents_need_certificate && !caller.certified) {
+    return Refuse(
+        Refusal::kUnauthenticated,
+        absl::StrCat("mutual TLS: every call needs a client certificate the supervisor's "
+                     "--tls-client-ca signed (--tls-cert and --tls-key)",
+                     caller.token == Caller::Token::kValid
+                         ? "; the operator token makes a certificate's holder an operator, it "
+                           "does not replace the certificate"
+                         : ""));
+  }
   const bool token = caller.token == Caller::Token::kValid;
   switch (access) {
     case Access::kRead:

@@ -58,13 +58,16 @@ struct AccessDecision {
 //   operator certificate URI or the token); an agent's hello needs a
 //   certificate that names its node. Without --tls-client-ca (token only),
 //   agents cannot prove a node and their hellos are taken on trust (the
-//   daemon warns at start-up).
+//   daemon warns at start-up). With it (mutual TLS), every call needs a
+//   certificate, the token's included: the token makes a certificate's
+//   holder an operator, it does not replace the certificate.
 class AccessPolicy {
  public:
   struct Options {
     // Anything beyond open mode is configured. Default: open.
     bool authenticate = false;
-    // Mutual TLS: agents prove their node with their certificate.
+    // Mutual TLS: agents prove their node with their certificate, and every
+    // call needs a certificate.
     bool agents_need_certificate = false;
   };
 

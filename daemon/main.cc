@@ -7,6 +7,7 @@
 #include "common/cli_options.h"
 #include "common/limits.h"
 #include "common/log.h"
+#include "common/version.h"
 #include "daemon/descriptors.h"
 #include "daemon/grpc_log.h"
 #include "daemon/server.h"
@@ -46,6 +47,21 @@ void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
                     limit.soft, limit.soft_before, limit.hard, *max_agents, limit.soft, allowed);
 }
 
+// A start that failed on the options or the files they name is a usage
+// error (fix the command line); one that failed on the world (an address in
+// use, a store another trainsupd holds, a full disk) is a failure.
+int ExitCodeForStart(const absl::Status& status) {
+  switch (status.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kFailedPrecondition:
+      return trainsup::kExitUsage;
+    default:
+      return trainsup::kExitFailure;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,16 +76,16 @@ int main(int argc, char** argv) {
   int step_window = static_cast<int>(options.core.step_window);
   bool verbose = false;
   CLI::App app{"trainsupd: supervises distributed PyTorch training jobs.", "trainsupd"};
-  // A repeated option takes its last value, as in most CLIs (scripts append overrides).
-  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-  app.footer(ExitCodesHelp());
-  app.set_version_flag("--version", TRAINSUP_VERSION);
+  ConfigureApp(app, VersionLine("trainsupd"),
+               "Exit codes: 0 stopped by SIGTERM or SIGINT; 1 could not start (an address in use,\n"
+               "the state store locked or unreadable; the error line says why); 2 bad usage or\n"
+               "configuration (an option, or a file it names).");
   app.add_option("--listen", options.listen,
                  "gRPC address for agents and trainsupctl (port 0: any free port)")
       ->capture_default_str()->type_name("HOST:PORT")->check(HostPortValidator());
   app.add_option("--metrics-listen", options.metrics_listen,
                  "Prometheus /metrics address; empty disables it")
-      ->capture_default_str();
+      ->capture_default_str()->type_name("HOST:PORT")->check(HostPortValidator(true));
   app.add_option("--state", options.state_path,
                  "SQLite state store: quarantine, failures, restarts, job states and events "
                  "survive a restart (empty: kept in memory only)");
@@ -78,14 +94,15 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(8, 65536));
   app.add_option("--metrics-max-ranks", options.metrics.max_ranks_per_job,
                  "export per-rank series only for jobs with at most this many ranks")
-      ->capture_default_str();
+      ->capture_default_str()->check(WholeNumberValidator(0));
   AddDurationOption(app, "--sweep-interval", &options.sweep_interval,
-                    "how often the detectors run (detection lags a condition by at most this)");
+                    "how often the detectors run (detection lags a condition by at most this)",
+                    DurationBound::kPositive);
   SupervisorOptions& core = options.core;
   AddDurationOption(app, "--stall-floor", &core.stall.floor,
                     "a job is stalled after max(floor, factor x p99 step time) without progress");
   app.add_option("--stall-factor", core.stall.factor, "see --stall-floor")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(PositiveValidator());
   AddDurationOption(app, "--startup-grace", &core.stall.startup_grace,
                     "stall threshold before a generation's first step (imports, rendezvous, loading)");
   AddDurationOption(app, "--checkpoint-grace", &core.stall.checkpoint_grace,
@@ -103,7 +120,7 @@ int main(int argc, char** argv) {
                  "reports per second wanted from all agents together: each agent is told to "
                  "report every (agents connected / budget), within the bounds below; 0: agents "
                  "keep their own --report-interval")
-      ->capture_default_str()->check(CLI::Range(0.0, 1e9));
+      ->capture_default_str()->check(NumberValidator(0, 1e9));
   AddDurationOption(app, "--min-report-interval", &core.cadence.min_interval,
                     "the shortest report interval agents are told");
   AddDurationOption(app, "--max-report-interval", &core.cadence.max_interval,
@@ -113,7 +130,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(4, 100000));
   app.add_option("--straggler-ratio", core.straggler.ratio,
                  "slow when p99 > ratio x the job's median p99 (and beyond 3 MADs of it)")
-      ->capture_default_str()->check(CLI::Range(1.0, 1000.0));
+      ->capture_default_str()->check(NumberValidator(1, 1000));
   app.add_option("--straggler-windows", core.straggler.persistence,
                  "consecutive windows that must agree to flag (and to clear) a straggler")
       ->capture_default_str()->check(CLI::Range(1, 1000));
@@ -138,7 +155,7 @@ int main(int argc, char** argv) {
                     "see --quarantine-after");
   app.add_option("--quarantine-max-fraction", core.quarantine.max_fraction,
                  "never quarantine more than this fraction of known nodes (yet always allow one)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()->check(NumberValidator(0, 1));
   app.add_option_function<std::string>(
          "--mtbf-prior",
          [&core](const std::string& text) {
@@ -159,7 +176,7 @@ int main(int argc, char** argv) {
                     "a new checkpoint plan takes effect this far ahead (at least 5 steps)");
   app.add_option("--replan-threshold", core.publish.replan_threshold,
                  "publish a new plan only when the interval moves by more than this fraction")
-      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+      ->capture_default_str()->check(NumberValidator(0, 10));
   bool no_plan = false;
   app.add_flag("--no-checkpoint-plan", no_plan, "do not publish checkpoint plans");
   app.add_flag("--observe-only", core.observe_only,
@@ -219,10 +236,6 @@ int main(int argc, char** argv) {
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   options.core.step_window = static_cast<size_t>(step_window);
   options.core.plan_checkpoints = !no_plan;
-  if (options.sweep_interval <= absl::ZeroDuration()) {
-    std::fprintf(stderr, "error: --sweep-interval must be > 0\n");
-    return kExitUsage;
-  }
   SetLogVerbose(verbose);
   InstallGrpcLogHook();
   ApplyDescriptorLimit(max_agents->count() > 0, &options.streams.max_streams);
@@ -231,9 +244,8 @@ int main(int argc, char** argv) {
   MonotonicClock clock;
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, &clock);
   if (!server.ok()) {
-    TRAINSUP_LOG_ERROR("%s", server.status().message());
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
-    return kExitFailure;
+    return ExitCodeForStart(server.status());
   }
   TRAINSUP_LOG_INFO("listening grpc=%s metrics=%s", (*server)->grpc_address(),
                     (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());

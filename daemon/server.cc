@@ -1,14 +1,22 @@
 #include "daemon/server.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/credentials.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/options.h"
 #include "daemon/fence_runner.h"
 #include "daemon/grpc_log.h"
+#include "daemon/listen_check.h"
 #include "daemon/state_store.h"
 #include "prometheus/exposer.h"
 
@@ -16,6 +24,52 @@ namespace trainsup {
 namespace {
 
 std::string HostOf(const std::string& host_port) { return host_port.substr(0, host_port.rfind(':')); }
+
+// The port of a HOST:PORT that CheckHostPort accepted.
+int PortOf(const std::string& host_port) {
+  int port = 0;
+  return absl::SimpleAtoi(host_port.substr(host_port.rfind(':') + 1), &port) ? port : 0;
+}
+
+// `status` with its message after `what`: "cannot listen on X: X: address in
+// use" reads badly, so a message that begins with the address keeps it once.
+absl::Status Annotated(const absl::Status& status, absl::string_view what,
+                       const std::string& address) {
+  absl::string_view message = status.message();
+  absl::ConsumePrefix(&message, address + ": ");
+  return absl::Status(status.code(), absl::StrCat(what, address, ": ", message));
+}
+
+// Why the SQLite state store cannot be opened at `path`, said before SQLite
+// tries (its errors name the last file it probed, not the directory that
+// is the trouble); OK when it looks writable.
+absl::Status CheckStatePath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state directory ", dir, " of --state ", path, ": ", std::strerror(errno),
+        " (create it, or give --state another path)"));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("state directory ", dir, " of --state ", path, " is not a directory"));
+  }
+  // SQLite creates the database and its -wal and -shm files beside it.
+  if (access(dir.c_str(), W_OK | X_OK) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "state directory ", dir, " is not writable (", std::strerror(errno), "): trainsupd "
+        "keeps ", path, " and its -wal and -shm files there; give this user write access or "
+        "--state another path"));
+  }
+  if (access(path.c_str(), F_OK) == 0 && access(path.c_str(), R_OK | W_OK) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("state database ", path, " is not writable (", std::strerror(errno), ")"));
+  }
+  return absl::OkStatus();
+}
 
 // The access policy the options ask for, or why they are unsafe to serve.
 // Logs what a reader of the start-up lines should know.
@@ -146,6 +200,9 @@ std::unique_ptr<Server::Listener> Server::BuildListener(const std::string& addre
   builder.AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, 64 * 1024);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  // One supervisor per port: gRPC sets SO_REUSEPORT by default, and a second
+  // trainsupd on a taken port would start and take half the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   listener->server = builder.BuildAndStart();
   if (listener->server == nullptr) return nullptr;
   return listener;
@@ -201,9 +258,17 @@ void Server::RebuildListener() {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& options,
                                                       const Clock* clock) {
+  // The addresses first: a second trainsupd started by mistake says so
+  // before it touches the state store.
   if (absl::Status s = CheckHostPort(options.listen); !s.ok()) return s;
+  if (absl::Status s = CheckCanListen(options.listen); !s.ok()) {
+    return Annotated(s, "cannot listen on ", options.listen);
+  }
   if (!options.metrics_listen.empty()) {
     if (absl::Status s = CheckHostPort(options.metrics_listen); !s.ok()) return s;
+    if (absl::Status s = CheckCanListen(options.metrics_listen); !s.ok()) {
+      return Annotated(s, "cannot serve metrics on ", options.metrics_listen);
+    }
   }
   absl::StatusOr<std::unique_ptr<AccessControl>> access = MakeAccessControl(options);
   if (!access.ok()) return access.status();
@@ -216,6 +281,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   }
   std::unique_ptr<StateStore> store;
   if (!options.state_path.empty()) {
+    if (absl::Status s = CheckStatePath(options.state_path); !s.ok()) return s;
     absl::StatusOr<std::unique_ptr<StateStore>> opened = StateStore::Open(options.state_path);
     if (!opened.ok()) return opened.status();
     store = std::move(*opened);
@@ -241,8 +307,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   int port = 0;
   std::unique_ptr<Listener> listener = server->BuildListener(options.listen, &port);
   if (listener == nullptr || port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", options.listen,
-                                               " (address in use or not local?)"));
+    // Taken since the check above, most likely; gRPC logged its reason.
+    absl::Status why = CheckCanListen(options.listen);
+    if (why.ok()) why = absl::UnavailableError("gRPC could not bind it (its log line says why)");
+    return Annotated(why, "cannot listen on ", options.listen);
+  }
+  if (const int asked = PortOf(options.listen); asked != 0 && port != asked) {
+    return absl::InternalError(absl::StrCat("asked gRPC to listen on ", options.listen,
+                                            " and it bound port ", port));
   }
   {
     absl::MutexLock lock(&server->listener_mu_);
@@ -254,8 +326,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     try {
       server->exposer_ = std::make_unique<prometheus::Exposer>(options.metrics_listen);
     } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot serve metrics on ", options.metrics_listen, ": ", e.what()));
+      // civetweb says only "null context when constructing CivetServer".
+      absl::Status why = CheckCanListen(options.metrics_listen);
+      if (why.ok()) why = absl::UnavailableError(e.what());
+      return Annotated(why, "cannot serve metrics on ", options.metrics_listen);
     }
     server->exposer_->RegisterCollectable(server->collector_);
     server->exposer_->RegisterCollectable(server->security_collector_);

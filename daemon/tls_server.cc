@@ -1,9 +1,5 @@
 #include "daemon/tls_server.h"
 
-#include <openssl/bio.h>
-#include <openssl/pem.h>
-#include <openssl/x509.h>
-#include <openssl/x509v3.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -17,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/credentials.h"
+#include "common/pem.h"
 
 namespace trainsup {
 namespace {
@@ -25,33 +22,6 @@ constexpr size_t kMaxPem = 1 << 20;
 constexpr char kKeyFile[] = "key.pem";
 constexpr char kCertFile[] = "cert.pem";
 constexpr char kCaFile[] = "ca.pem";
-
-// OpenSSL objects freed when they leave scope.
-struct BioDeleter { void operator()(BIO* b) const { BIO_free(b); } };
-struct X509Deleter { void operator()(X509* x) const { X509_free(x); } };
-struct KeyDeleter { void operator()(EVP_PKEY* k) const { EVP_PKEY_free(k); } };
-using Bio = std::unique_ptr<BIO, BioDeleter>;
-using Cert = std::unique_ptr<X509, X509Deleter>;
-using Key = std::unique_ptr<EVP_PKEY, KeyDeleter>;
-
-Bio MemoryBio(const std::string& pem) {
-  return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
-}
-
-std::string Text(BIO* bio) {
-  char* data = nullptr;
-  long size = BIO_get_mem_data(bio, &data);
-  return std::string(data, size > 0 ? static_cast<size_t>(size) : 0);
-}
-
-// "CN=x, valid until Nov 30 12:00:00 2027 GMT".
-std::string Summary(X509* cert) {
-  Bio out(BIO_new(BIO_s_mem()));
-  X509_NAME_print_ex(out.get(), X509_get_subject_name(cert), 0, XN_FLAG_ONELINE);
-  BIO_puts(out.get(), ", valid until ");
-  ASN1_TIME_print(out.get(), X509_get0_notAfter(cert));
-  return Text(out.get());
-}
 
 // Writes `data` to `dir/name` through a temporary file and a rename, so that
 // the certificate watcher never reads half a file.
@@ -108,7 +78,10 @@ absl::StatusOr<std::unique_ptr<ServerCertificates>> ServerCertificates::Create(
   tls.watch_identity_key_cert_pairs();
   if (options.mutual()) {
     tls.watch_root_certs();
-    tls.set_cert_request_type(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    // A certificate presented is verified in the handshake; a client that
+    // presents none gets through it to be refused by the access policy
+    // (UNAUTHENTICATED, with the reason), not a closed socket.
+    tls.set_cert_request_type(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   } else {
     tls.set_cert_request_type(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   }
@@ -131,29 +104,18 @@ absl::Status ServerCertificates::CheckAndStage() {
   if (!cert_pem.ok()) return cert_pem.status();
   absl::StatusOr<std::string> key_pem = ReadSmallFile(options_.key_file, kMaxPem, "private key");
   if (!key_pem.ok()) return key_pem.status();
-  Cert cert(PEM_read_bio_X509(MemoryBio(*cert_pem).get(), nullptr, nullptr, nullptr));
-  if (cert == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("certificate ", options_.cert_file, " holds no PEM certificate"));
-  }
-  Key key(PEM_read_bio_PrivateKey(MemoryBio(*key_pem).get(), nullptr, nullptr, nullptr));
-  if (key == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "private key ", options_.key_file, " holds no unencrypted PEM private key"));
-  }
-  if (X509_check_private_key(cert.get(), key.get()) != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("private key ", options_.key_file,
-                                                   " does not match certificate ",
-                                                   options_.cert_file));
+  if (absl::Status s = CheckCertificateAndKey(*cert_pem, options_.cert_file, *key_pem,
+                                              options_.key_file);
+      !s.ok()) {
+    return s;
   }
   std::string ca_pem;
   if (options_.mutual()) {
     absl::StatusOr<std::string> ca = ReadSmallFile(options_.client_ca_file, kMaxPem, "client CA");
     if (!ca.ok()) return ca.status();
-    Cert first(PEM_read_bio_X509(MemoryBio(*ca).get(), nullptr, nullptr, nullptr));
-    if (first == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("client CA ", options_.client_ca_file, " holds no PEM certificate"));
+    if (absl::Status s = CheckHoldsCertificate(*ca, "client CA", options_.client_ca_file);
+        !s.ok()) {
+      return s;
     }
     ca_pem = *std::move(ca);
   }
@@ -165,7 +127,7 @@ absl::Status ServerCertificates::CheckAndStage() {
   if (options_.mutual()) {
     if (absl::Status s = WriteAtomically(stage_dir_, kCaFile, ca_pem); !s.ok()) return s;
   }
-  summary_ = Summary(cert.get());
+  summary_ = CertificateSummary(*cert_pem);
   return absl::OkStatus();
 }
 

@@ -57,13 +57,14 @@ def wait_for(condition, timeout, interval=0.1, what="condition"):
 class Process:
     """A child process in its own process group, output to a file."""
 
-    def __init__(self, name, argv, log_path, env=None):
+    def __init__(self, name, argv, log_path, env=None, cwd=None):
         self.name = name
         self.argv = argv
         self.log_path = log_path
         self._log = open(log_path, "ab")
         self.popen = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT,
-                                      stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+                                      stdin=subprocess.DEVNULL, env=env, cwd=cwd,
+                                      start_new_session=True)
 
     @property
     def pid(self):

@@ -104,9 +104,10 @@ class TlsEndToEnd(ClusterTestCase):
                                 token=True)
         self.assertEqual(code, 0, err)
         self.assertEqual(self.ctl("unquarantine", "n1", identity="alice")[0], 0)
-        # No certificate: mutual TLS refuses the handshake itself.
+        # No certificate, even with the token: refused, and told why.
         code, _, err = self.ctl("nodes", token=True)
-        self.assertEqual(code, 3, err)
+        self.assertEqual(code, 5, err)
+        self.assertIn("needs a client certificate", err)
 
         metrics = c.metrics()
         self.assertRegex(metrics, r'trainsup_tls_reloads_total\{result="ok"\} 1')

@@ -236,7 +236,8 @@ TEST_F(SecurityTest, MutualTlsMatrix) {
   ASSERT_NE(server, nullptr);
   CheckMatrix("mutual TLS + operator token (--tls-client-ca, --operator-token-file)", *server,
               {
-                  {"no certificate", "", true, "", "nnnnnnnnnnnnn"},
+                  {"no certificate", "", true, "", "uuuuuuuuuuuuu"},
+                  {"token, no certificate", "", true, "good", "uuuuuuuuuuuuu"},
                   {"no TLS at all", "", false, "", "nnnnnnnnnnnnn"},
                   {"other CA's operator cert", "stranger", true, "", "nnnnnnnnnnnnn"},
                   {"expired operator cert", "expired", true, "", "nnnnnnnnnnnnn"},

@@ -55,10 +55,26 @@ TEST(AccessPolicyTest, AnAgentReadsButChangesNothing) {
 
 TEST(AccessPolicyTest, OperatorsByCertificateOrToken) {
   EXPECT_TRUE(Mutual().Decide(Operator(), Access::kMutate).allowed());
+  Caller reader_with_token = Agent("n1");
+  reader_with_token.token = Caller::Token::kValid;
+  EXPECT_TRUE(Mutual().Decide(reader_with_token, Access::kMutate).allowed());
+  AccessPolicy token_only({/*authenticate=*/true, /*agents_need_certificate=*/false});
   Caller token;
   token.token = Caller::Token::kValid;
-  EXPECT_TRUE(Mutual().Decide(token, Access::kMutate).allowed());
-  EXPECT_TRUE(Mutual().Decide(token, Access::kRead).allowed());
+  EXPECT_TRUE(token_only.Decide(token, Access::kMutate).allowed());
+  EXPECT_TRUE(token_only.Decide(token, Access::kRead).allowed());
+}
+
+TEST(AccessPolicyTest, UnderMutualTlsEveryCallNeedsACertificateEvenWithTheToken) {
+  Caller token;
+  token.token = Caller::Token::kValid;
+  for (const Caller& caller : {Caller(), token}) {
+    for (Access access : {Access::kRead, Access::kMutate, Access::kAgentHello}) {
+      AccessDecision d = Mutual().Decide(caller, access, "n1");
+      EXPECT_EQ(d.refusal, Refusal::kUnauthenticated) << caller.Describe();
+      EXPECT_THAT(d.message, HasSubstr("needs a client certificate"));
+    }
+  }
 }
 
 TEST(AccessPolicyTest, AWrongTokenIsRefusedEvenBesideAGoodCertificate) {

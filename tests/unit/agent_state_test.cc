@@ -11,8 +11,8 @@
 namespace trainsup {
 
 void PrintTo(const AgentAction& a, std::ostream* os) {
-  static const char* const kKinds[] = {"none",  "launch",         "signal", "wait",
-                                       "ignore", "alert", "collect stacks", "finish"};
+  static const char* const kKinds[] = {"none",  "launch", "signal",         "wait",
+                                       "ignore", "alert",  "note", "collect stacks", "finish"};
   *os << kKinds[static_cast<int>(a.kind)] << " {generation " << a.generation << ", signal "
       << a.signal << ", exit code " << a.exit_code << ", reason \"" << a.reason
       << "\", error \"" << a.error << "\"}";
@@ -34,6 +34,7 @@ MATCHER_P(IsLaunch, generation, "") {
 MATCHER_P(IsSignal, signal, "") { return arg.kind == Kind::kSignal && arg.signal == signal; }
 MATCHER_P(IsFinish, code, "") { return arg.kind == Kind::kFinish && arg.exit_code == code; }
 MATCHER(IsAlert, "") { return arg.kind == Kind::kAlert && !arg.reason.empty(); }
+MATCHER(IsNote, "") { return arg.kind == Kind::kNote && !arg.reason.empty(); }
 MATCHER_P(IsCollectStacks, generation, "") {
   return arg.kind == Kind::kCollectStacks && arg.generation == static_cast<uint64_t>(generation);
 }
@@ -110,9 +111,51 @@ TEST_F(AgentStateTest, NoWelcomeWithinTheConnectTimeoutLaunchesGenerationOne) {
   EXPECT_THAT(state_.Tick(T(9.999)), IsNone());
   const AgentAction action = state_.Tick(T(10));
   EXPECT_THAT(action, IsLaunch(1));
-  EXPECT_THAT(action.reason, HasSubstr("fail-open"));
+  EXPECT_TRUE(action.unsupervised);
+  EXPECT_THAT(action.reason, HasSubstr("UNSUPERVISED"));
   EXPECT_EQ(state_.phase(), Phase::kRunning);
   EXPECT_THAT(state_.Tick(T(3600)), IsNone());  // running: no phase timeout
+}
+
+TEST_F(AgentStateTest, AWelcomeAfterAnUnsupervisedLaunchIsNotedOnce) {
+  ASSERT_TRUE(state_.Tick(T(10)).unsupervised);
+  const AgentAction welcomed = state_.OnWelcome(T(20), true, 1, true);
+  EXPECT_THAT(welcomed, IsNote());
+  EXPECT_THAT(welcomed.reason, HasSubstr("supervised from now on"));
+  EXPECT_EQ(state_.phase(), Phase::kRunning);
+  EXPECT_THAT(state_.OnWelcome(T(30), true, 1, true), IsNone());  // a reconnect
+}
+
+TEST_F(AgentStateTest, ALaunchTheSupervisorOrderedIsSupervised) {
+  EXPECT_FALSE(state_.OnWelcome(T(1), true, 1, true).unsupervised);
+}
+
+TEST_F(AgentStateTest, FailClosedLaunchesNothingAndExits77AtTheConnectTimeout) {
+  AgentStateOptions options = TestOptions();
+  options.fail_closed = true;
+  AgentStateMachine state(options, T(0));
+  EXPECT_THAT(state.Tick(T(9.999)), IsNone());
+  const AgentAction action = state.Tick(T(10));
+  EXPECT_THAT(action, IsFinish(kExitUnsupervised));
+  EXPECT_EQ(kExitUnsupervised, 77);
+  EXPECT_THAT(action.error, HasSubstr("nothing was launched"));
+  EXPECT_EQ(state.generation(), 0u);
+}
+
+TEST_F(AgentStateTest, FailClosedLaunchesWhenTheSupervisorSaysGo) {
+  AgentStateOptions options = TestOptions();
+  options.fail_closed = true;
+  AgentStateMachine state(options, T(0));
+  EXPECT_THAT(state.OnWelcome(T(9), true, 1, true), IsLaunch(1));
+  EXPECT_THAT(state.Tick(T(10)), IsNone());
+}
+
+TEST_F(AgentStateTest, FailClosedStillExits76WhenRefusedForItsNode) {
+  AgentStateOptions options = TestOptions();
+  options.fail_closed = true;
+  AgentStateMachine state(options, T(0));
+  state.OnNodeTaken("node n1 is served by another agent");
+  EXPECT_THAT(state.Tick(T(10)), IsFinish(kExitNodeTaken));
 }
 
 TEST_F(AgentStateTest, StartBeforeTheWelcomeLaunches) {
@@ -148,7 +191,9 @@ TEST_F(AgentStateTest, CommandEndWithNoCommandIsIgnored) {
 
 TEST_F(AgentStateTest, LaunchFailureExitsWithFailure) {
   Running();
-  EXPECT_THAT(state_.OnLaunchFailed("cannot run torchrun"), IsFinish(kExitFailure));
+  const AgentAction action = state_.OnLaunchFailed("cannot run torchrun");
+  EXPECT_THAT(action, IsFinish(kExitFailure));
+  EXPECT_THAT(action.error, HasSubstr("cannot run torchrun"));  // the agent's error line
   EXPECT_EQ(state_.phase(), Phase::kDone);
 }
 

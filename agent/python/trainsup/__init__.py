@@ -2,11 +2,15 @@
 
 Standard library only. Two lines in a training script::
 
+    import time
     import trainsup
     hb = trainsup.Heartbeat()            # identity from torchrun's environment
     for step in range(start, total):
+        waited = time.monotonic()
+        batch = next(loader)             # the input pipeline
+        data_wait = time.monotonic() - waited
         with hb.compute():               # the rank's own work, before its collective
-            batch = next(loader); loss = model(batch); loss.backward()
+            loss = model(batch); loss.backward()
         all_reduce(...); optimizer.step()
         hb.step(step, data_wait_s=data_wait, loss=loss, lr=lr)
         if hb.should_checkpoint(step):
