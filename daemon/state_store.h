@@ -12,13 +12,14 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/journal.h"
 #include "daemon/journal_writer.h"
+#include "daemon/store/schema.h"
 
 struct sqlite3;
 
 namespace trainsup {
 
 // The supervisor's durable memory: a SQLite database (WAL mode) holding the
-// records of daemon/core/journal.h. The driver writes each Journal with
+// records of daemon/core/journal.h, one table codec each (daemon/store/). The driver writes each Journal with
 // Apply() before acting on it, and reads everything back with Load() at
 // start-up.
 //
@@ -39,7 +40,7 @@ class StateStore : public JournalSink {
  public:
   // The schema this build writes. A database of an older version is migrated
   // when opened (logged; all or nothing); a newer one is refused.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = store::kSchemaVersion;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:

@@ -650,6 +650,187 @@ TEST_F(StateStoreTest, SchemaVersionOneIsMigratedKeepingItsRows) {
   EXPECT_EQ(LoadAll(*store).jobs[0].restarts_forgiven_before, kT0);
 }
 
+// The schema as the trainsupd of each older version created it, and a row in
+// every table that version had.
+std::string OlderSchemaWithRows(int version) {
+  std::string sql =
+      "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
+      "CREATE TABLE nodes (name TEXT PRIMARY KEY NOT NULL, quarantined INTEGER NOT NULL,"
+      "  reason TEXT NOT NULL, changed REAL, changed_by TEXT NOT NULL);"
+      "CREATE TABLE restarts (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
+      "  job TEXT NOT NULL, from_generation INTEGER NOT NULL,"
+      "  to_generation INTEGER NOT NULL, reason TEXT NOT NULL);"
+      "CREATE TABLE events (id INTEGER PRIMARY KEY, time REAL, kind TEXT NOT NULL,"
+      "  job TEXT NOT NULL, generation INTEGER NOT NULL, rank INTEGER, node TEXT NOT NULL,"
+      "  message TEXT NOT NULL);"
+      "CREATE TABLE event_figures (event_id INTEGER NOT NULL REFERENCES events (id)"
+      "  ON DELETE CASCADE, position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
+      "  PRIMARY KEY (event_id, position)) WITHOUT ROWID;";
+  // Version 2: an operator's resume kept with its job.
+  absl::StrAppend(&sql,
+                  "CREATE TABLE jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
+                  "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
+                  "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0",
+                  version >= 2 ? ", restarts_forgiven_before REAL" : "", ");");
+  // Version 3: whether a failure is charged; measures and stacks.
+  absl::StrAppend(&sql,
+                  "CREATE TABLE failures (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
+                  "  job TEXT NOT NULL, generation INTEGER NOT NULL, kind TEXT NOT NULL,"
+                  "  node TEXT NOT NULL, rank INTEGER, message TEXT NOT NULL",
+                  version >= 3 ? ", charged INTEGER NOT NULL DEFAULT 1" : "", ");");
+  if (version >= 3) {
+    absl::StrAppend(
+        &sql,
+        "CREATE TABLE job_measures (job TEXT PRIMARY KEY NOT NULL, ledger_start REAL,"
+        "  ledger_last REAL, ledger_generation INTEGER NOT NULL,"
+        "  ledger_high_water INTEGER NOT NULL, checkpoint_costs TEXT NOT NULL,"
+        "  checkpoint_async TEXT NOT NULL, restart_costs TEXT NOT NULL);"
+        "CREATE TABLE ledger_generations (job TEXT NOT NULL, generation INTEGER NOT NULL,"
+        "  useful REAL NOT NULL, starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL,"
+        "  lost REAL NOT NULL, PRIMARY KEY (job, generation)) WITHOUT ROWID;"
+        "CREATE TABLE stacks (seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL,"
+        "  generation INTEGER NOT NULL, event_id INTEGER NOT NULL, time REAL,"
+        "  collect_seconds REAL NOT NULL, culprit INTEGER, rank INTEGER NOT NULL,"
+        "  node TEXT NOT NULL, answered INTEGER NOT NULL, text TEXT NOT NULL);"
+        "INSERT INTO job_measures VALUES ('llama', 1800000000, 1800000090, 2, 1200, '1.5 0.25',"
+        "  '', '20.5');"
+        "INSERT INTO ledger_generations VALUES ('llama', 2, 30, 2, 0.5, 12.75);"
+        "INSERT INTO stacks (job, generation, event_id, time, collect_seconds, culprit, rank,"
+        "  node, answered, text) VALUES ('llama', 2, 1, 1800000000, 0.25, 1, 1, 'node-a', 1,"
+        "  'File \"x.py\", line 3');");
+  }
+  // Version 4: pending fences.
+  if (version >= 4) {
+    absl::StrAppend(&sql,
+                    "CREATE TABLE pending_fences (node TEXT PRIMARY KEY NOT NULL,"
+                    "  reason TEXT NOT NULL, decided REAL);"
+                    "INSERT INTO pending_fences VALUES ('node-a', 'bad GPU 3', 1800000000);");
+  }
+  absl::StrAppend(
+      &sql, "INSERT INTO meta VALUES ('schema_version', ", version, ");",
+      "INSERT INTO nodes VALUES ('node-a', 1, 'bad GPU 3', 1800000000, 'operator');"
+      "INSERT INTO restarts (time, job, from_generation, to_generation, reason) VALUES"
+      "  (1800000001, 'llama', 2, 3, 'crash on node-a');"
+      "INSERT INTO events VALUES (1, 1800000000, 'crash', 'llama', 2, 0, 'node-a', 'boom');"
+      "INSERT INTO event_figures VALUES (1, 0, 'lost_seconds', 12.5);"
+      "INSERT INTO jobs (job, generation, state, reason, world_size, changed,"
+      "  exposure_seconds) VALUES ('llama', 3, 'held', 'restart limit reached', 8, 1800000002,"
+      "  42.5);"
+      "INSERT INTO failures (time, job, generation, kind, node, rank, message) VALUES"
+      "  (1800000000, 'llama', 2, 'crash', 'node-a', 0, 'crash of rank 0');");
+  return sql;
+}
+
+// Every table's columns (name, type, not null, default, key), by table.
+std::string Columns(const std::string& path) {
+  std::string out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "cannot open";
+  sqlite3_stmt* tables = nullptr;
+  sqlite3_prepare_v2(db,
+                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE"
+                     " 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+                     -1, &tables, nullptr);
+  while (sqlite3_step(tables) == SQLITE_ROW) {
+    const std::string table = reinterpret_cast<const char*>(sqlite3_column_text(tables, 0));
+    absl::StrAppend(&out, table, ":");
+    sqlite3_stmt* info = nullptr;
+    sqlite3_prepare_v2(db, absl::StrCat("PRAGMA table_info(", table, ")").c_str(), -1, &info,
+                       nullptr);
+    while (sqlite3_step(info) == SQLITE_ROW) {
+      for (int c = 1; c <= 5; ++c) {
+        const unsigned char* text = sqlite3_column_text(info, c);
+        absl::StrAppend(&out, " ", text ? reinterpret_cast<const char*>(text) : "NULL");
+      }
+      absl::StrAppend(&out, ";");
+    }
+    sqlite3_finalize(info);
+    absl::StrAppend(&out, "\n");
+  }
+  sqlite3_finalize(tables);
+  sqlite3_close(db);
+  return out;
+}
+
+class OlderSchemaTest : public StateStoreTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(OlderSchemaTest, IsMigratedToTheNewestColumnsKeepingItsRows) {
+  const int version = GetParam();
+  RawSql(path_, OlderSchemaWithRows(version));
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    PersistedState state = LoadAll(*store);
+    ASSERT_EQ(state.nodes.size(), 1u);
+    EXPECT_TRUE(state.nodes[0].quarantined);
+    EXPECT_EQ(state.nodes[0].reason, "bad GPU 3");
+    ASSERT_EQ(state.jobs.size(), 1u);
+    EXPECT_EQ(state.jobs[0].state, "held");
+    EXPECT_EQ(state.jobs[0].generation, 3u);
+    EXPECT_EQ(state.jobs[0].exposure_seconds, 42.5);
+    EXPECT_EQ(state.jobs[0].restarts_forgiven_before, absl::InfinitePast());
+    ASSERT_EQ(state.failures.size(), 1u);
+    EXPECT_TRUE(state.failures[0].charged);  // all were, before version 3
+    ASSERT_EQ(state.restarts.size(), 1u);
+    EXPECT_EQ(state.restarts[0].to_generation, 3u);
+    ASSERT_EQ(state.events.size(), 1u);
+    ASSERT_EQ(state.events[0].figures.size(), 1u);
+    EXPECT_EQ(state.events[0].figures[0].second, 12.5);
+    if (version >= 3) {
+      ASSERT_EQ(state.measures.size(), 1u);
+      EXPECT_THAT(state.measures[0].checkpoint_costs, ::testing::ElementsAre(1.5, 0.25));
+      EXPECT_EQ(state.measures[0].ledger.by_generation[2].seconds[3], 12.75);
+      ASSERT_EQ(state.stacks.size(), 1u);
+      EXPECT_EQ(state.stacks[0].culprit, 1u);
+    } else {
+      EXPECT_TRUE(state.measures.empty());
+      EXPECT_TRUE(state.stacks.empty());
+    }
+    if (version >= 4) {
+      ASSERT_EQ(state.fences.size(), 1u);
+      EXPECT_EQ(state.fences[0].action, FenceAction::kFence);  // all were, before version 5
+    } else {
+      EXPECT_TRUE(state.fences.empty());
+    }
+  }
+  // The same columns as a store created new, and it takes every kind of row.
+  const std::string migrated = Columns(path_);
+  const std::string fresh_path = dir_ + "/fresh.db";
+  {
+    absl::StatusOr<std::unique_ptr<StateStore>> fresh = StateStore::Open(fresh_path);
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+  }
+  EXPECT_EQ(migrated, Columns(fresh_path));
+  Journal journal;
+  journal.nodes.push_back({"node-b", false, "", kT0, "operator"});
+  journal.failures.push_back(MakeFailure(7));
+  journal.restarts.push_back(MakeRestart(7));
+  journal.jobs.push_back({"tiny", 1, "running", "", 1, kT0, 1.5, kT0});
+  JobMeasuresRow measures;
+  measures.job = "tiny";
+  measures.checkpoint_costs = {2.5};
+  journal.measures.push_back(measures);
+  journal.stacks.push_back({"tiny", 1, 2, kT0, 0.5, std::nullopt, 0, "node-b", false, ""});
+  journal.fences.push_back({"node-b", "lifted", kT0, true, FenceAction::kUnfence});
+  journal.events.push_back(MakeEvent(2));
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Apply(journal).ok());
+  PersistedState state = LoadAll(*store);
+  EXPECT_EQ(state.jobs.size(), 2u);
+  EXPECT_EQ(state.failures.size(), 2u);
+  EXPECT_EQ(state.measures.size(), version >= 3 ? 2u : 1u);
+  EXPECT_EQ(state.stacks.size(), version >= 3 ? 2u : 1u);
+  EXPECT_EQ(state.fences.size(), version >= 4 ? 2u : 1u);
+  EXPECT_EQ(state.events.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOlderVersion, OlderSchemaTest,
+                         ::testing::Range(1, StateStore::kSchemaVersion),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrCat("Version", info.param);
+                         });
+
 TEST_F(StateStoreTest, SqliteDatabaseOfAnotherProgramIsRefused) {
   RawSql(path_, "CREATE TABLE photos (id INTEGER PRIMARY KEY, blob BLOB)");
   const std::string bytes = ReadBytes(path_);
