@@ -1,7 +1,12 @@
 #include "daemon/state_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <utility>
 #include <vector>
 
@@ -26,9 +31,38 @@ using store::Tables;
 
 constexpr int kBusyTimeoutMs = 1000;
 
-// Makes `db` the only connection to its file for as long as it is open, and
-// checks and prepares the database. Reads before it writes, so that a file
-// that is locked, not a database or corrupt is refused unmodified.
+// Opens the database file, creating it if missing, and takes an exclusive
+// flock(2) on it: one trainsupd per file. SQLite's own locks are POSIX
+// record locks, which flock does not touch, so readers (`sqlite3 -readonly`)
+// are not kept out. Returns the descriptor, to keep open until SQLite has
+// closed the file (closing another descriptor of the file would drop
+// SQLite's locks).
+absl::StatusOr<int> LockFile(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int error = errno;
+    struct stat st;
+    if ((error == EACCES || error == EROFS) && stat(path.c_str(), &st) == 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "state database ", path, " can only be opened read-only; check its permissions"));
+    }
+    return absl::ErrnoToStatus(error, absl::StrCat("state database ", path, ": opening failed"));
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    close(fd);
+    if (error == EWOULDBLOCK) {
+      return absl::UnavailableError(
+          absl::StrCat("state database ", path,
+                       " is locked by another process (is another trainsupd running on it?)"));
+    }
+    return absl::ErrnoToStatus(error, absl::StrCat("state database ", path, ": locking failed"));
+  }
+  return fd;
+}
+
+// Checks and prepares the database. Reads before it writes, so that a file
+// that is not a database or is corrupt is refused unmodified.
 absl::Status Initialize(const Db& db) {
   sqlite3_extended_result_codes(db.handle, 1);
   sqlite3_busy_timeout(db.handle, kBusyTimeoutMs);
@@ -36,12 +70,8 @@ absl::Status Initialize(const Db& db) {
     return absl::PermissionDeniedError(absl::StrCat(
         "state database ", db.path, " can only be opened read-only; check its permissions"));
   }
-  // From here on, the lock taken by the first read (shared) and the first
-  // write (exclusive) is kept until the connection is closed.
-  absl::Status status = Exec(db, "PRAGMA locking_mode = EXCLUSIVE", "setting the locking mode");
-  if (!status.ok()) return status;
-  // The first read: fails on a file that is locked or is not a database.
-  status = Exec(db, "SELECT count(*) FROM sqlite_master", "reading the schema");
+  // The first read: fails on a file that is not a database.
+  absl::Status status = Exec(db, "SELECT count(*) FROM sqlite_master", "reading the schema");
   if (!status.ok()) return status;
 
   std::vector<std::string> problems;
@@ -61,9 +91,8 @@ absl::Status Initialize(const Db& db) {
   status = store::CheckSchema(db, &schema);
   if (!status.ok()) return status;
 
-  // Switched only once the file passed the checks above. With the exclusive
-  // locking mode already set, the WAL index lives in heap memory (no -shm
-  // file) and no other connection can share the file.
+  // Switched only once the file passed the checks above. The WAL index is
+  // shared memory (the -shm file beside the database), which readers map too.
   std::string journal_mode;
   Statement wal(db, "PRAGMA journal_mode = WAL");
   status = ForEachRow(db, wal, [&](Statement& row) { journal_mode = row.Text(0); });
@@ -80,25 +109,22 @@ absl::Status Initialize(const Db& db) {
   status = Exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys");
   if (!status.ok()) return status;
 
-  return InTransaction(db, "BEGIN IMMEDIATE", [&]() -> absl::Status {
-    absl::Status created = store::CreateOrMigrate(db, schema);
-    if (!created.ok()) return created;
-    // A write, so that the exclusive lock is surely taken now and not at
-    // the first Apply(): a second trainsupd on this file fails at start-up.
-    Statement touch(db, "UPDATE meta SET value = value WHERE key = 'schema_version'");
-    return touch.Run("locking");
-  });
+  return InTransaction(db, "BEGIN IMMEDIATE", [&]() { return store::CreateOrMigrate(db, schema); });
 }
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("state database path is empty");
+  absl::StatusOr<int> lock_fd = LockFile(path);
+  if (!lock_fd.ok()) return lock_fd.status();
+  // The store owns the lock and the connection from here on, and releases
+  // them on every error path.
+  std::unique_ptr<StateStore> store(new StateStore(path, *lock_fd));
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
-  // The store owns `db` from here on, and closes it on every error path.
-  std::unique_ptr<StateStore> store(new StateStore(path, db));
+  store->db_ = db;
   if (rc != SQLITE_OK) return SqliteStatus(path, db, rc, "opening");
   absl::Status status = Initialize(Db{db, store->path_});
   if (!status.ok()) return status;
@@ -111,6 +137,7 @@ StateStore::~StateStore() {
   if (rc != SQLITE_OK) {
     TRAINSUP_LOG_ERROR("state database %s: closing failed: %s", path_, sqlite3_errstr(rc));
   }
+  close(lock_fd_);  // and with it the flock
 }
 
 absl::Status StateStore::Apply(const Journal& journal, Sync sync) {

@@ -29,9 +29,12 @@ namespace trainsup {
 // survives a power loss (synchronous=FULL: fsynced before it returns); the
 // driver asks for it when a fence is about to run.
 //
-// One process at a time: Open() takes an exclusive lock on the file that is
+// One process at a time: Open() takes an exclusive flock(2) on the file,
 // held until the store is destroyed, so a second trainsupd on the same file
-// fails at start-up with Unavailable.
+// fails at start-up with Unavailable. Readers are welcome meanwhile
+// (`sqlite3 -readonly FILE`, docs/recovery.md): WAL gives each one the last
+// committed state without blocking a commit; a reader that stays in one
+// read transaction only keeps the write-ahead log from being recycled.
 //
 // Every error message names the database path.
 //
@@ -56,7 +59,7 @@ class StateStore : public JournalSink {
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
-  // Closes the database and releases the lock.
+  // Closes the database, then releases the lock.
   ~StateStore() override;
 
   // Writes every row of `journal` in one transaction: on error nothing of it
@@ -82,11 +85,12 @@ class StateStore : public JournalSink {
   const std::string& path() const { return path_; }
 
  private:
-  StateStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+  StateStore(std::string path, int lock_fd) : path_(std::move(path)), lock_fd_(lock_fd) {}
 
   const std::string path_;
+  const int lock_fd_;  // owned: the file, flock()ed while open
   absl::Mutex mu_;
-  sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned
+  sqlite3* db_ ABSL_PT_GUARDED_BY(mu_) = nullptr;  // owned; set once by Open()
 };
 
 }  // namespace trainsup

@@ -1,7 +1,8 @@
 // The SQLite state store on real files in a fresh temporary directory per
 // test: round trips, upserts, limits, atomicity, refusal of bad files, the
-// one-process lock, and durability across a process that dies without
-// closing the database.
+// one-process lock beside live read-only readers, migration from every older
+// schema version, and durability across a process that dies without closing
+// the database.
 #include "daemon/state_store.h"
 
 #include <sqlite3.h>
@@ -572,6 +573,52 @@ TEST_F(StateStoreTest, SecondOpenFromAnotherProcessIsUnavailable) {
   for (int fd : {opened[0], opened[1], release[0], release[1]}) close(fd);
   // The lock died with its holder.
   EXPECT_NE(OpenOrDie(), nullptr);
+}
+
+TEST_F(StateStoreTest, ReadOnlyReadersReadWhileTheStoreIsOpenAndNeverBlockIt) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal first;
+  first.jobs.push_back({"llama", 1, "running", "", 8, kT0});
+  ASSERT_TRUE(store->Apply(first).ok());
+
+  // As `sqlite3 -readonly FILE` opens it.
+  sqlite3* reader = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &reader, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  auto jobs = [&]() {
+    std::vector<std::string> names;
+    sqlite3_stmt* select = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(reader, "SELECT job FROM jobs ORDER BY job", -1, &select, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(reader);
+    int rc;
+    while ((rc = sqlite3_step(select)) == SQLITE_ROW) {
+      names.push_back(reinterpret_cast<const char*>(sqlite3_column_text(select, 0)));
+    }
+    EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(reader);
+    sqlite3_finalize(select);
+    return names;
+  };
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama"));
+
+  // A reader inside a read transaction keeps its snapshot, and the store
+  // commits meanwhile.
+  ASSERT_EQ(sqlite3_exec(reader, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama"));
+  Journal second;
+  second.jobs.push_back({"tiny", 1, "running", "", 1, kT0});
+  EXPECT_TRUE(store->Apply(second, JournalSink::Sync::kFull).ok());
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama"));
+  ASSERT_EQ(sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama", "tiny"));
+
+  // A second store is still refused, and readers do not keep the first from
+  // closing (and unlocking) the file.
+  absl::StatusOr<std::unique_ptr<StateStore>> second_store = StateStore::Open(path_);
+  EXPECT_EQ(second_store.status().code(), absl::StatusCode::kUnavailable) << second_store.status();
+  store.reset();
+  EXPECT_NE(OpenOrDie(), nullptr);
+  sqlite3_close(reader);
 }
 
 TEST_F(StateStoreTest, PathInAMissingDirectoryIsAnErrorNamingThePath) {
