@@ -38,8 +38,9 @@ absl::Status Write(const Db& db, const Journal& journal) {
   return absl::OkStatus();
 }
 
-// The most recent `limits.events` events by id, oldest first; an event of a
-// kind this build does not know is skipped with a warning.
+// The most recent `limits.events` events by id, oldest first (an event of a
+// kind this build does not know is skipped with a warning), and how many of
+// each kind every job has.
 absl::Status Read(const Db& db, const LoadLimits& limits, PersistedState* state) {
   Statement events(db,
                    "SELECT id, time, kind, job, generation, rank, node, message FROM ("
@@ -64,6 +65,16 @@ absl::Status Read(const Db& db, const LoadLimits& limits, PersistedState* state)
     event.node = row.Text(6);
     event.message = row.Text(7);
     event_index[event.id] = state->events.size() - 1;
+  });
+  if (!status.ok()) return status;
+
+  // Every event stored counts, not only the recent ones loaded.
+  Statement counts(db,
+                   "SELECT job, kind, count(*) FROM events WHERE job != '' GROUP BY job, kind"
+                   " ORDER BY job, kind");
+  status = ForEachRow(db, counts, [&](Statement& row) {
+    const std::optional<EventKind> kind = EventKindFromName(row.Text(1));
+    if (kind.has_value()) state->event_counts.push_back({row.Text(0), *kind, row.Uint(2)});
   });
   if (!status.ok() || event_index.empty()) return status;
 

@@ -16,8 +16,9 @@ namespace store {
 
 const std::vector<const TableCodec*>& Tables() {
   static const auto* const kTables = new std::vector<const TableCodec*>{
-      &NodesTable(),  &FailuresTable(),    &RestartsTable(), &JobsTable(),
-      &EventsTable(), &JobMeasuresTable(), &StacksTable(),   &PendingFencesTable(),
+      &NodesTable(),       &FailuresTable(),  &RestartsTable(),
+      &JobsTable(),        &EventsTable(),    &JobMeasuresTable(),
+      &StacksTable(),      &PendingFencesTable(), &EndedJobsTable(),
   };
   return *kTables;
 }

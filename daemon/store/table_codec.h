@@ -55,6 +55,7 @@ const TableCodec& EventsTable();
 const TableCodec& JobMeasuresTable();
 const TableCodec& StacksTable();
 const TableCodec& PendingFencesTable();
+const TableCodec& EndedJobsTable();
 
 }  // namespace store
 }  // namespace trainsup
