@@ -48,7 +48,8 @@ class StateStore : public JournalSink {
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:
   //   DataLoss            the file is not a SQLite database, or is corrupt
-  //   Unavailable         another process holds the database open
+  //   Unavailable         another store holds the file (another trainsupd,
+  //                       or a writer that holds its write lock)
   //   FailedPrecondition  a newer schema version, or a SQLite database of
   //                       some other program, or one that cannot use WAL
   //   NotFound / PermissionDenied / ...  the file cannot be opened or
