@@ -196,7 +196,7 @@ std::string RenderJobDetail(const v1::JobDetail& d) {
   absl::StrAppend(&out, "state         ", job.state(), job.stalled() ? " (stalled)" : "", ": ",
                   job.state_reason(), "\n");
   absl::StrAppend(&out, "generation    ", job.generation(), " (", job.restarts(),
-                  " restarts since the supervisor started), step ", job.step(), ", ",
+                  " restarts), step ", job.step(), ", ",
                   job.ranks_reporting(), "/", job.world_size(), " ranks\n");
   absl::StrAppend(&out, "mtbf (job)    ", Mtbf(d.job_mtbf()), "\n");
   absl::StrAppend(&out, "mtbf (all)    ", Mtbf(d.cluster_mtbf()), "\n");

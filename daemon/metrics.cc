@@ -74,7 +74,7 @@ struct Families {
   MetricFamily job_state = Family("trainsup_job_state",
       "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
   MetricFamily job_restarts = Family("trainsup_job_restarts_total",
-      "Coordinated restarts of the job since the supervisor started.", MetricType::Counter);
+      "Coordinated restarts of the job, kept across trainsupd restarts.", MetricType::Counter);
   MetricFamily job_time = Family("trainsup_job_time_seconds_total",
       "Where the job's wall time went since its first step, by bucket: useful, starved (waiting on "
       "input), checkpoint_blocked, lost (re-done work and failure -> first step of the next "

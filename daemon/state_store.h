@@ -12,13 +12,14 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/core/journal.h"
 #include "daemon/journal_writer.h"
+#include "daemon/store/schema.h"
 
 struct sqlite3;
 
 namespace trainsup {
 
 // The supervisor's durable memory: a SQLite database (WAL mode) holding the
-// records of daemon/core/journal.h. The driver writes each Journal with
+// records of daemon/core/journal.h, one table codec each (daemon/store/). The driver writes each Journal with
 // Apply() before acting on it, and reads everything back with Load() at
 // start-up.
 //
@@ -28,9 +29,12 @@ namespace trainsup {
 // survives a power loss (synchronous=FULL: fsynced before it returns); the
 // driver asks for it when a fence is about to run.
 //
-// One process at a time: Open() takes an exclusive lock on the file that is
+// One process at a time: Open() takes an exclusive flock(2) on the file,
 // held until the store is destroyed, so a second trainsupd on the same file
-// fails at start-up with Unavailable.
+// fails at start-up with Unavailable. Readers are welcome meanwhile
+// (`sqlite3 -readonly FILE`, docs/recovery.md): WAL gives each one the last
+// committed state without blocking a commit; a reader that stays in one
+// read transaction only keeps the write-ahead log from being recycled.
 //
 // Every error message names the database path.
 //
@@ -39,12 +43,13 @@ class StateStore : public JournalSink {
  public:
   // The schema this build writes. A database of an older version is migrated
   // when opened (logged; all or nothing); a newer one is refused.
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = store::kSchemaVersion;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:
   //   DataLoss            the file is not a SQLite database, or is corrupt
-  //   Unavailable         another process holds the database open
+  //   Unavailable         another store holds the file (another trainsupd,
+  //                       or a writer that holds its write lock)
   //   FailedPrecondition  a newer schema version, or a SQLite database of
   //                       some other program, or one that cannot use WAL
   //   NotFound / PermissionDenied / ...  the file cannot be opened or
@@ -55,7 +60,7 @@ class StateStore : public JournalSink {
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
 
-  // Closes the database and releases the lock.
+  // Closes the database, then releases the lock.
   ~StateStore() override;
 
   // Writes every row of `journal` in one transaction: on error nothing of it
@@ -81,11 +86,12 @@ class StateStore : public JournalSink {
   const std::string& path() const { return path_; }
 
  private:
-  StateStore(std::string path, sqlite3* db) : path_(std::move(path)), db_(db) {}
+  StateStore(std::string path, int lock_fd) : path_(std::move(path)), lock_fd_(lock_fd) {}
 
   const std::string path_;
+  const int lock_fd_;  // owned: the file, flock()ed while open
   absl::Mutex mu_;
-  sqlite3* const db_ ABSL_PT_GUARDED_BY(mu_);  // owned
+  sqlite3* db_ ABSL_PT_GUARDED_BY(mu_) = nullptr;  // owned; set once by Open()
 };
 
 }  // namespace trainsup

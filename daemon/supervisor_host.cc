@@ -34,6 +34,24 @@ constexpr size_t kRestoreEvents = 10000;
 constexpr size_t kRestoreFailures = 100000;
 constexpr size_t kRestoreRestarts = 100000;
 
+// What came back, counted as the operator sees it: the nodes and jobs held
+// now, the failures the MTBF counts beside the failure records read.
+void LogRestored(const PersistedState& state, const Supervisor& core) {
+  size_t quarantined = 0;
+  for (const NodeRecordRow& n : state.nodes) quarantined += n.quarantined ? 1 : 0;
+  size_t ended = 0;
+  uint64_t job_killing = 0;
+  for (const JobRow& job : state.jobs) {
+    ended += job.state == "finished" || job.state == "failed" ? 1 : 0;
+    job_killing += job.failures;
+  }
+  TRAINSUP_LOG_INFO(
+      "state restored: %d jobs (%d ended), %d nodes (%d quarantined), %d failure records of "
+      "every kind (%d job-killing failures, what the MTBF counts), %d restart records, %d events",
+      state.jobs.size(), ended, core.nodes().size(), quarantined, state.failures.size(),
+      job_killing, state.restarts.size(), state.events.size());
+}
+
 }  // namespace
 
 SupervisorHost::SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store,
@@ -66,12 +84,7 @@ absl::Status SupervisorHost::Restore() {
   absl::MutexLock lock(&mu_);
   core_.Restore(clock_->Now(), *state);
   ActLocked();  // the fences still pending run again
-  size_t quarantined = 0;
-  for (const NodeRecordRow& n : state->nodes) quarantined += n.quarantined ? 1 : 0;
-  TRAINSUP_LOG_INFO("state restored: %d jobs, %d nodes (%d quarantined), %d failures, %d restarts, "
-                    "%d events",
-                    state->jobs.size(), state->nodes.size(), quarantined, state->failures.size(),
-                    state->restarts.size(), state->events.size());
+  LogRestored(*state, core_);
   return absl::OkStatus();
 }
 
@@ -194,7 +207,7 @@ void SupervisorHost::Disconnected(SessionId session) {
   std::shared_ptr<AgentChannel> channel;  // released after the lock
   absl::MutexLock lock(&mu_);
   core_.Disconnected(clock_->Now(), session);
-  publisher_->Changed();
+  ActLocked();  // e.g. the node of an ended job as it left
   auto it = channels_.find(session);
   if (it != channels_.end()) {
     channel = std::move(it->second);

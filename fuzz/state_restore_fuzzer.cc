@@ -38,10 +38,11 @@ constexpr int kMaxRows = 512;
 constexpr size_t kHellos = 4;
 
 // Table names in the order of fuzz::Row::Table.
-constexpr const char* kTables[] = {"nodes",      "failures",     "restarts",
-                                   "jobs",       "events",       "event_figures",
-                                   "job_measures", "ledger_generations", "stacks",
-                                   "meta"};
+constexpr const char* kTables[] = {"nodes",           "failures",        "restarts",
+                                   "jobs",            "events",          "event_figures",
+                                   "job_measures",    "ledger_generations", "stacks",
+                                   "meta",            "pending_fences",  "ended_jobs",
+                                   "ended_job_nodes", "ended_job_ranks"};
 static_assert(sizeof(kTables) / sizeof(kTables[0]) == fuzz::Row::Table_ARRAYSIZE);
 
 // The files of one fuzzing process: an empty store made once by

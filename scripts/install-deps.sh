@@ -17,6 +17,8 @@ PACKAGES=(
   prometheus-alertmanager
   # used by the test harness to fetch /metrics
   curl
+  # the state store read live while trainsupd runs (tests/e2e/test_state.py)
+  sqlite3
   # deploy tests (ctest -L deploy): systemd-analyze verify checks the unit
   # (no running systemd needed), python3-yaml reads the Kubernetes manifest
   systemd python3-yaml

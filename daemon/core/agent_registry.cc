@@ -62,6 +62,18 @@ NodeIndex AgentRegistry::FindOrAdd(const std::string& name) {
   return index;
 }
 
+NodeIndex AgentRegistry::Restore(const NodeRecord& record) {
+  const NodeIndex index = FindOrAdd(record.name);
+  NodeRecord& node = nodes_[index];
+  const std::string joined = node.job;  // MoveToJob moves it from there
+  node = record;
+  node.job = joined;
+  node.connected = false;
+  node.session = 0;
+  MoveToJob(index, record.job);
+  return index;
+}
+
 const std::string& AgentRegistry::NameOf(NodeIndex index) const {
   static const std::string* const kNone = new std::string();
   return index == kNoNode || index >= nodes_.size() ? *kNone : nodes_[index].name;

@@ -91,6 +91,9 @@ class AgentRegistry {
   // A node by name, created (with no job) if new: for state restored from
   // the store before any agent speaks.
   NodeIndex FindOrAdd(const std::string& name);
+  // A node as its ended job last showed it, restored from the store before
+  // any agent speaks: `record`, in `record.job`, not connected.
+  NodeIndex Restore(const NodeRecord& record);
 
   // REQUIRES: index < size().
   const NodeRecord& node(NodeIndex index) const { return nodes_[index]; }

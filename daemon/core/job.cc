@@ -266,6 +266,23 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   NoteIfCertainFailure(r);
 }
 
+void Job::RestoreTotals(uint32_t world_size, uint64_t heartbeats_received) {
+  Resize(world_size);
+  heartbeats_received_ = heartbeats_received;
+}
+
+void Job::RestoreRank(const RankState& rank) {
+  RankState& r = RankSlot(rank.rank);  // a new slot counts for nothing yet
+  r = rank;
+  r.node = kNoNode;
+  SetNode(r, rank.node);
+  Count(r, +1);
+  ++ranks_reporting_;
+  max_step_ = std::max(max_step_, r.step);
+  last_progress_ = std::max(last_progress_, r.last_progress);
+  NoteIfCertainFailure(r);
+}
+
 void Job::ForgetLiveness(NodeIndex node) {
   for (uint32_t rank : RanksOn(node)) {
     RankState& r = *ranks_.Find(rank);

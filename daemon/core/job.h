@@ -190,6 +190,14 @@ class Job {
   // unknown (dead ones stay dead: that was seen).
   void ForgetLiveness(NodeIndex node);
 
+  // Puts back what the job showed when it ended, at start-up before any
+  // agent speaks (ended_job.h): the world size its ranks claimed and the
+  // heartbeats received over its life, then each rank heard of, as it was
+  // (`rank.rank`, on `rank.node`). REQUIRES: RestoreTotals() first, once;
+  // for RestoreRank, rank.seen, and the rank not restored yet.
+  void RestoreTotals(uint32_t world_size, uint64_t heartbeats_received);
+  void RestoreRank(const RankState& rank);
+
  private:
   static absl::Time ProgressTime(absl::Time received, const Heartbeat& hb);
   void Resize(uint32_t world_size);

@@ -56,6 +56,8 @@ class JobCosts {
   // Job-killing failures (crashes, stalls, lost nodes) counted in the MTBF.
   void AddFailure() { ++failures_; }
   int failures() const { return failures_; }
+  // Puts back the count kept in the state store.
+  void RestoreFailures(int failures) { failures_ = failures; }
 
  private:
   StepWindow checkpoint_blocking_{32};

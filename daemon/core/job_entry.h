@@ -106,6 +106,10 @@ class JobEntry {
   // Events of each kind about this job, across generations.
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
   void CountEvent(EventKind kind) { ++event_counts_[static_cast<int>(kind)]; }
+  // As counted before the supervisor restarted (state_restore.h).
+  void RestoreEventCount(EventKind kind, uint64_t count) {
+    event_counts_[static_cast<int>(kind)] = count;
+  }
 
   // When an agent last spoke for the job (a hello or a report), or when it
   // was restored: a job no agent spoke for in --job-retention leaves memory.

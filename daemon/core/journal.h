@@ -8,6 +8,8 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"
 
@@ -63,6 +65,10 @@ struct JobRow {
   // Restarts before this time no longer count towards the restart cap (an
   // operator resumed the job then); InfinitePast(): never resumed.
   absl::Time restarts_forgiven_before = absl::InfinitePast();
+  // Coordinated restarts of the job, and its job-killing failures (what its
+  // MTBF counts), over its whole life.
+  uint64_t restarts = 0;
+  uint64_t failures = 0;
 };
 
 // What a job measured, kept across the supervisor's restarts: its goodput
@@ -88,6 +94,67 @@ struct StackRow {
   std::string node;
   bool answered = false;
   std::string text;
+};
+
+// What an ended job (finished or failed) showed when it ended, for the facts
+// no agent sends again once the supervisor restarts: its totals and plans
+// (EndedJobRow), each of its nodes (EndedNodeRow) and ranks (EndedRankRow)
+// as last seen. Journaled when the job ends, where an EndedJobRow replaces
+// the job's whole picture before it; a node and its ranks again when the
+// node's agent leaves after the end (the latest row of a node or rank of a
+// job wins).
+struct EndedJobRow {
+  std::string job;
+  uint64_t generation = 0;
+  uint32_t world_size = 0;
+  uint64_t heartbeats_received = 0;  // over the job's life
+  std::vector<CheckpointPlanSpec> plans;
+  // What the planner's figures behind the last periodic plan were made from.
+  std::optional<CheckpointPlanInputs> plan_inputs;
+};
+
+struct EndedNodeRow {
+  std::string job;
+  std::string node;
+  uint64_t generation = 0;
+  uint64_t incarnation = 0;
+  absl::Time last_report = absl::InfinitePast();
+  uint64_t heartbeats_received = 0;
+  std::string launcher_state;  // LauncherStateName()
+  uint32_t launcher_pid = 0;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+};
+
+struct EndedRankRow {
+  std::string job;
+  uint32_t rank = 0;
+  std::string node;
+  uint32_t local_rank = 0;
+  uint32_t pid = 0;
+  int64_t step = -1;
+  absl::Time last_heartbeat = absl::InfinitePast();
+  absl::Time last_progress = absl::InfinitePast();
+  uint64_t heartbeats = 0;
+  // The percentiles of its step and compute windows (0: no sample).
+  double step_p50 = 0;
+  double step_p99 = 0;
+  double compute_p50 = 0;
+  double compute_p99 = 0;
+  std::string phase;     // StepPhaseName()
+  std::string liveness;  // LivenessName()
+  // How its process ended; death_time InfinitePast(): not seen to end.
+  absl::Time death_time = absl::InfinitePast();
+  bool exit_known = false;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+  std::string exception_type;
+  std::string exception_message;
+  std::optional<double> loss;
+  std::optional<double> learning_rate;
+  std::optional<uint64_t> samples;
+  uint64_t datagrams_dropped = 0;
+  bool straggler = false;
 };
 
 // What a fence command tells the cluster scheduler about a node: to stop
@@ -122,16 +189,31 @@ struct Journal {
   std::vector<Event> events;
   std::vector<StackRow> stacks;
   std::vector<FenceRow> fences;
+  std::vector<EndedJobRow> ended_jobs;
+  std::vector<EndedNodeRow> ended_nodes;
+  std::vector<EndedRankRow> ended_ranks;
 
   bool empty() const {
     return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() &&
-           measures.empty() && events.empty() && stacks.empty() && fences.empty();
+           measures.empty() && events.empty() && stacks.empty() && fences.empty() &&
+           ended_jobs.empty() && ended_nodes.empty() && ended_ranks.empty();
   }
 };
 
-// Everything the store gives back at start-up (same row types; for nodes and
-// jobs only the latest row of each; only the fences still pending).
-using PersistedState = Journal;
+// How many events of one kind the store holds about a job.
+struct EventCountRow {
+  std::string job;
+  EventKind kind = EventKind::kStall;
+  uint64_t count = 0;
+};
+
+// Everything the store gives back at start-up: the same row types (for
+// nodes, jobs and ended jobs' pictures only the latest row of each; only
+// the fences still pending), and the count of every event it holds by job
+// and kind (the events themselves only the most recent).
+struct PersistedState : Journal {
+  std::vector<EventCountRow> event_counts;
+};
 
 }  // namespace trainsup
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
+#include "daemon/core/ended_job.h"
 
 namespace trainsup {
 
@@ -77,6 +78,8 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
   row.changed = now;
   row.exposure_seconds = job.costs.ExposureSeconds(now);
   row.restarts_forgiven_before = life.governor.forgiven_before();
+  row.restarts = life.restarts;
+  row.failures = static_cast<uint64_t>(job.costs.failures());
   decisions_.journal().jobs.push_back(std::move(row));
   JobMeasuresRow measures;
   measures.job = job.id();
@@ -86,6 +89,8 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
   measures.checkpoint_async = std::move(samples.checkpoint_async);
   measures.restart_costs = std::move(samples.restarts);
   decisions_.journal().measures.push_back(std::move(measures));
+  // What it showed as it ended: nobody says it again after our restart.
+  if (HasEnded(life.state)) JournalEndedJob(job, agents_, decisions_.journal());
 }
 
 void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at,

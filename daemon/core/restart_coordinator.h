@@ -35,7 +35,8 @@ class RestartCoordinator {
   // FailedPrecondition, and the job stays where it is, when the transition
   // table does not allow the move (counted in refused_transitions()).
   absl::Status Transition(absl::Time now, JobEntry& job, JobState to, const std::string& reason);
-  // Journals the job's record (its state and MTBF exposure) as of `now`.
+  // Journals the job's record (its state, MTBF exposure and failures,
+  // restarts and measures) as of `now`; an ended job's picture too.
   void JournalJob(absl::Time now, JobEntry& job);
 
   // A failure at `failed_at` was decided on at `now`: stop the job on every

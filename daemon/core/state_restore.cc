@@ -1,8 +1,11 @@
 #include "daemon/core/state_restore.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/core/ended_job.h"
 
 namespace trainsup {
 namespace {
@@ -19,13 +22,14 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     life.since = row.changed;
     // A job that ended long ago leaves memory at the first sweep; any other
     // waits --job-retention for its agents to come back.
-    const bool ended = life.state == JobState::kFinished || life.state == JobState::kFailed;
-    job.last_heard = ended ? row.changed : now;
+    job.last_heard = HasEnded(life.state) ? row.changed : now;
     life.last_world_size = row.world_size;
     if (row.restarts_forgiven_before != absl::InfinitePast()) {
       life.governor.Forgive(row.restarts_forgiven_before);
     }
     job.costs.RestoreExposure(row.exposure_seconds, life.state == JobState::kRunning, now);
+    job.costs.RestoreFailures(static_cast<int>(std::min<uint64_t>(row.failures, INT_MAX)));
+    life.restarts = row.restarts;
     // A restart that was under way goes on from where it was.
     life.stop_deadline = now + options.stop_timeout;
     life.restart_at = now;
@@ -42,6 +46,11 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     JobStacks& set = job->stacks.For(row.generation, row.time, row.event_id, row.culprit);
     set.collect_seconds = std::max(set.collect_seconds, row.collect_seconds);
     set.by_rank[row.rank] = {row.node, row.answered, row.text};
+  }
+  for (const EventCountRow& row : state.event_counts) {
+    if (JobEntry* job = jobs.Find(row.job); job != nullptr) {
+      job->RestoreEventCount(row.kind, row.count);
+    }
   }
   for (const RestartRow& row : state.restarts) {
     if (JobEntry* job = jobs.Find(row.job); job != nullptr) {
@@ -76,12 +85,10 @@ void RestoreState(absl::Time now, const PersistedState& state, const SupervisorO
     }
   }
   RestoreJobs(now, state, options, jobs);
+  RestoreEndedJobs(state, options, agents, jobs);
   for (const FailureRow& row : state.failures) {
-    // Job-killing failures count towards the job's MTBF.
-    if (row.kind == "crash" || row.kind == "stall" || row.kind == "node_lost") {
-      if (JobEntry* job = jobs.Find(row.job); job != nullptr) job->costs.AddFailure();
-    }
-    // Charged failures inside the window still count towards a quarantine.
+    // Charged failures inside the window still count towards a quarantine
+    // (a job's MTBF counts its job-killing failures kept with its row).
     auto lifted = released.find(row.node);
     if (row.charged && !row.node.empty() && row.time > now - quarantine.options().window &&
         !quarantine.IsQuarantined(row.node) &&

@@ -13,9 +13,11 @@ namespace trainsup {
 
 // Puts back what the state store kept, at start-up, before any agent speaks:
 // quarantined nodes, the failures that still count toward a quarantine, each
-// job's lifecycle state, MTBF exposure and failures, its restarts (for the
-// restart cap, with any operator resume), the recent events, and the fences
-// still pending (decided again, to be run again). A restart
+// job's lifecycle state, MTBF exposure and failures, its restarts (their
+// count, and the recent ones for the restart cap, with any operator resume),
+// its events by kind, what an ended job showed when it ended (ended_job.h),
+// the recent events, and the fences still pending (decided again, to be run
+// again). A restart
 // that was under way goes on from where it was; the time this supervisor was
 // down is not counted as exposure (nobody watched it).
 void RestoreState(absl::Time now, const PersistedState& state, const SupervisorOptions& options,

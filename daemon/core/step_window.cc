@@ -59,6 +59,14 @@ void StepWindow::Clear() {
   UpdateQuantiles();
 }
 
+void StepWindow::RestoreQuantiles(double p50, double p99) {
+  Clear();
+  if (p50 == 0 && p99 == 0) return;
+  // The nearest rank of 0.5 among two samples is the first, of 0.99 the second.
+  Add(p50);
+  Add(p99);
+}
+
 double StepWindow::Percentile(double q) const {
   if (sorted_.empty()) return 0;
   return sorted_[NearestRankIndex(q, sorted_.size())];

@@ -40,6 +40,11 @@ class StepWindow {
   // The samples in the window, oldest first (to persist and restore it).
   std::vector<double> Samples() const;
 
+  // Makes the window read `p50` and `p99` (P50P99() and Percentile at 0.5
+  // and 0.99) from two samples: a window kept as its percentiles only. Both
+  // 0: an empty window. REQUIRES: capacity() >= 2, p50 <= p99.
+  void RestoreQuantiles(double p50, double p99);
+
   struct Quantiles {
     double p50 = 0;
     double p99 = 0;

@@ -8,6 +8,7 @@
 #include "common/format.h"
 #include "common/limits.h"
 #include "daemon/core/checkpoint_schedule.h"
+#include "daemon/core/ended_job.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/state_restore.h"
 #include "daemon/core/validation.h"
@@ -171,6 +172,10 @@ void Supervisor::Disconnected(absl::Time now, SessionId session) {
   UpdateCadence(now);
   if (JobEntry* job = jobs_.Find(agents_.node(index).job); job != nullptr) {
     job->job().ForgetLiveness(index);
+    // The agent's last word after its job ended is what the node shows.
+    if (HasEnded(job->lifecycle.state)) {
+      JournalEndedNode(*job, agents_, index, decisions_.journal());
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 // The SQLite state store on real files in a fresh temporary directory per
 // test: round trips, upserts, limits, atomicity, refusal of bad files, the
-// one-process lock, and durability across a process that dies without
-// closing the database.
+// one-process lock beside live read-only readers, migration from every older
+// schema version, and durability across a process that dies without closing
+// the database.
 #include "daemon/state_store.h"
 
 #include <sqlite3.h>
@@ -60,7 +61,7 @@ std::string Dump(const Journal& j) {
     absl::StrAppend(&out, "job ", r.job, " gen=", r.generation, " state=", r.state,
                     " reason=", r.reason, " world=", r.world_size, " changed=", Str(r.changed),
                     " exposure=", r.exposure_seconds, " forgiven=", Str(r.restarts_forgiven_before),
-                    "\n");
+                    " restarts=", r.restarts, " failures=", r.failures, "\n");
   }
   for (const JobMeasuresRow& m : j.measures) {
     absl::StrAppend(&out, "measures ", m.job, " start=", Str(m.ledger.start), " last=",
@@ -78,6 +79,44 @@ std::string Dump(const Journal& j) {
                     " time=", Str(st.time), " collect=", st.collect_seconds, " culprit=",
                     Str(st.culprit), " rank=", st.rank, " node=", st.node, " answered=",
                     st.answered, " text=", st.text, "\n");
+  }
+  for (const FenceRow& f : j.fences) {
+    absl::StrAppend(&out, "fence ", f.node, " reason=", f.reason, " decided=", Str(f.decided),
+                    " pending=", f.pending, " action=", FenceActionName(f.action), "\n");
+  }
+  for (const EndedJobRow& e : j.ended_jobs) {
+    absl::StrAppend(&out, "ended ", e.job, " gen=", e.generation, " world=", e.world_size,
+                    " heartbeats=", e.heartbeats_received, " plans=");
+    for (const CheckpointPlanSpec& p : e.plans) {
+      absl::StrAppend(&out, p.plan_id, "/", p.anchor_step, "/", p.interval_steps, "/",
+                      p.effective_from_step, "/", absl::StrJoin(p.one_off_steps, ":"), ",");
+    }
+    if (e.plan_inputs) {
+      const CheckpointPlanInputs& in = *e.plan_inputs;
+      absl::StrAppend(&out, " inputs=", in.checkpoint_seconds, "/", in.mtbf_seconds, "/",
+                      in.restart_seconds, "/", in.async_write_seconds, "/",
+                      in.run_seconds ? absl::StrCat(*in.run_seconds) : "none");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  for (const EndedNodeRow& n : j.ended_nodes) {
+    absl::StrAppend(&out, "ended node ", n.job, "/", n.node, " gen=", n.generation, " inc=",
+                    n.incarnation, " last=", Str(n.last_report), " heartbeats=",
+                    n.heartbeats_received, " launcher=", n.launcher_state, "/", n.launcher_pid, "/",
+                    n.exit_code, "/", n.signal, "\n");
+  }
+  for (const EndedRankRow& r : j.ended_ranks) {
+    auto opt = [](const auto& v) { return v ? absl::StrFormat("%.17g", double(*v)) : "none"; };
+    absl::StrAppend(&out, "ended rank ", r.job, "/", r.rank, " node=", r.node, " local=",
+                    r.local_rank, " pid=", r.pid, " step=", r.step, " hb=", Str(r.last_heartbeat),
+                    " progress=", Str(r.last_progress), " heartbeats=", r.heartbeats,
+                    absl::StrFormat(" step=%.17g/%.17g compute=%.17g/%.17g", r.step_p50,
+                                    r.step_p99, r.compute_p50, r.compute_p99),
+                    " phase=", r.phase, " liveness=", r.liveness, " death=", Str(r.death_time), "/",
+                    r.exit_known, "/", r.exit_code, "/", r.signal, " exception=", r.exception_type,
+                    ":", r.exception_message, " loss=", opt(r.loss), " lr=", opt(r.learning_rate),
+                    " samples=", opt(r.samples), " dropped=", r.datagrams_dropped, " straggler=",
+                    r.straggler, "\n");
   }
   for (const Event& e : j.events) {
     absl::StrAppend(&out, "event ", e.id, " ", Str(e.time), " kind=", EventKindName(e.kind),
@@ -143,6 +182,22 @@ void RawSql(const std::string& path, const std::string& sql) {
   sqlite3_close(db);
 }
 
+// The one number `sql` selects, read behind the store's back (read-only).
+int64_t RawCount(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  int64_t count = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* select = nullptr;
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &select, nullptr) == SQLITE_OK &&
+        sqlite3_step(select) == SQLITE_ROW) {
+      count = sqlite3_column_int64(select, 0);
+    }
+    sqlite3_finalize(select);
+  }
+  sqlite3_close(db);
+  return count;
+}
+
 class StateStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -183,7 +238,8 @@ TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
   journal.restarts.push_back(
       {absl::InfinitePast(), "tiny", 0, std::numeric_limits<uint64_t>::max(), ""});
   journal.jobs.push_back({"llama", 5, "running", "restarted after a crash", 512,
-                          kT0 - absl::Hours(1), 3600.5, kT0 - absl::Minutes(30)});
+                          kT0 - absl::Hours(1), 3600.5, kT0 - absl::Minutes(30), 4,
+                          std::numeric_limits<uint64_t>::max()});
   journal.jobs.push_back({"tiny", 0, "", "", 0, absl::InfinitePast()});
 
   JobMeasuresRow measures;
@@ -201,6 +257,52 @@ TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
   journal.stacks.push_back({"llama", 2, 7, kT0, 0.31, 2u, 2, "node-b", true,
                             "Thread 0x1 (most recent call first):\n  File \"x.py\", line 3"});
   journal.stacks.push_back({"llama", 2, 7, kT0, 0.31, 2u, 3, "node-b", false, ""});
+
+  EndedJobRow ended;
+  ended.job = "llama";
+  ended.generation = 5;
+  ended.world_size = 512;
+  ended.heartbeats_received = std::numeric_limits<uint64_t>::max();
+  ended.plans = {{7, 0, 100, 10, {}},
+                 {8, 100, 250, 130, {140, std::numeric_limits<int64_t>::max()}}};
+  ended.plan_inputs = CheckpointPlanInputs{12.5, 86400, 40, 0, std::nullopt};
+  journal.ended_jobs.push_back(ended);
+  journal.ended_jobs.push_back({"tiny", 0, 0, 0, {}, CheckpointPlanInputs{1, 2, 3, 4, 5.5}});
+  journal.ended_nodes.push_back({"llama", "node-a", 5, std::numeric_limits<uint64_t>::max(),
+                                 kT0 + absl::Milliseconds(125), 851, "exited", 4242, 0, 0});
+  journal.ended_nodes.push_back({"llama", "node-b", 5, 1, absl::InfinitePast(), 0, "", 0, -1, 9});
+  EndedRankRow rank;
+  rank.job = "llama";
+  rank.rank = 511;
+  rank.node = "node-a";
+  rank.local_rank = 7;
+  rank.pid = 4243;
+  rank.step = std::numeric_limits<int64_t>::max();
+  rank.last_heartbeat = kT0 + absl::Milliseconds(250);
+  rank.last_progress = kT0 + absl::Milliseconds(125);
+  rank.heartbeats = 99;
+  rank.step_p50 = 0.0515437051653862;
+  rank.step_p99 = 0.07;
+  rank.compute_p50 = 0.04;
+  rank.compute_p99 = 0.045;
+  rank.phase = "compute_done";
+  rank.liveness = "dead";
+  rank.death_time = kT0 + absl::Seconds(2);
+  rank.exit_known = true;
+  rank.exit_code = 0;
+  rank.signal = 9;
+  rank.exception_type = "RuntimeError";
+  rank.exception_message = "boom \xce\xbb";
+  rank.loss = 3.476;
+  rank.learning_rate = 1e-4;
+  rank.samples = std::numeric_limits<uint64_t>::max();
+  rank.datagrams_dropped = 3;
+  rank.straggler = true;
+  EndedRankRow bare_rank;  // no death, loss, rate or samples; empty strings
+  bare_rank.job = "llama";
+  bare_rank.rank = 0;
+  journal.ended_ranks.push_back(bare_rank);
+  journal.ended_ranks.push_back(rank);
 
   Event full = MakeEvent(1, EventKind::kStraggler);
   full.rank = 0;
@@ -400,6 +502,164 @@ TEST_F(StateStoreTest, LoadKeepsTheMostRecentRowsOldestFirst) {
   EXPECT_EQ(all.failures.front().message, "failure 0");
 }
 
+TEST_F(StateStoreTest, AnEndedJobRowReplacesItsPictureAndALaterNodeRowUpdatesIt) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  auto node = [](const std::string& job, const std::string& name, uint64_t heartbeats) {
+    EndedNodeRow row;
+    row.job = job;
+    row.node = name;
+    row.heartbeats_received = heartbeats;
+    row.launcher_state = "exited";
+    return row;
+  };
+  auto rank = [](const std::string& job, uint32_t r, int64_t step) {
+    EndedRankRow row;
+    row.job = job;
+    row.rank = r;
+    row.step = step;
+    return row;
+  };
+  Journal ended;  // a 3-rank run on two nodes, and another job
+  ended.ended_jobs.push_back({"llama", 1, 3, 30, {}, std::nullopt});
+  ended.ended_nodes = {node("llama", "node-a", 20), node("llama", "node-b", 10)};
+  ended.ended_ranks = {rank("llama", 0, 59), rank("llama", 1, 59), rank("llama", 2, 59)};
+  ended.ended_jobs.push_back({"tiny", 1, 1, 5, {}, std::nullopt});
+  ended.ended_nodes.push_back(node("tiny", "node-c", 5));
+  ended.ended_ranks.push_back(rank("tiny", 0, 9));
+  ASSERT_TRUE(store->Apply(ended).ok());
+
+  // node-b's agent said a last word after the end.
+  Journal left;
+  left.ended_nodes.push_back(node("llama", "node-b", 11));
+  left.ended_ranks.push_back(rank("llama", 2, 60));
+  ASSERT_TRUE(store->Apply(left).ok());
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.ended_nodes.size(), 3u);
+  EXPECT_EQ(state.ended_nodes[1].node, "node-b");
+  EXPECT_EQ(state.ended_nodes[1].heartbeats_received, 11u);
+  ASSERT_EQ(state.ended_ranks.size(), 4u);
+  EXPECT_EQ(state.ended_ranks[2].step, 60);
+
+  // Run again on one node, ended again: its picture is that run's alone.
+  Journal again;
+  again.ended_jobs.push_back({"llama", 2, 1, 40, {}, std::nullopt});
+  again.ended_nodes.push_back(node("llama", "node-b", 12));
+  again.ended_ranks.push_back(rank("llama", 0, 9));
+  ASSERT_TRUE(store->Apply(again).ok());
+  state = LoadAll(*store);
+  ASSERT_EQ(state.ended_jobs.size(), 2u);
+  EXPECT_EQ(state.ended_jobs[0].generation, 2u);
+  EXPECT_EQ(state.ended_jobs[0].heartbeats_received, 40u);
+  std::vector<std::string> nodes;
+  for (const EndedNodeRow& n : state.ended_nodes) nodes.push_back(n.job + "/" + n.node);
+  EXPECT_THAT(nodes, ::testing::ElementsAre("llama/node-b", "tiny/node-c"));
+  std::vector<std::string> ranks;
+  for (const EndedRankRow& r : state.ended_ranks) {
+    ranks.push_back(absl::StrCat(r.job, "/", r.rank, "@", r.step));
+  }
+  EXPECT_THAT(ranks, ::testing::ElementsAre("llama/0@9", "tiny/0@9"));
+}
+
+TEST_F(StateStoreTest, EventCountsCountEveryStoredEventNotOnlyTheLoadedOnes) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal journal;
+  for (uint64_t id = 1; id <= 5; ++id) journal.events.push_back(MakeEvent(id, EventKind::kCrash));
+  journal.events.push_back(MakeEvent(6, EventKind::kRestart));
+  Event other = MakeEvent(7, EventKind::kCrash);
+  other.job = "tiny";
+  journal.events.push_back(other);
+  Event no_job = MakeEvent(8, EventKind::kFence);
+  no_job.job = "";
+  journal.events.push_back(no_job);
+  ASSERT_TRUE(store->Apply(journal).ok());
+  RawSql(path_,
+         "INSERT INTO events (id, time, kind, job, generation, rank, node, message)"
+         " VALUES (9, 1.0, 'meteor_strike', 'llama', 1, NULL, '', 'a kind of a newer build')");
+
+  absl::StatusOr<PersistedState> state = store->Load(2, 0, 0);
+  ASSERT_TRUE(state.ok()) << state.status();
+  EXPECT_EQ(state->events.size(), 1u);  // 8 (9 is skipped)
+  std::vector<std::string> counts;
+  for (const EventCountRow& c : state->event_counts) {
+    counts.push_back(absl::StrCat(c.job, " ", EventKindName(c.kind), " ", c.count));
+  }
+  EXPECT_THAT(counts, ::testing::ElementsAre("llama crash 5", "llama restart 1", "tiny crash 1"));
+}
+
+TEST_F(StateStoreTest, PruneDeletesOldHistoryAndJobsThatEndedBeforeWithAllThatHangsOffThem) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  const absl::Time cutoff = kT0 + absl::Seconds(100);
+  const absl::Time old = kT0;
+  const absl::Time recent = kT0 + absl::Seconds(200);
+  Journal journal;
+  journal.nodes.push_back({"node-a", true, "bad GPU", old, "operator"});
+  journal.nodes.push_back({"node-b", false, "", old, "operator"});
+  for (absl::Time t : {old, recent}) {
+    FailureRow f = MakeFailure(0);
+    f.time = t;
+    journal.failures.push_back(f);
+    RestartRow r = MakeRestart(0);
+    r.time = t;
+    journal.restarts.push_back(r);
+    journal.stacks.push_back({"llama", 1, 1, t, 0.1, std::nullopt, 0, "node-a", true, "x"});
+  }
+  Event old_event = MakeEvent(1);
+  old_event.time = old;
+  old_event.figures = {{"x", 1}};
+  journal.events.push_back(old_event);
+  Event recent_event = MakeEvent(2);
+  recent_event.time = recent;
+  recent_event.figures = {{"x", 2}};
+  journal.events.push_back(recent_event);
+  // Ended before the cutoff (pruned), ended after it, and running since
+  // long ago (both kept).
+  journal.jobs.push_back({"gone", 1, "finished", "", 1, old});
+  journal.jobs.push_back({"done", 1, "failed", "", 1, recent});
+  journal.jobs.push_back({"long", 1, "running", "", 1, old});
+  for (const char* job : {"gone", "done", "long"}) {
+    JobMeasuresRow m;
+    m.job = job;
+    m.ledger.by_generation[1].seconds = {1, 0, 0, 0};
+    journal.measures.push_back(m);
+    journal.ended_jobs.push_back({job, 1, 1, 1, {}, std::nullopt});
+    journal.ended_nodes.push_back({job, "node-a", 1, 1, old, 1, "exited", 0, 0, 0});
+    EndedRankRow r;
+    r.job = job;
+    journal.ended_ranks.push_back(r);
+  }
+  journal.fences.push_back({"node-a", "bad GPU", old, true});
+  ASSERT_TRUE(store->Apply(journal).ok());
+
+  ASSERT_TRUE(store->Prune(cutoff).ok());
+  PersistedState state = LoadAll(*store);
+  EXPECT_EQ(state.nodes.size(), 2u);  // the quarantine list is kept
+  EXPECT_EQ(state.fences.size(), 1u);
+  for (const FailureRow& f : state.failures) EXPECT_EQ(f.time, recent);
+  EXPECT_EQ(state.failures.size(), 1u);
+  EXPECT_EQ(state.restarts.size(), 1u);
+  EXPECT_EQ(state.stacks.size(), 1u);
+  ASSERT_EQ(state.events.size(), 1u);
+  EXPECT_EQ(state.events[0].id, 2u);
+  EXPECT_EQ(state.events[0].figures.size(), 1u);
+  std::vector<std::string> kept;
+  for (const JobRow& j : state.jobs) kept.push_back(j.job);
+  for (const JobMeasuresRow& m : state.measures) {
+    kept.push_back(absl::StrCat("measures ", m.job, " ", m.ledger.by_generation.size()));
+  }
+  for (const EndedJobRow& e : state.ended_jobs) kept.push_back("ended " + e.job);
+  for (const EndedNodeRow& n : state.ended_nodes) kept.push_back("node " + n.job);
+  for (const EndedRankRow& r : state.ended_ranks) kept.push_back("rank " + r.job);
+  EXPECT_THAT(kept, ::testing::ElementsAre("done", "long", "measures done 1", "measures long 1",
+                                           "ended done", "ended long", "node done", "node long",
+                                           "rank done", "rank long"));
+  // Nothing is left of the pruned children either.
+  EXPECT_EQ(RawCount(path_, "SELECT count(*) FROM event_figures"), 1);
+  EXPECT_EQ(RawCount(path_, "SELECT count(*) FROM ledger_generations"), 2);
+}
+
 TEST_F(StateStoreTest, FailedApplyStoresNothingOfItsJournal) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);
@@ -574,6 +834,52 @@ TEST_F(StateStoreTest, SecondOpenFromAnotherProcessIsUnavailable) {
   EXPECT_NE(OpenOrDie(), nullptr);
 }
 
+TEST_F(StateStoreTest, ReadOnlyReadersReadWhileTheStoreIsOpenAndNeverBlockIt) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  Journal first;
+  first.jobs.push_back({"llama", 1, "running", "", 8, kT0});
+  ASSERT_TRUE(store->Apply(first).ok());
+
+  // As `sqlite3 -readonly FILE` opens it.
+  sqlite3* reader = nullptr;
+  ASSERT_EQ(sqlite3_open_v2(path_.c_str(), &reader, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+  auto jobs = [&]() {
+    std::vector<std::string> names;
+    sqlite3_stmt* select = nullptr;
+    EXPECT_EQ(sqlite3_prepare_v2(reader, "SELECT job FROM jobs ORDER BY job", -1, &select, nullptr),
+              SQLITE_OK)
+        << sqlite3_errmsg(reader);
+    int rc;
+    while ((rc = sqlite3_step(select)) == SQLITE_ROW) {
+      names.push_back(reinterpret_cast<const char*>(sqlite3_column_text(select, 0)));
+    }
+    EXPECT_EQ(rc, SQLITE_DONE) << sqlite3_errmsg(reader);
+    sqlite3_finalize(select);
+    return names;
+  };
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama"));
+
+  // A reader inside a read transaction keeps its snapshot, and the store
+  // commits meanwhile.
+  ASSERT_EQ(sqlite3_exec(reader, "BEGIN", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama"));
+  Journal second;
+  second.jobs.push_back({"tiny", 1, "running", "", 1, kT0});
+  EXPECT_TRUE(store->Apply(second, JournalSink::Sync::kFull).ok());
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama"));
+  ASSERT_EQ(sqlite3_exec(reader, "COMMIT", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_THAT(jobs(), ::testing::ElementsAre("llama", "tiny"));
+
+  // A second store is still refused, and readers do not keep the first from
+  // closing (and unlocking) the file.
+  absl::StatusOr<std::unique_ptr<StateStore>> second_store = StateStore::Open(path_);
+  EXPECT_EQ(second_store.status().code(), absl::StatusCode::kUnavailable) << second_store.status();
+  store.reset();
+  EXPECT_NE(OpenOrDie(), nullptr);
+  sqlite3_close(reader);
+}
+
 TEST_F(StateStoreTest, PathInAMissingDirectoryIsAnErrorNamingThePath) {
   const std::string path = dir_ + "/no/such/dir/state.db";
   absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path);
@@ -649,6 +955,205 @@ TEST_F(StateStoreTest, SchemaVersionOneIsMigratedKeepingItsRows) {
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(LoadAll(*store).jobs[0].restarts_forgiven_before, kT0);
 }
+
+// The schema as the trainsupd of each older version created it, and a row in
+// every table that version had.
+std::string OlderSchemaWithRows(int version) {
+  std::string sql =
+      "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
+      "CREATE TABLE nodes (name TEXT PRIMARY KEY NOT NULL, quarantined INTEGER NOT NULL,"
+      "  reason TEXT NOT NULL, changed REAL, changed_by TEXT NOT NULL);"
+      "CREATE TABLE restarts (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
+      "  job TEXT NOT NULL, from_generation INTEGER NOT NULL,"
+      "  to_generation INTEGER NOT NULL, reason TEXT NOT NULL);"
+      "CREATE TABLE events (id INTEGER PRIMARY KEY, time REAL, kind TEXT NOT NULL,"
+      "  job TEXT NOT NULL, generation INTEGER NOT NULL, rank INTEGER, node TEXT NOT NULL,"
+      "  message TEXT NOT NULL);"
+      "CREATE TABLE event_figures (event_id INTEGER NOT NULL REFERENCES events (id)"
+      "  ON DELETE CASCADE, position INTEGER NOT NULL, name TEXT NOT NULL, value REAL,"
+      "  PRIMARY KEY (event_id, position)) WITHOUT ROWID;";
+  // Version 2: an operator's resume kept with its job.
+  absl::StrAppend(&sql,
+                  "CREATE TABLE jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
+                  "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
+                  "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0",
+                  version >= 2 ? ", restarts_forgiven_before REAL" : "", ");");
+  // Version 3: whether a failure is charged; measures and stacks.
+  absl::StrAppend(&sql,
+                  "CREATE TABLE failures (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
+                  "  job TEXT NOT NULL, generation INTEGER NOT NULL, kind TEXT NOT NULL,"
+                  "  node TEXT NOT NULL, rank INTEGER, message TEXT NOT NULL",
+                  version >= 3 ? ", charged INTEGER NOT NULL DEFAULT 1" : "", ");");
+  if (version >= 3) {
+    absl::StrAppend(
+        &sql,
+        "CREATE TABLE job_measures (job TEXT PRIMARY KEY NOT NULL, ledger_start REAL,"
+        "  ledger_last REAL, ledger_generation INTEGER NOT NULL,"
+        "  ledger_high_water INTEGER NOT NULL, checkpoint_costs TEXT NOT NULL,"
+        "  checkpoint_async TEXT NOT NULL, restart_costs TEXT NOT NULL);"
+        "CREATE TABLE ledger_generations (job TEXT NOT NULL, generation INTEGER NOT NULL,"
+        "  useful REAL NOT NULL, starved REAL NOT NULL, checkpoint_blocked REAL NOT NULL,"
+        "  lost REAL NOT NULL, PRIMARY KEY (job, generation)) WITHOUT ROWID;"
+        "CREATE TABLE stacks (seq INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL,"
+        "  generation INTEGER NOT NULL, event_id INTEGER NOT NULL, time REAL,"
+        "  collect_seconds REAL NOT NULL, culprit INTEGER, rank INTEGER NOT NULL,"
+        "  node TEXT NOT NULL, answered INTEGER NOT NULL, text TEXT NOT NULL);"
+        "INSERT INTO job_measures VALUES ('llama', 1800000000, 1800000090, 2, 1200, '1.5 0.25',"
+        "  '', '20.5');"
+        "INSERT INTO ledger_generations VALUES ('llama', 2, 30, 2, 0.5, 12.75);"
+        "INSERT INTO stacks (job, generation, event_id, time, collect_seconds, culprit, rank,"
+        "  node, answered, text) VALUES ('llama', 2, 1, 1800000000, 0.25, 1, 1, 'node-a', 1,"
+        "  'File \"x.py\", line 3');");
+  }
+  // Version 4: pending fences.
+  if (version >= 4) {
+    absl::StrAppend(&sql,
+                    "CREATE TABLE pending_fences (node TEXT PRIMARY KEY NOT NULL,"
+                    "  reason TEXT NOT NULL, decided REAL);",
+                    // Version 5: a pending row may be an unfence.
+                    version >= 5 ? "ALTER TABLE pending_fences ADD COLUMN action TEXT NOT NULL"
+                                   "  DEFAULT 'fence';"
+                                 : "",
+                    "INSERT INTO pending_fences (node, reason, decided) VALUES ('node-a',"
+                    "  'bad GPU 3', 1800000000);");
+  }
+  absl::StrAppend(
+      &sql, "INSERT INTO meta VALUES ('schema_version', ", version, ");",
+      "INSERT INTO nodes VALUES ('node-a', 1, 'bad GPU 3', 1800000000, 'operator');"
+      "INSERT INTO restarts (time, job, from_generation, to_generation, reason) VALUES"
+      "  (1800000001, 'llama', 2, 3, 'crash on node-a');"
+      "INSERT INTO events VALUES (1, 1800000000, 'crash', 'llama', 2, 0, 'node-a', 'boom');"
+      "INSERT INTO event_figures VALUES (1, 0, 'lost_seconds', 12.5);"
+      "INSERT INTO jobs (job, generation, state, reason, world_size, changed,"
+      "  exposure_seconds) VALUES ('llama', 3, 'held', 'restart limit reached', 8, 1800000002,"
+      "  42.5);"
+      "INSERT INTO failures (time, job, generation, kind, node, rank, message) VALUES"
+      "  (1800000000, 'llama', 2, 'crash', 'node-a', 0, 'crash of rank 0');"
+      "INSERT INTO failures (time, job, generation, kind, node, rank, message) VALUES"
+      "  (1800000001, 'llama', 3, 'straggler', 'node-b', 5, 'straggling rank 5 (1.9x)');");
+  return sql;
+}
+
+// Every table's columns (name, type, not null, default, key), by table.
+std::string Columns(const std::string& path) {
+  std::string out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) return "cannot open";
+  sqlite3_stmt* tables = nullptr;
+  sqlite3_prepare_v2(db,
+                     "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE"
+                     " 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+                     -1, &tables, nullptr);
+  while (sqlite3_step(tables) == SQLITE_ROW) {
+    const std::string table = reinterpret_cast<const char*>(sqlite3_column_text(tables, 0));
+    absl::StrAppend(&out, table, ":");
+    sqlite3_stmt* info = nullptr;
+    sqlite3_prepare_v2(db, absl::StrCat("PRAGMA table_info(", table, ")").c_str(), -1, &info,
+                       nullptr);
+    while (sqlite3_step(info) == SQLITE_ROW) {
+      for (int c = 1; c <= 5; ++c) {
+        const unsigned char* text = sqlite3_column_text(info, c);
+        absl::StrAppend(&out, " ", text ? reinterpret_cast<const char*>(text) : "NULL");
+      }
+      absl::StrAppend(&out, ";");
+    }
+    sqlite3_finalize(info);
+    absl::StrAppend(&out, "\n");
+  }
+  sqlite3_finalize(tables);
+  sqlite3_close(db);
+  return out;
+}
+
+class OlderSchemaTest : public StateStoreTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(OlderSchemaTest, IsMigratedToTheNewestColumnsKeepingItsRows) {
+  const int version = GetParam();
+  RawSql(path_, OlderSchemaWithRows(version));
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    PersistedState state = LoadAll(*store);
+    ASSERT_EQ(state.nodes.size(), 1u);
+    EXPECT_TRUE(state.nodes[0].quarantined);
+    EXPECT_EQ(state.nodes[0].reason, "bad GPU 3");
+    ASSERT_EQ(state.jobs.size(), 1u);
+    EXPECT_EQ(state.jobs[0].state, "held");
+    EXPECT_EQ(state.jobs[0].generation, 3u);
+    EXPECT_EQ(state.jobs[0].exposure_seconds, 42.5);
+    EXPECT_EQ(state.jobs[0].restarts_forgiven_before, absl::InfinitePast());
+    // Its restarts and job-killing failures, counted from its history.
+    EXPECT_EQ(state.jobs[0].restarts, 1u);
+    EXPECT_EQ(state.jobs[0].failures, 1u);
+    ASSERT_EQ(state.failures.size(), 2u);
+    EXPECT_TRUE(state.failures[0].charged);  // all were, before version 3
+    ASSERT_EQ(state.restarts.size(), 1u);
+    EXPECT_EQ(state.restarts[0].to_generation, 3u);
+    ASSERT_EQ(state.events.size(), 1u);
+    ASSERT_EQ(state.events[0].figures.size(), 1u);
+    EXPECT_EQ(state.events[0].figures[0].second, 12.5);
+    if (version >= 3) {
+      ASSERT_EQ(state.measures.size(), 1u);
+      EXPECT_THAT(state.measures[0].checkpoint_costs, ::testing::ElementsAre(1.5, 0.25));
+      EXPECT_EQ(state.measures[0].ledger.by_generation[2].seconds[3], 12.75);
+      ASSERT_EQ(state.stacks.size(), 1u);
+      EXPECT_EQ(state.stacks[0].culprit, 1u);
+    } else {
+      EXPECT_TRUE(state.measures.empty());
+      EXPECT_TRUE(state.stacks.empty());
+    }
+    if (version >= 4) {
+      ASSERT_EQ(state.fences.size(), 1u);
+      EXPECT_EQ(state.fences[0].action, FenceAction::kFence);  // all were, before version 5
+    } else {
+      EXPECT_TRUE(state.fences.empty());
+    }
+  }
+  // The same columns as a store created new, and it takes every kind of row.
+  const std::string migrated = Columns(path_);
+  const std::string fresh_path = dir_ + "/fresh.db";
+  {
+    absl::StatusOr<std::unique_ptr<StateStore>> fresh = StateStore::Open(fresh_path);
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+  }
+  EXPECT_EQ(migrated, Columns(fresh_path));
+  Journal journal;
+  journal.nodes.push_back({"node-b", false, "", kT0, "operator"});
+  journal.failures.push_back(MakeFailure(7));
+  journal.restarts.push_back(MakeRestart(7));
+  journal.jobs.push_back({"tiny", 1, "running", "", 1, kT0, 1.5, kT0});
+  JobMeasuresRow measures;
+  measures.job = "tiny";
+  measures.checkpoint_costs = {2.5};
+  journal.measures.push_back(measures);
+  journal.stacks.push_back({"tiny", 1, 2, kT0, 0.5, std::nullopt, 0, "node-b", false, ""});
+  journal.fences.push_back({"node-b", "lifted", kT0, true, FenceAction::kUnfence});
+  journal.events.push_back(MakeEvent(2));
+  journal.ended_jobs.push_back({"tiny", 1, 1, 10, {}, std::nullopt});
+  journal.ended_nodes.push_back({"tiny", "node-b", 1, 1, kT0, 10, "exited", 0, 0, 0});
+  EndedRankRow rank;
+  rank.job = "tiny";
+  journal.ended_ranks.push_back(rank);
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->Apply(journal).ok());
+  PersistedState state = LoadAll(*store);
+  EXPECT_EQ(state.ended_jobs.size(), 1u);
+  EXPECT_EQ(state.ended_nodes.size(), 1u);
+  EXPECT_EQ(state.ended_ranks.size(), 1u);
+  EXPECT_EQ(state.jobs.size(), 2u);
+  EXPECT_EQ(state.failures.size(), 3u);
+  EXPECT_EQ(state.measures.size(), version >= 3 ? 2u : 1u);
+  EXPECT_EQ(state.stacks.size(), version >= 3 ? 2u : 1u);
+  EXPECT_EQ(state.fences.size(), version >= 4 ? 2u : 1u);
+  EXPECT_EQ(state.events.size(), 2u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryOlderVersion, OlderSchemaTest,
+                         ::testing::Range(1, StateStore::kSchemaVersion),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return absl::StrCat("Version", info.param);
+                         });
 
 TEST_F(StateStoreTest, SqliteDatabaseOfAnotherProgramIsRefused) {
   RawSql(path_, "CREATE TABLE photos (id INTEGER PRIMARY KEY, blob BLOB)");
