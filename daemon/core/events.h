@@ -5,13 +5,15 @@
 // the kind is about as typed values, fills the event's kind, job,
 // generation, node, rank and figures from them, and makes the message for
 // people from those same values: every number a message states is one of
-// its figures (or its generation or rank), so `trainsupctl events`, `-o
-// json`, the state store and /metrics never disagree. Text from elsewhere (a
-// state's reason, an operator's, a fence command's output, an exception) is
-// quoted as given. docs/detection.md lists each kind's figures.
+// its figures, its generation or its rank (a list of ranks or nodes is
+// counted), so the message, `-o json` and the state store never disagree.
+// Text from elsewhere (a state's or an operator's reason, the quarantine
+// policy's, a fence command's status and output, an exception) is quoted as
+// given. docs/detection.md lists each kind's figures.
 //
-// A kind with more than one cause has one constructor per cause (a crash's
-// verdict, the checkpoint plan's three sources).
+// A kind with more than one cause has one constructor per cause: a crash's
+// verdict (CrashEvent) or a stall (NodeLostInStallEvent) for node_lost, and
+// the checkpoint plan's three sources.
 
 #include <cstdint>
 #include <optional>
