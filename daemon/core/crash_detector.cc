@@ -2,9 +2,6 @@
 
 #include <map>
 
-#include "absl/strings/str_cat.h"
-#include "common/format.h"
-
 namespace trainsup {
 namespace {
 
@@ -62,30 +59,6 @@ Failures Collect(const Job& job, const absl::flat_hash_set<NodeIndex>& silent_no
   return f;
 }
 
-// "3 of 4 ranks failed, 2 of them victims of a peer".
-std::string Counts(const Job& job, const Failures& f) {
-  std::string out = absl::StrCat(f.by_rank.size(), " of ", job.ranks_reporting(), " ranks failed");
-  if (f.victims > 0) absl::StrAppend(&out, ", ", f.victims, " of them victims of a peer");
-  return out;
-}
-
-// "(killed by SIGSEGV (signal 11))", "(exit code 1): ValueError: bad batch",
-// "(exit code 1, after it began to exit with code 1)".
-std::string Cause(const RankState& r, const RankDeath& d) {
-  std::string out = absl::StrCat(
-      "(", d.exit_known ? ExitStatusText(true, d.exit_code, d.signal)
-                        : (r.death ? "exit status unknown" : "still tearing down"));
-  if (!r.exception_type.empty()) {
-    absl::StrAppend(&out, "): ", r.exception_type, ": ", r.exception_message);
-  } else if (r.exiting) {
-    absl::StrAppend(&out, ", after it began to exit",
-                    r.exiting_code ? absl::StrCat(" with code ", *r.exiting_code) : "", ")");
-  } else {
-    absl::StrAppend(&out, ")");
-  }
-  return out;
-}
-
 CrashVerdict RankVerdict(const Job& job, const Failures& f, uint32_t rank, CrashVerdict::Kind kind) {
   CrashVerdict v;
   v.kind = kind;
@@ -96,13 +69,6 @@ CrashVerdict RankVerdict(const Job& job, const Failures& f, uint32_t rank, Crash
   v.failure_class = ClassifyRankFailure(r);
   v.failed_ranks = static_cast<uint32_t>(f.by_rank.size());
   v.victims = f.victims;
-  if (kind == CrashVerdict::Kind::kRank) {
-    v.reason = absl::StrCat("died first ", Cause(r, v.death), "; ", Counts(job, f));
-  } else {
-    v.reason = absl::StrCat("reported a peer's failure first ", Cause(r, v.death),
-                            "; no rank failed on its own and every rank can be seen; ",
-                            Counts(job, f));
-  }
   return v;
 }
 
@@ -131,11 +97,8 @@ std::optional<CrashVerdict> CrashDetector::Check(const Job& job, absl::Time firs
     v.lost_ranks = lost->second;
     v.failed_ranks = static_cast<uint32_t>(f.by_rank.size());
     v.victims = f.victims;
+    v.first_victim = f.first_victim;
     v.death.time = f.by_rank.at(*f.first_victim).time;
-    v.reason = absl::StrCat("cannot be heard and its ranks ", ListSome(v.lost_ranks),
-                            " cannot be seen, while every rank that failed is a victim of a peer ",
-                            Cause(job.rank(*f.first_victim), v.death), " first on rank ",
-                            *f.first_victim, "; ", Counts(job, f));
     return v;
   }
   if (f.first_victim && f.still_running > 0 && now - first_heard < options_.culprit_wait) {
@@ -151,8 +114,6 @@ std::optional<CrashVerdict> CrashDetector::Check(const Job& job, absl::Time firs
   v.death.exit_known = true;
   v.death.exit_code = failed->launcher.exit_code;
   v.death.signal = failed->launcher.signal;
-  v.reason = absl::StrCat("failed (", ExitStatusText(true, v.death.exit_code, v.death.signal),
-                          ") with no rank death to name");
   return v;
 }
 

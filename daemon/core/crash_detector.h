@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -52,9 +51,7 @@ struct CrashVerdict {
   uint32_t failed_ranks = 0;  // ranks that failed (a failed death, or a reported failure)
   uint32_t victims = 0;       // of them, victims of a peer or stopped from outside
   std::vector<uint32_t> lost_ranks;  // kNodeLost: the ranks on the lost node
-  // Why, for people, without the names the caller knows: "died first
-  // (killed (SIGKILL: out of memory?)); 3 ranks failed, 2 of them victims".
-  std::string reason;
+  std::optional<uint32_t> first_victim;  // kNodeLost: the first rank to fail, a victim
 };
 
 // Names the first rank to fail on its own. Pure. A rank fails when it

@@ -7,11 +7,7 @@
 namespace trainsup {
 
 const Event& Decisions::Emit(JobEntry* job, Event event) {
-  if (job != nullptr) {
-    event.job = job->id();
-    event.generation = job->job().generation();
-    job->CountEvent(event.kind);
-  }
+  if (job != nullptr) job->CountEvent(event.kind);
   const Event& stored = events_.Append(std::move(event));
   output_.events.push_back(stored);
   output_.journal.events.push_back(stored);

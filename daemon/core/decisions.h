@@ -66,8 +66,9 @@ class Decisions {
   Decisions(const Decisions&) = delete;
   Decisions& operator=(const Decisions&) = delete;
 
-  // Logs `event` (and journals it). With `job`, stamps the event with the
-  // job's id and current generation and counts it on the job.
+  // Logs `event` (and journals it). With `job`, counts it on the job.
+  // REQUIRES: `event` names `job` (events.h: EventJobOf), or no job when
+  // `job` is null.
   const Event& Emit(JobEntry* job, Event event);
   void Command(AgentCommand command) { output_.commands.push_back(std::move(command)); }
   // A fence or unfence to run, journaled as pending first (journal.h:

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
+#include "daemon/core/events.h"
 
 namespace trainsup {
 namespace {
@@ -42,14 +43,8 @@ void Detection::NoticeHeard(absl::Time now, JobEntry* job, NodeIndex index) {
   NodeRecord& node = agents_.mutable_node(index);
   if (!node.unreachable) return;
   node.unreachable = false;
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kNodeReachable;
-  e.node = node.name;
-  e.message = absl::StrCat("node ", node.name, " heard again after ",
-                           TenthsOfSeconds(now - node.silent_since), " of silence");
-  e.figures = {{"silent_seconds", absl::ToDoubleSeconds(now - node.silent_since)}};
-  decisions_.Emit(job, std::move(e));
+  decisions_.Emit(job,
+                  NodeReachableEvent(now, EventJobOf(job), node.name, now - node.silent_since));
 }
 
 absl::flat_hash_set<NodeIndex> Detection::SilentNodes(const JobEntry& job, absl::Time now,
@@ -120,37 +115,9 @@ bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
   v.crash_reported = true;
   if (verdict->kind == CrashVerdict::Kind::kRank) v.crash_culprit = verdict->rank;
   const std::string& node = agents_.NameOf(verdict->node);
-  const RankDeath& d = verdict->death;
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kCrash;
-  e.node = node;
-  e.figures = {{"exit_code", d.exit_code},
-               {"signal", d.signal},
-               {"failed_ranks", verdict->failed_ranks},
-               {"victims", verdict->victims}};
-  switch (verdict->kind) {
-    case CrashVerdict::Kind::kRank:
-    case CrashVerdict::Kind::kNoCulprit:
-      e.rank = *verdict->rank;
-      e.message = absl::StrCat("rank ", *verdict->rank, " on ", node, " ", verdict->reason);
-      e.figures.emplace_back("step", static_cast<double>(job.job().rank(*verdict->rank).step));
-      break;
-    case CrashVerdict::Kind::kNodeLost:
-      e.kind = EventKind::kNodeLost;
-      e.message = absl::StrCat("node ", node, " lost: its agent ", verdict->reason);
-      e.figures = {{"lost_ranks", static_cast<double>(verdict->lost_ranks.size())},
-                   {"failed_ranks", verdict->failed_ranks},
-                   {"victims", verdict->victims}};
-      break;
-    case CrashVerdict::Kind::kLauncher:
-      e.message = absl::StrCat("the command on ", node, " ", verdict->reason);
-      e.figures.resize(2);
-      break;
-  }
   Failure failure = CrashFailure(job, *verdict);
-  if (failure.hold) absl::StrAppend(&e.message, "; ", *failure.hold);
-  decisions_.Emit(&job, std::move(e));
+  decisions_.Emit(&job,
+                  CrashEvent(now, EventJobOf(job), *verdict, node, job.job(), failure.hold));
   failures_.OnJobFailure(now, job, failure);
   return true;
 }
@@ -183,27 +150,18 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
     NodeLostInStall(now, job, verdict, silent);
     return true;
   }
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kStall;
-  e.message = verdict.reason;
   Failure failure;
   failure.kind = "stall";
   if (culprit.rank) {
     failure.node = observed.rank(*culprit.rank).node;
     failure.charged = true;
     failure.rank = culprit.rank;
-    e.rank = *culprit.rank;
-    e.node = agents_.NameOf(failure.node);
-    absl::StrAppend(&e.message, "; suspect rank ", *culprit.rank, " on ", e.node, ", ",
-                    culprit.reason);
-  } else {
-    absl::StrAppend(&e.message, "; culprit: ", culprit.reason);
   }
-  e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
-               {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
-               {"step", static_cast<double>(observed.max_step())}};
-  v.stall_event_id = decisions_.Emit(&job, std::move(e)).id;
+  v.stall_event_id =
+      decisions_
+          .Emit(&job, StallEvent(now, EventJobOf(job), verdict, observed.max_step(), culprit,
+                                 agents_.NameOf(failure.node)))
+          .id;
   // A hang burns its time from the last progress (or the generation start).
   failure.failed_at = now - verdict.silent;
   failure.message = culprit.rank ? absl::StrCat("hang at rank ", *culprit.rank) : "hang";
@@ -224,20 +182,11 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
   }
   const NodeRecord& node = agents_.node(lost);
   const std::vector<uint32_t> ranks = RanksOn(observed, lost);
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kNodeLost;
-  e.node = node.name;
-  e.message = absl::StrCat("node ", node.name, " lost: not heard for ",
-                           TenthsOfSeconds(now - node.last_report), " (ranks ",
-                           ListSome(ranks), ") while ", verdict.reason,
-                           " and every rank that can be seen waits for it");
-  e.figures = {{"silent_seconds", absl::ToDoubleSeconds(verdict.silent)},
-               {"threshold_seconds", absl::ToDoubleSeconds(verdict.threshold)},
-               {"unheard_seconds", absl::ToDoubleSeconds(now - node.last_report)},
-               {"lost_ranks", static_cast<double>(ranks.size())},
-               {"step", static_cast<double>(observed.max_step())}};
-  job.verdicts().stall_event_id = decisions_.Emit(&job, std::move(e)).id;
+  job.verdicts().stall_event_id =
+      decisions_
+          .Emit(&job, NodeLostInStallEvent(now, EventJobOf(job), verdict, observed.max_step(),
+                                           node.name, now - node.last_report, ranks))
+          .id;
   Failure failure;
   failure.kind = "node_lost";
   failure.node = lost;
@@ -250,16 +199,8 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
 void Detection::SweepStragglers(absl::Time now, JobEntry& job) {
   for (const StragglerChange& change : job.verdicts().stragglers.Evaluate(job.job())) {
     const NodeIndex node = job.job().rank(change.rank).node;
-    Event e;
-    e.time = now;
-    e.kind = change.flagged ? EventKind::kStraggler : EventKind::kStragglerCleared;
-    e.rank = change.rank;
-    e.node = agents_.NameOf(node);
-    e.message = absl::StrCat("rank ", change.rank, " on ", e.node, ": ", change.reason);
-    e.figures = {{"rank_p99_seconds", change.rank_p99_s},
-                 {"job_median_p99_seconds", change.job_median_p99_s},
-                 {"ratio", change.ratio}};
-    decisions_.Emit(&job, std::move(e));
+    decisions_.Emit(&job, StragglerEvent(now, EventJobOf(job), change, agents_.NameOf(node),
+                                         job.verdicts().stragglers.options()));
     if (change.flagged && node != kNoNode) {
       // A persistent straggler counts against its node, like a failure, but
       // does not restart the job by itself.
@@ -285,18 +226,9 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
     node.silent_since = node.last_report;
     observed.ForgetLiveness(i);
     const std::vector<uint32_t> ranks = RanksOn(observed, i);
-    Event e;
-    e.time = now;
-    e.kind = EventKind::kNodeUnreachable;
-    e.node = node.name;
-    e.message = absl::StrCat(
-        "node ", node.name, " not heard for ", TenthsOfSeconds(now - node.last_report),
-        " (threshold ", TenthsOfSeconds(node_loss_.LostAfter(node)), "); ",
-        ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", ListSome(ranks)),
-        " unknown; nothing is stopped while the job steps");
-    e.figures = {{"unheard_seconds", absl::ToDoubleSeconds(now - node.last_report)},
-                 {"ranks", static_cast<double>(ranks.size())}};
-    decisions_.Emit(&job, std::move(e));
+    decisions_.Emit(&job, NodeUnreachableEvent(now, EventJobOf(job), node.name,
+                                               now - node.last_report,
+                                               node_loss_.LostAfter(node), ranks));
   }
 }
 

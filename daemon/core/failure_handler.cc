@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/limits.h"
+#include "daemon/core/events.h"
 
 namespace trainsup {
 
@@ -48,34 +49,27 @@ void FailureHandler::AttributeToNode(absl::Time now, NodeIndex index, const std:
   const QuarantinePolicy::Verdict verdict =
       quarantine_.Attribute(now, node.name, what, agents_.size());
   if (verdict.skipped_by_cap) {
-    Event e;
-    e.time = now;
-    e.kind = EventKind::kQuarantineSkipped;
-    e.node = node.name;
-    e.message = absl::StrCat("node ", node.name, " qualifies for quarantine (", verdict.reason,
-                             ") but ", quarantine_.quarantined_count(),
-                             " nodes are quarantined already, the most --quarantine-max-fraction ",
-                             quarantine_.options().max_fraction, " of ", agents_.size(),
-                             " allows");
-    e.figures = {{"failures", verdict.failures}};
-    decisions_.Emit(jobs_.Find(node.job), std::move(e));
+    JobEntry* job = jobs_.Find(node.job);
+    decisions_.Emit(job, QuarantineSkippedEvent(
+                             now, EventJobOf(job), node.name, verdict.reason,
+                             {verdict.failures, quarantine_.options().window},
+                             quarantine_.quarantined_count(), quarantine_.options().max_fraction,
+                             agents_.size()));
   }
-  if (verdict.quarantine) QuarantineNode(now, index, verdict.reason, "policy");
+  if (verdict.quarantine) {
+    QuarantineNode(now, index, verdict.reason, "policy",
+                   FailureCount{verdict.failures, quarantine_.options().window});
+  }
 }
 
 void FailureHandler::QuarantineNode(absl::Time now, NodeIndex index, const std::string& reason,
-                                    absl::string_view by) {
+                                    absl::string_view by, std::optional<FailureCount> counted) {
   const NodeRecord& node = agents_.node(index);
   quarantine_.Quarantine(node.name, reason);
   decisions_.journal().nodes.push_back({node.name, true, reason, now, std::string(by)});
   decisions_.Fence({node.name, reason, now});
   JobEntry* job = jobs_.Find(node.job);
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kQuarantine;
-  e.node = node.name;
-  e.message = absl::StrCat("node ", node.name, " quarantined by ", by, ": ", reason);
-  decisions_.Emit(job, std::move(e));
+  decisions_.Emit(job, QuarantineEvent(now, EventJobOf(job), node.name, by, reason, counted));
   // Its job goes on without it: restart everywhere else.
   if (job != nullptr) {
     restarts_.BeginRestart(now, *job, now, absl::StrCat("node ", node.name, " quarantined"));
@@ -119,12 +113,8 @@ absl::StatusOr<std::string> FailureHandler::Unquarantine(absl::Time now, absl::s
   } else {
     decisions_.DropFence(now, node.name);  // no longer to be fenced
   }
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kUnquarantine;
-  e.node = node.name;
-  e.message = absl::StrCat("node ", node.name, " unquarantined by an operator");
-  decisions_.Emit(jobs_.Find(node.job), std::move(e));
+  JobEntry* job = jobs_.Find(node.job);
+  decisions_.Emit(job, UnquarantineEvent(now, EventJobOf(job), node.name));
   return absl::StrCat("node ", name, " unquarantined");
 }
 

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
 #include "daemon/core/decisions.h"
+#include "daemon/core/events.h"
 #include "daemon/core/job_entry.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/restart_coordinator.h"
@@ -71,8 +72,9 @@ class FailureHandler {
  private:
   void Record(JobEntry& job, const Failure& failure);
   void AttributeToNode(absl::Time now, NodeIndex node, const std::string& what);
+  // `counted`: what the policy counted against the node, when it decided.
   void QuarantineNode(absl::Time now, NodeIndex node, const std::string& reason,
-                      absl::string_view by);
+                      absl::string_view by, std::optional<FailureCount> counted = std::nullopt);
 
   const SupervisorOptions& options_;
   const AgentRegistry& agents_;

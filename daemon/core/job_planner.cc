@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/format.h"
 #include "daemon/core/checkpoint_planner.h"
+#include "daemon/core/events.h"
 #include "daemon/core/node_loss_detector.h"
 
 namespace trainsup {
@@ -22,21 +22,6 @@ MtbfEstimate JobPlanner::ClusterMtbf(const JobTable& jobs, absl::Time now) const
     failures += job.costs.failures();
   });
   return mtbf_.Estimate(exposure, failures);
-}
-
-void JobPlanner::Publish(absl::Time now, JobEntry& job, CheckpointPlanSpec spec,
-                         const std::string& why,
-                         std::vector<std::pair<std::string, double>> figures) {
-  const CheckpointPlanSpec& published = job.plans.Publish(now, std::move(spec));
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kCheckpointPlan;
-  e.message = why;
-  e.figures = {{"plan_id", static_cast<double>(published.plan_id)},
-               {"interval_steps", static_cast<double>(published.interval_steps)},
-               {"effective_from_step", static_cast<double>(published.effective_from_step)}};
-  e.figures.insert(e.figures.end(), figures.begin(), figures.end());
-  decisions_.Emit(&job, std::move(e));
 }
 
 NodeIndex JobPlanner::MissingAgent(const JobEntry& job, absl::Time now, uint64_t plan_id) const {
@@ -69,12 +54,9 @@ void JobPlanner::CheckAcks(absl::Time now, JobEntry& job, const JobStepStats& st
     CheckpointPlanSpec restated = job.plans.Revoking(plan);
     const std::string& node = agents_.NameOf(missing);
     job.plans.Confirm(plan.plan_id);
-    Publish(now, job, restated,
-            absl::StrFormat("plan %d revoked: node %s did not hold it %d steps before its first "
-                            "step %d; the schedule before it (every %d steps) stays in force",
-                            plan.plan_id, node, guard, plan.effective_from_step,
-                            restated.interval_steps),
-            {{"revoked_plan_id", static_cast<double>(plan.plan_id)}});
+    const CheckpointPlanSpec& published = job.plans.Publish(now, std::move(restated));
+    decisions_.Emit(&job, PlanRevokedEvent(now, EventJobOf(job), published, plan.plan_id, node,
+                                           guard));
     job.plans.Confirm(job.plans.plans().back().plan_id);
   }
 }
@@ -101,23 +83,20 @@ void JobPlanner::Replan(absl::Time now, JobEntry& job, const JobStepStats& stats
   if (!job.plans.WorthReplanning(steps)) return;
   CheckpointPlanSpec spec = job.plans.Periodic(job.job().max_step(), step_s, steps);
   job.plans.set_figures(*plan);
-  std::string why = absl::StrFormat(
-      "checkpoint every %d steps (%s) from step %d: C=%s%s, M=%s (conservative; %d "
-      "failures over %s), R=%s%s; expected waste %s",
-      steps, HumanSeconds(plan->interval_seconds), spec.effective_from_step,
-      HumanSeconds(inputs.checkpoint_seconds), c.measured ? " measured" : " prior",
-      HumanSeconds(mtbf.conservative_seconds), mtbf.failures, HumanSeconds(mtbf.exposure_seconds),
-      HumanSeconds(inputs.restart_seconds), r.measured ? " measured" : " prior",
-      Percent(plan->at_interval.total_waste_fraction));
-  if (plan->verdict != CheckpointVerdict::kCheckpointEvery) {
-    absl::StrAppend(&why, "; ", plan->verdict_text);
-  }
-  for (const std::string& w : plan->warnings) absl::StrAppend(&why, "; ", w);
-  Publish(now, job, std::move(spec), why,
-          {{"interval_seconds", plan->interval_seconds},
-           {"mtbf_seconds", inputs.mtbf_seconds},
-           {"checkpoint_seconds", inputs.checkpoint_seconds},
-           {"restart_seconds", inputs.restart_seconds}});
+  PlanBasis basis;
+  basis.interval_seconds = plan->interval_seconds;
+  basis.checkpoint_seconds = inputs.checkpoint_seconds;
+  basis.checkpoint_measured = c.measured;
+  basis.mtbf_seconds = inputs.mtbf_seconds;
+  basis.failures = mtbf.failures;
+  basis.exposure_seconds = mtbf.exposure_seconds;
+  basis.restart_seconds = inputs.restart_seconds;
+  basis.restart_measured = r.measured;
+  basis.expected_waste_fraction = plan->at_interval.total_waste_fraction;
+  if (plan->verdict != CheckpointVerdict::kCheckpointEvery) basis.verdict = plan->verdict_text;
+  basis.warnings = plan->warnings;
+  const CheckpointPlanSpec& published = job.plans.Publish(now, std::move(spec));
+  decisions_.Emit(&job, CheckpointPlanEvent(now, EventJobOf(job), published, basis));
 }
 
 absl::StatusOr<std::string> JobPlanner::RequestCheckpoint(absl::Time now, JobEntry& job) {
@@ -143,10 +122,8 @@ absl::StatusOr<std::string> JobPlanner::RequestCheckpoint(absl::Time now, JobEnt
   CheckpointPlanSpec spec = job.plans.OneOff(observed.max_step(), step_s);
   const int64_t step = spec.one_off_steps.front();
   const double ahead_s = static_cast<double>(step - observed.max_step()) * step_s;
-  Publish(now, job, std::move(spec),
-          absl::StrFormat("checkpoint requested by an operator at step %d (in about %.0fs)", step,
-                          ahead_s),
-          {{"one_off_step", static_cast<double>(step)}});
+  const CheckpointPlanSpec& published = job.plans.Publish(now, std::move(spec));
+  decisions_.Emit(&job, CheckpointRequestedEvent(now, EventJobOf(job), published, ahead_s));
   return absl::StrFormat("job %s will checkpoint at step %d (in about %.0fs)", job.id(), step,
                          ahead_s);
 }

@@ -58,8 +58,6 @@ class JobPlanner {
   }
 
  private:
-  void Publish(absl::Time now, JobEntry& job, CheckpointPlanSpec spec, const std::string& why,
-               std::vector<std::pair<std::string, double>> figures);
   // The first agent of the job's generation that cannot be heard now, or
   // that does not hold plan `plan_id` (when not 0); kNoNode when none.
   NodeIndex MissingAgent(const JobEntry& job, absl::Time now, uint64_t plan_id) const;

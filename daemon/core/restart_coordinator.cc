@@ -5,40 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "common/format.h"
 #include "daemon/core/ended_job.h"
+#include "daemon/core/events.h"
 
 namespace trainsup {
-
-namespace {
-
-// "2 nodes (a, b)"; past kListCap nodes only the count: the names that
-// matter are the ones left out.
-std::string NodesStarted(const std::vector<std::string>& names) {
-  std::string text = Counted(names.size(), "node", "nodes");
-  if (names.size() <= kListCap) absl::StrAppend(&text, " (", ListSome(names), ")");
-  return text;
-}
-
-// "; without n17, n903 (quarantined), n5 (not heard)", or "" when every
-// node of the job runs.
-std::string LeftOut(std::vector<std::string> quarantined, std::vector<std::string> unreachable,
-                    std::vector<std::string> unheard) {
-  std::vector<std::string> groups;
-  for (auto [names, why] : {std::make_pair(&quarantined, "quarantined"),
-                            std::make_pair(&unreachable, "unreachable"),
-                            std::make_pair(&unheard, "not heard")}) {
-    if (names->empty()) continue;
-    std::sort(names->begin(), names->end());
-    groups.push_back(absl::StrCat(ListSome(*names), " (", why, ")"));
-  }
-  if (groups.empty()) return "";
-  return absl::StrCat("; without ", absl::StrJoin(groups, ", "));
-}
-
-}  // namespace
 
 absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobState to,
                                             const std::string& reason) {
@@ -56,11 +27,7 @@ absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobSt
   life.state = to;
   life.reason = reason;
   life.since = now;
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kStateChange;
-  e.message = absl::StrCat(JobStateName(from), " -> ", JobStateName(to), ": ", reason);
-  decisions_.Emit(&job, std::move(e));
+  decisions_.Emit(&job, StateChangeEvent(now, EventJobOf(job), from, to, reason));
   JournalJob(now, job);
   return absl::OkStatus();
 }
@@ -124,19 +91,15 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
                                       TenthsOfSeconds(options_.stop_timeout),
                                       "; going on without them");
   if (life.hold_after_stop) {
-    const std::string reason = *life.hold_after_stop;
+    HoldCause cause = WorkloadHold(*life.hold_after_stop);
     life.hold_after_stop.reset();
-    Hold(now, job, reason);
+    Hold(now, job, cause);
     return;
   }
   const RestartGovernor::Decision decision = life.governor.Decide(now);
   if (!decision.allowed) {
     const RestartPolicy& policy = life.governor.policy();
-    const std::string reason = absl::StrCat(
-        "restart limit reached: ", decision.recent, " restarts within ",
-        absl::FormatDuration(policy.window), " (--restart-limit ", policy.limit,
-        "); last failure: ", life.reason);
-    Hold(now, job, reason, {{"restarts_in_window", decision.recent}});
+    Hold(now, job, RestartLimitHold(decision.recent, policy.window, policy.limit, life.reason));
     return;
   }
   life.restart_at = now + decision.backoff;
@@ -145,15 +108,9 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
                                 decision.recent, " restarts within the window)"));
 }
 
-void RestartCoordinator::Hold(absl::Time now, JobEntry& job, const std::string& reason,
-                              std::vector<std::pair<std::string, double>> figures) {
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kHold;
-  e.message = absl::StrCat(reason, ". `trainsupctl resume ", job.id(), "` lifts it");
-  e.figures = std::move(figures);
-  decisions_.Emit(&job, std::move(e));
-  (void)Transition(now, job, JobState::kHeld, reason);
+void RestartCoordinator::Hold(absl::Time now, JobEntry& job, const HoldCause& cause) {
+  decisions_.Emit(&job, HoldEvent(now, EventJobOf(job), cause));
+  (void)Transition(now, job, JobState::kHeld, cause.reason);
   job.recovery.Abandon();
 }
 
@@ -203,15 +160,8 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   life.generation_adopted = false;  // this one the supervisor started itself
   job.SyncGeneration();
   for (NodeIndex i : members) agents_.mutable_node(i).member_generation = to;
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kRestart;
-  e.message = absl::StrCat("generation ", to, " started on ", NodesStarted(runnable),
-                           LeftOut(quarantined, unreachable, unheard), "; after: ", cause);
-  e.figures = {{"nodes", static_cast<double>(runnable.size())},
-               {"nodes_left_out",
-                static_cast<double>(quarantined.size() + unreachable.size() + unheard.size())}};
-  decisions_.Emit(&job, std::move(e));
+  decisions_.Emit(&job, RestartEvent(now, EventJobOf(job), runnable, quarantined, unreachable,
+                                     unheard, cause));
   (void)Transition(now, job, JobState::kRunning, absl::StrCat("generation ", to, " started"));
 }
 
@@ -222,48 +172,15 @@ void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
   if (!life.world_size_checked) {
     life.world_size_checked = true;
     if (life.last_world_size != 0 && life.last_world_size != observed.world_size()) {
-      Event e;
-      e.time = now;
-      e.kind = EventKind::kWorldSizeChanged;
-      const uint64_t old_batch = life.last_global_batch;
-      const uint64_t new_batch = observed.global_batch();
-      e.message = absl::StrCat("world size ", life.last_world_size, " -> ", observed.world_size());
-      if (old_batch > 0 && new_batch > 0) {
-        absl::StrAppend(&e.message,
-                        absl::StrFormat(": global batch %d -> %d samples (x%.2f); the learning "
-                                        "rate the config names was tuned for the old batch",
-                                        old_batch, new_batch,
-                                        static_cast<double>(new_batch) / old_batch));
-      } else {
-        absl::StrAppend(&e.message, ": the global batch changes with it unless the script "
-                                    "rescales (report samples= in hb.step to see by how much)");
-      }
-      e.figures = {{"old_world_size", life.last_world_size},
-                   {"new_world_size", observed.world_size()},
-                   {"old_global_batch", static_cast<double>(old_batch)},
-                   {"new_global_batch", static_cast<double>(new_batch)}};
-      decisions_.Emit(&job, std::move(e));
+      decisions_.Emit(&job, WorldSizeChangedEvent(now, EventJobOf(job), life.last_world_size,
+                                                  observed.world_size(), life.last_global_batch,
+                                                  observed.global_batch()));
     }
   }
   std::optional<RecoveryFigures> f =
       job.recovery.Complete(observed.first_heartbeat(), observed.first_progress());
   if (!f) return;
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kRecovered;
-  e.message = absl::StrCat("first step of generation ", observed.generation(), " ",
-                           TenthsOfSeconds(f->total), " after the failure: detect ",
-                           TenthsOfSeconds(f->detect), ", stop ", TenthsOfSeconds(f->stop),
-                           ", backoff ", TenthsOfSeconds(f->backoff), ", relaunch ",
-                           TenthsOfSeconds(f->relaunch), ", first step ",
-                           TenthsOfSeconds(f->first_step));
-  e.figures = {{"detect_seconds", absl::ToDoubleSeconds(f->detect)},
-               {"stop_seconds", absl::ToDoubleSeconds(f->stop)},
-               {"backoff_seconds", absl::ToDoubleSeconds(f->backoff)},
-               {"relaunch_seconds", absl::ToDoubleSeconds(f->relaunch)},
-               {"first_step_seconds", absl::ToDoubleSeconds(f->first_step)},
-               {"total_seconds", absl::ToDoubleSeconds(f->total)}};
-  decisions_.Emit(&job, std::move(e));
+  decisions_.Emit(&job, RecoveredEvent(now, EventJobOf(job), *f));
   job.costs.AddRestart(absl::ToDoubleSeconds(f->total));
 }
 
@@ -293,12 +210,7 @@ absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry&
                         "); nothing to resume");
   }
   life.governor.Forgive(now);
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kResume;
-  e.message = absl::StrCat("resumed by an operator from ", JobStateName(life.state), " (",
-                           life.reason, ")");
-  decisions_.Emit(&job, std::move(e));
+  decisions_.Emit(&job, ResumeEvent(now, EventJobOf(job), life.state, life.reason));
   life.restart_at = now;
   absl::Status moved = Transition(now, job, JobState::kRestarting, "resumed by an operator");
   if (!moved.ok()) return moved;

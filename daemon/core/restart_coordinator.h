@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
 #include "daemon/core/decisions.h"
+#include "daemon/core/events.h"
 #include "daemon/core/job_entry.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/supervisor_options.h"
@@ -69,8 +70,7 @@ class RestartCoordinator {
  private:
   void StartNextGeneration(absl::Time now, JobEntry& job);
   // Stopped for good until an operator resumes it.
-  void Hold(absl::Time now, JobEntry& job, const std::string& reason,
-            std::vector<std::pair<std::string, double>> figures = {});
+  void Hold(absl::Time now, JobEntry& job, const HoldCause& cause);
 
   const SupervisorOptions& options_;
   AgentRegistry& agents_;

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <tuple>
 
-#include "absl/strings/str_cat.h"
-#include "common/format.h"
 #include "daemon/core/job_stats.h"
 
 namespace trainsup {
@@ -49,24 +47,13 @@ Culprit FindCulprit(const Job& job, const absl::flat_hash_set<NodeIndex>& silent
     }
   }
   Culprit culprit;
+  culprit.seen_ranks = seen;
   culprit.unseen_ranks = unseen;
-  if (behind == nullptr) {
-    culprit.reason = unseen > 0 ? "no rank can be seen" : "no rank has reported";
-    return culprit;
-  }
-  if (tied == seen) {
-    culprit.reason = absl::StrCat(
-        seen == 1 ? "the only rank seen" : absl::StrCat("all ", seen, " ranks seen"), " at step ",
-        behind->step, ", ", StepPhaseName(behind->phase),
-        unseen > 0 ? absl::StrCat("; ", unseen, " cannot be seen")
-                   : "; undetermined (bracket each step's own work with hb.compute() to name "
-                     "the culprit)");
-    return culprit;
-  }
-  culprit.rank = behind_rank;
-  culprit.reason = absl::StrCat(
-      "furthest behind: step ", behind->step, ", ", StepPhaseName(behind->phase),
-      tied > 1 ? absl::StrCat(" (", tied, " ranks there; this one silent longest)") : "");
+  if (behind == nullptr) return culprit;
+  culprit.behind_step = behind->step;
+  culprit.behind_phase = behind->phase;
+  culprit.behind_ranks = tied;
+  if (tied < seen) culprit.rank = behind_rank;  // else: all at one place, undetermined
   return culprit;
 }
 
@@ -99,14 +86,6 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
   }
   verdict.threshold = std::max(verdict.threshold, kMinIntervals * report_interval);
   verdict.stalled = verdict.silent > verdict.threshold;
-  if (!verdict.stalled) return verdict;
-  verdict.reason =
-      verdict.startup
-          ? absl::StrCat("no first step ", TenthsOfSeconds(verdict.silent),
-                         " after the generation started (start-up grace ",
-                         TenthsOfSeconds(verdict.threshold), ")")
-          : absl::StrCat("no rank advanced for ", TenthsOfSeconds(verdict.silent), " (threshold ",
-                         TenthsOfSeconds(verdict.threshold), ") at step ", job.max_step());
   return verdict;
 }
 

@@ -3,7 +3,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/time.h"
@@ -28,8 +27,14 @@ struct StallOptions {
 // The rank that holds up a hung job, or why none can be named.
 struct Culprit {
   std::optional<uint32_t> rank;  // absent: undetermined
-  std::string reason;            // why this rank, or why none
+  uint32_t seen_ranks = 0;       // ranks judged
   uint32_t unseen_ranks = 0;     // ranks left out: their node cannot be heard
+  // The place furthest behind among the ranks seen (none seen: step -1):
+  // the step and phase of the rank named (or of one of them when all are
+  // there), and how many ranks are there.
+  int64_t behind_step = -1;
+  StepPhase behind_phase = StepPhase::kBetweenSteps;
+  uint32_t behind_ranks = 0;
 };
 
 // Names the rank furthest behind by (last completed step, phase within the
@@ -47,9 +52,6 @@ struct StallVerdict {
   absl::Duration silent;     // since the last step (or the generation start)
   absl::Duration threshold;  // the threshold that applied
   bool startup = false;      // no step yet in this generation
-  // When stalled, for people: "no rank advanced for 20.5s (threshold 20.0s)
-  // at step 12".
-  std::string reason;
 };
 
 // The stall rule. Pure: a function of the job's state and `now`.

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <utility>
 
-#include "absl/strings/str_format.h"
 #include "daemon/core/job_stats.h"
 
 namespace trainsup {
@@ -16,10 +15,6 @@ StragglerChange StragglerDetector::Change(uint32_t rank, bool flagged, double ra
   c.rank_p99_s = rank_p99_s;
   c.job_median_p99_s = median_p99_s;
   c.ratio = median_p99_s > 0 ? rank_p99_s / median_p99_s : 0;
-  c.reason = absl::StrFormat(
-      "compute p99 %.3fs vs job median p99 %.3fs (%.1fx)%s", rank_p99_s, median_p99_s, c.ratio,
-      flagged ? absl::StrFormat(" for %d windows of %d steps", options_.persistence, options_.window)
-              : " again in line");
   return c;
 }
 

@@ -2,7 +2,6 @@
 #define TRAINSUP_DAEMON_CORE_STRAGGLER_DETECTOR_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,9 +31,6 @@ struct StragglerChange {
   double rank_p99_s = 0;
   double job_median_p99_s = 0;
   double ratio = 0;  // rank_p99_s / job_median_p99_s
-  // For people: "compute p99 0.300s vs job median p99 0.100s (3.0x) for 3
-  // windows of 10 steps".
-  std::string reason;
 };
 
 // Finds ranks whose own work (hb.compute()) is persistently slower than the

@@ -9,6 +9,7 @@
 #include "common/limits.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/ended_job.h"
+#include "daemon/core/events.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/state_restore.h"
 #include "daemon/core/validation.h"
@@ -287,19 +288,8 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
                                            set.collect_seconds, set.culprit, r.rank, node.name,
                                            r.answered, r.text});
   }
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kStacks;
-  e.node = node.name;
-  e.message = absl::StrFormat(
-      "Python stacks of %d rank(s) on %s collected in %s (%d did not answer); `trainsupctl "
-      "stacks %s` shows them",
-      static_cast<int>(ranks.size()), node.name, TenthsOfSeconds(absl::Seconds(info.collect_seconds)),
-      static_cast<int>(ranks.size()) - answered, job->id());
-  e.figures = {{"ranks", static_cast<double>(ranks.size())},
-               {"answered", static_cast<double>(answered)},
-               {"collect_seconds", info.collect_seconds}};
-  decisions_.Emit(job, std::move(e));
+  decisions_.Emit(job, StacksEvent(now, EventJobOf(job), node.name, static_cast<int>(ranks.size()),
+                                   answered, info.collect_seconds));
   return absl::OkStatus();
 }
 
@@ -405,28 +395,18 @@ absl::StatusOr<std::string> Supervisor::RequestCheckpoint(absl::Time now,
 void Supervisor::FenceDone(absl::Time now, const FenceRequest& request, bool ok,
                            const std::string& detail) {
   const std::string& node = request.node;
-  Event e;
-  e.time = now;
-  e.kind = request.action == FenceAction::kUnfence ? EventKind::kUnfence : EventKind::kFence;
-  e.node = node;
-  e.message = absl::StrCat(FenceActionName(request.action), " command for ", node,
-                           ok ? " succeeded" : " FAILED", ": ", detail);
-  e.figures = {{"ok", ok ? 1 : 0}};
   const NodeIndex index = agents_.Find(node);
-  decisions_.Emit(index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job), std::move(e));
+  JobEntry* job = index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job);
+  decisions_.Emit(job, FenceEvent(now, EventJobOf(job), request.action, node, ok, detail));
   // A failed one stays pending: it is tried again when the supervisor
   // restarts (or an operator fences or resumes the node by hand).
   if (ok) decisions_.FenceSucceeded(now, request);
 }
 
 void Supervisor::PersistFailed(absl::Time now, const std::string& node, const std::string& what) {
-  Event e;
-  e.time = now;
-  e.kind = EventKind::kPersistFailed;
-  e.node = node;
-  e.message = what;
   const NodeIndex index = node.empty() ? kNoNode : agents_.Find(node);
-  decisions_.Emit(index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job), std::move(e));
+  JobEntry* job = index == kNoNode ? nullptr : jobs_.Find(agents_.node(index).job);
+  decisions_.Emit(job, PersistFailedEvent(now, EventJobOf(job), node, what));
 }
 
 void Supervisor::Restore(absl::Time now, const PersistedState& state) {

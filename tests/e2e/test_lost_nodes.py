@@ -194,7 +194,7 @@ class LostNodesEndToEnd(ClusterTestCase):
         stopped = [e for e in c.events(job) if e["kind"] in ("stall", "crash", "restart")]
         self.assertEqual(stopped, [])
         plans = c.events(job, "checkpoint_plan")
-        revoked = [e for e in plans if "revoked" in e["message"]]
+        revoked = [e for e in plans if "revoked_plan_id" in e["figures"]]
         print(f"\nmeasured: plans across a partition: {len(plans)} published ({len(revoked)} "
               f"revoking one an agent did not hold); {len(checkpoints[0])} checkpoint steps, the "
               f"same on all 4 ranks", file=sys.stderr)

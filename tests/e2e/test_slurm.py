@@ -262,7 +262,7 @@ class SlurmEndToEnd(ClusterTestCase):
         quarantine = wait_for(lambda: c.events(job, "quarantine"), STARTUP,
                               what="n2's quarantine")[0]
         self.assertEqual(quarantine["node"], "n2")
-        self.assertIn("quarantined by policy: 2 failures", quarantine["message"])
+        self.assertEqual(quarantine["figures"]["failures"], 2, quarantine["message"])
         nodes = {n["node"]: n for n in c.ctl_json("nodes")["nodes"]}
         self.assertTrue(nodes["n2"]["quarantined"])
         self.assertFalse(nodes["n1"]["quarantined"])
@@ -277,7 +277,7 @@ class SlurmEndToEnd(ClusterTestCase):
         drained = time.time()
         fenced = wait_for(lambda: c.events(job, "fence"), 10, what="the fence event")[0]
         self.assertEqual(fenced["node"], "n2")
-        self.assertIn("succeeded", fenced["message"])
+        self.assertEqual(fenced["figures"]["ok"], 1, fenced["message"])
 
         # n2's agent exited 75 and requeued the job (same id); it waits for
         # two nodes. Slurm passes through COMPLETING on the way back to the
@@ -297,7 +297,7 @@ class SlurmEndToEnd(ClusterTestCase):
         idle = time.time()
         unfenced = wait_for(lambda: c.events(kind="unfence"), 10, what="the unfence event")[0]
         self.assertEqual(unfenced["node"], "n2")
-        self.assertIn("unfence command for n2 succeeded", unfenced["message"])
+        self.assertEqual(unfenced["figures"]["ok"], 1, unfenced["message"])
         self.assertEqual(c.metric("trainsup_unfences_total", result="succeeded"), 1)
         self.assertEqual(c.metric("trainsup_fences_total", result="succeeded"), 1)
         self.assertFalse({n["node"]: n for n in c.ctl_json("nodes")["nodes"]}["n2"]["quarantined"])

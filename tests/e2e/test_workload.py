@@ -37,11 +37,13 @@ class WorkloadEndToEnd(ClusterTestCase):
             "--checkpoint-dir", os.path.join(self.scratch, "ckpt"),
             "--crash-rank", "3", "--crash-step", "12", "--crash-mode", "value-error"])
         hold = wait_for(lambda: c.events(job, "hold"), STARTUP * 3, what="the job to be held")[0]
-        self.assertIn("the same ValueError", hold["message"])
-        self.assertIn("a bug in the training code, not a node", hold["message"])
+        self.assertEqual(hold["figures"]["workload_repeat"], 1, hold["message"])
         crashes = c.events(job, "crash")
         self.assertEqual(len(crashes), 2)
         self.assertTrue(all((e["rank"], e["node"]) == (3, "node-b") for e in crashes), crashes)
+        # The second is the same error at the same step: the training code's.
+        self.assertEqual([e["figures"]["workload_repeat"] for e in crashes], [0, 1], crashes)
+        self.assertEqual(crashes[0]["figures"]["step"], crashes[1]["figures"]["step"])
         self.assertEqual(len(c.events(job, "restart")), 1)
         jobs = c.ctl_json("jobs")["jobs"]
         self.assertEqual(jobs[0]["state"], "held")

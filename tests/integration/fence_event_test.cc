@@ -63,9 +63,11 @@ TEST(FenceEventTest, AFenceEventWithInvalidUtf8OutputParsesInTheClient) {
   }));
   ASSERT_TRUE(events.ok()) << events.status();
   ASSERT_NE(fence, nullptr);
+  EXPECT_EQ(fence->node(), "node-a");
+  EXPECT_EQ(fence->figures().at("ok"), 0);
+  // The command's status and output are quoted, as valid UTF-8.
   EXPECT_TRUE(IsValidUtf8(fence->message()));
-  EXPECT_THAT(fence->message(), HasSubstr("FAILED"));
-  EXPECT_THAT(fence->message(), HasSubstr("exit code 3"));
+  EXPECT_THAT(fence->message(), HasSubstr(": exit code 3"));
   EXPECT_THAT(fence->message(), HasSubstr("drained \xEF\xBF\xBD\xEF\xBF\xBD node-a"));
 
   (*server)->Shutdown();

@@ -26,6 +26,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
 using testing::WaitFor;
 
 class UnfenceTest : public ::testing::Test {
@@ -124,7 +125,8 @@ TEST_F(UnfenceTest, AnUnfenceRunsAfterTheFenceItOvertookAndAFailedOneRunsAgainAt
                                    "unfence node-a quarantine lifted by an operator"));
   const Event failed = EventsOf(*server, EventKind::kUnfence)[0];
   EXPECT_EQ(failed.node, "node-a");
-  EXPECT_EQ(failed.message, "unfence command for node-a FAILED: exit code 1; output: unreachable");
+  EXPECT_THAT(failed.figures, ElementsAre(Pair("ok", 0)));
+  EXPECT_THAT(failed.message, HasSubstr(": exit code 1; output: unreachable"));  // the command's
   EXPECT_EQ(server->host().fences_succeeded(), 1u);
   EXPECT_EQ(server->host().unfences_failed(), 1u);
   EXPECT_EQ(server->host().unfences_succeeded(), 0u);
@@ -143,8 +145,10 @@ TEST_F(UnfenceTest, AnUnfenceRunsAfterTheFenceItOvertookAndAFailedOneRunsAgainAt
   ASSERT_NE(server, nullptr);
   // (The counter moves before the event is published: wait for the event.)
   ASSERT_TRUE(WaitFor([&] { return EventsOf(*server, EventKind::kUnfence).size() == 2; }));
-  EXPECT_THAT(EventsOf(*server, EventKind::kUnfence).back().message,
-              HasSubstr("unfence command for node-a succeeded: exit code 0; output: resumed node-a"));
+  const Event succeeded = EventsOf(*server, EventKind::kUnfence).back();
+  EXPECT_EQ(succeeded.node, "node-a");
+  EXPECT_THAT(succeeded.figures, ElementsAre(Pair("ok", 1)));
+  EXPECT_THAT(succeeded.message, HasSubstr(": exit code 0; output: resumed node-a"));
   EXPECT_EQ(server->host().unfences_succeeded(), 1u);
   server->Shutdown();
   server.reset();

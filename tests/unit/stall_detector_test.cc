@@ -9,15 +9,12 @@
 #include "absl/time/time.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
-#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
 
 namespace trainsup {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using ::trainsup::testing::AliveProcess;
 using ::trainsup::testing::DeadProcess;
 using ::trainsup::testing::MakeHeartbeat;
@@ -316,7 +313,8 @@ TEST(StallDetectorTest, RanksOfAForgottenNodeDoNotSwitchTheRuleOff) {
   StallVerdict v = StallDetector(Options()).Check(job, AtS(31));
 
   EXPECT_TRUE(v.stalled);
-  EXPECT_THAT(v.reason, HasSubstr("no rank advanced for 21.0s (threshold 20.0s)"));
+  EXPECT_EQ(v.silent, absl::Seconds(21));
+  EXPECT_EQ(v.threshold, absl::Seconds(20));
 }
 
 // ---------------------------------------------------------------------------
@@ -383,7 +381,10 @@ TEST_F(CulpritTest, RankStillComputingWhileOthersWaitIsNamed) {
   Culprit c = FindCulprit(job_);
 
   EXPECT_EQ(c.rank, 2u);
-  EXPECT_THAT(c.reason, HasSubstr("step 10, computing"));
+  EXPECT_EQ(c.behind_step, 10);
+  EXPECT_EQ(c.behind_phase, StepPhase::kComputing);
+  EXPECT_EQ(c.behind_ranks, 1u);
+  EXPECT_EQ(c.seen_ranks, 4u);
 }
 
 TEST_F(CulpritTest, RankAWholeStepBehindIsNamedOverRanksInLaterPhases) {
@@ -398,7 +399,8 @@ TEST_F(CulpritTest, RankAWholeStepBehindIsNamedOverRanksInLaterPhases) {
   Culprit c = FindCulprit(job_);
 
   EXPECT_EQ(c.rank, 2u);
-  EXPECT_THAT(c.reason, HasSubstr("step 10, compute_done"));
+  EXPECT_EQ(c.behind_step, 10);
+  EXPECT_EQ(c.behind_phase, StepPhase::kComputeDone);
 }
 
 TEST_F(CulpritTest, BetweenStepsIsBehindComputingWhichIsBehindComputeDone) {
@@ -422,7 +424,7 @@ TEST_F(CulpritTest, AmongRanksTiedBehindTheOneSilentLongestIsNamed) {
   Culprit c = FindCulprit(job_);
 
   EXPECT_EQ(c.rank, 3u);
-  EXPECT_THAT(c.reason, HasSubstr("2 ranks there"));
+  EXPECT_EQ(c.behind_ranks, 2u);
 }
 
 TEST_F(CulpritTest, AmongTiedRanksWithEqualLastHeartbeatTheLowestRankIsNamed) {
@@ -443,8 +445,10 @@ TEST_F(CulpritTest, AllRanksAtTheSamePlaceIsUndetermined) {
   Culprit c = FindCulprit(job_);
 
   EXPECT_EQ(c.rank, std::nullopt);
-  EXPECT_THAT(c.reason, HasSubstr("undetermined"));
-  EXPECT_THAT(c.reason, HasSubstr("all 4 ranks seen at step 10, compute_done"));
+  EXPECT_EQ(c.seen_ranks, 4u);
+  EXPECT_EQ(c.behind_ranks, 4u);
+  EXPECT_EQ(c.behind_step, 10);
+  EXPECT_EQ(c.behind_phase, StepPhase::kComputeDone);
 }
 
 TEST_F(CulpritTest, RanksOfASilentNodeAreNoEvidenceAndNeverNamed) {
@@ -469,7 +473,10 @@ TEST_F(CulpritTest, EveryRankSeenWaitingWhileOthersCannotBeSeenNamesNone) {
 
   EXPECT_EQ(c.rank, std::nullopt);
   EXPECT_EQ(c.unseen_ranks, 2u);
-  EXPECT_THAT(c.reason, HasSubstr("all 2 ranks seen at step 10, compute_done; 2 cannot be seen"));
+  EXPECT_EQ(c.seen_ranks, 2u);
+  EXPECT_EQ(c.behind_ranks, 2u);
+  EXPECT_EQ(c.behind_step, 10);
+  EXPECT_EQ(c.behind_phase, StepPhase::kComputeDone);
 }
 
 TEST_F(CulpritTest, RankWhosePhaseMayBeStaleIsNotNamedForItsPhase) {
@@ -514,7 +521,8 @@ TEST_F(CulpritTest, RanksThatNeverBracketComputeAreUndetermined) {
   Culprit c = FindCulprit(job_);
 
   EXPECT_EQ(c.rank, std::nullopt);
-  EXPECT_THAT(c.reason, HasSubstr("undetermined"));
+  EXPECT_EQ(c.behind_ranks, 4u);
+  EXPECT_EQ(c.behind_phase, StepPhase::kBetweenSteps);
 }
 
 TEST(FindCulpritTest, SingleRankJobIsUndetermined) {
@@ -525,8 +533,8 @@ TEST(FindCulpritTest, SingleRankJobIsUndetermined) {
   Culprit c = FindCulprit(job);
 
   EXPECT_EQ(c.rank, std::nullopt);
-  EXPECT_THAT(c.reason, HasSubstr("the only rank"));
-  EXPECT_THAT(c.reason, HasSubstr("undetermined"));
+  EXPECT_EQ(c.seen_ranks, 1u);
+  EXPECT_EQ(c.behind_ranks, 1u);
 }
 
 TEST(FindCulpritTest, JobWithNoRankIsUndetermined) {
@@ -535,7 +543,8 @@ TEST(FindCulpritTest, JobWithNoRankIsUndetermined) {
   Culprit c = FindCulprit(job);
 
   EXPECT_EQ(c.rank, std::nullopt);
-  EXPECT_THAT(c.reason, HasSubstr("no rank"));
+  EXPECT_EQ(c.seen_ranks, 0u);
+  EXPECT_EQ(c.unseen_ranks, 0u);
 }
 
 TEST(FindCulpritTest, RanksNotHeardFromAreNotCandidates) {
@@ -547,7 +556,8 @@ TEST(FindCulpritTest, RanksNotHeardFromAreNotCandidates) {
   Culprit c = FindCulprit(job);
 
   EXPECT_EQ(c.rank, 2u);
-  EXPECT_THAT(c.reason, Not(HasSubstr("undetermined")));
+  EXPECT_EQ(c.seen_ranks, 2u);  // the two that reported, not the world of 4
+  EXPECT_EQ(c.behind_ranks, 1u);
 }
 
 }  // namespace

@@ -224,7 +224,8 @@ TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
   EXPECT_EQ(plans[0].job, "job");
   EXPECT_EQ(Figure(plans[0], "interval_steps"), static_cast<double>(interval));
   EXPECT_EQ(Figure(plans[0], "effective_from_step"), 10.0 + horizon);
-  EXPECT_THAT(plans[0].message, HasSubstr("prior"));
+  EXPECT_EQ(Figure(plans[0], "checkpoint_measured"), 0.0);  // the priors
+  EXPECT_EQ(Figure(plans[0], "restart_measured"), 0.0);
 
   std::vector<AgentCommand> commands = Plans(out.commands);
   ASSERT_EQ(commands.size(), 2u);
@@ -281,8 +282,9 @@ TEST_F(PlanningTest, PlanAnAgentDoesNotHoldIsRevokedBeforeItsFirstStep) {
   SupervisorOutput out = Take();
   std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
   ASSERT_GE(plans.size(), 1u);
-  EXPECT_THAT(plans[0].message, HasSubstr("revoked: node node-b did not hold it"));
+  EXPECT_EQ(plans[0].node, "node-b");  // it did not hold the plan
   EXPECT_EQ(Figure(plans[0], "revoked_plan_id"), static_cast<double>(first.plan_id));
+  EXPECT_EQ(Figure(plans[0], "guard_steps"), 10.0);
   const std::vector<CheckpointPlanSpec>& held = control().plans.plans();
   ASSERT_GE(held.size(), 2u);
   const CheckpointPlanSpec& restated = held[1];
@@ -447,7 +449,8 @@ TEST_F(PlanningTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
   SupervisorOutput out = Take();
   std::vector<Event> plans = OfKind(out.events, EventKind::kCheckpointPlan);
   ASSERT_EQ(plans.size(), 1u);
-  EXPECT_THAT(plans[0].message, HasSubstr("C=18s measured"));
+  EXPECT_EQ(Figure(plans[0], "checkpoint_seconds"), 18.0);
+  EXPECT_EQ(Figure(plans[0], "checkpoint_measured"), 1.0);
   const int64_t wanted = ExpectedIntervalSteps(
       18, sup_->JobMtbf(control(), sweep).conservative_seconds, 300, 0.5);
   EXPECT_EQ(Figure(plans[0], "interval_steps"), static_cast<double>(wanted));
@@ -735,7 +738,8 @@ TEST_F(PlanningTest, RequestCheckpointAddsAOneOffAtACommonFutureStep) {
   SupervisorOutput out = Take();
   std::vector<Event> events = OfKind(out.events, EventKind::kCheckpointPlan);
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_THAT(events[0].message, HasSubstr("operator"));
+  EXPECT_EQ(Figure(events[0], "one_off_step"), 50.0);
+  EXPECT_EQ(Figure(events[0], "ahead_seconds"), 10.0);  // 20 steps of 0.5s
   // The agents get it with the next sweep.
   Sweep(t + absl::Seconds(1));
   std::vector<AgentCommand> plans = Plans(Take().commands);

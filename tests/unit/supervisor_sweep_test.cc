@@ -21,7 +21,6 @@
 namespace trainsup {
 namespace {
 
-using ::testing::HasSubstr;
 using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::Figure;
@@ -129,10 +128,11 @@ TEST_F(SweepTest, HangIsOneStallEventNamingTheCulpritRankAndNode) {
   EXPECT_EQ(e.time, AtMs(30500));
   EXPECT_EQ(e.rank, 2u);
   EXPECT_EQ(e.node, "node-b");
-  EXPECT_THAT(e.message, HasSubstr("suspect rank 2 on node-b"));
   EXPECT_EQ(Figure(e, "threshold_seconds"), 20.0);
   EXPECT_EQ(Figure(e, "silent_seconds"), 20.5);
   EXPECT_EQ(Figure(e, "step"), 10.0);
+  EXPECT_EQ(Figure(e, "behind_step"), 10.0);  // computing step 11 while the others wait
+  EXPECT_EQ(Figure(e, "behind_ranks"), 1.0);
   EXPECT_TRUE(entry().verdicts().stalled);
   EXPECT_EQ(entry().verdicts().stall_culprit, 2u);
   EXPECT_EQ(entry().event_count(EventKind::kStall), 1u);
@@ -164,7 +164,8 @@ TEST_F(SweepTest, AllRanksWaitingAlikeIsAStallWithNoCulprit) {
   EXPECT_EQ(events[0].kind, EventKind::kStall);
   EXPECT_EQ(events[0].rank, std::nullopt);
   EXPECT_EQ(events[0].node, "");
-  EXPECT_THAT(events[0].message, HasSubstr("undetermined"));
+  EXPECT_EQ(Figure(events[0], "seen_ranks"), 4.0);
+  EXPECT_EQ(Figure(events[0], "behind_ranks"), 4.0);  // all at one place: undetermined
   EXPECT_EQ(entry().verdicts().stall_culprit, std::nullopt);
 }
 
@@ -214,12 +215,11 @@ TEST_F(SweepTest, CrashReportedByTwoAgentsNamesTheFirstRankToDieOnce) {
   EXPECT_EQ(e.kind, EventKind::kCrash);
   EXPECT_EQ(e.rank, 2u);
   EXPECT_EQ(e.node, "node-b");
-  EXPECT_THAT(e.message, HasSubstr("rank 2 on node-b died first (exit code 1): RuntimeError: "
-                                   "CUDA error: an illegal memory access was encountered"));
-  EXPECT_THAT(e.message, HasSubstr("2 of 4 ranks failed"));
   EXPECT_EQ(Figure(e, "exit_code"), 1.0);
   EXPECT_EQ(Figure(e, "signal"), 0.0);
   EXPECT_EQ(Figure(e, "failed_ranks"), 2.0);
+  EXPECT_EQ(Figure(e, "victims"), 0.0);
+  EXPECT_EQ(Figure(e, "ranks"), 4.0);
   EXPECT_EQ(Figure(e, "step"), 5.0);
   EXPECT_TRUE(entry().verdicts().crash_reported);
   EXPECT_EQ(entry().verdicts().crash_culprit, 2u);
@@ -290,8 +290,8 @@ TEST_F(SweepTest, LauncherFailingBeforeAnyRankIsOneCrashNamingTheNode) {
   EXPECT_EQ(e.kind, EventKind::kCrash);
   EXPECT_EQ(e.rank, std::nullopt);
   EXPECT_EQ(e.node, "node-a");
-  EXPECT_THAT(e.message, HasSubstr("the command on node-a failed (exit code 2)"));
   EXPECT_EQ(Figure(e, "exit_code"), 2.0);
+  EXPECT_EQ(Figure(e, "signal"), 0.0);
   EXPECT_TRUE(Detections(Sweep(AtS(7))).empty());
   EXPECT_TRUE(Detections(Sweep(AtS(8))).empty());
   EXPECT_EQ(entry().event_count(EventKind::kCrash), 1u);
@@ -305,7 +305,6 @@ TEST_F(SweepTest, LauncherKilledBySignalIsNamedWithTheSignal) {
 
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].node, "node-b");
-  EXPECT_THAT(events[0].message, HasSubstr("SIGKILL"));
   EXPECT_EQ(Figure(events[0], "signal"), 9.0);
 }
 
@@ -366,7 +365,7 @@ TEST_F(SweepTest, StragglerIsOneEventAndLaterOneCleared) {
   EXPECT_NEAR(*Figure(flagged, "rank_p99_seconds"), 0.3, 1e-6);
   ASSERT_TRUE(Figure(flagged, "job_median_p99_seconds").has_value());
   EXPECT_NEAR(*Figure(flagged, "job_median_p99_seconds"), 0.1, 1e-6);
-  EXPECT_THAT(flagged.message, HasSubstr("rank 3 on node-b"));
+  EXPECT_EQ(Figure(flagged, "windows"), 3.0);
 
   const auto& [clear_step, cleared] = seen[1];
   EXPECT_EQ(clear_step, 60);

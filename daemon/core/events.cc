@@ -1,0 +1,483 @@
+#include "daemon/core/events.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/format.h"
+#include "daemon/core/job_entry.h"
+
+namespace trainsup {
+namespace {
+
+Event Make(absl::Time time, const EventJob& job, EventKind kind) {
+  Event e;
+  e.time = time;
+  e.kind = kind;
+  e.job = job.id;
+  e.generation = job.generation;
+  return e;
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+// "no rank advanced for 20.5s (threshold 20.0s) at step 12".
+std::string StallText(const StallVerdict& verdict, int64_t step) {
+  if (verdict.startup) {
+    return absl::StrCat("no first step ", TenthsOfSeconds(verdict.silent),
+                        " after the generation started (start-up grace ",
+                        TenthsOfSeconds(verdict.threshold), ")");
+  }
+  return absl::StrCat("no rank advanced for ", TenthsOfSeconds(verdict.silent), " (threshold ",
+                      TenthsOfSeconds(verdict.threshold), ") at step ", step);
+}
+
+// Why `culprit` names its rank, or why it names none: "furthest behind: step
+// 10, computing", "all 4 ranks seen at step 10, compute_done; undetermined
+// (...)".
+std::string CulpritText(const Culprit& c) {
+  if (c.seen_ranks == 0) return c.unseen_ranks > 0 ? "no rank can be seen" : "no rank has reported";
+  const std::string place =
+      absl::StrCat("step ", c.behind_step, ", ", StepPhaseName(c.behind_phase));
+  if (!c.rank) {
+    return absl::StrCat(
+        c.seen_ranks == 1 ? "the only rank seen" : absl::StrCat("all ", c.seen_ranks, " ranks seen"),
+        " at ", place,
+        c.unseen_ranks > 0 ? absl::StrCat("; ", c.unseen_ranks, " cannot be seen")
+                           : "; undetermined (bracket each step's own work with hb.compute() to "
+                             "name the culprit)");
+  }
+  return absl::StrCat(
+      "furthest behind: ", place,
+      c.behind_ranks > 1 ? absl::StrCat(" (", c.behind_ranks, " ranks there; this one silent longest)")
+                         : "");
+}
+
+// How a rank failed: "(killed by SIGSEGV (signal 11))", "(exit code 1):
+// ValueError: bad batch", "(exit code 1, after it began to exit with code
+// 1)". `d`: its failure as the crash verdict dates it.
+std::string CauseText(const RankState& r, const RankDeath& d) {
+  std::string out = absl::StrCat(
+      "(", d.exit_known ? ExitStatusText(true, d.exit_code, d.signal)
+                        : (r.death ? "exit status unknown" : "still tearing down"));
+  if (!r.exception_type.empty()) {
+    absl::StrAppend(&out, "): ", r.exception_type, ": ", r.exception_message);
+  } else if (r.exiting) {
+    absl::StrAppend(&out, ", after it began to exit",
+                    r.exiting_code ? absl::StrCat(" with code ", *r.exiting_code) : "", ")");
+  } else {
+    absl::StrAppend(&out, ")");
+  }
+  return out;
+}
+
+// The figures CauseText states.
+void AddCauseFigures(const RankState& r, const RankDeath& d, Event& e) {
+  e.figures.emplace_back("exit_known", d.exit_known ? 1 : 0);
+  if (r.exception_type.empty() && r.exiting && r.exiting_code) {
+    e.figures.emplace_back("exiting_code", *r.exiting_code);
+  }
+}
+
+// "3 of 4 ranks failed, 2 of them victims of a peer".
+std::string CountsText(uint32_t failed, uint32_t ranks, uint32_t victims) {
+  std::string out = absl::StrCat(failed, " of ", ranks, " ranks failed");
+  if (victims > 0) absl::StrAppend(&out, ", ", victims, " of them victims of a peer");
+  return out;
+}
+
+// "2 nodes (a, b)"; past kListCap nodes only the count: the names that
+// matter are the ones left out.
+std::string NodesStarted(const std::vector<std::string>& names) {
+  std::string text = Counted(names.size(), "node", "nodes");
+  if (names.size() <= kListCap) absl::StrAppend(&text, " (", ListSome(names), ")");
+  return text;
+}
+
+// "; without n17, n903 (quarantined), n5 (not heard)", or "" when every
+// node of the job runs.
+std::string LeftOut(std::vector<std::string> quarantined, std::vector<std::string> unreachable,
+                    std::vector<std::string> unheard) {
+  std::vector<std::string> groups;
+  for (auto [names, why] : {std::make_pair(&quarantined, "quarantined"),
+                            std::make_pair(&unreachable, "unreachable"),
+                            std::make_pair(&unheard, "not heard")}) {
+    if (names->empty()) continue;
+    std::sort(names->begin(), names->end());
+    groups.push_back(absl::StrCat(ListSome(*names), " (", why, ")"));
+  }
+  if (groups.empty()) return "";
+  return absl::StrCat("; without ", absl::StrJoin(groups, ", "));
+}
+
+// The figures every checkpoint_plan event has: the plan as published.
+Event PlanEvent(absl::Time time, const EventJob& job, const CheckpointPlanSpec& plan) {
+  Event e = Make(time, job, EventKind::kCheckpointPlan);
+  e.figures = {{"plan_id", static_cast<double>(plan.plan_id)},
+               {"interval_steps", static_cast<double>(plan.interval_steps)},
+               {"effective_from_step", static_cast<double>(plan.effective_from_step)}};
+  return e;
+}
+
+}  // namespace
+
+EventJob EventJobOf(const JobEntry* job) {
+  if (job == nullptr) return EventJob();
+  return EventJob{job->id(), job->job().generation()};
+}
+
+Event StallEvent(absl::Time time, const EventJob& job, const StallVerdict& verdict, int64_t step,
+                 const Culprit& culprit, const std::string& culprit_node) {
+  Event e = Make(time, job, EventKind::kStall);
+  e.message = StallText(verdict, step);
+  if (culprit.rank) {
+    e.rank = *culprit.rank;
+    e.node = culprit_node;
+    absl::StrAppend(&e.message, "; suspect rank ", *culprit.rank, " on ", e.node, ", ",
+                    CulpritText(culprit));
+  } else {
+    absl::StrAppend(&e.message, "; culprit: ", CulpritText(culprit));
+  }
+  e.figures = {{"silent_seconds", Seconds(verdict.silent)},
+               {"threshold_seconds", Seconds(verdict.threshold)},
+               {"step", static_cast<double>(step)}};
+  if (culprit.seen_ranks > 0) {
+    e.figures.emplace_back("seen_ranks", culprit.seen_ranks);
+    e.figures.emplace_back("behind_step", static_cast<double>(culprit.behind_step));
+    e.figures.emplace_back("behind_ranks", culprit.behind_ranks);
+  }
+  return e;
+}
+
+Event NodeLostInStallEvent(absl::Time time, const EventJob& job, const StallVerdict& verdict,
+                           int64_t step, const std::string& node, absl::Duration unheard,
+                           const std::vector<uint32_t>& ranks) {
+  Event e = Make(time, job, EventKind::kNodeLost);
+  e.node = node;
+  e.message = absl::StrCat("node ", node, " lost: not heard for ", TenthsOfSeconds(unheard),
+                           " (ranks ", ListSome(ranks), ") while ", StallText(verdict, step),
+                           " and every rank that can be seen waits for it");
+  e.figures = {{"silent_seconds", Seconds(verdict.silent)},
+               {"threshold_seconds", Seconds(verdict.threshold)},
+               {"unheard_seconds", Seconds(unheard)},
+               {"lost_ranks", static_cast<double>(ranks.size())},
+               {"step", static_cast<double>(step)}};
+  return e;
+}
+
+Event CrashEvent(absl::Time time, const EventJob& job, const CrashVerdict& verdict,
+                 const std::string& node, const Job& observed,
+                 const std::optional<std::string>& workload_hold) {
+  Event e = Make(time, job, EventKind::kCrash);
+  e.node = node;
+  const RankDeath& d = verdict.death;
+  const uint32_t ranks = observed.ranks_reporting();
+  const std::string counts = CountsText(verdict.failed_ranks, ranks, verdict.victims);
+  switch (verdict.kind) {
+    case CrashVerdict::Kind::kRank:
+    case CrashVerdict::Kind::kNoCulprit: {
+      const RankState& r = observed.rank(*verdict.rank);
+      e.rank = *verdict.rank;
+      e.message = absl::StrCat(
+          "rank ", *verdict.rank, " on ", node, " ",
+          verdict.kind == CrashVerdict::Kind::kRank
+              ? absl::StrCat("died first ", CauseText(r, d), "; ", counts)
+              : absl::StrCat("reported a peer's failure first ", CauseText(r, d),
+                             "; no rank failed on its own and every rank can be seen; ", counts));
+      e.figures = {{"exit_code", d.exit_code},
+                   {"signal", d.signal},
+                   {"failed_ranks", verdict.failed_ranks},
+                   {"victims", verdict.victims},
+                   {"step", static_cast<double>(r.step)},
+                   {"ranks", ranks},
+                   {"workload_repeat", workload_hold ? 1 : 0}};
+      AddCauseFigures(r, d, e);
+      if (workload_hold) absl::StrAppend(&e.message, "; ", *workload_hold);
+      break;
+    }
+    case CrashVerdict::Kind::kNodeLost: {
+      const uint32_t victim = *verdict.first_victim;
+      const RankState& r = observed.rank(victim);
+      e.kind = EventKind::kNodeLost;
+      e.message = absl::StrCat(
+          "node ", node, " lost: its agent cannot be heard and its ranks ",
+          ListSome(verdict.lost_ranks),
+          " cannot be seen, while every rank that failed is a victim of a peer ", CauseText(r, d),
+          " first on rank ", victim, "; ", counts);
+      e.figures = {{"lost_ranks", static_cast<double>(verdict.lost_ranks.size())},
+                   {"failed_ranks", verdict.failed_ranks},
+                   {"victims", verdict.victims},
+                   {"ranks", ranks},
+                   {"first_victim", victim},
+                   {"exit_code", d.exit_code},
+                   {"signal", d.signal}};
+      AddCauseFigures(r, d, e);
+      break;
+    }
+    case CrashVerdict::Kind::kLauncher:
+      e.message = absl::StrCat("the command on ", node, " failed (",
+                               ExitStatusText(true, d.exit_code, d.signal),
+                               ") with no rank death to name");
+      e.figures = {{"exit_code", d.exit_code}, {"signal", d.signal}};
+      break;
+  }
+  return e;
+}
+
+Event StragglerEvent(absl::Time time, const EventJob& job, const StragglerChange& change,
+                     const std::string& node, const StragglerOptions& options) {
+  Event e = Make(time, job, change.flagged ? EventKind::kStraggler : EventKind::kStragglerCleared);
+  e.rank = change.rank;
+  e.node = node;
+  e.message = absl::StrFormat(
+      "rank %d on %s: compute p99 %.3fs vs job median p99 %.3fs (%.1fx)%s", change.rank, node,
+      change.rank_p99_s, change.job_median_p99_s, change.ratio,
+      change.flagged
+          ? absl::StrFormat(" for %d windows of %d steps", options.persistence, options.window)
+          : " again in line");
+  e.figures = {{"rank_p99_seconds", change.rank_p99_s},
+               {"job_median_p99_seconds", change.job_median_p99_s},
+               {"ratio", change.ratio}};
+  if (change.flagged) {
+    e.figures.emplace_back("windows", options.persistence);
+    e.figures.emplace_back("window_steps", static_cast<double>(options.window));
+  }
+  return e;
+}
+
+Event NodeUnreachableEvent(absl::Time time, const EventJob& job, const std::string& node,
+                           absl::Duration unheard, absl::Duration lost_after,
+                           const std::vector<uint32_t>& ranks) {
+  Event e = Make(time, job, EventKind::kNodeUnreachable);
+  e.node = node;
+  e.message = absl::StrCat(
+      "node ", node, " not heard for ", TenthsOfSeconds(unheard), " (threshold ",
+      TenthsOfSeconds(lost_after), "); ",
+      ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", ListSome(ranks)),
+      " unknown; nothing is stopped while the job steps");
+  e.figures = {{"unheard_seconds", Seconds(unheard)},
+               {"ranks", static_cast<double>(ranks.size())},
+               {"threshold_seconds", Seconds(lost_after)}};
+  return e;
+}
+
+Event NodeReachableEvent(absl::Time time, const EventJob& job, const std::string& node,
+                         absl::Duration silent) {
+  Event e = Make(time, job, EventKind::kNodeReachable);
+  e.node = node;
+  e.message = absl::StrCat("node ", node, " heard again after ", TenthsOfSeconds(silent),
+                           " of silence");
+  e.figures = {{"silent_seconds", Seconds(silent)}};
+  return e;
+}
+
+Event StacksEvent(absl::Time time, const EventJob& job, const std::string& node, int ranks,
+                  int answered, double collect_seconds) {
+  Event e = Make(time, job, EventKind::kStacks);
+  e.node = node;
+  e.message = absl::StrFormat(
+      "Python stacks of %d rank(s) on %s collected in %s (%d did not answer); `trainsupctl "
+      "stacks %s` shows them",
+      ranks, node, TenthsOfSeconds(absl::Seconds(collect_seconds)), ranks - answered, job.id);
+  e.figures = {{"ranks", ranks}, {"answered", answered}, {"collect_seconds", collect_seconds}};
+  return e;
+}
+
+Event StateChangeEvent(absl::Time time, const EventJob& job, JobState from, JobState to,
+                       const std::string& reason) {
+  Event e = Make(time, job, EventKind::kStateChange);
+  e.message = absl::StrCat(JobStateName(from), " -> ", JobStateName(to), ": ", reason);
+  return e;
+}
+
+Event RestartEvent(absl::Time time, const EventJob& job, const std::vector<std::string>& nodes,
+                   std::vector<std::string> quarantined, std::vector<std::string> unreachable,
+                   std::vector<std::string> unheard, const std::string& cause) {
+  Event e = Make(time, job, EventKind::kRestart);
+  const size_t left_out = quarantined.size() + unreachable.size() + unheard.size();
+  e.message = absl::StrCat("generation ", job.generation, " started on ", NodesStarted(nodes),
+                           LeftOut(std::move(quarantined), std::move(unreachable),
+                                   std::move(unheard)),
+                           "; after: ", cause);
+  e.figures = {{"nodes", static_cast<double>(nodes.size())},
+               {"nodes_left_out", static_cast<double>(left_out)}};
+  return e;
+}
+
+Event RecoveredEvent(absl::Time time, const EventJob& job, const RecoveryFigures& f) {
+  Event e = Make(time, job, EventKind::kRecovered);
+  e.message = absl::StrCat("first step of generation ", job.generation, " ",
+                           TenthsOfSeconds(f.total), " after the failure: detect ",
+                           TenthsOfSeconds(f.detect), ", stop ", TenthsOfSeconds(f.stop),
+                           ", backoff ", TenthsOfSeconds(f.backoff), ", relaunch ",
+                           TenthsOfSeconds(f.relaunch), ", first step ",
+                           TenthsOfSeconds(f.first_step));
+  e.figures = {{"detect_seconds", Seconds(f.detect)},
+               {"stop_seconds", Seconds(f.stop)},
+               {"backoff_seconds", Seconds(f.backoff)},
+               {"relaunch_seconds", Seconds(f.relaunch)},
+               {"first_step_seconds", Seconds(f.first_step)},
+               {"total_seconds", Seconds(f.total)}};
+  return e;
+}
+
+Event WorldSizeChangedEvent(absl::Time time, const EventJob& job, uint32_t old_world_size,
+                            uint32_t new_world_size, uint64_t old_global_batch,
+                            uint64_t new_global_batch) {
+  Event e = Make(time, job, EventKind::kWorldSizeChanged);
+  e.message = absl::StrCat("world size ", old_world_size, " -> ", new_world_size);
+  if (old_global_batch > 0 && new_global_batch > 0) {
+    absl::StrAppend(&e.message,
+                    absl::StrFormat(": global batch %d -> %d samples (x%.2f); the learning "
+                                    "rate the config names was tuned for the old batch",
+                                    old_global_batch, new_global_batch,
+                                    static_cast<double>(new_global_batch) / old_global_batch));
+  } else {
+    absl::StrAppend(&e.message, ": the global batch changes with it unless the script "
+                                "rescales (report samples= in hb.step to see by how much)");
+  }
+  e.figures = {{"old_world_size", old_world_size},
+               {"new_world_size", new_world_size},
+               {"old_global_batch", static_cast<double>(old_global_batch)},
+               {"new_global_batch", static_cast<double>(new_global_batch)}};
+  return e;
+}
+
+HoldCause RestartLimitHold(int restarts, absl::Duration window, int limit,
+                           const std::string& last_failure) {
+  HoldCause cause;
+  cause.reason = absl::StrCat("restart limit reached: ", restarts, " restarts within ",
+                              absl::FormatDuration(window), " (--restart-limit ", limit,
+                              "); last failure: ", last_failure);
+  cause.figures = {{"restarts_in_window", restarts},
+                   {"window_seconds", Seconds(window)},
+                   {"restart_limit", limit}};
+  return cause;
+}
+
+HoldCause WorkloadHold(std::string why) {
+  return HoldCause{std::move(why), {{"workload_repeat", 1}}};
+}
+
+Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause) {
+  Event e = Make(time, job, EventKind::kHold);
+  e.message = absl::StrCat(cause.reason, ". `trainsupctl resume ", job.id, "` lifts it");
+  e.figures = cause.figures;
+  return e;
+}
+
+Event ResumeEvent(absl::Time time, const EventJob& job, JobState from, const std::string& reason) {
+  Event e = Make(time, job, EventKind::kResume);
+  e.message =
+      absl::StrCat("resumed by an operator from ", JobStateName(from), " (", reason, ")");
+  return e;
+}
+
+Event QuarantineEvent(absl::Time time, const EventJob& job, const std::string& node,
+                      absl::string_view by, const std::string& reason,
+                      const std::optional<FailureCount>& counted) {
+  Event e = Make(time, job, EventKind::kQuarantine);
+  e.node = node;
+  e.message = absl::StrCat("node ", node, " quarantined by ", by, ": ", reason);
+  if (counted) {
+    e.figures = {{"failures", counted->failures}, {"window_seconds", Seconds(counted->window)}};
+  }
+  return e;
+}
+
+Event UnquarantineEvent(absl::Time time, const EventJob& job, const std::string& node) {
+  Event e = Make(time, job, EventKind::kUnquarantine);
+  e.node = node;
+  e.message = absl::StrCat("node ", node, " unquarantined by an operator");
+  return e;
+}
+
+Event QuarantineSkippedEvent(absl::Time time, const EventJob& job, const std::string& node,
+                             const std::string& reason, const FailureCount& counted,
+                             size_t quarantined, double max_fraction, size_t nodes) {
+  Event e = Make(time, job, EventKind::kQuarantineSkipped);
+  e.node = node;
+  e.message = absl::StrCat("node ", node, " qualifies for quarantine (", reason, ") but ",
+                           quarantined,
+                           " nodes are quarantined already, the most --quarantine-max-fraction ",
+                           max_fraction, " of ", nodes, " allows");
+  e.figures = {{"failures", counted.failures},
+               {"window_seconds", Seconds(counted.window)},
+               {"quarantined_nodes", static_cast<double>(quarantined)},
+               {"max_fraction", max_fraction},
+               {"nodes", static_cast<double>(nodes)}};
+  return e;
+}
+
+Event FenceEvent(absl::Time time, const EventJob& job, FenceAction action,
+                 const std::string& node, bool ok, const std::string& detail) {
+  Event e = Make(time, job,
+                 action == FenceAction::kUnfence ? EventKind::kUnfence : EventKind::kFence);
+  e.node = node;
+  e.message = absl::StrCat(FenceActionName(action), " command for ", node,
+                           ok ? " succeeded" : " FAILED", ": ", detail);
+  e.figures = {{"ok", ok ? 1 : 0}};
+  return e;
+}
+
+Event PersistFailedEvent(absl::Time time, const EventJob& job, const std::string& node,
+                         const std::string& what) {
+  Event e = Make(time, job, EventKind::kPersistFailed);
+  e.node = node;
+  e.message = what;
+  return e;
+}
+
+Event CheckpointPlanEvent(absl::Time time, const EventJob& job, const CheckpointPlanSpec& plan,
+                          const PlanBasis& basis) {
+  Event e = PlanEvent(time, job, plan);
+  e.message = absl::StrFormat(
+      "checkpoint every %d steps (%s) from step %d: C=%s%s, M=%s (conservative; %d "
+      "failures over %s), R=%s%s; expected waste %s",
+      plan.interval_steps, HumanSeconds(basis.interval_seconds), plan.effective_from_step,
+      HumanSeconds(basis.checkpoint_seconds), basis.checkpoint_measured ? " measured" : " prior",
+      HumanSeconds(basis.mtbf_seconds), basis.failures, HumanSeconds(basis.exposure_seconds),
+      HumanSeconds(basis.restart_seconds), basis.restart_measured ? " measured" : " prior",
+      Percent(basis.expected_waste_fraction));
+  if (!basis.verdict.empty()) absl::StrAppend(&e.message, "; ", basis.verdict);
+  for (const std::string& w : basis.warnings) absl::StrAppend(&e.message, "; ", w);
+  e.figures.insert(e.figures.end(),
+                   {{"interval_seconds", basis.interval_seconds},
+                    {"mtbf_seconds", basis.mtbf_seconds},
+                    {"checkpoint_seconds", basis.checkpoint_seconds},
+                    {"restart_seconds", basis.restart_seconds},
+                    {"checkpoint_measured", basis.checkpoint_measured ? 1.0 : 0.0},
+                    {"restart_measured", basis.restart_measured ? 1.0 : 0.0},
+                    {"failures", static_cast<double>(basis.failures)},
+                    {"exposure_seconds", basis.exposure_seconds},
+                    {"expected_waste_fraction", basis.expected_waste_fraction}});
+  return e;
+}
+
+Event PlanRevokedEvent(absl::Time time, const EventJob& job, const CheckpointPlanSpec& plan,
+                       uint64_t revoked_plan_id, const std::string& node, int64_t guard_steps) {
+  Event e = PlanEvent(time, job, plan);
+  e.node = node;
+  e.message = absl::StrFormat(
+      "plan %d revoked: node %s did not hold it %d steps before its first step %d; the schedule "
+      "before it (every %d steps) stays in force",
+      revoked_plan_id, node, guard_steps, plan.effective_from_step, plan.interval_steps);
+  e.figures.insert(e.figures.end(), {{"revoked_plan_id", static_cast<double>(revoked_plan_id)},
+                                     {"guard_steps", static_cast<double>(guard_steps)}});
+  return e;
+}
+
+Event CheckpointRequestedEvent(absl::Time time, const EventJob& job,
+                               const CheckpointPlanSpec& plan, double ahead_seconds) {
+  Event e = PlanEvent(time, job, plan);
+  const int64_t step = plan.one_off_steps.front();
+  e.message = absl::StrFormat("checkpoint requested by an operator at step %d (in about %.0fs)",
+                              step, ahead_seconds);
+  e.figures.insert(e.figures.end(), {{"one_off_step", static_cast<double>(step)},
+                                     {"ahead_seconds", ahead_seconds}});
+  return e;
+}
+
+}  // namespace trainsup

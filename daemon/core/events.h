@@ -1,0 +1,203 @@
+#ifndef TRAINSUP_DAEMON_CORE_EVENTS_H_
+#define TRAINSUP_DAEMON_CORE_EVENTS_H_
+
+// One constructor per event kind (event_log.h: EventKind). Each takes what
+// the kind is about as typed values, fills the event's kind, job,
+// generation, node, rank and figures from them, and makes the message for
+// people from those same values: every number a message states is one of
+// its figures, its generation or its rank (a list of ranks or nodes is
+// counted), so the message, `-o json` and the state store never disagree.
+// Text from elsewhere (a state's or an operator's reason, the quarantine
+// policy's, a fence command's status and output, an exception) is quoted as
+// given. docs/detection.md lists each kind's figures.
+//
+// A kind with more than one cause has one constructor per cause: a crash's
+// verdict (CrashEvent) or a stall (NodeLostInStallEvent) for node_lost, and
+// the checkpoint plan's three sources.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "daemon/core/checkpoint_schedule.h"
+#include "daemon/core/crash_detector.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/job.h"
+#include "daemon/core/job_state.h"
+#include "daemon/core/journal.h"
+#include "daemon/core/recovery_timer.h"
+#include "daemon/core/stall_detector.h"
+#include "daemon/core/straggler_detector.h"
+
+namespace trainsup {
+
+class JobEntry;
+
+// The job an event is about and its generation when the event was made.
+// Empty (generation 0) for an event about a node whose job the supervisor
+// does not hold.
+struct EventJob {
+  std::string id;
+  uint64_t generation = 0;
+};
+// `job` as its events name it now; none for nullptr.
+EventJob EventJobOf(const JobEntry* job);
+inline EventJob EventJobOf(const JobEntry& job) { return EventJobOf(&job); }
+
+// ---- Detection ----
+
+// kStall: `verdict` on a job whose furthest rank is at `step`, and the
+// rank `culprit` names (on `culprit_node`), or why it names none.
+Event StallEvent(absl::Time time, const EventJob& job, const StallVerdict& verdict, int64_t step,
+                 const Culprit& culprit, const std::string& culprit_node);
+
+// kNodeLost, by the stall rule: the job stalled (`verdict`, at `step`) and
+// only `node`'s `ranks`, unheard for `unheard`, can be why.
+Event NodeLostInStallEvent(absl::Time time, const EventJob& job, const StallVerdict& verdict,
+                           int64_t step, const std::string& node, absl::Duration unheard,
+                           const std::vector<uint32_t>& ranks);
+
+// kCrash for a kRank, kNoCulprit or kLauncher verdict; kNodeLost for a
+// kNodeLost one. `node`: the verdict's node; `observed`: the job the verdict
+// was given on (the named ranks' failures, the ranks reporting).
+// `workload_hold`: for a rank's crash, why it is the training code's own
+// failure when it is (failure_classifier.h: WorkloadRepeat), quoted at the
+// end.
+Event CrashEvent(absl::Time time, const EventJob& job, const CrashVerdict& verdict,
+                 const std::string& node, const Job& observed,
+                 const std::optional<std::string>& workload_hold);
+
+// kStraggler, or kStragglerCleared: `change` of a rank on `node`, judged
+// with `options`.
+Event StragglerEvent(absl::Time time, const EventJob& job, const StragglerChange& change,
+                     const std::string& node, const StragglerOptions& options);
+
+// kNodeUnreachable: `node`'s agent unheard for `unheard`, past `lost_after`;
+// its `ranks` are of unknown liveness.
+Event NodeUnreachableEvent(absl::Time time, const EventJob& job, const std::string& node,
+                           absl::Duration unheard, absl::Duration lost_after,
+                           const std::vector<uint32_t>& ranks);
+
+// kNodeReachable: `node`'s agent heard again after `silent`.
+Event NodeReachableEvent(absl::Time time, const EventJob& job, const std::string& node,
+                         absl::Duration silent);
+
+// kStacks: `node` sent the Python stacks of `ranks` ranks (`answered` of
+// them answered), collected in `collect_seconds`.
+Event StacksEvent(absl::Time time, const EventJob& job, const std::string& node, int ranks,
+                  int answered, double collect_seconds);
+
+// ---- The lifecycle ----
+
+// kStateChange: the job moved `from` -> `to` for `reason`.
+Event StateChangeEvent(absl::Time time, const EventJob& job, JobState from, JobState to,
+                       const std::string& reason);
+
+// kRestart: generation `job.generation` started on `nodes` (their names),
+// without the nodes left out for being quarantined, unreachable or not
+// heard lately; after `cause`.
+Event RestartEvent(absl::Time time, const EventJob& job, const std::vector<std::string>& nodes,
+                   std::vector<std::string> quarantined, std::vector<std::string> unreachable,
+                   std::vector<std::string> unheard, const std::string& cause);
+
+// kRecovered: generation `job.generation` made its first step; `recovery`
+// says where the time from the failure went.
+Event RecoveredEvent(absl::Time time, const EventJob& job, const RecoveryFigures& recovery);
+
+// kWorldSizeChanged: the generation runs `new_world_size` ranks where the
+// last ran `old_world_size`; the global batches in samples, 0 when unknown.
+Event WorldSizeChangedEvent(absl::Time time, const EventJob& job, uint32_t old_world_size,
+                            uint32_t new_world_size, uint64_t old_global_batch,
+                            uint64_t new_global_batch);
+
+// Why a job is held: the reason for people (the job's state reason too)
+// and the figures it states.
+struct HoldCause {
+  std::string reason;
+  std::vector<std::pair<std::string, double>> figures;
+};
+// The restart cap: `restarts` restarts within `window` (--restart-limit
+// `limit`), the job's state reason then `last_failure`.
+HoldCause RestartLimitHold(int restarts, absl::Duration window, int limit,
+                           const std::string& last_failure);
+// The failure is the training code's own (failure_classifier.h:
+// WorkloadRepeat says why).
+HoldCause WorkloadHold(std::string why);
+// kHold: the job is held for `cause`.
+Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause);
+
+// kResume: an operator resumed the job from `from`, where it was for
+// `reason`.
+Event ResumeEvent(absl::Time time, const EventJob& job, JobState from, const std::string& reason);
+
+// ---- Nodes ----
+
+// What the quarantine policy counted against a node: `failures` within
+// `window` (its reason states both).
+struct FailureCount {
+  int failures = 0;
+  absl::Duration window;
+};
+
+// kQuarantine: `node` quarantined by `by` ("policy", "operator") for
+// `reason`; `counted`: the policy's count, when it decided.
+Event QuarantineEvent(absl::Time time, const EventJob& job, const std::string& node,
+                      absl::string_view by, const std::string& reason,
+                      const std::optional<FailureCount>& counted = std::nullopt);
+
+// kUnquarantine: an operator lifted `node`'s quarantine.
+Event UnquarantineEvent(absl::Time time, const EventJob& job, const std::string& node);
+
+// kQuarantineSkipped: `node` qualified (`counted`, for `reason`), but
+// `quarantined` of the cluster's `nodes` nodes are quarantined already, the
+// most `max_fraction` allows.
+Event QuarantineSkippedEvent(absl::Time time, const EventJob& job, const std::string& node,
+                             const std::string& reason, const FailureCount& counted,
+                             size_t quarantined, double max_fraction, size_t nodes);
+
+// kFence or kUnfence (by `action`): the command for `node` ran, `ok` or
+// not, and said `detail`.
+Event FenceEvent(absl::Time time, const EventJob& job, FenceAction action,
+                 const std::string& node, bool ok, const std::string& detail);
+
+// kPersistFailed: the state store refused a commit (`what`), about `node`
+// when it names one.
+Event PersistFailedEvent(absl::Time time, const EventJob& job, const std::string& node,
+                         const std::string& what);
+
+// ---- Checkpoint plans (kCheckpointPlan) ----
+
+// What the planner based a periodic plan on.
+struct PlanBasis {
+  double interval_seconds = 0;  // the planned interval, before rounding to steps
+  double checkpoint_seconds = 0;  // C
+  bool checkpoint_measured = false;
+  double mtbf_seconds = 0;  // M, conservative
+  int failures = 0;         // behind M
+  double exposure_seconds = 0;
+  double restart_seconds = 0;  // R
+  bool restart_measured = false;
+  double expected_waste_fraction = 0;
+  std::string verdict;  // empty when the verdict is to checkpoint every interval
+  std::vector<std::string> warnings;
+};
+// The planner published `plan` (periodic, its id assigned) from `basis`.
+Event CheckpointPlanEvent(absl::Time time, const EventJob& job, const CheckpointPlanSpec& plan,
+                          const PlanBasis& basis);
+// Plan `revoked_plan_id` was revoked by `plan` (which restates the schedule
+// before it from the revoked one's first step): `node` did not hold it
+// `guard_steps` steps before that step.
+Event PlanRevokedEvent(absl::Time time, const EventJob& job, const CheckpointPlanSpec& plan,
+                       uint64_t revoked_plan_id, const std::string& node, int64_t guard_steps);
+// An operator asked for a checkpoint: `plan` adds its one-off step, about
+// `ahead_seconds` ahead.
+Event CheckpointRequestedEvent(absl::Time time, const EventJob& job,
+                               const CheckpointPlanSpec& plan, double ahead_seconds);
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_EVENTS_H_

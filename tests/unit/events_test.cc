@@ -1,0 +1,549 @@
+// The event constructors (daemon/core/events.h): each kind's job,
+// generation, rank, node and figures, and its message made from them. The
+// values are chosen so that every number a message states can come only
+// from its input.
+#include "daemon/core/events.h"
+
+#include <csignal>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+using ::trainsup::testing::AliveProcess;
+using ::trainsup::testing::DeadProcess;
+using ::trainsup::testing::MakeHeartbeat;
+
+absl::Time T() { return absl::FromUnixSeconds(1'700'000'000); }
+const EventJob kJob{"train-7", 3};
+
+// The event's own fields, the same for every kind.
+void ExpectHeader(const Event& e, EventKind kind) {
+  EXPECT_EQ(e.kind, kind);
+  EXPECT_EQ(e.time, T());
+  EXPECT_EQ(e.job, "train-7");
+  EXPECT_EQ(e.generation, 3u);
+  EXPECT_EQ(e.id, 0u);  // the log assigns it
+}
+
+TEST(EventJobTest, NoJobNamesNone) {
+  const EventJob none = EventJobOf(nullptr);
+  EXPECT_EQ(none.id, "");
+  EXPECT_EQ(none.generation, 0u);
+}
+
+// ---- Detection ----
+
+StallVerdict Stalled(double silent_s, double threshold_s, bool startup = false) {
+  StallVerdict v;
+  v.stalled = true;
+  v.silent = absl::Seconds(silent_s);
+  v.threshold = absl::Seconds(threshold_s);
+  v.startup = startup;
+  return v;
+}
+
+// FindCulprit's verdict: `seen` ranks seen, `behind` of them furthest
+// behind at (`step`, `phase`), `rank` named among them or none.
+Culprit Behind(uint32_t seen, uint32_t behind, int64_t step, StepPhase phase,
+               std::optional<uint32_t> rank) {
+  Culprit c;
+  c.rank = rank;
+  c.seen_ranks = seen;
+  c.behind_ranks = behind;
+  c.behind_step = step;
+  c.behind_phase = phase;
+  return c;
+}
+
+TEST(StallEventTest, ACulpritIsItsRankAndNode) {
+  const Culprit c = Behind(8, 2, 41, StepPhase::kComputing, 6);
+
+  const Event e = StallEvent(T(), kJob, Stalled(25.5, 20), 42, c, "node-c");
+
+  ExpectHeader(e, EventKind::kStall);
+  EXPECT_EQ(e.rank, 6u);
+  EXPECT_EQ(e.node, "node-c");
+  EXPECT_EQ(e.message,
+            "no rank advanced for 25.5s (threshold 20.0s) at step 42; suspect rank 6 on node-c, "
+            "furthest behind: step 41, computing (2 ranks there; this one silent longest)");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("silent_seconds", 25.5), Pair("threshold_seconds", 20),
+                                     Pair("step", 42), Pair("seen_ranks", 8),
+                                     Pair("behind_step", 41), Pair("behind_ranks", 2)));
+}
+
+TEST(StallEventTest, ALoneRankFurthestBehindSaysNoTie) {
+  const Culprit c = Behind(4, 1, 9, StepPhase::kBetweenSteps, 1);
+
+  const Event e = StallEvent(T(), kJob, Stalled(21, 20), 10, c, "node-a");
+
+  EXPECT_EQ(e.message, "no rank advanced for 21.0s (threshold 20.0s) at step 10; suspect rank 1 "
+                       "on node-a, furthest behind: step 9, between_steps");
+}
+
+TEST(StallEventTest, AllRanksAtOnePlaceIsUndeterminedWithNoRankOrNode) {
+  const Culprit c = Behind(4, 4, 10, StepPhase::kComputeDone, std::nullopt);
+
+  const Event e = StallEvent(T(), kJob, Stalled(30, 20), 10, c, "ignored");
+
+  ExpectHeader(e, EventKind::kStall);
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.node, "");
+  EXPECT_EQ(e.message,
+            "no rank advanced for 30.0s (threshold 20.0s) at step 10; culprit: all 4 ranks seen at "
+            "step 10, compute_done; undetermined (bracket each step's own work with hb.compute() "
+            "to name the culprit)");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("silent_seconds", 30), Pair("threshold_seconds", 20),
+                                     Pair("step", 10), Pair("seen_ranks", 4),
+                                     Pair("behind_step", 10), Pair("behind_ranks", 4)));
+}
+
+TEST(StallEventTest, TheOnlyRankSeenAndNoRankAtAll) {
+  const Culprit one = Behind(1, 1, 3, StepPhase::kComputeDone, std::nullopt);
+  EXPECT_EQ(StallEvent(T(), kJob, Stalled(30, 20), 3, one, "").message,
+            "no rank advanced for 30.0s (threshold 20.0s) at step 3; culprit: the only rank seen "
+            "at step 3, compute_done; undetermined (bracket each step's own work with "
+            "hb.compute() to name the culprit)");
+
+  const Event none = StallEvent(T(), kJob, Stalled(400, 300, /*startup=*/true), -1, Culprit(), "");
+  EXPECT_EQ(none.message, "no first step 400.0s after the generation started (start-up grace "
+                          "300.0s); culprit: no rank has reported");
+  // No rank seen: no place to give figures of.
+  EXPECT_THAT(none.figures, ElementsAre(Pair("silent_seconds", 400),
+                                        Pair("threshold_seconds", 300), Pair("step", -1)));
+}
+
+TEST(NodeLostEventTest, InAStallItNamesTheNodeAndItsRanks) {
+  const Event e = NodeLostInStallEvent(T(), kJob, Stalled(24, 20), 77, "node-b",
+                                       absl::Seconds(31.25), {2, 3});
+
+  ExpectHeader(e, EventKind::kNodeLost);
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message,
+            "node node-b lost: not heard for 31.2s (ranks 2, 3) while no rank advanced for 24.0s "
+            "(threshold 20.0s) at step 77 and every rank that can be seen waits for it");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("silent_seconds", 24), Pair("threshold_seconds", 20),
+                                     Pair("unheard_seconds", 31.25), Pair("lost_ranks", 2),
+                                     Pair("step", 77)));
+}
+
+// A job of four ranks on two nodes (0, 1 on node 0; 2, 3 on node 1), at
+// step 12 and alive, for the crash events to read the ranks' failures from.
+class CrashEventTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (uint32_t r = 0; r < 4; ++r) {
+      ASSERT_EQ(job_.Apply(T(), r / 2, MakeHeartbeat(HeartbeatKind::kStep, r, 12)), std::nullopt);
+      job_.ApplyProcess(T(), r / 2, AliveProcess(r));
+    }
+  }
+  void Raise(uint32_t rank, const std::string& type, const std::string& message) {
+    Heartbeat hb = MakeHeartbeat(HeartbeatKind::kException, rank, 12);
+    hb.exception_type = type;
+    hb.exception_message = message;
+    ASSERT_EQ(job_.Apply(T(), rank / 2, hb), std::nullopt);
+  }
+  // A verdict of `kind` naming `rank`, `failed` ranks failed, `victims` of
+  // them victims; the failure ended with exit code `code` (or `signal`), or
+  // its status is not known yet (nullopt).
+  static CrashVerdict Verdict(CrashVerdict::Kind kind, std::optional<uint32_t> rank,
+                              uint32_t failed, uint32_t victims, std::optional<int32_t> code,
+                              int32_t signal = 0) {
+    CrashVerdict v;
+    v.kind = kind;
+    v.rank = rank;
+    v.failed_ranks = failed;
+    v.victims = victims;
+    v.death.exit_known = code.has_value();
+    v.death.exit_code = code.value_or(0);
+    v.death.signal = signal;
+    return v;
+  }
+
+  Job job_{"job", 16, 16};
+};
+
+TEST_F(CrashEventTest, TheFirstRankToFailOnItsOwn) {
+  Raise(2, "RuntimeError", "CUDA error: an illegal memory access");
+  const CrashVerdict v = Verdict(CrashVerdict::Kind::kRank, 2, 3, 2, 1);
+
+  const Event e = CrashEvent(T(), kJob, v, "node-b", job_, std::nullopt);
+
+  ExpectHeader(e, EventKind::kCrash);
+  EXPECT_EQ(e.rank, 2u);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message,
+            "rank 2 on node-b died first (exit code 1): RuntimeError: CUDA error: an illegal memory "
+            "access; 3 of 4 ranks failed, 2 of them victims of a peer");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("exit_code", 1), Pair("signal", 0),
+                                     Pair("failed_ranks", 3), Pair("victims", 2), Pair("step", 12),
+                                     Pair("ranks", 4), Pair("workload_repeat", 0),
+                                     Pair("exit_known", 1)));
+}
+
+TEST_F(CrashEventTest, AKillWithoutAWordAndAWorkloadRepeat) {
+  const CrashVerdict v = Verdict(CrashVerdict::Kind::kRank, 1, 1, 0, 0, SIGKILL);
+
+  const Event e = CrashEvent(T(), kJob, v, "node-a", job_,
+                             std::string("the same killed at step 12 in generations 2 and 3"));
+
+  EXPECT_EQ(e.message,
+            "rank 1 on node-a died first (killed (SIGKILL: out of memory?)); 1 of 4 ranks failed; "
+            "the same killed at step 12 in generations 2 and 3");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("exit_code", 0), Pair("signal", SIGKILL),
+                                     Pair("failed_ranks", 1), Pair("victims", 0), Pair("step", 12),
+                                     Pair("ranks", 4), Pair("workload_repeat", 1),
+                                     Pair("exit_known", 1)));
+}
+
+TEST_F(CrashEventTest, AnExitTheRankBeganWhileItsStatusIsUnknown) {
+  Heartbeat exit = MakeHeartbeat(HeartbeatKind::kExit, 3, 12);
+  exit.exit_code = 5;
+  ASSERT_EQ(job_.Apply(T(), 1, exit), std::nullopt);
+  const Event e = CrashEvent(T(), kJob, Verdict(CrashVerdict::Kind::kRank, 3, 1, 0, std::nullopt),
+                             "node-b",
+                             job_, std::nullopt);
+
+  EXPECT_EQ(e.message, "rank 3 on node-b died first (still tearing down, after it began to exit "
+                       "with code 5); 1 of 4 ranks failed");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("exit_code", 0), Pair("signal", 0),
+                                     Pair("failed_ranks", 1), Pair("victims", 0), Pair("step", 12),
+                                     Pair("ranks", 4), Pair("workload_repeat", 0),
+                                     Pair("exit_known", 0), Pair("exiting_code", 5)));
+}
+
+TEST_F(CrashEventTest, OnlyVictimsWithEveryRankSeenNamesTheFirstVictim) {
+  Raise(0, "RuntimeError", "Connection closed by peer");
+  const CrashVerdict v = Verdict(CrashVerdict::Kind::kNoCulprit, 0, 4, 4, 1);
+
+  const Event e = CrashEvent(T(), kJob, v, "node-a", job_, std::nullopt);
+
+  ExpectHeader(e, EventKind::kCrash);
+  EXPECT_EQ(e.rank, 0u);
+  EXPECT_EQ(e.message,
+            "rank 0 on node-a reported a peer's failure first (exit code 1): RuntimeError: "
+            "Connection closed by peer; no rank failed on its own and every rank can be seen; 4 "
+            "of 4 ranks failed, 4 of them victims of a peer");
+}
+
+TEST_F(CrashEventTest, ANodeLostIsANodeLostEventWithoutARank) {
+  Raise(1, "RuntimeError", "Connection closed by peer");
+  CrashVerdict v = Verdict(CrashVerdict::Kind::kNodeLost, std::nullopt, 2, 2, 1);
+  v.lost_ranks = {2, 3};
+  v.first_victim = 1;
+
+  const Event e = CrashEvent(T(), kJob, v, "node-b", job_, std::nullopt);
+
+  ExpectHeader(e, EventKind::kNodeLost);
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message,
+            "node node-b lost: its agent cannot be heard and its ranks 2, 3 cannot be seen, while "
+            "every rank that failed is a victim of a peer (exit code 1): RuntimeError: Connection "
+            "closed by peer first on rank 1; 2 of 4 ranks failed, 2 of them victims of a peer");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("lost_ranks", 2), Pair("failed_ranks", 2),
+                                     Pair("victims", 2), Pair("ranks", 4), Pair("first_victim", 1),
+                                     Pair("exit_code", 1), Pair("signal", 0),
+                                     Pair("exit_known", 1)));
+}
+
+TEST_F(CrashEventTest, ACommandThatFailedWithNoRankToName) {
+  const CrashVerdict v = Verdict(CrashVerdict::Kind::kLauncher, std::nullopt, 0, 0, 2);
+
+  const Event e = CrashEvent(T(), kJob, v, "node-a", job_, std::nullopt);
+
+  ExpectHeader(e, EventKind::kCrash);
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.node, "node-a");
+  EXPECT_EQ(e.message, "the command on node-a failed (exit code 2) with no rank death to name");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("exit_code", 2), Pair("signal", 0)));
+}
+
+TEST(StragglerEventTest, FlaggedSaysForHowLongAndClearedSaysSo) {
+  StragglerChange change;
+  change.rank = 5;
+  change.flagged = true;
+  change.rank_p99_s = 0.3;
+  change.job_median_p99_s = 0.125;
+  change.ratio = 2.4;
+  StragglerOptions options;
+  options.persistence = 4;
+  options.window = 25;
+
+  const Event flagged = StragglerEvent(T(), kJob, change, "node-c", options);
+
+  ExpectHeader(flagged, EventKind::kStraggler);
+  EXPECT_EQ(flagged.rank, 5u);
+  EXPECT_EQ(flagged.node, "node-c");
+  EXPECT_EQ(flagged.message, "rank 5 on node-c: compute p99 0.300s vs job median p99 0.125s "
+                             "(2.4x) for 4 windows of 25 steps");
+  EXPECT_THAT(flagged.figures,
+              ElementsAre(Pair("rank_p99_seconds", 0.3), Pair("job_median_p99_seconds", 0.125),
+                          Pair("ratio", 2.4), Pair("windows", 4), Pair("window_steps", 25)));
+
+  change.flagged = false;
+  const Event cleared = StragglerEvent(T(), kJob, change, "node-c", options);
+
+  ExpectHeader(cleared, EventKind::kStragglerCleared);
+  EXPECT_EQ(cleared.message,
+            "rank 5 on node-c: compute p99 0.300s vs job median p99 0.125s (2.4x) again in line");
+  EXPECT_THAT(cleared.figures, ElementsAre(Pair("rank_p99_seconds", 0.3),
+                                           Pair("job_median_p99_seconds", 0.125),
+                                           Pair("ratio", 2.4)));
+}
+
+TEST(NodeEventTest, UnreachableAndReachableAgain) {
+  const Event lost = NodeUnreachableEvent(T(), kJob, "node-b", absl::Seconds(61.5),
+                                          absl::Seconds(60), {2, 3});
+  ExpectHeader(lost, EventKind::kNodeUnreachable);
+  EXPECT_EQ(lost.node, "node-b");
+  EXPECT_EQ(lost.message, "node node-b not heard for 61.5s (threshold 60.0s); ranks 2, 3 unknown; "
+                          "nothing is stopped while the job steps");
+  EXPECT_THAT(lost.figures, ElementsAre(Pair("unheard_seconds", 61.5), Pair("ranks", 2),
+                                        Pair("threshold_seconds", 60)));
+  EXPECT_EQ(NodeUnreachableEvent(T(), kJob, "n9", absl::Seconds(90), absl::Seconds(45), {}).message,
+            "node n9 not heard for 90.0s (threshold 45.0s); it has no rank unknown; nothing is "
+            "stopped while the job steps");
+
+  const Event back = NodeReachableEvent(T(), EventJob(), "node-b", absl::Seconds(75));
+  EXPECT_EQ(back.kind, EventKind::kNodeReachable);
+  EXPECT_EQ(back.job, "");
+  EXPECT_EQ(back.node, "node-b");
+  EXPECT_EQ(back.message, "node node-b heard again after 75.0s of silence");
+  EXPECT_THAT(back.figures, ElementsAre(Pair("silent_seconds", 75)));
+}
+
+TEST(StacksEventTest, CountsTheRanksThatDidNotAnswer) {
+  const Event e = StacksEvent(T(), kJob, "node-a", 8, 6, 2.25);
+
+  ExpectHeader(e, EventKind::kStacks);
+  EXPECT_EQ(e.node, "node-a");
+  EXPECT_EQ(e.message, "Python stacks of 8 rank(s) on node-a collected in 2.2s (2 did not answer); "
+                       "`trainsupctl stacks train-7` shows them");
+  EXPECT_THAT(e.figures,
+              ElementsAre(Pair("ranks", 8), Pair("answered", 6), Pair("collect_seconds", 2.25)));
+}
+
+// ---- The lifecycle ----
+
+TEST(LifecycleEventTest, StateChangeAndResumeQuoteTheReason) {
+  const Event moved =
+      StateChangeEvent(T(), kJob, JobState::kRunning, JobState::kStopping, "crash on node-b: x");
+  ExpectHeader(moved, EventKind::kStateChange);
+  EXPECT_EQ(moved.message, "running -> stopping: crash on node-b: x");
+  EXPECT_TRUE(moved.figures.empty());
+
+  const Event resumed = ResumeEvent(T(), kJob, JobState::kHeld, "restart limit reached");
+  ExpectHeader(resumed, EventKind::kResume);
+  EXPECT_EQ(resumed.message, "resumed by an operator from held (restart limit reached)");
+}
+
+TEST(LifecycleEventTest, ARestartNamesItsGenerationAndTheNodesLeftOut) {
+  const Event e = RestartEvent(T(), kJob, {"n1", "n2"}, {"n9", "n4"}, {"n5"}, {},
+                               "stall: no rank advanced");
+
+  ExpectHeader(e, EventKind::kRestart);
+  EXPECT_EQ(e.message, "generation 3 started on 2 nodes (n1, n2); without n4, n9 (quarantined), "
+                       "n5 (unreachable); after: stall: no rank advanced");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("nodes", 2), Pair("nodes_left_out", 3)));
+
+  std::vector<std::string> many;
+  for (int i = 0; i < 9; ++i) many.push_back(absl::StrCat("m", i));
+  EXPECT_EQ(RestartEvent(T(), kJob, many, {}, {}, {"x"}, "c").message,
+            "generation 3 started on 9 nodes; without x (not heard); after: c");
+}
+
+TEST(LifecycleEventTest, RecoveredSaysWhereTheTimeWent) {
+  RecoveryFigures f;
+  f.detect = absl::Seconds(2.5);
+  f.stop = absl::Seconds(1);
+  f.backoff = absl::Seconds(5);
+  f.relaunch = absl::Seconds(4);
+  f.first_step = absl::Seconds(3);
+  f.total = absl::Seconds(15.5);
+
+  const Event e = RecoveredEvent(T(), kJob, f);
+
+  ExpectHeader(e, EventKind::kRecovered);
+  EXPECT_EQ(e.message, "first step of generation 3 15.5s after the failure: detect 2.5s, stop "
+                       "1.0s, backoff 5.0s, relaunch 4.0s, first step 3.0s");
+  EXPECT_THAT(e.figures,
+              ElementsAre(Pair("detect_seconds", 2.5), Pair("stop_seconds", 1),
+                          Pair("backoff_seconds", 5), Pair("relaunch_seconds", 4),
+                          Pair("first_step_seconds", 3), Pair("total_seconds", 15.5)));
+}
+
+TEST(LifecycleEventTest, AWorldSizeChangeWithAndWithoutTheBatch) {
+  const Event e = WorldSizeChangedEvent(T(), kJob, 8, 6, 256, 192);
+  ExpectHeader(e, EventKind::kWorldSizeChanged);
+  EXPECT_EQ(e.message, "world size 8 -> 6: global batch 256 -> 192 samples (x0.75); the learning "
+                       "rate the config names was tuned for the old batch");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("old_world_size", 8), Pair("new_world_size", 6),
+                                     Pair("old_global_batch", 256), Pair("new_global_batch", 192)));
+
+  EXPECT_EQ(WorldSizeChangedEvent(T(), kJob, 8, 6, 0, 0).message,
+            "world size 8 -> 6: the global batch changes with it unless the script rescales "
+            "(report samples= in hb.step to see by how much)");
+}
+
+TEST(LifecycleEventTest, AHoldAtTheRestartCapCarriesTheCap) {
+  const HoldCause cause = RestartLimitHold(4, absl::Hours(2), 4, "crash on node-a: boom");
+  EXPECT_EQ(cause.reason, "restart limit reached: 4 restarts within 2h (--restart-limit 4); last "
+                          "failure: crash on node-a: boom");
+
+  const Event e = HoldEvent(T(), kJob, cause);
+
+  ExpectHeader(e, EventKind::kHold);
+  EXPECT_EQ(e.message, cause.reason + ". `trainsupctl resume train-7` lifts it");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("restarts_in_window", 4),
+                                     Pair("window_seconds", 7200), Pair("restart_limit", 4)));
+
+  const Event workload = HoldEvent(T(), kJob, WorkloadHold("the same ValueError: x"));
+  EXPECT_EQ(workload.message, "the same ValueError: x. `trainsupctl resume train-7` lifts it");
+  EXPECT_THAT(workload.figures, ElementsAre(Pair("workload_repeat", 1)));
+}
+
+// ---- Nodes ----
+
+TEST(NodeEventTest, QuarantineAndItsLifting) {
+  const Event q = QuarantineEvent(T(), kJob, "node-a", "policy", "3 failures within 1h: a; b; c",
+                                  FailureCount{3, absl::Hours(1)});
+  ExpectHeader(q, EventKind::kQuarantine);
+  EXPECT_EQ(q.node, "node-a");
+  EXPECT_EQ(q.message, "node node-a quarantined by policy: 3 failures within 1h: a; b; c");
+  EXPECT_THAT(q.figures, ElementsAre(Pair("failures", 3), Pair("window_seconds", 3600)));
+
+  const Event by_hand = QuarantineEvent(T(), kJob, "node-b", "operator", "bad GPU 3");
+  EXPECT_EQ(by_hand.message, "node node-b quarantined by operator: bad GPU 3");
+  EXPECT_TRUE(by_hand.figures.empty());
+
+  const Event u = UnquarantineEvent(T(), EventJob(), "node-a");
+  EXPECT_EQ(u.kind, EventKind::kUnquarantine);
+  EXPECT_EQ(u.job, "");
+  EXPECT_EQ(u.node, "node-a");
+  EXPECT_EQ(u.message, "node node-a unquarantined by an operator");
+}
+
+TEST(NodeEventTest, AQuarantineTheCapRefusedCarriesTheCap) {
+  const Event e = QuarantineSkippedEvent(T(), kJob, "node-d", "3 failures within 1h: x",
+                                         FailureCount{3, absl::Hours(1)}, 2, 0.25, 8);
+
+  ExpectHeader(e, EventKind::kQuarantineSkipped);
+  EXPECT_EQ(e.node, "node-d");
+  EXPECT_EQ(e.message, "node node-d qualifies for quarantine (3 failures within 1h: x) but 2 nodes "
+                       "are quarantined already, the most --quarantine-max-fraction 0.25 of 8 "
+                       "allows");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("failures", 3), Pair("window_seconds", 3600),
+                                     Pair("quarantined_nodes", 2), Pair("max_fraction", 0.25),
+                                     Pair("nodes", 8)));
+}
+
+TEST(NodeEventTest, FenceAndUnfenceByTheirAction) {
+  const Event fenced =
+      FenceEvent(T(), kJob, FenceAction::kFence, "n2", true, "exit code 0; output: drained");
+  ExpectHeader(fenced, EventKind::kFence);
+  EXPECT_EQ(fenced.node, "n2");
+  EXPECT_EQ(fenced.message, "fence command for n2 succeeded: exit code 0; output: drained");
+  EXPECT_THAT(fenced.figures, ElementsAre(Pair("ok", 1)));
+
+  const Event failed = FenceEvent(T(), kJob, FenceAction::kUnfence, "n2", false, "exit code 1");
+  EXPECT_EQ(failed.kind, EventKind::kUnfence);
+  EXPECT_EQ(failed.message, "unfence command for n2 FAILED: exit code 1");
+  EXPECT_THAT(failed.figures, ElementsAre(Pair("ok", 0)));
+}
+
+TEST(NodeEventTest, APersistFailureQuotesWhatFailed) {
+  const Event e = PersistFailedEvent(T(), kJob, "n3", "the state store refused: disk full");
+  ExpectHeader(e, EventKind::kPersistFailed);
+  EXPECT_EQ(e.node, "n3");
+  EXPECT_EQ(e.message, "the state store refused: disk full");
+  EXPECT_TRUE(e.figures.empty());
+}
+
+// ---- Checkpoint plans ----
+
+CheckpointPlanSpec Plan(uint64_t id, int64_t interval, int64_t from) {
+  CheckpointPlanSpec p;
+  p.plan_id = id;
+  p.anchor_step = from;
+  p.interval_steps = interval;
+  p.effective_from_step = from;
+  return p;
+}
+
+TEST(PlanEventTest, APeriodicPlanCarriesWhatItIsBasedOn) {
+  PlanBasis basis;
+  basis.interval_seconds = 1633;
+  basis.checkpoint_seconds = 18;
+  basis.checkpoint_measured = true;
+  basis.mtbf_seconds = 22200;
+  basis.failures = 2;
+  basis.exposure_seconds = 7200;
+  basis.restart_seconds = 45;
+  basis.restart_measured = false;
+  basis.expected_waste_fraction = 0.0234;
+
+  const Event e = CheckpointPlanEvent(T(), kJob, Plan(17, 400, 1200), basis);
+
+  ExpectHeader(e, EventKind::kCheckpointPlan);
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.node, "");
+  EXPECT_EQ(e.message, "checkpoint every 400 steps (27m13s) from step 1200: C=18s measured, "
+                       "M=6h10m (conservative; 2 failures over 2h), R=45s prior; expected waste "
+                       "2.3%");
+  EXPECT_THAT(e.figures,
+              ElementsAre(Pair("plan_id", 17), Pair("interval_steps", 400),
+                          Pair("effective_from_step", 1200), Pair("interval_seconds", 1633),
+                          Pair("mtbf_seconds", 22200), Pair("checkpoint_seconds", 18),
+                          Pair("restart_seconds", 45), Pair("checkpoint_measured", 1),
+                          Pair("restart_measured", 0), Pair("failures", 2),
+                          Pair("exposure_seconds", 7200),
+                          Pair("expected_waste_fraction", 0.0234)));
+
+  basis.verdict = "this workload cannot run here";
+  basis.warnings = {"w1", "w2"};
+  EXPECT_THAT(CheckpointPlanEvent(T(), kJob, Plan(17, 400, 1200), basis).message,
+              ::testing::EndsWith("; expected waste 2.3%; this workload cannot run here; w1; w2"));
+}
+
+TEST(PlanEventTest, ARevokedPlanNamesTheNodeThatMissedIt) {
+  const Event e = PlanRevokedEvent(T(), kJob, Plan(19, 300, 950), 18, "node-b", 6);
+
+  ExpectHeader(e, EventKind::kCheckpointPlan);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message, "plan 18 revoked: node node-b did not hold it 6 steps before its first step "
+                       "950; the schedule before it (every 300 steps) stays in force");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("plan_id", 19), Pair("interval_steps", 300),
+                                     Pair("effective_from_step", 950),
+                                     Pair("revoked_plan_id", 18), Pair("guard_steps", 6)));
+}
+
+TEST(PlanEventTest, AnOperatorsCheckpointNamesItsStep) {
+  CheckpointPlanSpec plan = Plan(21, 400, 1200);
+  plan.one_off_steps = {1333};
+
+  const Event e = CheckpointRequestedEvent(T(), kJob, plan, 41.6);
+
+  ExpectHeader(e, EventKind::kCheckpointPlan);
+  EXPECT_EQ(e.message, "checkpoint requested by an operator at step 1333 (in about 42s)");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("plan_id", 21), Pair("interval_steps", 400),
+                                     Pair("effective_from_step", 1200), Pair("one_off_step", 1333),
+                                     Pair("ahead_seconds", 41.6)));
+}
+
+}  // namespace
+}  // namespace trainsup
