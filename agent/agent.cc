@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
+#include "agent/rank_log.h"
 #include "agent/torchrun_args.h"
 #include "common/failure_text.h"
 #include "common/clock.h"
@@ -99,6 +100,7 @@ Agent::Agent(AgentOptions options)
   if (!prepared.warning.empty()) TRAINSUP_LOG_WARN("%s", prepared.warning);
   command_ = std::move(prepared.argv);
   min_nodes_ = options_.min_nodes != 0 ? options_.min_nodes : prepared.min_nodes;
+  rank_log_dir_ = prepared.log_dir;
 }
 
 v1::AgentHello Agent::Hello() const {
@@ -132,7 +134,10 @@ void Agent::NoteRankStderr(absl::Duration since) {
   const std::deque<std::string> tail = launcher_.StderrTail();
   bool changed = false;
   for (const auto& [rank, local_rank] : silent) {
-    const std::string line = InfrastructureLineOf(tail, local_rank);
+    // torchrun's --tee copy, or what ranks wrote to its stderr; else the
+    // rank's own file under torchrun's --log_dir (--redirects without --tee).
+    std::string line = InfrastructureLineOf(tail, local_rank);
+    if (line.empty()) line = InfrastructureLineOf(RankStderrLog(rank_log_dir_, local_rank), local_rank);
     if (line.empty() || !watcher_.NoteStderrLine(rank, line)) continue;
     TRAINSUP_LOG_WARN("rank %d died without a word; its stderr names a node fault: %s", rank,
                       line);

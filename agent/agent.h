@@ -119,6 +119,7 @@ class Agent {
   const uint64_t incarnation_;
   std::vector<std::string> command_;
   uint32_t min_nodes_ = 0;  // the fewest nodes the command runs on (0: unknown)
+  std::string rank_log_dir_;  // torchrun's --log_dir, if given (rank_log.h)
   // The command failed: its last stderr lines that say why (StderrExcerpt).
   std::vector<std::string> failure_lines_;
   ReportBatcher batcher_;

@@ -27,10 +27,13 @@ bool IsFlag(absl::string_view arg) {
   return false;
 }
 
-// `--nnodes` or `--nnodes=...` (no other spelling exists).
-bool IsNnodesOption(absl::string_view arg) {
-  return arg == "--nnodes" || absl::StartsWith(arg, "--nnodes=");
+// `name` or `name=...`.
+bool IsOption(absl::string_view arg, absl::string_view name) {
+  return absl::StartsWith(arg, name) && (arg.size() == name.size() || arg[name.size()] == '=');
 }
+
+// `--nnodes` or `--nnodes=...` (no other spelling exists).
+bool IsNnodesOption(absl::string_view arg) { return IsOption(arg, "--nnodes"); }
 
 // "2" -> 2, "1:4" -> 1; 0 for anything else.
 uint32_t MinNodes(absl::string_view value) {
@@ -70,6 +73,7 @@ PreparedCommand PrepareCommand(const std::vector<std::string>& argv) {
                               : i + 1 < argv.size() && !IsFlag(arg) ? argv[i + 1]
                                                                     : std::string();
     if (IsNnodesOption(arg)) out.min_nodes = MinNodes(value);
+    if (IsOption(arg, "--log_dir") || IsOption(arg, "--log-dir")) out.log_dir = value;
     if (!IsMaxRestartsOption(arg)) {
       // Skip the value of `--option value`.
       if (eq == std::string::npos && !IsFlag(arg)) ++i;

@@ -16,7 +16,8 @@ namespace trainsup {
 //
 // It also reads how few nodes the job can run on: torchrun's `--nnodes N`
 // (N) or `--nnodes MIN:MAX` (MIN), which the supervisor needs before it
-// leaves a node out of a generation (a restart-elsewhere verdict).
+// leaves a node out of a generation (a restart-elsewhere verdict); and
+// where torchrun writes its ranks' output (`--log_dir`).
 struct PreparedCommand {
   std::vector<std::string> argv;
   bool is_torchrun = false;
@@ -24,6 +25,9 @@ struct PreparedCommand {
   std::string warning;
   // The fewest nodes the command runs on; 0 when it does not say.
   uint32_t min_nodes = 0;
+  // torchrun's --log_dir (where --redirects writes each rank's output);
+  // empty when not given (torchrun then makes a fresh temporary one).
+  std::string log_dir;
 };
 
 PreparedCommand PrepareCommand(const std::vector<std::string>& argv);

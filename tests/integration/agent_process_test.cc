@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -29,6 +30,7 @@
 #include "absl/strings/strip.h"
 #include "agent/launcher.h"
 #include "agent/plan_file.h"
+#include "agent/rank_log.h"
 #include "agent/rank_socket.h"
 #include "agent/reaper.h"
 #include "agent/report_batcher.h"
@@ -460,6 +462,35 @@ TEST(LauncherTest, TheCommandsStderrIsKeptAndPassedOn) {
   ASSERT_TRUE(launcher.AwaitStderr(absl::Seconds(10)));
   EXPECT_THAT(launcher.StderrTail(), ::testing::ElementsAre("ValueError: bad config"));
   EXPECT_EQ(launcher.status().exit_code(), 3);
+}
+
+// What torch 1.13's torchrun writes with --redirects: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/stderr.log.
+TEST(RankStderrLogTest, ReadsTheNewestLogOfTheLocalRankFromItsEnd) {
+  TempDir temp;
+  const std::string& dir = temp.path();
+  auto write = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
+  };
+  write(dir + "/job_a1/attempt_0/1/stderr.log", "old generation\n");
+  write(dir + "/job_a1/attempt_0/0/stderr.log", "another rank\n");
+  const std::string current = dir + "/job_b2/attempt_0/1/stderr.log";
+  write(current, "step 1\nRuntimeError: CUDA error: unspecified launch failure\n");
+  std::filesystem::last_write_time(
+      dir + "/job_a1/attempt_0/1/stderr.log",
+      std::filesystem::last_write_time(current) - std::chrono::seconds(60));
+
+  EXPECT_THAT(RankStderrLog(dir, 1), ::testing::ElementsAre(
+                                         "step 1",
+                                         "RuntimeError: CUDA error: unspecified launch failure"));
+  EXPECT_EQ(InfrastructureLineOf(RankStderrLog(dir, 1), 1),
+            "RuntimeError: CUDA error: unspecified launch failure");
+  // From its end: a line cut by the limit is dropped.
+  EXPECT_THAT(RankStderrLog(dir, 1, 56),
+              ::testing::ElementsAre("RuntimeError: CUDA error: unspecified launch failure"));
+  EXPECT_THAT(RankStderrLog(dir, 7), IsEmpty());
+  EXPECT_THAT(RankStderrLog(dir + "/none", 1), IsEmpty());
+  EXPECT_THAT(RankStderrLog("", 1), IsEmpty());
 }
 
 // --- the trainsup-agent binary ---

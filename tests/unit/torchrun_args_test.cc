@@ -140,5 +140,13 @@ TEST(TorchrunArgsTest, MinNodesIsUnknownWhenTheCommandDoesNotSay) {
   EXPECT_EQ(PrepareCommand({"torchrun", "--nnodes_x=2", "a.py"}).min_nodes, 0u);
 }
 
+TEST(TorchrunArgsTest, ReadsWhereTorchrunWritesItsRanksOutput) {
+  EXPECT_EQ(PrepareCommand({"torchrun", "--log_dir=/var/log/job", "a.py"}).log_dir,
+            "/var/log/job");
+  EXPECT_EQ(PrepareCommand({"torchrun", "--log-dir", "/logs", "--redirects=2", "a.py"}).log_dir,
+            "/logs");
+  EXPECT_EQ(PrepareCommand({"torchrun", "--redirects=2", "a.py", "--log_dir=x"}).log_dir, "");
+}
+
 }  // namespace
 }  // namespace trainsup
