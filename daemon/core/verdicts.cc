@@ -21,8 +21,9 @@ Verdict FromRule(const VerdictRule& rule, Verdict::Source source, bool job_rule)
 
 VerdictTable VerdictTable::Defaults() {
   VerdictTable table;
-  // Megatron-LM's rerun state machine: 16 "resume on a different node/GPU",
-  // 17 "transient: failed result validation, try again".
+  // Megatron-LM's rerun state machine: 16 "restart from the checkpoint on
+  // different hardware", 17 "a result failed validation" (restarted as a
+  // transient fault: docs/signals.md says why, and how to stop instead).
   table.Set({16, "", VerdictAction::kRestartElsewhere});
   table.Set({17, "", VerdictAction::kTransient});
   // llm-foundry's KillLossSpike: "stop the run without retry".

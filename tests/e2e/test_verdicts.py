@@ -144,7 +144,8 @@ class VerdictsEndToEnd(ClusterTestCase):
         self.assertEqual(c.events(job, "quarantine"), [])
         self.assertFalse(os.path.exists(self.fence_log), "a fence command ran")
         self.assertEqual([int(e["figures"]["nodes"]) for e in c.events(job, "restart")], [2, 2])
-        self.assertEqual(c.ctl_json("jobs")["jobs"][0]["state"], "finished")
+        wait_for(lambda: c.ctl_json("jobs")["jobs"][0]["state"] == "finished", 30,
+                 what="the job to finish")
         self.assertEqual(c.metric("trainsup_verdicts_total", action="transient",
                                   source="exit_code"), 2)
         for injected in injections(c.train_log):
