@@ -71,6 +71,14 @@ struct Families {
       "Jobs that left memory after --job-retention without an agent.", MetricType::Counter);
   MetricFamily nodes_forgotten = Family("trainsup_nodes_forgotten_total",
       "Nodes that left memory after --job-retention without an agent.", MetricType::Counter);
+  MetricFamily verdicts = Family("trainsup_verdicts_total",
+      "Failures the job's own verdict decided, by action (restart_elsewhere, transient, stop) "
+      "and by what gave it (script: hb.verdict; exit_code, exception: the verdict table).",
+      MetricType::Counter);
+  MetricFamily early_failures = Family("trainsup_early_failures_total",
+      "Commands that failed before any rank reported, by whose failure trainsupd judged it: "
+      "node (charged to it), workload (the job held), undecided (first seen, restarted).",
+      MetricType::Counter);
   MetricFamily job_state = Family("trainsup_job_state",
       "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
   MetricFamily job_restarts = Family("trainsup_job_restarts_total",
@@ -153,7 +161,7 @@ struct Families {
          {&build_info, &agents_connected, &report_interval, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
           &quarantine_skipped, &store_errors, &persist_failures, &fences, &unfences, &limit_refusals,
-          &reports_refused, &jobs_forgotten, &nodes_forgotten,
+          &reports_refused, &jobs_forgotten, &nodes_forgotten, &verdicts, &early_failures,
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
@@ -167,6 +175,25 @@ struct Families {
     return out;
   }
 };
+
+// The job's own verdicts acted on, every action and source always present,
+// and the early failures judged.
+void CollectVerdicts(const Supervisor& core, Families& f) {
+  for (VerdictAction action : {VerdictAction::kRestartElsewhere, VerdictAction::kTransient,
+                               VerdictAction::kStop}) {
+    std::string name(VerdictActionName(action));
+    std::replace(name.begin(), name.end(), '-', '_');
+    for (Verdict::Source source :
+         {Verdict::Source::kScript, Verdict::Source::kExitCode, Verdict::Source::kException}) {
+      AddSample(f.verdicts, {{"action", name}, {"source", std::string(VerdictSourceName(source))}},
+                static_cast<double>(core.verdicts_acted().Get(action, source)));
+    }
+  }
+  const EarlyFailureCounts& early = core.early_failures();
+  AddSample(f.early_failures, {{"attributed", "node"}}, static_cast<double>(early.node));
+  AddSample(f.early_failures, {{"attributed", "undecided"}}, static_cast<double>(early.first));
+  AddSample(f.early_failures, {{"attributed", "workload"}}, static_cast<double>(early.workload));
+}
 
 // An MTBF estimate as three series: the estimate and its bounds.
 void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetric::Label> labels) {
@@ -343,6 +370,7 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.reports_refused, {}, static_cast<double>(core.reports_refused()));
     AddSample(f.jobs_forgotten, {}, static_cast<double>(core.jobs_forgotten()));
     AddSample(f.nodes_forgotten, {}, static_cast<double>(core.nodes_forgotten()));
+    CollectVerdicts(core, f);
     AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
     for (const JobEntry* job : jobs) CollectJob(core, core.ViewOf(*job, now), options_, f);
     return 0;

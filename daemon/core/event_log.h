@@ -36,6 +36,7 @@ enum class EventKind {
   kStacks,             // the Python stacks of a hung job's ranks, collected before the stop
   kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
   kUnfence,            // the unfence command ran for a node whose quarantine was lifted
+  kVerdict,            // a failure the job itself gave a verdict on (an exit code, an exception, hb.verdict)
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <utility>
 
+#include "common/failure_text.h"
+#include "common/limits.h"
+
 namespace trainsup {
 
 absl::string_view StepPhaseName(StepPhase phase) {
@@ -224,7 +227,19 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     case HeartbeatKind::kExit:
       r.exiting = true;
       if (hb.exit_code) r.exiting_code = hb.exit_code;
+      // The exception the script caught before it exited with a failing
+      // code: the failure's cause, as if it had not been caught.
+      if (r.exception_type.empty() && !hb.exception_type.empty() && hb.exit_code &&
+          *hb.exit_code != 0) {
+        r.exception_type = hb.exception_type;
+        r.exception_message = hb.exception_message;
+        r.exception_caught = true;
+      }
       NoteIfCertainFailure(r);
+      break;
+    case HeartbeatKind::kVerdict:
+      r.verdict = hb.verdict;
+      r.verdict_reason = OutputLine(hb.verdict_reason, kMaxReasonLength);
       break;
     case HeartbeatKind::kStart:
       r.stack_signal = hb.stack_signal;
@@ -249,6 +264,9 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   if (process.alive) {
     SetLiveness(r, Liveness::kAlive);
     return;
+  }
+  if (r.stderr_line.empty() && !process.stderr_line.empty()) {
+    r.stderr_line = OutputLine(process.stderr_line, kMaxStderrLineBytes);
   }
   SetLiveness(r, Liveness::kDead);
   if (r.death) return;  // the first report of a death has the best timing

@@ -83,9 +83,12 @@ struct RankState {
   Liveness liveness = Liveness::kUnknown;
   bool alive() const { return liveness == Liveness::kAlive; }
   std::optional<RankDeath> death;
-  // The uncaught exception the rank reported before dying, if any.
+  // The uncaught exception the rank reported before dying, if any; or, with
+  // `exception_caught`, the one its script was handling when it called
+  // sys.exit with a failing code (the cause it caught).
   std::string exception_type;
   std::string exception_message;
+  bool exception_caught = false;
   // The rank said it is exiting (its helper saw sys.exit or the interpreter
   // begin to shut down), with the code when known.
   bool exiting = false;
@@ -99,6 +102,13 @@ struct RankState {
   uint64_t datagrams_dropped = 0;
   bool phase_uncertain = false;
   int32_t stack_signal = 0;
+  // What the rank's script said to do when it fails (hb.verdict), with its
+  // reason; kUnspecified: nothing said.
+  VerdictAction verdict = VerdictAction::kUnspecified;
+  std::string verdict_reason;
+  // Dead without a word of its end: the last line it wrote to stderr that
+  // names an infrastructure fault, as its agent read it ("": none).
+  std::string stderr_line;
   // Detector verdicts, kept here so that views can show them.
   bool straggler = false;
 };

@@ -13,7 +13,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_publisher.h"
+#include "daemon/core/early_failure.h"
 #include "daemon/core/event_log.h"
+#include "daemon/core/events.h"
 #include "daemon/core/failure_classifier.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/job.h"
@@ -55,12 +57,19 @@ struct JobLifecycle {
   // Stopping: the stop asks the agents for their ranks' Python stacks first
   // (the job hung: the stacks are the evidence).
   bool collect_stacks = false;
-  // Stopping: hold the job with this reason once stopped, instead of
-  // restarting it (its failure is the training code's own).
-  std::optional<std::string> hold_after_stop;
+  // Stopping: hold the job for this cause once stopped, instead of
+  // restarting it (its failure is the training code's own, or the job's own
+  // verdict is stop).
+  std::optional<HoldCause> hold_after_stop;
   // The job's last job-killing failure with a culprit rank, to tell one that
   // repeats (the training code's) from one that follows a node.
   std::optional<FailureFingerprint> last_failure;
+  // Its last command that failed before any rank reported, to tell one that
+  // comes again (early_failure.h).
+  std::optional<EarlyFailureMemory> last_early_failure;
+  // A restart-elsewhere verdict named this node: the next generation runs
+  // without it when the job can run on the others ("": none).
+  std::string leave_out_next;
 };
 
 // The rules' verdicts on the job's current generation. A new generation
@@ -75,6 +84,9 @@ struct GenerationVerdicts {
   absl::Time failure_first_heard = absl::InfinitePast();
   bool crash_reported = false;
   std::optional<uint32_t> crash_culprit;
+  // The nodes the generation runs without for a restart-elsewhere verdict:
+  // not waited for to finish it.
+  std::vector<std::string> left_out;
   // Stall: held until the next generation (a stall is acted on at once).
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;

@@ -104,6 +104,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   if (!IsValidName(hello.job)) {
     return absl::InvalidArgumentError(absl::StrCat("job id must be ", kNameRule));
   }
+  if (absl::Status bad = CheckJobVerdictRules(hello.verdict_rules); !bad.ok()) return bad;
   if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
   if (absl::Status refused = CheckHelloLimits(hello); !refused.ok()) return refused;
   if (absl::Status refused = CheckHelloJob(hello); !refused.ok()) return refused;
@@ -216,6 +217,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     return absl::OkStatus();
   }
   node.launcher = report.launcher;
+  BoundLauncher(node.launcher);
   node.generation = report.generation;
   node.plans_held_through = report.plans_held_through;
   ++node.reports_received;

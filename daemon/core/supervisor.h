@@ -140,6 +140,9 @@ class Supervisor {
   // Jobs and nodes that left memory after --job-retention without an agent.
   uint64_t jobs_forgotten() const { return jobs_forgotten_; }
   uint64_t nodes_forgotten() const { return nodes_forgotten_; }
+  // The job's own verdicts acted on, and early failures judged, since start.
+  const VerdictCounts& verdicts_acted() const { return failures_.verdicts(); }
+  const EarlyFailureCounts& early_failures() const { return detection_.early_failures(); }
   // Lifecycle moves the transition table refused (0 unless a rule is wrong).
   uint64_t refused_transitions() const { return restarts_.refused_transitions(); }
 
