@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
-#include "common/limits.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/state_restore.h"
@@ -20,6 +19,7 @@ Supervisor::Supervisor(SupervisorOptions options)
       quarantine_(options_.quarantine),
       jobs_(options_),
       restarts_(options_, agents_, quarantine_, decisions_),
+      admission_(options_, agents_, quarantine_, jobs_, restarts_),
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
       planner_(options_, agents_, quarantine_, decisions_),
@@ -44,124 +44,24 @@ void Supervisor::UpdateCadence(absl::Time now, SessionId welcomed) {
   }
 }
 
-absl::Status Supervisor::CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const {
-  const NodeIndex index = agents_.Find(hello.node);
-  if (index == kNoNode) return absl::OkStatus();
-  const NodeRecord& node = agents_.node(index);
-  // One agent per node: a second one (the same --node given twice, a reused
-  // hostname) is refused while the first is heard; it may take over only
-  // from an agent that is gone. The same agent reconnecting is welcome.
-  if (!node.connected || node.incarnation == hello.incarnation ||
-      NodeLossDetector::IsSilent(node, now)) {
-    return absl::OkStatus();
-  }
-  return absl::AlreadyExistsError(absl::StrFormat(
-      "node %s is served by another agent (incarnation %016x, job %s, heard %s ago); run one "
-      "agent per node, each with its own --node",
-      hello.node, node.incarnation, node.job, TenthsOfSeconds(now - node.last_report)));
-}
-
-absl::Status Supervisor::CheckHelloLimits(const AgentHelloInfo& hello) {
-  if (agents_.Find(hello.node) == kNoNode && agents_.size() >= options_.limits.max_nodes) {
-    ++nodes_refused_;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "node %s refused: trainsupd holds --max-nodes=%d nodes (a node leaves memory "
-        "--job-retention after its agent is gone); raise --max-nodes",
-        hello.node, options_.limits.max_nodes));
-  }
-  if (jobs_.Find(hello.job) == nullptr && jobs_.size() >= options_.limits.max_jobs) {
-    ++jobs_refused_;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "job %s refused: trainsupd holds --max-jobs=%d jobs (a job leaves memory "
-        "--job-retention after its agents are gone); raise --max-jobs",
-        hello.job, options_.limits.max_jobs));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Supervisor::CheckHelloJob(const AgentHelloInfo& hello) const {
-  const JobEntry* job = jobs_.Find(hello.job);
-  if (job == nullptr) return CheckpointPublisher(options_.publish).CheckHeld(hello.plans);
-  // Trust only what this supervisor decided: once it started (or restored)
-  // the job's generation itself, an agent cannot move the job to one it
-  // never started.
-  const uint64_t current = job->job().generation();
-  if (hello.generation > current && !job->lifecycle.generation_adopted) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "job %s has no generation %d: this supervisor started it up to generation %d",
-        hello.job, hello.generation, current));
-  }
-  return job->plans.CheckHeld(hello.plans);
-}
-
 absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
                                                           const AgentHelloInfo& hello) {
-  if (!IsValidName(hello.node)) {
-    return absl::InvalidArgumentError(absl::StrCat("node name must be ", kNameRule));
-  }
-  if (!IsValidName(hello.job)) {
-    return absl::InvalidArgumentError(absl::StrCat("job id must be ", kNameRule));
-  }
-  if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
-  if (absl::Status refused = CheckHelloLimits(hello); !refused.ok()) return refused;
-  if (absl::Status refused = CheckHelloJob(hello); !refused.ok()) return refused;
+  if (absl::Status refused = admission_.Check(now, hello); !refused.ok()) return refused;
   const AgentRegistry::Connection connection = agents_.Connect(now, hello);
   UpdateCadence(now, connection.session);
-  NodeRecord& node = agents_.mutable_node(connection.node);
   // The welcome tells it the interval in force (zero: its own stays).
+  NodeRecord& node = agents_.mutable_node(connection.node);
   if (cadence_.enabled()) node.report_interval = cadence_.current();
-
-  bool created = false;
-  JobEntry& job = jobs_.FindOrAdd(hello.job, &created);
-  job.last_heard = now;
-  Job& observed = job.job();
-  const bool new_job = observed.generation() == 0;
-  // A generation the agent runs and we do not know (our state was lost) is
-  // adopted, never restarted.
-  if (created && hello.generation > 0) job.lifecycle.generation_adopted = true;
-  observed.ObserveGeneration(now, std::max<uint64_t>(hello.generation, 1));
-  job.SyncGeneration();
-  if (new_job) restarts_.JournalJob(now, job);
-  const bool fresh_agent = hello.launcher.state == LauncherState::kWaiting;
-  const JobState state = job.lifecycle.state;
-  if (fresh_agent && (state == JobState::kFinished || state == JobState::kFailed)) {
-    // The same job id, run again by new agents: a new generation, and a new
-    // ledger (the idle time between the runs is nobody's loss).
-    observed.ObserveGeneration(now, observed.generation() + 1);
-    job.lifecycle.generation_adopted = false;
-    job.SyncGeneration();
-    job.ledger = GoodputLedger();
-    (void)restarts_.Transition(now, job, JobState::kPending, "run again by new agents");
-  }
-  job.plans.Adopt(hello.plans);
-  for (const CheckpointPlanSpec& plan : hello.plans) {
-    node.plans_held_through = std::max(node.plans_held_through, plan.plan_id);
-  }
-
+  const Admission::Admitted admitted = admission_.Admit(now, hello, connection.node);
   HelloResult result;
   result.session = connection.session;
   result.superseded = connection.superseded;
-  result.generation = observed.generation();
+  result.generation = admitted.job->job().generation();
+  result.launch = admitted.launch;
   result.restarts = !options_.observe_only;
   result.report_interval = cadence_.current();
-  // A fresh agent joins the generation that runs; one that ran an older
-  // generation was cut from this one and waits for the next.
-  result.launch = !quarantine_.IsQuarantined(node.name) &&
-                  (job.lifecycle.state == JobState::kPending ||
-                   job.lifecycle.state == JobState::kRunning) &&
-                  (fresh_agent || hello.generation == observed.generation());
-  // The welcome is this agent's start: no separate start for this generation.
-  if (result.launch && fresh_agent) {
-    node.told.start_generation = observed.generation();
-    node.member_generation = observed.generation();
-  }
-  // An agent that still runs the current generation (it reconnected) is one
-  // of its members; one that runs an older one was cut from this one.
-  if (hello.generation == observed.generation() && node.running()) {
-    node.member_generation = observed.generation();
-  }
-  detection_.NoticeHeard(now, &job, connection.node);
-  reconciler_.Reconcile(job);  // e.g. the quarantine notice, or the hold
+  detection_.NoticeHeard(now, admitted.job, connection.node);
+  reconciler_.Reconcile(*admitted.job);  // e.g. the quarantine notice, or the hold
   return result;
 }
 
@@ -242,10 +142,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   for (const auto& [blocking, async] : observed.TakeCheckpoints()) {
     job.costs.AddCheckpoint(blocking, async);
   }
-  if (job.lifecycle.state == JobState::kPending && observed.ranks_reporting() > 0) {
-    (void)restarts_.Transition(now, job, JobState::kRunning,
-                               absl::StrCat("generation ", observed.generation(), " ranks report"));
-  }
+  (void)admission_.NoticeReport(now, job);
   return absl::OkStatus();
 }
 

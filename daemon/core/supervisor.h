@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/core/admission.h"
 #include "daemon/core/agent_registry.h"
 #include "daemon/core/decisions.h"
 #include "daemon/core/detection.h"
@@ -135,8 +136,8 @@ class Supervisor {
   // Reports refused whole: about a generation this supervisor never started.
   uint64_t reports_refused() const { return reports_refused_; }
   // Hellos of new jobs (nodes) refused past --max-jobs (--max-nodes).
-  uint64_t jobs_refused() const { return jobs_refused_; }
-  uint64_t nodes_refused() const { return nodes_refused_; }
+  uint64_t jobs_refused() const { return admission_.jobs_refused(); }
+  uint64_t nodes_refused() const { return admission_.nodes_refused(); }
   // Jobs and nodes that left memory after --job-retention without an agent.
   uint64_t jobs_forgotten() const { return jobs_forgotten_; }
   uint64_t nodes_forgotten() const { return nodes_forgotten_; }
@@ -145,13 +146,6 @@ class Supervisor {
 
  private:
   void SweepJob(absl::Time now, JobEntry& job);
-  absl::Status CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const;
-  // Whether a new node or job may be held (--max-nodes, --max-jobs);
-  // counts the refusals.
-  absl::Status CheckHelloLimits(const AgentHelloInfo& hello);
-  // Whether the hello's generation and plans are ones this supervisor can
-  // have given the job.
-  absl::Status CheckHelloJob(const AgentHelloInfo& hello) const;
   // Forgets the jobs and nodes no agent spoke for in --job-retention.
   void ForgetIdle(absl::Time now);
   void CountAgentRejects(NodeRecord& node, const NodeReportInfo& report);
@@ -166,6 +160,7 @@ class Supervisor {
   QuarantinePolicy quarantine_;
   JobTable jobs_;
   RestartCoordinator restarts_;
+  Admission admission_;
   FailureHandler failures_;
   Detection detection_;
   JobPlanner planner_;
@@ -177,8 +172,6 @@ class Supervisor {
   uint64_t agent_dropped_ = 0;
   uint64_t reports_received_ = 0;
   uint64_t reports_refused_ = 0;
-  uint64_t jobs_refused_ = 0;
-  uint64_t nodes_refused_ = 0;
   uint64_t jobs_forgotten_ = 0;
   uint64_t nodes_forgotten_ = 0;
 };
