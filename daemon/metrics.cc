@@ -182,10 +182,11 @@ void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetr
 
 // The flagged stragglers' p99 compute time: every one for jobs below the
 // per-rank cap, else the slowest max_stragglers_per_job.
-void CollectStragglers(const Job& job, const MetricsOptions& options, Families& f) {
+void CollectStragglers(const JobEntry& entry, const MetricsOptions& options, Families& f) {
+  const Job& job = entry.job();
   std::vector<std::pair<double, uint32_t>> flagged;
-  for (const auto& [i, r] : job.ranks()) {
-    if (r.straggler) flagged.emplace_back(r.compute_durations.P50P99().p99, i);
+  for (uint32_t i : entry.verdicts().straggler_ranks) {
+    flagged.emplace_back(job.rank(i).compute_durations.P50P99().p99, i);
   }
   size_t keep = flagged.size();
   if (job.world_size() > options.max_ranks_per_job) {
@@ -264,13 +265,13 @@ void CollectJob(const Supervisor& core, const JobView& view, const MetricsOption
   if (view.stall_threshold) {
     AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*view.stall_threshold));
   }
-  AddSample(f.job_stragglers, id, job.stragglers());
+  AddSample(f.job_stragglers, id, static_cast<double>(entry.verdicts().straggler_ranks.size()));
   for (int k = 0; k < kEventKindCount; ++k) {
     EventKind kind = static_cast<EventKind>(k);
     AddSample(f.job_events, {{"job_id", job.id()}, {"kind", std::string(EventKindName(kind))}},
               static_cast<double>(entry.event_count(kind)));
   }
-  CollectStragglers(job, options, f);
+  CollectStragglers(entry, options, f);
   const JobStepStats& stats = view.step_stats;
   if (stats.ranks_with_samples > 0) {
     AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);

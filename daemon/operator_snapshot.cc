@@ -34,7 +34,7 @@ void RenderJob(const JobView& view, v1::Job* out) {
   out->set_step_p50_seconds(view.step_stats.median_rank_p50_s);
   out->set_step_p99_seconds(view.step_stats.median_rank_p99_s);
   out->set_stalled(entry.verdicts().stalled);
-  out->set_stragglers(job.stragglers());
+  out->set_stragglers(static_cast<uint32_t>(entry.verdicts().straggler_ranks.size()));
   const JobLifecycle& life = entry.lifecycle;
   out->set_state(std::string(JobStateName(life.state)));
   out->set_state_reason(life.reason);
@@ -126,7 +126,7 @@ std::shared_ptr<JobSnapshot> CaptureJob(const JobView& view, const MtbfEstimate&
     row.learning_rate = r.learning_rate.value_or(0);
     row.phase = r.phase;
     row.liveness = r.liveness;
-    row.straggler = r.straggler;
+    row.straggler = verdicts.straggler_ranks.contains(i);
     row.stall_culprit = verdicts.stalled && verdicts.stall_culprit == i;
     row.crash_culprit = verdicts.crash_culprit == i;
     if (r.death || !r.exception_type.empty()) {

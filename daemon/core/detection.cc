@@ -248,7 +248,8 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
 }
 
 void Detection::SweepStragglers(absl::Time now, JobEntry& job) {
-  for (const StragglerChange& change : job.verdicts().stragglers.Evaluate(job.job())) {
+  GenerationVerdicts& v = job.verdicts();
+  for (const StragglerChange& change : v.stragglers.Evaluate(job.job(), &v.straggler_ranks)) {
     const NodeIndex node = job.job().rank(change.rank).node;
     Event e;
     e.time = now;

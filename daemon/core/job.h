@@ -99,8 +99,6 @@ struct RankState {
   uint64_t datagrams_dropped = 0;
   bool phase_uncertain = false;
   int32_t stack_signal = 0;
-  // Detector verdicts, kept here so that views can show them.
-  bool straggler = false;
 };
 
 // What the supervisor observed of one training job: its generation, world
@@ -154,10 +152,6 @@ class Job {
   // (a non-zero exit, a signal, or after an uncaught exception). O(1): kept
   // as the observations arrive, because reports ask on every arrival.
   bool has_certain_failure() const { return certain_failure_; }
-
-  // Mutable access for the detectors' verdicts. REQUIRES: ranks() has `rank`.
-  RankState& mutable_rank(uint32_t rank) { return *ranks_.Find(rank); }
-  uint32_t stragglers() const;
 
   // The frontier's moves since the last call (steps completed by the first
   // rank to complete them), for the goodput ledger.

@@ -79,8 +79,9 @@ struct GenerationVerdicts {
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
   uint64_t stall_event_id = 0;  // the stall (or node_lost) event, for its stacks
-  // Straggler streaks.
+  // Straggler streaks, and the ranks flagged now.
   StragglerDetector stragglers;
+  StragglerSet straggler_ranks;
 };
 
 // Everything the supervisor holds about one job: what it observed (Job), the
