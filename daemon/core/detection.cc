@@ -301,4 +301,13 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
   }
 }
 
+void Detection::UpdateFigures(absl::Time now, JobEntry& job) {
+  const JobStepStats& stats = job.StepStats();
+  const Job& observed = job.job();
+  GenerationVerdicts& v = job.verdicts();
+  v.stall_threshold.reset();
+  if (observed.ranks_reporting() == 0) return;
+  v.stall_threshold = stall_.Check(observed, now, stats, ReportIntervalOf(job)).threshold;
+}
+
 }  // namespace trainsup

@@ -130,7 +130,15 @@ class Job {
   absl::Time last_progress() const { return last_progress_; }
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint32_t ranks_reporting() const { return ranks_reporting_; }
+  // Rank processes the agents report alive (heard from or not).
   uint32_t ranks_alive() const { return ranks_alive_; }
+  // The ranks heard from (ranks_reporting()), by liveness. O(1): kept as
+  // the observations arrive, so that a reader never counts 100k ranks.
+  uint32_t seen_alive() const { return seen_alive_; }
+  uint32_t seen_dead() const { return ranks_dead_; }
+  uint32_t seen_unknown() const { return ranks_reporting_ - seen_alive_ - ranks_dead_; }
+  // Datagrams the helpers of the ranks heard from could not send, summed.
+  uint64_t datagrams_dropped() const { return datagrams_dropped_; }
   // The ranks that last reported from `node`, in the order first heard of
   // there (kept as they report: a node's ranks without a scan of the job's).
   const std::vector<uint32_t>& RanksOn(NodeIndex node) const;
@@ -211,7 +219,9 @@ class Job {
   uint32_t ranks_reporting_ = 0;
   // Kept as the ranks' states change (only through Count's callers).
   uint32_t ranks_alive_ = 0;
+  uint32_t seen_alive_ = 0;          // seen and alive
   uint32_t ranks_dead_ = 0;          // seen and dead
+  uint64_t datagrams_dropped_ = 0;   // over the seen ranks
   uint32_t ranks_in_checkpoint_ = 0;
   absl::flat_hash_map<NodeIndex, std::vector<uint32_t>> ranks_by_node_;
   bool certain_failure_ = false;

@@ -6,8 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
-#include "daemon/core/checkpoint_schedule.h"
-#include "daemon/core/job_stats.h"
 #include "daemon/core/state_restore.h"
 #include "daemon/core/validation.h"
 
@@ -24,7 +22,8 @@ Supervisor::Supervisor(SupervisorOptions options)
       detection_(options_, agents_, decisions_, failures_),
       planner_(options_, agents_, quarantine_, decisions_),
       reconciler_(options_.stop_grace, agents_, quarantine_, decisions_),
-      cadence_(options_.cadence) {}
+      cadence_(options_.cadence),
+      views_(agents_, quarantine_, jobs_, planner_) {}
 
 void Supervisor::UpdateCadence(absl::Time now, SessionId welcomed) {
   const std::optional<absl::Duration> changed = cadence_.Update(now, agents_.connected());
@@ -142,7 +141,8 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   for (const auto& [blocking, async] : observed.TakeCheckpoints()) {
     job.costs.AddCheckpoint(blocking, async);
   }
-  (void)admission_.NoticeReport(now, job);
+  // A generation that begins to run shows its figures at once.
+  if (admission_.NoticeReport(now, job)) detection_.UpdateFigures(now, job);
   return absl::OkStatus();
 }
 
@@ -195,11 +195,6 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
   return absl::OkStatus();
 }
 
-const JobStacks* Supervisor::FindStacks(absl::string_view job_id, uint64_t generation) const {
-  const JobEntry* job = jobs_.Find(job_id);
-  return job == nullptr ? nullptr : job->stacks.Find(generation);
-}
-
 std::vector<Event> Supervisor::Sweep(absl::Time now) {
   const size_t first = decisions_.pending_events().size();
   jobs_.ForEach([&](JobEntry& job) { SweepJob(now, job); });
@@ -216,9 +211,9 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       // A dying job is one failure: a crash found here ends this sweep's
       // look at the job (its ranks are about to be stopped).
       if (detection_.SweepCrash(now, job)) break;
-      // One pass over every rank's step window serves the stall rule and the
-      // planner.
-      const JobStepStats stats = ComputeJobStepStats(job.job());
+      // One pass over every rank's step window serves the stall rule, the
+      // planner and the read model.
+      const JobStepStats stats = job.StepStats();
       if (detection_.SweepStall(now, job, stats)) break;
       detection_.SweepNodes(now, job);
       detection_.SweepStragglers(now, job);
@@ -243,6 +238,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       break;
   }
   reconciler_.Reconcile(job);
+  detection_.UpdateFigures(now, job);
 }
 
 void Supervisor::ForgetIdle(absl::Time now) {
@@ -330,42 +326,25 @@ const Job* Supervisor::FindJob(absl::string_view job_id) const {
   return entry == nullptr ? nullptr : &entry->job();
 }
 
-JobView Supervisor::ViewOf(const JobEntry& job, absl::Time now) const {
-  JobView view;
-  view.entry = &job;
-  const Job& observed = job.job();
-  view.step_stats = ComputeJobStepStats(observed);
-  if (observed.ranks_reporting() > 0) {
-    view.stall_threshold =
-        detection_.stall().Check(observed, now, view.step_stats, detection_.ReportIntervalOf(job))
-            .threshold;
-  }
-  view.nodes = static_cast<uint32_t>(agents_.NodesOf(job.id()).size());
-  view.mtbf = planner_.JobMtbf(job, now);
-  view.checkpoint_cost = planner_.CheckpointCost(job);
-  view.restart_cost = planner_.RestartCost(job);
-  view.checkpoint_async_s = job.costs.AsyncWrite();
-  if (!job.plans.plans().empty()) {
-    view.next_checkpoint_step = NextCheckpointStep(job.plans.plans(), observed.max_step() + 1);
-  }
-  return view;
+std::optional<JobView> Supervisor::ViewOf(absl::string_view job_id, absl::Time now) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return std::nullopt;
+  return views_.JobViewOf(*job, now);
 }
 
-std::vector<NodeView> Supervisor::NodeViews() const {
-  std::vector<NodeView> views(agents_.size());
-  for (NodeIndex i = 0; i < agents_.size(); ++i) {
-    const NodeRecord& node = agents_.node(i);
-    views[i].record = &node;
-    views[i].quarantined = quarantine_.IsQuarantined(node.name);
-    views[i].quarantine_reason = quarantine_.ReasonOf(node.name);
-  }
-  // Ranks per node, counted once over every job's ranks.
-  jobs_.ForEach([&](const JobEntry& job) {
-    for (const auto& [i, r] : job.job().ranks()) {
-      if (r.seen && r.node != kNoNode && r.node < views.size()) ++views[r.node].ranks;
-    }
-  });
-  return views;
+bool Supervisor::RankViewsOf(absl::string_view job_id, std::vector<RankView>* rows,
+                             std::vector<RankTexts>* texts) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return false;
+  views_.RankViewsOf(*job, rows, texts);
+  return true;
+}
+
+absl::StatusOr<std::optional<StacksView>> Supervisor::StacksOf(absl::string_view job_id,
+                                                               uint64_t generation) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  return views_.StacksOf(*job, generation);
 }
 
 }  // namespace trainsup

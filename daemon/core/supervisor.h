@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_SUPERVISOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "daemon/core/job_view.h"
 #include "daemon/core/journal.h"
 #include "daemon/core/quarantine_policy.h"
+#include "daemon/core/read_model.h"
 #include "daemon/core/reconciler.h"
 #include "daemon/core/report_cadence.h"
 #include "daemon/core/reject_reason.h"
@@ -108,26 +110,39 @@ class Supervisor {
   // Puts back what the state store kept (call once, before any agent).
   void Restore(absl::Time now, const PersistedState& state);
 
-  // Queries. Pointers and views stay valid until the next mutating call.
+  // The read model (job_view.h): what the adapters render, as values the
+  // core computed, most of them at the sweep.
+  std::vector<JobView> JobViews(absl::Time now) const { return views_.JobViews(now); }
+  std::optional<JobView> ViewOf(absl::string_view job_id, absl::Time now) const;
+  // The ranks of `job_id` heard from in its current generation, by rank
+  // (ReadModel::RankViewsOf); false when there is no such job.
+  bool RankViewsOf(absl::string_view job_id, std::vector<RankView>* rows,
+                   std::vector<RankTexts>* texts) const;
+  std::vector<NodeView> NodeViews() const { return views_.NodeViews(); }
+  ClusterView Cluster(absl::Time now) const { return views_.Cluster(now); }
+  // The stacks of `job_id`'s generation `generation` (0: the latest with
+  // stacks), grouped; NotFound when there is no such job, nullopt when it
+  // has none.
+  absl::StatusOr<std::optional<StacksView>> StacksOf(absl::string_view job_id,
+                                                     uint64_t generation) const;
+
+  // The core's own state, for its tests and the fuzzers (adapters read the
+  // views above). Pointers stay valid until the next mutating call.
   const JobEntry* FindEntry(absl::string_view job_id) const { return jobs_.Find(job_id); }
   const Job* FindJob(absl::string_view job_id) const;
   std::vector<const JobEntry*> Jobs() const { return jobs_.Sorted(); }  // by id
-  JobView ViewOf(const JobEntry& job, absl::Time now) const;
-  std::vector<NodeView> NodeViews() const;  // in the order nodes were first heard of
-  // The stacks of `job_id`'s generation `generation` (0: the latest with
-  // stacks); nullptr when there are none.
-  const JobStacks* FindStacks(absl::string_view job_id, uint64_t generation) const;
   MtbfEstimate JobMtbf(const JobEntry& job, absl::Time now) const {
     return planner_.JobMtbf(job, now);
   }
   MtbfEstimate ClusterMtbf(absl::Time now) const { return planner_.ClusterMtbf(jobs_, now); }
-
   const std::vector<NodeRecord>& nodes() const { return agents_.nodes(); }
   const NodeRecord& node(NodeIndex index) const { return agents_.node(index); }
+  const QuarantinePolicy& quarantine() const { return quarantine_; }
+
+  // Counters and settings.
   uint32_t agents_connected() const { return agents_.connected(); }
   // The report interval agents are told (zero: adaptive reporting is off).
   absl::Duration report_interval() const { return cadence_.current(); }
-  const QuarantinePolicy& quarantine() const { return quarantine_; }
   const EventLog& events() const { return decisions_.events(); }
   const RejectCounts& rejected() const { return rejected_; }
   uint64_t heartbeats_received() const { return heartbeats_received_; }
@@ -166,6 +181,7 @@ class Supervisor {
   JobPlanner planner_;
   Reconciler reconciler_;
   ReportCadence cadence_;
+  ReadModel views_;
 
   RejectCounts rejected_;
   uint64_t heartbeats_received_ = 0;
