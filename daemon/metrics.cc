@@ -178,21 +178,17 @@ struct Families {
 
 // The job's own verdicts acted on, every action and source always present,
 // and the early failures judged.
-void CollectVerdicts(const Supervisor& core, Families& f) {
-  for (VerdictAction action : {VerdictAction::kRestartElsewhere, VerdictAction::kTransient,
-                               VerdictAction::kStop}) {
-    std::string name(VerdictActionName(action));
-    std::replace(name.begin(), name.end(), '-', '_');
-    for (Verdict::Source source :
-         {Verdict::Source::kScript, Verdict::Source::kExitCode, Verdict::Source::kException}) {
-      AddSample(f.verdicts, {{"action", name}, {"source", std::string(VerdictSourceName(source))}},
-                static_cast<double>(core.verdicts_acted().Get(action, source)));
-    }
+void CollectVerdicts(const ClusterView& cluster, Families& f) {
+  for (const ClusterView::VerdictCount& v : cluster.verdicts_acted) {
+    AddSample(f.verdicts, {{"action", v.action}, {"source", v.source}},
+              static_cast<double>(v.count));
   }
-  const EarlyFailureCounts& early = core.early_failures();
-  AddSample(f.early_failures, {{"attributed", "node"}}, static_cast<double>(early.node));
-  AddSample(f.early_failures, {{"attributed", "undecided"}}, static_cast<double>(early.first));
-  AddSample(f.early_failures, {{"attributed", "workload"}}, static_cast<double>(early.workload));
+  AddSample(f.early_failures, {{"attributed", "node"}},
+            static_cast<double>(cluster.early_failures_node));
+  AddSample(f.early_failures, {{"attributed", "undecided"}},
+            static_cast<double>(cluster.early_failures_undecided));
+  AddSample(f.early_failures, {{"attributed", "workload"}},
+            static_cast<double>(cluster.early_failures_workload));
 }
 
 // An MTBF estimate as three series: the estimate and its bounds.
@@ -209,116 +205,101 @@ void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetr
 
 // The flagged stragglers' p99 compute time: every one for jobs below the
 // per-rank cap, else the slowest max_stragglers_per_job.
-void CollectStragglers(const Job& job, const MetricsOptions& options, Families& f) {
-  std::vector<std::pair<double, uint32_t>> flagged;
-  for (const auto& [i, r] : job.ranks()) {
-    if (r.straggler) flagged.emplace_back(r.compute_durations.P50P99().p99, i);
-  }
+void CollectStragglers(const JobView& job, const MetricsOptions& options, Families& f) {
+  std::vector<StragglerView> flagged = job.stragglers;
   size_t keep = flagged.size();
-  if (job.world_size() > options.max_ranks_per_job) {
+  if (job.world_size > options.max_ranks_per_job) {
     keep = std::min<size_t>(keep, options.max_stragglers_per_job);
     std::partial_sort(flagged.begin(), flagged.begin() + keep, flagged.end(),
-                      [](const auto& a, const auto& b) { return a.first > b.first; });
+                      [](const StragglerView& a, const StragglerView& b) {
+                        return a.compute_p99_s > b.compute_p99_s;
+                      });
   }
   for (size_t k = 0; k < keep; ++k) {
     AddSample(f.straggler_compute,
-              {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", absl::StrCat(flagged[k].second)}},
-              flagged[k].first);
+              {{"job_id", job.id}, {"quantile", "0.99"}, {"rank", absl::StrCat(flagged[k].rank)}},
+              flagged[k].compute_p99_s);
   }
 }
 
-// The suspected rank of a stalled job and its node, for the page to name
-// them. One series per stalled job at most: bounded, unlike a per-rank label.
-void CollectStallCulprit(const Supervisor& core, const JobEntry& entry, Families& f) {
-  const GenerationVerdicts& verdicts = entry.verdicts();
-  if (!verdicts.stalled || !verdicts.stall_culprit) return;
-  const uint32_t rank = *verdicts.stall_culprit;
-  const RankState* r = entry.job().ranks().Find(rank);
-  const std::string node =
-      r != nullptr && r->node != kNoNode ? core.node(r->node).name : std::string();
-  AddSample(f.job_stall_culprit,
-            {{"job_id", entry.id()}, {"node", node}, {"rank", absl::StrCat(rank)}}, 1);
+// The per-rank series of a job below the per-rank cap.
+void CollectRanks(const std::string& job, const std::vector<RankView>& ranks, Families& f) {
+  for (const RankView& r : ranks) {
+    const std::string rank = absl::StrCat(r.rank);
+    AddSample(f.rank_step, {{"job_id", job}, {"rank", rank}}, static_cast<double>(r.step));
+    AddSample(f.rank_datagrams_dropped, {{"job_id", job}, {"rank", rank}},
+              static_cast<double>(r.datagrams_dropped));
+    if (!r.has_step_samples) continue;
+    AddSample(f.rank_step_duration, {{"job_id", job}, {"quantile", "0.5"}, {"rank", rank}}, r.step_p50);
+    AddSample(f.rank_step_duration, {{"job_id", job}, {"quantile", "0.99"}, {"rank", rank}}, r.step_p99);
+    if (!r.has_compute_samples) continue;
+    AddSample(f.rank_compute_duration, {{"job_id", job}, {"quantile", "0.5"}, {"rank", rank}}, r.compute_p50);
+    AddSample(f.rank_compute_duration, {{"job_id", job}, {"quantile", "0.99"}, {"rank", rank}}, r.compute_p99);
+  }
 }
 
-void CollectJob(const Supervisor& core, const JobView& view, const MetricsOptions& options,
+void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions& options,
                 Families& f) {
-  const JobEntry& entry = *view.entry;
-  const Job& job = entry.job();
-  const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
+  const std::vector<ClientMetric::Label> id = {{"job_id", job.id}};
   for (int k = 0; k < kJobStateCount; ++k) {
     JobState state = static_cast<JobState>(k);
-    AddSample(f.job_state, {{"job_id", job.id()}, {"state", std::string(JobStateName(state))}},
-              entry.lifecycle.state == state ? 1 : 0);
+    AddSample(f.job_state, {{"job_id", job.id}, {"state", std::string(JobStateName(state))}},
+              job.state == state ? 1 : 0);
   }
-  AddSample(f.job_restarts, id, static_cast<double>(entry.lifecycle.restarts));
-  const LedgerTotals& ledger = entry.ledger.totals();
+  AddSample(f.job_restarts, id, static_cast<double>(job.restarts));
   for (int b = 0; b < kBucketCount; ++b) {
     AddSample(f.job_time,
-              {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id()}},
-              ledger.seconds[b]);
+              {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id}},
+              job.ledger.seconds[b]);
   }
-  AddSample(f.job_goodput, id, ledger.goodput());
-  AddMtbf(f.job_mtbf, view.mtbf, id);
-  AddSample(f.job_checkpoint_cost, id, view.checkpoint_cost.seconds);
-  AddSample(f.job_restart_cost, id, view.restart_cost.seconds);
-  if (entry.plans.figures()) {
-    AddSample(f.job_checkpoint_interval, id, entry.plans.figures()->interval_seconds);
-  }
-  if (!entry.plans.plans().empty()) {
+  AddSample(f.job_goodput, id, job.ledger.goodput());
+  AddMtbf(f.job_mtbf, job.mtbf, id);
+  AddSample(f.job_checkpoint_cost, id, job.checkpoint_cost.seconds);
+  AddSample(f.job_restart_cost, id, job.restart_cost.seconds);
+  if (job.plan) AddSample(f.job_checkpoint_interval, id, job.plan->interval_s);
+  if (!job.plans.empty()) {
     AddSample(f.job_checkpoint_interval_steps, id,
-              static_cast<double>(entry.plans.plans().back().interval_steps));
+              static_cast<double>(job.plans.back().interval_steps));
   }
-  AddSample(f.job_generation, id, static_cast<double>(job.generation()));
-  AddSample(f.job_world_size, id, job.world_size());
-  AddSample(f.job_step, id, static_cast<double>(job.max_step()));
-  if (job.last_progress() != absl::InfinitePast()) {
-    AddSample(f.job_last_progress, id, absl::ToDoubleSeconds(job.last_progress() - absl::UnixEpoch()));
+  AddSample(f.job_generation, id, static_cast<double>(job.generation));
+  AddSample(f.job_world_size, id, job.world_size);
+  AddSample(f.job_step, id, static_cast<double>(job.step));
+  if (job.last_progress != absl::InfinitePast()) {
+    AddSample(f.job_last_progress, id, absl::ToDoubleSeconds(job.last_progress - absl::UnixEpoch()));
   }
-  AddSample(f.job_ranks_reporting, id, job.ranks_reporting());
-  AddSample(f.job_ranks_alive, id, job.ranks_alive());
-  uint32_t unknown = 0;
-  uint64_t datagrams_dropped = 0;
-  for (const auto& [i, r] : job.ranks()) {
-    if (!r.seen) continue;
-    unknown += r.liveness == Liveness::kUnknown ? 1 : 0;
-    datagrams_dropped += r.datagrams_dropped;
+  AddSample(f.job_ranks_reporting, id, job.ranks_reporting);
+  AddSample(f.job_ranks_alive, id, job.ranks_alive);
+  AddSample(f.job_ranks_unknown, id, job.seen.unknown);
+  AddSample(f.job_datagrams_dropped, id, static_cast<double>(job.datagrams_dropped));
+  AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received));
+  AddSample(f.job_stalled, id, job.stalled ? 1 : 0);
+  // The suspected rank of a stalled job and its node, for the page to name
+  // them. One series per stalled job at most: bounded, unlike a per-rank label.
+  if (job.stall_culprit) {
+    AddSample(f.job_stall_culprit,
+              {{"job_id", job.id}, {"node", job.stall_culprit_node},
+               {"rank", absl::StrCat(*job.stall_culprit)}},
+              1);
   }
-  AddSample(f.job_ranks_unknown, id, unknown);
-  AddSample(f.job_datagrams_dropped, id, static_cast<double>(datagrams_dropped));
-  AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
-  AddSample(f.job_stalled, id, entry.verdicts().stalled ? 1 : 0);
-  CollectStallCulprit(core, entry, f);
-  if (view.stall_threshold) {
-    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*view.stall_threshold));
+  if (job.stall_threshold) {
+    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*job.stall_threshold));
   }
-  AddSample(f.job_stragglers, id, job.stragglers());
+  AddSample(f.job_stragglers, id, static_cast<double>(job.stragglers.size()));
   for (int k = 0; k < kEventKindCount; ++k) {
     EventKind kind = static_cast<EventKind>(k);
-    AddSample(f.job_events, {{"job_id", job.id()}, {"kind", std::string(EventKindName(kind))}},
-              static_cast<double>(entry.event_count(kind)));
+    AddSample(f.job_events, {{"job_id", job.id}, {"kind", std::string(EventKindName(kind))}},
+              static_cast<double>(job.events[k]));
   }
   CollectStragglers(job, options, f);
-  const JobStepStats& stats = view.step_stats;
+  const JobStepStats& stats = job.step_stats;
   if (stats.ranks_with_samples > 0) {
-    AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
-    AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
   }
-  if (job.world_size() > options.max_ranks_per_job) return;
-  for (const auto& [i, r] : job.ranks()) {
-    if (!r.seen) continue;
-    const std::string rank = absl::StrCat(i);
-    AddSample(f.rank_step, {{"job_id", job.id()}, {"rank", rank}}, static_cast<double>(r.step));
-    AddSample(f.rank_datagrams_dropped, {{"job_id", job.id()}, {"rank", rank}},
-              static_cast<double>(r.datagrams_dropped));
-    if (r.step_durations.empty()) continue;
-    StepWindow::Quantiles q = r.step_durations.P50P99();
-    AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, q.p50);
-    AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, q.p99);
-    if (r.compute_durations.empty()) continue;
-    StepWindow::Quantiles c = r.compute_durations.P50P99();
-    AddSample(f.rank_compute_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, c.p50);
-    AddSample(f.rank_compute_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, c.p99);
-  }
+  if (job.world_size > options.max_ranks_per_job) return;
+  std::vector<RankView> ranks;
+  std::vector<RankTexts> texts;
+  if (core.RankViewsOf(job.id, &ranks, &texts)) CollectRanks(job.id, ranks, f);
 }
 
 }  // namespace
@@ -329,8 +310,9 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.build_info, {{"version", TRAINSUP_VERSION}}, 1);
     AddSample(f.agents_connected, {}, core.agents_connected());
     AddSample(f.report_interval, {}, absl::ToDoubleSeconds(core.report_interval()));
-    AddSample(f.nodes, {}, static_cast<double>(core.nodes().size()));
-    std::vector<const JobEntry*> jobs = core.Jobs();
+    const ClusterView cluster = core.Cluster(now);
+    AddSample(f.nodes, {}, cluster.nodes);
+    std::vector<JobView> jobs = core.JobViews(now);
     AddSample(f.jobs, {}, static_cast<double>(jobs.size()));
     AddSample(f.reports, {}, static_cast<double>(core.reports_received()));
     AddSample(f.heartbeats, {}, static_cast<double>(core.heartbeats_received()));
@@ -341,20 +323,15 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
                 static_cast<double>(core.rejected().Get(reason)));
     }
     AddSample(f.dropped, {}, static_cast<double>(core.heartbeats_dropped_by_agents()));
-    for (const NodeRecord& node : core.nodes()) {
-      if (core.quarantine().IsQuarantined(node.name)) {
-        AddSample(f.node_quarantined, {{"node", node.name}}, 1);
-      }
+    for (const std::string& node : cluster.quarantined_nodes) {
+      AddSample(f.node_quarantined, {{"node", node}}, 1);
     }
-    AddSample(f.nodes_quarantined, {}, static_cast<double>(core.quarantine().quarantined_count()));
-    uint32_t unreachable = 0;
-    for (const NodeRecord& node : core.nodes()) {
-      if (!node.unreachable) continue;
-      ++unreachable;
-      AddSample(f.node_unreachable, {{"node", node.name}}, 1);
+    AddSample(f.nodes_quarantined, {}, cluster.nodes_quarantined);
+    for (const std::string& node : cluster.unreachable_nodes) {
+      AddSample(f.node_unreachable, {{"node", node}}, 1);
     }
-    AddSample(f.nodes_unreachable, {}, unreachable);
-    AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
+    AddSample(f.nodes_unreachable, {}, static_cast<double>(cluster.unreachable_nodes.size()));
+    AddSample(f.quarantine_skipped, {}, static_cast<double>(cluster.quarantine_skipped));
     AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
     AddSample(f.persist_failures, {}, static_cast<double>(host_->persist_failures()));
     AddSample(f.fences, {{"result", "succeeded"}}, static_cast<double>(host_->fences_succeeded()));
@@ -370,9 +347,9 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.reports_refused, {}, static_cast<double>(core.reports_refused()));
     AddSample(f.jobs_forgotten, {}, static_cast<double>(core.jobs_forgotten()));
     AddSample(f.nodes_forgotten, {}, static_cast<double>(core.nodes_forgotten()));
-    CollectVerdicts(core, f);
-    AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
-    for (const JobEntry* job : jobs) CollectJob(core, core.ViewOf(*job, now), options_, f);
+    CollectVerdicts(cluster, f);
+    AddMtbf(f.cluster_mtbf, cluster.mtbf, {});
+    for (const JobView& job : jobs) CollectJob(core, job, options_, f);
     return 0;
   });
   return f.Take();

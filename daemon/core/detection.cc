@@ -276,7 +276,8 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
 }
 
 void Detection::SweepStragglers(absl::Time now, JobEntry& job) {
-  for (const StragglerChange& change : job.verdicts().stragglers.Evaluate(job.job())) {
+  GenerationVerdicts& v = job.verdicts();
+  for (const StragglerChange& change : v.stragglers.Evaluate(job.job(), &v.straggler_ranks)) {
     const NodeIndex node = job.job().rank(change.rank).node;
     decisions_.Emit(&job, StragglerEvent(now, EventJobOf(job), change, agents_.NameOf(node),
                                          job.verdicts().stragglers.options()));
@@ -309,6 +310,15 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
                                                now - node.last_report,
                                                node_loss_.LostAfter(node), ranks));
   }
+}
+
+void Detection::UpdateFigures(absl::Time now, JobEntry& job) {
+  const JobStepStats& stats = job.StepStats();
+  const Job& observed = job.job();
+  GenerationVerdicts& v = job.verdicts();
+  v.stall_threshold.reset();
+  if (observed.ranks_reporting() == 0) return;
+  v.stall_threshold = stall_.Check(observed, now, stats, ReportIntervalOf(job)).threshold;
 }
 
 }  // namespace trainsup

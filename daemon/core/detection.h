@@ -51,13 +51,17 @@ class Detection {
   // unreachable (an event; their ranks' liveness becomes unknown). Nothing is
   // stopped for it.
   void SweepNodes(absl::Time now, JobEntry& job);
+  // Keeps what the rules measure now in the job's verdicts, for the read
+  // model: its step statistics and the stall threshold in force. O(1) and
+  // O(the job's nodes), plus a pass over its ranks when heartbeats arrived
+  // since the statistics were last taken.
+  void UpdateFigures(absl::Time now, JobEntry& job);
 
   // The job's nodes whose agent is silent now, for longer than `at_least`
   // (their ranks' word is stale).
   absl::flat_hash_set<NodeIndex> SilentNodes(const JobEntry& job, absl::Time now,
                                              absl::Duration at_least) const;
 
-  const StallDetector& stall() const { return stall_; }
   // Commands that failed before any rank reported, judged since start.
   const EarlyFailureCounts& early_failures() const { return early_failures_; }
 

@@ -54,14 +54,9 @@ uint64_t Job::global_batch() const {
   return total;
 }
 
-uint32_t Job::stragglers() const {
-  uint32_t n = 0;
-  for (const auto& [i, r] : ranks_) n += r.straggler ? 1 : 0;
-  return n;
-}
-
 void Job::Count(const RankState& r, int delta) {
   if (r.liveness == Liveness::kAlive) ranks_alive_ += delta;
+  if (r.seen && r.liveness == Liveness::kAlive) seen_alive_ += delta;
   if (r.seen && r.liveness == Liveness::kDead) ranks_dead_ += delta;
   if (r.in_checkpoint) ranks_in_checkpoint_ += delta;
 }
@@ -109,7 +104,9 @@ void Job::Resize(uint32_t world_size) {
   ranks_by_node_.clear();
   ranks_reporting_ = 0;
   ranks_alive_ = 0;
+  seen_alive_ = 0;
   ranks_dead_ = 0;
+  datagrams_dropped_ = 0;
   ranks_in_checkpoint_ = 0;
   certain_failure_ = false;
   max_step_ = -1;
@@ -177,6 +174,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
                              hb.kind == HeartbeatKind::kComputeBegin ||
                              hb.kind == HeartbeatKind::kComputeEnd;
   if (hb.datagrams_dropped > r.datagrams_dropped) {
+    datagrams_dropped_ += hb.datagrams_dropped - r.datagrams_dropped;
     r.datagrams_dropped = hb.datagrams_dropped;
     r.phase_uncertain = !carries_phase;
   } else if (carries_phase) {

@@ -21,6 +21,7 @@
 #include "daemon/core/job.h"
 #include "daemon/core/job_costs.h"
 #include "daemon/core/job_state.h"
+#include "daemon/core/job_stats.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/restart_governor.h"
 #include "daemon/core/stacks.h"
@@ -91,8 +92,15 @@ struct GenerationVerdicts {
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
   uint64_t stall_event_id = 0;  // the stall (or node_lost) event, for its stacks
-  // Straggler streaks.
+  // Straggler streaks, and the ranks flagged now.
   StragglerDetector stragglers;
+  StragglerSet straggler_ranks;
+  // What the rules measured at the last sweep (and when the generation began
+  // to run), for the read model: the step statistics (JobEntry::StepStats)
+  // and the stall threshold in force (absent while no rank reports).
+  JobStepStats step_stats;
+  uint64_t step_stats_heartbeats = UINT64_MAX;  // Job::heartbeats_received() then
+  std::optional<absl::Duration> stall_threshold;
 };
 
 // Everything the supervisor holds about one job: what it observed (Job), the
@@ -114,6 +122,10 @@ class JobEntry {
   void SyncGeneration();
   GenerationVerdicts& verdicts() { return verdicts_; }
   const GenerationVerdicts& verdicts() const { return verdicts_; }
+  // The generation's step statistics, kept in its verdicts and computed
+  // again only when heartbeats arrived since: one pass over every rank's
+  // window serves a sweep's rules and the read model.
+  const JobStepStats& StepStats();
 
   // Events of each kind about this job, across generations.
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }
