@@ -210,7 +210,7 @@ std::string RenderJobDetail(const v1::JobDetail& d) {
   absl::StrAppend(&out, "restart       R = ", FormatSeconds(d.restart_cost_seconds()),
                   d.restart_cost_measured() ? " (measured)" : " (prior)", "\n");
   if (d.plans_size() > 0) {
-    const v1::PlanSpec& p = d.plans(d.plans_size() - 1);
+    const v1::CheckpointPlan& p = d.plans(d.plans_size() - 1);
     absl::StrAppend(&out, "plan          every ", p.interval_steps(), " steps (",
                     FormatSeconds(d.planned_interval_seconds()), "; Young ",
                     FormatSeconds(d.young_interval_seconds()), ", Daly ",

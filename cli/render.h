@@ -8,8 +8,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "daemon/core/checkpoint_planner.h"
-#include "daemon/core/compute_budget.h"
+#include "calc/checkpoint_planner.h"
+#include "calc/compute_budget.h"
 #include "google/protobuf/message.h"
 #include "trainsup/v1/calculators.pb.h"
 #include "trainsup/v1/operator.pb.h"

@@ -5,6 +5,7 @@
 
 #include "daemon/core/job_stats.h"
 #include "daemon/core/supervisor.h"
+#include "daemon/proto_convert.h"
 
 namespace trainsup {
 namespace {
@@ -74,14 +75,7 @@ void RenderDetail(const JobView& view, const MtbfEstimate& cluster, v1::JobDetai
     response->set_plan_verdict(p->verdict);
     for (const std::string& w : p->warnings) response->add_plan_warnings(w);
   }
-  for (const CheckpointPlanSpec& spec : view.plans) {
-    v1::PlanSpec* out = response->add_plans();
-    out->set_plan_id(spec.plan_id);
-    out->set_anchor_step(spec.anchor_step);
-    out->set_interval_steps(spec.interval_steps);
-    out->set_effective_from_step(spec.effective_from_step);
-    for (int64_t s : spec.one_off_steps) out->add_one_off_steps(s);
-  }
+  for (const CheckpointPlanSpec& spec : view.plans) ToProto(spec, response->add_plans());
   response->set_next_checkpoint_step(view.next_checkpoint_step);
   RenderLedger(view.ledger, response->mutable_ledger());
   for (const auto& [generation, totals] : view.ledger_by_generation) {

@@ -267,21 +267,24 @@ v1::SupervisorMessage ToProto(const AgentCommand& command) {
     case AgentCommand::Kind::kQuarantine:
       out.mutable_quarantined()->set_reason(command.reason);
       break;
-    case AgentCommand::Kind::kPlan: {
-      v1::CheckpointPlan* plan = out.mutable_plan();
-      plan->set_plan_id(command.plan.plan_id);
-      plan->set_anchor_step(command.plan.anchor_step);
-      plan->set_interval_steps(command.plan.interval_steps);
-      plan->set_effective_from_step(command.plan.effective_from_step);
-      for (int64_t step : command.plan.one_off_steps) plan->add_one_off_steps(step);
+    case AgentCommand::Kind::kPlan:
+      ToProto(command.plan, out.mutable_plan());
       break;
-    }
     case AgentCommand::Kind::kSettings:
       out.mutable_settings()->set_report_interval_seconds(
           absl::ToDoubleSeconds(command.report_interval));
       break;
   }
   return out;
+}
+
+void ToProto(const CheckpointPlanSpec& plan, v1::CheckpointPlan* out) {
+  out->Clear();
+  out->set_plan_id(plan.plan_id);
+  out->set_anchor_step(plan.anchor_step);
+  out->set_interval_steps(plan.interval_steps);
+  out->set_effective_from_step(plan.effective_from_step);
+  for (int64_t step : plan.one_off_steps) out->add_one_off_steps(step);
 }
 
 }  // namespace trainsup

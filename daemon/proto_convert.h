@@ -4,6 +4,7 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/supervisor.h"
 #include "trainsup/v1/agent.pb.h"
+#include "trainsup/v1/checkpoint_plan.pb.h"
 #include "trainsup/v1/heartbeat.pb.h"
 
 namespace trainsup {
@@ -26,6 +27,8 @@ RejectReason FromProto(v1::RejectReason in);
 
 // A core decision -> the message its agent receives.
 v1::SupervisorMessage ToProto(const AgentCommand& command);
+// A plan as the agents receive it and operators read it (`out` is cleared).
+void ToProto(const CheckpointPlanSpec& plan, v1::CheckpointPlan* out);
 
 }  // namespace trainsup
 

@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "daemon/core/checkpoint_planner.h"
+#include "calc/checkpoint_planner.h"
 #include "daemon/core/checkpoint_schedule.h"
 
 namespace trainsup {

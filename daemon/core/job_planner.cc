@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "daemon/core/checkpoint_planner.h"
+#include "calc/checkpoint_planner.h"
 #include "daemon/core/events.h"
 #include "daemon/core/node_loss_detector.h"
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "daemon/core/checkpoint_planner.h"
+#include "calc/checkpoint_planner.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"

@@ -9,13 +9,14 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
 using ::testing::ElementsAre;
 
-absl::Time At(int64_t seconds) { return absl::FromUnixSeconds(1'700'000'000 + seconds); }
+using ::trainsup::testing::AtS;
 
 PlanPublishOptions Options(absl::Duration horizon = absl::Seconds(10), double threshold = 0.2) {
   PlanPublishOptions o;
@@ -56,7 +57,7 @@ TEST(CheckpointPublisherTest, FirstPlanIsAlwaysWorthIt) {
 
 TEST(CheckpointPublisherTest, SmallMovesOfTheIntervalAreNotWorthAPlan) {
   CheckpointPublisher p(Options(absl::Seconds(10), 0.2));
-  p.Publish(At(0), p.Periodic(0, 1.0, 100));
+  p.Publish(AtS(0), p.Periodic(0, 1.0, 100));
   EXPECT_FALSE(p.WorthReplanning(120));  // exactly the threshold: no
   EXPECT_FALSE(p.WorthReplanning(81));
   EXPECT_TRUE(p.WorthReplanning(121));
@@ -78,7 +79,7 @@ TEST(CheckpointPublisherTest, PeriodicPlanNeverStartsBeforeAnEarlierPlan) {
   CheckpointPublisher p(Options(absl::Seconds(10)));
   CheckpointPlanSpec early = p.Periodic(190, 1.0, 50);
   ASSERT_EQ(early.effective_from_step, 200);
-  p.Publish(At(0), early);
+  p.Publish(AtS(0), early);
 
   const CheckpointPlanSpec next = p.Periodic(/*max_step=*/10, 1.0, 30);
 
@@ -88,7 +89,7 @@ TEST(CheckpointPublisherTest, PeriodicPlanNeverStartsBeforeAnEarlierPlan) {
 
 TEST(CheckpointPublisherTest, OneOffKeepsTheScheduleInForceAndAddsOneStep) {
   CheckpointPublisher p(Options(absl::Seconds(10)));
-  p.Publish(At(0), p.Periodic(0, 1.0, 100));
+  p.Publish(AtS(0), p.Periodic(0, 1.0, 100));
 
   const CheckpointPlanSpec one_off = p.OneOff(/*max_step=*/42, 1.0);
 
@@ -106,22 +107,22 @@ TEST(CheckpointPublisherTest, OneOffWithoutAnyPlanIsOnlyTheOneStep) {
 
 TEST(CheckpointPublisherTest, FirstIdIsTheTimeInMicrosecondsThenIdsIncrease) {
   CheckpointPublisher p(Options());
-  const uint64_t first = p.Publish(At(0), p.Periodic(0, 1.0, 10)).plan_id;
-  EXPECT_EQ(first, static_cast<uint64_t>(absl::ToUnixMicros(At(0))));
+  const uint64_t first = p.Publish(AtS(0), p.Periodic(0, 1.0, 10)).plan_id;
+  EXPECT_EQ(first, static_cast<uint64_t>(absl::ToUnixMicros(AtS(0))));
   // Published in the same microsecond, and published later: always greater.
-  EXPECT_EQ(p.Publish(At(0), p.Periodic(0, 1.0, 20)).plan_id, first + 1);
-  EXPECT_EQ(p.Publish(At(5), p.Periodic(0, 1.0, 40)).plan_id,
-            static_cast<uint64_t>(absl::ToUnixMicros(At(5))));
+  EXPECT_EQ(p.Publish(AtS(0), p.Periodic(0, 1.0, 20)).plan_id, first + 1);
+  EXPECT_EQ(p.Publish(AtS(5), p.Periodic(0, 1.0, 40)).plan_id,
+            static_cast<uint64_t>(absl::ToUnixMicros(AtS(5))));
 }
 
 TEST(CheckpointPublisherTest, IdsGrowAcrossASupervisorRestartThatAdoptedThePlans) {
   CheckpointPublisher before(Options());
-  before.Publish(At(100), before.Periodic(0, 1.0, 10));
+  before.Publish(AtS(100), before.Periodic(0, 1.0, 10));
   CheckpointPublisher after(Options());
   after.Adopt(before.plans());
 
   // The restarted supervisor's clock reads earlier than the adopted id.
-  const uint64_t id = after.Publish(At(50), after.Periodic(0, 1.0, 20)).plan_id;
+  const uint64_t id = after.Publish(AtS(50), after.Periodic(0, 1.0, 20)).plan_id;
 
   EXPECT_GT(id, before.plans().back().plan_id);
 }
@@ -140,7 +141,7 @@ TEST(CheckpointPublisherTest, AdoptKeepsEachIdOnceInIdOrder) {
 TEST(CheckpointPublisherTest, OnlyTheNewestPlansAreKept) {
   CheckpointPublisher p(Options());
   for (size_t i = 0; i < CheckpointPublisher::kMaxPlans + 3; ++i) {
-    p.Publish(At(static_cast<int64_t>(i)), p.Periodic(0, 1.0, 10 + static_cast<int64_t>(i)));
+    p.Publish(AtS(static_cast<int64_t>(i)), p.Periodic(0, 1.0, 10 + static_cast<int64_t>(i)));
   }
   ASSERT_EQ(p.plans().size(), CheckpointPublisher::kMaxPlans);
   EXPECT_EQ(p.plans().front().interval_steps, 13);

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -25,8 +26,8 @@ constexpr NodeIndex kNodeB = 1;  // ranks 2, 3
 constexpr uint32_t kWorld = 4;
 constexpr size_t kWindow = 16;
 
-absl::Time T0() { return absl::FromUnixSeconds(1000); }
-absl::Time AtMs(int64_t ms) { return T0() + absl::Milliseconds(ms); }
+using ::trainsup::testing::AtMs;
+using ::trainsup::testing::TestEpoch;
 
 NodeIndex NodeOf(uint32_t rank) { return rank < kWorld / 2 ? kNodeA : kNodeB; }
 
@@ -54,8 +55,8 @@ class CrashDetectorTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (uint32_t r = 0; r < kWorld; ++r) {
-      ASSERT_EQ(job_.Apply(T0(), NodeOf(r), Hb(HeartbeatKind::kStep, r, 5)), std::nullopt);
-      job_.ApplyProcess(T0(), NodeOf(r), AliveProcess(r));
+      ASSERT_EQ(job_.Apply(TestEpoch(), NodeOf(r), Hb(HeartbeatKind::kStep, r, 5)), std::nullopt);
+      job_.ApplyProcess(TestEpoch(), NodeOf(r), AliveProcess(r));
     }
   }
 

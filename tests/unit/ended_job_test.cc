@@ -24,6 +24,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -32,7 +33,7 @@ using ::testing::HasSubstr;
 using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
 
-absl::Time At(double seconds) { return absl::FromUnixSeconds(1000) + absl::Seconds(seconds); }
+using ::trainsup::testing::AtS;
 
 std::string Str(absl::Time t) { return absl::FormatTime(t); }
 
@@ -118,50 +119,50 @@ class EndedJobTest : public FakeAgentsTest {
   // leave. Returns when it is all over.
   absl::Time RunToTheEnd() {
     Create();
-    ConnectAgents(At(0));
-    SendStarted(At(1), a_);
-    SendStarted(At(1), b_);
+    ConnectAgents(AtS(0));
+    SendStarted(AtS(1), a_);
+    SendStarted(AtS(1), b_);
     double t = 2;
     for (int64_t step = 1; step <= 5; ++step, t += 1) {
-      Step(At(t), a_, step);
-      Step(At(t), b_, step);
-      Sweep(At(t));
+      Step(AtS(t), a_, step);
+      Step(AtS(t), b_, step);
+      Sweep(AtS(t));
     }
     Journaled();
-    Send(At(t), a_, {}, {Died(0, 0.5, 0, /*signal=*/11), Alive(1)});
-    Sweep(At(t + 1));
-    SendLauncherExit(At(t + 2), a_, 0, /*signal=*/15);
-    SendLauncherExit(At(t + 2), b_, 0, /*signal=*/15);
-    Sweep(At(t + 2));
-    Sweep(At(t + 8));  // after the backoff: generation 2
+    Send(AtS(t), a_, {}, {Died(0, 0.5, 0, /*signal=*/11), Alive(1)});
+    Sweep(AtS(t + 1));
+    SendLauncherExit(AtS(t + 2), a_, 0, /*signal=*/15);
+    SendLauncherExit(AtS(t + 2), b_, 0, /*signal=*/15);
+    Sweep(AtS(t + 2));
+    Sweep(AtS(t + 8));  // after the backoff: generation 2
     EXPECT_EQ(job().generation(), 2u);
     gen_ = job().generation();
     Journaled();
     t += 9;
-    SendStarted(At(t), a_);
-    SendStarted(At(t), b_);
+    SendStarted(AtS(t), a_);
+    SendStarted(AtS(t), b_);
     for (int64_t step = 6; step <= 15; ++step) {
       t += 1;
-      Step(At(t), a_, step);
-      Step(At(t), b_, step);
-      Sweep(At(t));
+      Step(AtS(t), a_, step);
+      Step(AtS(t), b_, step);
+      Sweep(AtS(t));
     }
     t += 1;
     for (SessionId s : {a_, b_}) {
       std::vector<RankProcessInfo> exited;
       for (uint32_t r : RanksOf(s)) exited.push_back(Died(r, 0.25, 0));
-      Send(At(t), s, {}, exited);
-      SendLauncherExit(At(t + 0.5), s, 0);
+      Send(AtS(t), s, {}, exited);
+      SendLauncherExit(AtS(t + 0.5), s, 0);
     }
-    Sweep(At(t + 1));
+    Sweep(AtS(t + 1));
     EXPECT_EQ(state(), "finished");
     Journaled();
     // The agents' last word, then their streams end.
-    Idle(At(t + 2));
-    Disconnect(At(t + 2.5), a_);
-    Disconnect(At(t + 3), b_);
+    Idle(AtS(t + 2));
+    Disconnect(AtS(t + 2.5), a_);
+    Disconnect(AtS(t + 3), b_);
     Journaled();
-    return At(t + 10);
+    return AtS(t + 10);
   }
 
   // Every figure the adapters render of job "job", its ranks and the nodes
@@ -295,46 +296,46 @@ TEST_F(EndedJobTest, APictureOfAnEarlierRunOfAJobRunningAgainIsNotRestored) {
     row.generation = 3;
     row.state = "running";
   }
-  Restart(At(100));
+  Restart(AtS(100));
   EXPECT_EQ(job().generation(), 3u);
   EXPECT_EQ(job().ranks_reporting(), 0u);
   EXPECT_EQ(job().world_size(), 0u);
-  EXPECT_EQ(sup_->ViewOf("job", At(100))->nodes, 0u);
+  EXPECT_EQ(sup_->ViewOf("job", AtS(100))->nodes, 0u);
 }
 
 TEST_F(EndedJobTest, ANodeOfTwoEndedJobsComesBackInTheOneThatEndedLast) {
   PersistedState s;
-  s.jobs.push_back({"early", 1, "finished", "", 2, At(10)});
-  s.jobs.push_back({"late", 1, "failed", "", 2, At(20)});
+  s.jobs.push_back({"early", 1, "finished", "", 2, AtS(10)});
+  s.jobs.push_back({"late", 1, "failed", "", 2, AtS(20)});
   for (const char* job : {"late", "early"}) {  // as the store orders them: by name
     s.ended_jobs.push_back({job, 1, 2, 10, {}, std::nullopt});
-    s.ended_nodes.push_back({job, "node-a", 1, 1, At(5), 5, "exited", 0, 0, 0});
+    s.ended_nodes.push_back({job, "node-a", 1, 1, AtS(5), 5, "exited", 0, 0, 0});
   }
-  s.ended_nodes.push_back({"early", "node-b", 1, 1, At(5), 5, "exited", 0, 0, 0});
+  s.ended_nodes.push_back({"early", "node-b", 1, 1, AtS(5), 5, "exited", 0, 0, 0});
   Create();
-  sup_->Restore(At(30), s);
+  sup_->Restore(AtS(30), s);
   EXPECT_EQ(Node("node-a").job, "late");
   EXPECT_EQ(Node("node-b").job, "early");
-  EXPECT_EQ(sup_->ViewOf("late", At(30))->nodes, 1u);
-  EXPECT_EQ(sup_->ViewOf("early", At(30))->nodes, 1u);
+  EXPECT_EQ(sup_->ViewOf("late", AtS(30))->nodes, 1u);
+  EXPECT_EQ(sup_->ViewOf("early", AtS(30))->nodes, 1u);
 }
 
 // The log's "N failure records" counts every kind read back; the MTBF counts
 // the job-killing failures of the job's whole life, kept with its row.
 TEST_F(EndedJobTest, TheMtbfCountsTheJobKillingFailuresKeptWithTheJobNotTheFailureRecords) {
   PersistedState s;
-  JobRow row{"job", 2, "finished", "", 4, At(50)};
+  JobRow row{"job", 2, "finished", "", 4, AtS(50)};
   row.exposure_seconds = 40;
   row.restarts = 3;
   row.failures = 2;  // one of them older than the records read back
   s.jobs.push_back(row);
-  s.failures.push_back({At(10), "job", 1, "crash", "node-a", 0u, "crash of rank 0", true});
-  s.failures.push_back({At(20), "job", 2, "straggler", "node-b", 3u, "straggling rank 3", true});
-  s.failures.push_back({At(30), "job", 2, "straggler", "node-b", 3u, "straggling rank 3", true});
+  s.failures.push_back({AtS(10), "job", 1, "crash", "node-a", 0u, "crash of rank 0", true});
+  s.failures.push_back({AtS(20), "job", 2, "straggler", "node-b", 3u, "straggling rank 3", true});
+  s.failures.push_back({AtS(30), "job", 2, "straggler", "node-b", 3u, "straggling rank 3", true});
   Create();
-  sup_->Restore(At(60), s);
-  EXPECT_EQ(sup_->ViewOf("job", At(60))->mtbf.failures, 2);
-  EXPECT_EQ(sup_->ClusterMtbf(At(60)).failures, 2);
+  sup_->Restore(AtS(60), s);
+  EXPECT_EQ(sup_->ViewOf("job", AtS(60))->mtbf.failures, 2);
+  EXPECT_EQ(sup_->ClusterMtbf(AtS(60)).failures, 2);
   EXPECT_EQ(entry().lifecycle.restarts, 3u);
 }
 

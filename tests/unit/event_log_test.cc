@@ -6,11 +6,12 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time AtS(int64_t s) { return absl::FromUnixSeconds(1000) + absl::Seconds(s); }
+using ::trainsup::testing::AtS;
 
 Event MakeEvent(const std::string& job, EventKind kind = EventKind::kStall, int64_t at = 0) {
   Event e;

@@ -11,13 +11,14 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
 constexpr double kEps = 1e-9;
 
-absl::Time At(double s) { return absl::FromUnixSeconds(5000) + absl::Milliseconds(s * 1000); }
+using ::trainsup::testing::AtS;
 
 FrontierStep Step(int64_t step, double duration, double data_wait = 0, double checkpoint = 0) {
   FrontierStep s;
@@ -73,20 +74,20 @@ TEST(GoodputLedgerTest, EmptyLedgerHasNoWallAndNoGoodput) {
 
 TEST(GoodputLedgerTest, MoveWithoutStepsIsIgnored) {
   GoodputLedger ledger;
-  ledger.Advance(At(1), 1, {});
+  ledger.Advance(AtS(1), 1, {});
   EXPECT_EQ(ledger.first_step_time(), absl::InfinitePast());
-  ledger.Advance(At(2), 1, {Step(1, 1)});
-  ledger.Advance(At(3), 1, {});
-  EXPECT_EQ(ledger.last_step_time(), At(2));
+  ledger.Advance(AtS(2), 1, {Step(1, 1)});
+  ledger.Advance(AtS(3), 1, {});
+  EXPECT_EQ(ledger.last_step_time(), AtS(2));
   EXPECT_EQ(ledger.totals().wall_seconds(), 0);
 }
 
 TEST(GoodputLedgerTest, FirstMoveStartsTheLedgerAndAccountsNothing) {
   GoodputLedger ledger;
   // Whatever the first step measured (its time is before the ledger starts).
-  ledger.Advance(At(10), 1, {Step(1, 4, 1, 2), Step(2, 4)});
-  EXPECT_EQ(ledger.first_step_time(), At(10));
-  EXPECT_EQ(ledger.last_step_time(), At(10));
+  ledger.Advance(AtS(10), 1, {Step(1, 4, 1, 2), Step(2, 4)});
+  EXPECT_EQ(ledger.first_step_time(), AtS(10));
+  EXPECT_EQ(ledger.last_step_time(), AtS(10));
   EXPECT_EQ(ledger.totals().wall_seconds(), 0);
   EXPECT_EQ(ledger.totals().goodput(), 0);
   ExpectConsistent(ledger);
@@ -94,10 +95,10 @@ TEST(GoodputLedgerTest, FirstMoveStartsTheLedgerAndAccountsNothing) {
 
 TEST(GoodputLedgerTest, NewStepSplitsItsStretchByItsMeasuredFractions) {
   GoodputLedger ledger;
-  ledger.Advance(At(10), 1, {Step(1, 4)});
+  ledger.Advance(AtS(10), 1, {Step(1, 4)});
   // 4s for step 2, of which 1s waiting on input and 0.5s blocked on a
   // checkpoint (taken after step 1).
-  ledger.Advance(At(14), 1, {Step(2, 4, 1, 0.5)});
+  ledger.Advance(AtS(14), 1, {Step(2, 4, 1, 0.5)});
   const LedgerTotals& t = ledger.totals();
   EXPECT_NEAR(Starved(t), 1, kEps);
   EXPECT_NEAR(Blocked(t), 0.5, kEps);
@@ -111,8 +112,8 @@ TEST(GoodputLedgerTest, FractionsScaleToTheSupervisorsStretch) {
   // The rank measured 2s; the frontier moved 8s later by the supervisor's
   // clock: the stretch is split in the same proportions.
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 2)});
-  ledger.Advance(At(8), 1, {Step(2, 2, 0.5, 0.25)});
+  ledger.Advance(AtS(0), 1, {Step(1, 2)});
+  ledger.Advance(AtS(8), 1, {Step(2, 2, 0.5, 0.25)});
   EXPECT_NEAR(Starved(ledger.totals()), 2, kEps);
   EXPECT_NEAR(Blocked(ledger.totals()), 1, kEps);
   EXPECT_NEAR(Useful(ledger.totals()), 5, kEps);
@@ -121,10 +122,10 @@ TEST(GoodputLedgerTest, FractionsScaleToTheSupervisorsStretch) {
 
 TEST(GoodputLedgerTest, SeveralStepsInOneMoveShareTheStretchByTheirDurations) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
   // Step 2 took 1s (all useful), step 3 took 3s (all waiting on input): of
   // 8s, 2 go to step 2 and 6 to step 3.
-  ledger.Advance(At(8), 1, {Step(2, 1), Step(3, 3, 3)});
+  ledger.Advance(AtS(8), 1, {Step(2, 1), Step(3, 3, 3)});
   EXPECT_NEAR(Useful(ledger.totals()), 2, kEps);
   EXPECT_NEAR(Starved(ledger.totals()), 6, kEps);
   ExpectConsistent(ledger);
@@ -132,25 +133,25 @@ TEST(GoodputLedgerTest, SeveralStepsInOneMoveShareTheStretchByTheirDurations) {
 
 TEST(GoodputLedgerTest, StepsWithoutMeasuredDurationsShareEqually) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 0)});
-  ledger.Advance(At(6), 1, {Step(2, 0), Step(3, 0), Step(4, 0)});
+  ledger.Advance(AtS(0), 1, {Step(1, 0)});
+  ledger.Advance(AtS(6), 1, {Step(2, 0), Step(3, 0), Step(4, 0)});
   EXPECT_NEAR(Useful(ledger.totals()), 6, kEps);
   ExpectConsistent(ledger);
 }
 
 TEST(GoodputLedgerTest, StepsReDoneAfterAFailureAreLost) {
   GoodputLedger ledger;
-  for (int s = 1; s <= 10; ++s) ledger.Advance(At(s), 1, {Step(s, 1)});
+  for (int s = 1; s <= 10; ++s) ledger.Advance(AtS(s), 1, {Step(s, 1)});
   EXPECT_NEAR(Useful(ledger.totals()), 9, kEps);
   // Generation 2 resumes from a checkpoint at step 5: its first step (6) is
   // 30s after step 10 (the failure, the restart); steps 7..10 are re-done,
   // step 11 is new.
-  ledger.Advance(At(40), 2, {Step(6, 1)});
+  ledger.Advance(AtS(40), 2, {Step(6, 1)});
   EXPECT_NEAR(Lost(ledger.totals()), 30, kEps);
-  for (int s = 7; s <= 10; ++s) ledger.Advance(At(40 + (s - 6)), 2, {Step(s, 1)});
+  for (int s = 7; s <= 10; ++s) ledger.Advance(AtS(40 + (s - 6)), 2, {Step(s, 1)});
   EXPECT_NEAR(Lost(ledger.totals()), 34, kEps);
   EXPECT_NEAR(Useful(ledger.totals()), 9, kEps);
-  ledger.Advance(At(45), 2, {Step(11, 1)});
+  ledger.Advance(AtS(45), 2, {Step(11, 1)});
   EXPECT_NEAR(Useful(ledger.totals()), 10, kEps);
   EXPECT_NEAR(Lost(ledger.totals()), 34, kEps);
   EXPECT_NEAR(ledger.totals().goodput(), 10.0 / 44, kEps);
@@ -159,22 +160,22 @@ TEST(GoodputLedgerTest, StepsReDoneAfterAFailureAreLost) {
 
 TEST(GoodputLedgerTest, StepAtTheHighWaterMarkIsLostToo) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(1), 1, {Step(2, 1)});
-  ledger.Advance(At(11), 2, {Step(1, 1)});
-  ledger.Advance(At(12), 2, {Step(2, 1)});  // == the high-water mark
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(1), 1, {Step(2, 1)});
+  ledger.Advance(AtS(11), 2, {Step(1, 1)});
+  ledger.Advance(AtS(12), 2, {Step(2, 1)});  // == the high-water mark
   EXPECT_NEAR(Lost(ledger.totals()), 11, kEps);
-  ledger.Advance(At(13), 2, {Step(3, 1)});
+  ledger.Advance(AtS(13), 2, {Step(3, 1)});
   EXPECT_NEAR(Useful(ledger.totals()), 2, kEps);
   ExpectConsistent(ledger);
 }
 
 TEST(GoodputLedgerTest, MoveMixingReDoneAndNewStepsSplitsThem) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(4, 1)});
-  ledger.Advance(At(10), 2, {Step(2, 1)});  // lost: 10
+  ledger.Advance(AtS(0), 1, {Step(4, 1)});
+  ledger.Advance(AtS(10), 2, {Step(2, 1)});  // lost: 10
   // Steps 3, 4 re-done, 5 new, 1s each measured, in a 6s stretch.
-  ledger.Advance(At(16), 2, {Step(3, 1), Step(4, 1), Step(5, 1, 0.5)});
+  ledger.Advance(AtS(16), 2, {Step(3, 1), Step(4, 1), Step(5, 1, 0.5)});
   EXPECT_NEAR(Lost(ledger.totals()), 14, kEps);
   EXPECT_NEAR(Starved(ledger.totals()), 1, kEps);
   EXPECT_NEAR(Useful(ledger.totals()), 1, kEps);
@@ -183,18 +184,18 @@ TEST(GoodputLedgerTest, MoveMixingReDoneAndNewStepsSplitsThem) {
 
 TEST(GoodputLedgerTest, StretchEndingInTheFirstMoveOfANewGenerationIsLostEntirely) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(1), 1, {Step(2, 1)});
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(1), 1, {Step(2, 1)});
   // The new generation's first move brings new steps (3, 4), with waits
   // measured: the whole stretch is still the failure's.
-  ledger.Advance(At(21), 2, {Step(3, 1, 0.5), Step(4, 1, 0, 0.5)});
+  ledger.Advance(AtS(21), 2, {Step(3, 1, 0.5), Step(4, 1, 0, 0.5)});
   EXPECT_NEAR(Lost(ledger.totals()), 20, kEps);
   EXPECT_NEAR(Useful(ledger.totals()), 1, kEps);
   EXPECT_EQ(Starved(ledger.totals()), 0);
   EXPECT_EQ(Blocked(ledger.totals()), 0);
   // ... and they raised the high-water mark: 4 again is re-done, 5 is new.
-  ledger.Advance(At(22), 2, {Step(4, 1)});
-  ledger.Advance(At(23), 2, {Step(5, 1)});
+  ledger.Advance(AtS(22), 2, {Step(4, 1)});
+  ledger.Advance(AtS(23), 2, {Step(5, 1)});
   EXPECT_NEAR(Lost(ledger.totals()), 21, kEps);
   EXPECT_NEAR(Useful(ledger.totals()), 2, kEps);
   ExpectConsistent(ledger);
@@ -202,12 +203,12 @@ TEST(GoodputLedgerTest, StretchEndingInTheFirstMoveOfANewGenerationIsLostEntirel
 
 TEST(GoodputLedgerTest, PerGenerationTotalsSumToTheJobsTotals) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(2), 1, {Step(2, 2, 1)});      // gen 1: starved 1, useful 1
-  ledger.Advance(At(12), 2, {Step(1, 1)});        // gen 2: lost 10
-  ledger.Advance(At(13), 2, {Step(2, 1)});        // gen 2: lost 1
-  ledger.Advance(At(15), 2, {Step(3, 2, 0, 1)});  // gen 2: blocked 1, useful 1
-  ledger.Advance(At(45), 3, {Step(3, 1)});        // gen 3: lost 30
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(2), 1, {Step(2, 2, 1)});      // gen 1: starved 1, useful 1
+  ledger.Advance(AtS(12), 2, {Step(1, 1)});        // gen 2: lost 10
+  ledger.Advance(AtS(13), 2, {Step(2, 1)});        // gen 2: lost 1
+  ledger.Advance(AtS(15), 2, {Step(3, 2, 0, 1)});  // gen 2: blocked 1, useful 1
+  ledger.Advance(AtS(45), 3, {Step(3, 1)});        // gen 3: lost 30
   const auto& by = ledger.by_generation();
   ASSERT_EQ(by.count(1), 1u);
   ASSERT_EQ(by.count(2), 1u);
@@ -227,12 +228,12 @@ TEST(GoodputLedgerTest, PerGenerationTotalsSumToTheJobsTotals) {
 
 TEST(GoodputLedgerTest, MovesAtTheSameInstantAddNothingButRaiseTheHighWaterMark) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(1), 1, {Step(2, 1)});
-  ledger.Advance(At(1), 1, {Step(3, 1)});
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(1), 1, {Step(2, 1)});
+  ledger.Advance(AtS(1), 1, {Step(3, 1)});
   EXPECT_NEAR(Useful(ledger.totals()), 1, kEps);
-  ledger.Advance(At(5), 2, {Step(3, 1)});  // lost: 4
-  ledger.Advance(At(6), 2, {Step(4, 1)});  // new
+  ledger.Advance(AtS(5), 2, {Step(3, 1)});  // lost: 4
+  ledger.Advance(AtS(6), 2, {Step(4, 1)});  // new
   EXPECT_NEAR(Lost(ledger.totals()), 4, kEps);
   EXPECT_NEAR(Useful(ledger.totals()), 2, kEps);
   ExpectConsistent(ledger);
@@ -240,18 +241,18 @@ TEST(GoodputLedgerTest, MovesAtTheSameInstantAddNothingButRaiseTheHighWaterMark)
 
 TEST(GoodputLedgerTest, MoveEarlierThanTheLastAccountsNothingAndKeepsTheEnd) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(10), 1, {Step(2, 1)});
-  ledger.Advance(At(9), 1, {Step(3, 1)});
-  EXPECT_EQ(ledger.last_step_time(), At(10));
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(10), 1, {Step(2, 1)});
+  ledger.Advance(AtS(9), 1, {Step(3, 1)});
+  EXPECT_EQ(ledger.last_step_time(), AtS(10));
   EXPECT_NEAR(ledger.totals().wall_seconds(), 10, kEps);
   ExpectConsistent(ledger);
 }
 
 TEST(GoodputLedgerTest, DataWaitLongerThanTheStepIsAllStarvedNeverNegative) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(2), 1, {Step(2, 1, 3)});
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(2), 1, {Step(2, 1, 3)});
   EXPECT_NEAR(Starved(ledger.totals()), 2, kEps);
   EXPECT_EQ(Useful(ledger.totals()), 0);
   ExpectConsistent(ledger);
@@ -259,9 +260,9 @@ TEST(GoodputLedgerTest, DataWaitLongerThanTheStepIsAllStarvedNeverNegative) {
 
 TEST(GoodputLedgerTest, WaitsAddingUpToMoreThanTheStepSplitInProportion) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
   // 2s waiting + 2s blocked, in a step measured at 1s: 4s stretch, half each.
-  ledger.Advance(At(4), 1, {Step(2, 1, 2, 2)});
+  ledger.Advance(AtS(4), 1, {Step(2, 1, 2, 2)});
   EXPECT_NEAR(Starved(ledger.totals()), 2, kEps);
   EXPECT_NEAR(Blocked(ledger.totals()), 2, kEps);
   EXPECT_EQ(Useful(ledger.totals()), 0);
@@ -270,16 +271,16 @@ TEST(GoodputLedgerTest, WaitsAddingUpToMoreThanTheStepSplitInProportion) {
 
 TEST(GoodputLedgerTest, ZeroDurationWithAWaitIsStarved) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 0)});
-  ledger.Advance(At(3), 1, {Step(2, 0, 0.5)});
+  ledger.Advance(AtS(0), 1, {Step(1, 0)});
+  ledger.Advance(AtS(3), 1, {Step(2, 0, 0.5)});
   EXPECT_NEAR(Starved(ledger.totals()), 3, kEps);
   ExpectConsistent(ledger);
 }
 
 TEST(GoodputLedgerTest, NegativeFiguresCountAsZero) {
   GoodputLedger ledger;
-  ledger.Advance(At(0), 1, {Step(1, 1)});
-  ledger.Advance(At(4), 1, {Step(2, -1, -2, -3), Step(3, 1)});
+  ledger.Advance(AtS(0), 1, {Step(1, 1)});
+  ledger.Advance(AtS(4), 1, {Step(2, -1, -2, -3), Step(3, 1)});
   // Step 2's duration counts as 0: step 3 takes the whole stretch.
   EXPECT_NEAR(Useful(ledger.totals()), 4, kEps);
   ExpectConsistent(ledger);
@@ -290,13 +291,13 @@ TEST(GoodputLedgerTest, NoFailuresAndNoWaitsMeansAllUseful) {
   std::uniform_int_distribution<int64_t> us(1, 10'000'000);
   std::uniform_real_distribution<double> duration(0, 5);
   GoodputLedger ledger;
-  absl::Time t = At(0);
+  absl::Time t = AtS(0);
   ledger.Advance(t, 1, {Step(1, 1)});
   for (int s = 2; s <= 500; ++s) {
     t += absl::Microseconds(us(rng));
     ledger.Advance(t, 1, {Step(s, duration(rng))});
   }
-  EXPECT_NEAR(Useful(ledger.totals()), absl::ToDoubleSeconds(t - At(0)), kEps);
+  EXPECT_NEAR(Useful(ledger.totals()), absl::ToDoubleSeconds(t - AtS(0)), kEps);
   EXPECT_NEAR(ledger.totals().goodput(), 1, kEps);
   ExpectConsistent(ledger);
 }
@@ -316,7 +317,7 @@ TEST(GoodputLedgerTest, IdentityHoldsExactlyUnderRandomHistories) {
     std::uniform_int_distribution<int64_t> back(0, 40);
     std::uniform_real_distribution<double> seconds(0, 6);
     GoodputLedger ledger;
-    absl::Time t = At(0) + absl::Microseconds(seed);
+    absl::Time t = AtS(0) + absl::Microseconds(seed);
     absl::Time first = absl::InfinitePast();
     uint64_t generation = 1;
     int64_t step = 0;

@@ -4,11 +4,12 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time At(double seconds) { return absl::FromUnixSeconds(1000) + absl::Seconds(seconds); }
+using ::trainsup::testing::AtS;
 
 TEST(JobCostsTest, CheckpointCostIsThePriorUntilMeasuredThenTheMedian) {
   JobCosts costs;
@@ -45,29 +46,29 @@ TEST(JobCostsTest, RestartCostIsThePriorUntilMeasured) {
 
 TEST(JobCostsTest, ExposureCountsOnlyRunningTime) {
   JobCosts costs;
-  EXPECT_EQ(costs.ExposureSeconds(At(100)), 0);
-  costs.StartRunning(At(10));
-  EXPECT_EQ(costs.ExposureSeconds(At(40)), 30);
-  costs.StopRunning(At(50));
-  EXPECT_EQ(costs.ExposureSeconds(At(500)), 40);
-  costs.StartRunning(At(600));
-  costs.StartRunning(At(700));  // already running: the first start counts
-  EXPECT_EQ(costs.ExposureSeconds(At(800)), 240);
+  EXPECT_EQ(costs.ExposureSeconds(AtS(100)), 0);
+  costs.StartRunning(AtS(10));
+  EXPECT_EQ(costs.ExposureSeconds(AtS(40)), 30);
+  costs.StopRunning(AtS(50));
+  EXPECT_EQ(costs.ExposureSeconds(AtS(500)), 40);
+  costs.StartRunning(AtS(600));
+  costs.StartRunning(AtS(700));  // already running: the first start counts
+  EXPECT_EQ(costs.ExposureSeconds(AtS(800)), 240);
 }
 
 TEST(JobCostsTest, ExposureNeverGoesBackwards) {
   JobCosts costs;
-  costs.StartRunning(At(100));
-  EXPECT_EQ(costs.ExposureSeconds(At(50)), 0);  // a time before the start
+  costs.StartRunning(AtS(100));
+  EXPECT_EQ(costs.ExposureSeconds(AtS(50)), 0);  // a time before the start
 }
 
 TEST(JobCostsTest, RestoredExposureGoesOnFromNowWhenRunning) {
   JobCosts running;
-  running.RestoreExposure(3600, /*running=*/true, At(0));
-  EXPECT_EQ(running.ExposureSeconds(At(10)), 3610);
+  running.RestoreExposure(3600, /*running=*/true, AtS(0));
+  EXPECT_EQ(running.ExposureSeconds(AtS(10)), 3610);
   JobCosts held;
-  held.RestoreExposure(3600, /*running=*/false, At(0));
-  EXPECT_EQ(held.ExposureSeconds(At(10)), 3600);
+  held.RestoreExposure(3600, /*running=*/false, AtS(0));
+  EXPECT_EQ(held.ExposureSeconds(AtS(10)), 3600);
 }
 
 TEST(JobCostsTest, FailuresCount) {

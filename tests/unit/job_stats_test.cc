@@ -8,11 +8,12 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time At(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
+using ::trainsup::testing::AtMs;
 
 // Feeds `durations` to `rank` as consecutive STEPs.
 void AddSteps(Job& job, uint32_t rank, uint32_t world_size, const std::vector<double>& durations) {
@@ -25,7 +26,7 @@ void AddSteps(Job& job, uint32_t rank, uint32_t world_size, const std::vector<do
     hb.world_size = world_size;
     hb.step = ++step;
     hb.step_duration_s = d;
-    ASSERT_EQ(job.Apply(At(step), /*node=*/0, hb), std::nullopt);
+    ASSERT_EQ(job.Apply(AtMs(step), /*node=*/0, hb), std::nullopt);
   }
 }
 
@@ -35,7 +36,7 @@ void StartWorld(Job& job, uint32_t world_size) {
   hb.kind = HeartbeatKind::kStart;
   hb.job = job.id();
   hb.world_size = world_size;
-  ASSERT_EQ(job.Apply(At(0), 0, hb), std::nullopt);
+  ASSERT_EQ(job.Apply(AtMs(0), 0, hb), std::nullopt);
 }
 
 TEST(MedianInPlaceTest, EmptyIsZero) {

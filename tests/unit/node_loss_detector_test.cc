@@ -5,11 +5,12 @@
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time AtS(double seconds) { return absl::FromUnixSeconds(1000) + absl::Seconds(seconds); }
+using ::trainsup::testing::AtS;
 
 NodeRecord Heard(double at_s, absl::Duration interval) {
   NodeRecord node;

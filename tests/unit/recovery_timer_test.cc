@@ -6,11 +6,12 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
+using ::trainsup::testing::AtMs;
 
 TEST(RecoveryTimerTest, PhasesAddUpToTheTotal) {
   RecoveryTimer t;

@@ -6,11 +6,12 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time AtS(double seconds) { return absl::FromUnixSeconds(1000) + absl::Seconds(seconds); }
+using ::trainsup::testing::AtS;
 
 ReportCadenceOptions Options() {
   ReportCadenceOptions o;

@@ -5,12 +5,13 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-const absl::Time kT0 = absl::FromUnixSeconds(1000);
-absl::Time At(absl::Duration d) { return kT0 + d; }
+using ::trainsup::testing::At;
+using ::trainsup::testing::TestEpoch;
 
 RestartPolicy Policy(int limit, absl::Duration window = absl::Hours(1)) {
   RestartPolicy p;
@@ -23,7 +24,7 @@ RestartPolicy Policy(int limit, absl::Duration window = absl::Hours(1)) {
 
 TEST(RestartGovernorTest, FirstRestartIsAllowedWithTheInitialBackoff) {
   RestartGovernor g(Policy(3));
-  RestartGovernor::Decision d = g.Decide(kT0);
+  RestartGovernor::Decision d = g.Decide(TestEpoch());
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.recent, 0);
   EXPECT_EQ(d.backoff, absl::Seconds(5));
@@ -45,14 +46,14 @@ TEST(RestartGovernorTest, LimitRestartsWithinTheWindowAreAllowedAndTheNextRefuse
 
 TEST(RestartGovernorTest, LimitZeroRefusesEveryRestart) {
   RestartGovernor g(Policy(0));
-  EXPECT_FALSE(g.Decide(kT0).allowed);
+  EXPECT_FALSE(g.Decide(TestEpoch()).allowed);
 }
 
 // A restart at t counts while t > now - window: at exactly the window's age
 // it no longer counts.
 TEST(RestartGovernorTest, RestartJustInsideTheWindowStillCounts) {
   RestartGovernor g(Policy(1));
-  g.RecordRestart(kT0);
+  g.RecordRestart(TestEpoch());
   RestartGovernor::Decision d = g.Decide(At(absl::Hours(1) - absl::Nanoseconds(1)));
   EXPECT_FALSE(d.allowed);
   EXPECT_EQ(d.recent, 1);
@@ -60,7 +61,7 @@ TEST(RestartGovernorTest, RestartJustInsideTheWindowStillCounts) {
 
 TEST(RestartGovernorTest, RestartExactlyAtWindowAgeNoLongerCounts) {
   RestartGovernor g(Policy(1));
-  g.RecordRestart(kT0);
+  g.RecordRestart(TestEpoch());
   RestartGovernor::Decision d = g.Decide(At(absl::Hours(1)));
   EXPECT_TRUE(d.allowed);
   EXPECT_EQ(d.recent, 0);
@@ -68,7 +69,7 @@ TEST(RestartGovernorTest, RestartExactlyAtWindowAgeNoLongerCounts) {
 
 TEST(RestartGovernorTest, RestartPastWindowAgeFreesASlot) {
   RestartGovernor g(Policy(2));
-  g.RecordRestart(kT0);
+  g.RecordRestart(TestEpoch());
   g.RecordRestart(At(absl::Minutes(30)));
   EXPECT_FALSE(g.Decide(At(absl::Minutes(59))).allowed);
 
@@ -83,7 +84,7 @@ TEST(RestartGovernorTest, BackoffDoublesWithEachRecentRestartUpToTheMax) {
   const absl::Duration expected[] = {absl::Seconds(5),   absl::Seconds(10),  absl::Seconds(20),
                                      absl::Seconds(40),  absl::Seconds(80),  absl::Seconds(160),
                                      absl::Seconds(300), absl::Seconds(300), absl::Seconds(300)};
-  absl::Time now = kT0;
+  absl::Time now = TestEpoch();
   for (int k = 0; k < 9; ++k) {
     RestartGovernor::Decision d = g.Decide(now);
     ASSERT_TRUE(d.allowed);
@@ -99,12 +100,12 @@ TEST(RestartGovernorTest, BackoffIsCappedEvenWhenTheInitialExceedsTheMax) {
   p.backoff_initial = absl::Minutes(10);
   p.backoff_max = absl::Minutes(5);
   RestartGovernor g(p);
-  EXPECT_EQ(g.Decide(kT0).backoff, absl::Minutes(5));
+  EXPECT_EQ(g.Decide(TestEpoch()).backoff, absl::Minutes(5));
 }
 
 TEST(RestartGovernorTest, BackoffFallsBackWhenRestartsLeaveTheWindow) {
   RestartGovernor g(Policy(5));
-  g.RecordRestart(kT0);
+  g.RecordRestart(TestEpoch());
   g.RecordRestart(At(absl::Minutes(1)));
   EXPECT_EQ(g.Decide(At(absl::Minutes(2))).backoff, absl::Seconds(20));
   EXPECT_EQ(g.Decide(At(absl::Minutes(60) + absl::Seconds(30))).backoff, absl::Seconds(10));
@@ -113,7 +114,7 @@ TEST(RestartGovernorTest, BackoffFallsBackWhenRestartsLeaveTheWindow) {
 
 TEST(RestartGovernorTest, ForgiveMakesEarlierRestartsNotCount) {
   RestartGovernor g(Policy(2));
-  g.RecordRestart(kT0);
+  g.RecordRestart(TestEpoch());
   g.RecordRestart(At(absl::Minutes(1)));
   ASSERT_FALSE(g.Decide(At(absl::Minutes(2))).allowed);
 
@@ -127,7 +128,7 @@ TEST(RestartGovernorTest, ForgiveMakesEarlierRestartsNotCount) {
 
 TEST(RestartGovernorTest, RestartsAfterForgiveCountAgain) {
   RestartGovernor g(Policy(2));
-  g.RecordRestart(kT0);
+  g.RecordRestart(TestEpoch());
   g.RecordRestart(At(absl::Minutes(1)));
   g.Forgive(At(absl::Minutes(2)));
 
@@ -143,8 +144,8 @@ TEST(RestartGovernorTest, RestartsAfterForgiveCountAgain) {
 // instant itself (Resume schedules the restart at `now`) still counts.
 TEST(RestartGovernorTest, RestartAtTheForgivingInstantStillCounts) {
   RestartGovernor g(Policy(2));
-  g.Forgive(kT0);
-  g.RecordRestart(kT0);
+  g.Forgive(TestEpoch());
+  g.RecordRestart(TestEpoch());
   EXPECT_EQ(g.Decide(At(absl::Seconds(1))).recent, 1);
 }
 

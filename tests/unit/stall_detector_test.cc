@@ -11,6 +11,7 @@
 #include "daemon/core/job.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -24,9 +25,9 @@ constexpr NodeIndex kNodeB = 1;
 constexpr size_t kStepWindow = 16;
 constexpr size_t kComputeWindow = 16;
 
-absl::Time T0() { return absl::FromUnixSeconds(1000); }
-absl::Time At(absl::Duration d) { return T0() + d; }
-absl::Time AtS(double seconds) { return T0() + absl::Seconds(seconds); }
+using ::trainsup::testing::At;
+using ::trainsup::testing::AtS;
+using ::trainsup::testing::TestEpoch;
 
 // The options of these tests, spelled out rather than taken from the defaults.
 StallOptions Options() {

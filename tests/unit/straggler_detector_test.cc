@@ -13,11 +13,12 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time At(int64_t step) { return absl::FromUnixSeconds(1000) + absl::Seconds(step); }
+using ::trainsup::testing::AtS;
 
 // Compute seconds of `rank` at `step`; nullopt: the heartbeat carries none.
 using ComputeFn = std::function<std::optional<double>(uint32_t rank, int64_t step)>;
@@ -79,7 +80,7 @@ class Harness {
         hb.step = step;
         hb.step_duration_s = 1.0;  // equal on all ranks of a synchronous job
         hb.compute_s = compute(r, step);
-        EXPECT_EQ(job_.Apply(At(step), r < world_ / 2 ? 0 : 1, hb), std::nullopt);
+        EXPECT_EQ(job_.Apply(AtS(step), r < world_ / 2 ? 0 : 1, hb), std::nullopt);
       }
     }
   }
@@ -318,7 +319,7 @@ TEST(StragglerDetectorTest, EvaluateBeforeAnyStepDoesNotArm) {
   start.kind = HeartbeatKind::kStart;
   start.job = "job";
   start.world_size = 4;
-  ASSERT_EQ(h.job().Apply(At(0), 0, start), std::nullopt);
+  ASSERT_EQ(h.job().Apply(AtS(0), 0, start), std::nullopt);
   ASSERT_EQ(h.job().max_step(), -1);
   EXPECT_TRUE(h.Evaluate().empty());
   h.Advance(0, 15, OneSlow(1, Always));

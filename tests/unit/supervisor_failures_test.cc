@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -29,8 +30,8 @@ using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::Figure;
 using ::trainsup::testing::OfKind;
 
-absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
-absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(s * 1000)); }
+using ::trainsup::testing::AtMs;
+using ::trainsup::testing::AtS;
 
 class FailuresTest : public FakeAgentsTest {
  protected:

@@ -23,6 +23,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -34,8 +35,8 @@ using ::trainsup::testing::Figure;
 using ::trainsup::testing::OfKind;
 using Kind = AgentCommand::Kind;
 
-absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
-absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(s * 1000)); }
+using ::trainsup::testing::AtMs;
+using ::trainsup::testing::AtS;
 
 // The lifecycle commands' names; nullptr for other kinds (e.g. checkpoint
 // plans), which these tests leave out.

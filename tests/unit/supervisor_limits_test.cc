@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -26,7 +27,7 @@ using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::MakeHello;
 
-absl::Time AtS(double s) { return absl::FromUnixSeconds(1000) + absl::Seconds(s); }
+using ::trainsup::testing::AtS;
 
 class SupervisorLimitsTest : public FakeAgentsTest {
  protected:

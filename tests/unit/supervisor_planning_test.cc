@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "daemon/core/checkpoint_planner.h"
+#include "calc/checkpoint_planner.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"
@@ -29,6 +29,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -44,8 +45,8 @@ using ::trainsup::testing::OfKind;
 
 constexpr double kEps = 1e-9;
 
-absl::Time AtMs(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
-absl::Time AtS(double s) { return AtMs(static_cast<int64_t>(std::llround(s * 1000))); }
+using ::trainsup::testing::AtMs;
+using ::trainsup::testing::AtS;
 
 SupervisorOptions Options() {
   SupervisorOptions o = FakeAgentsOptions();

@@ -13,6 +13,7 @@
 #include "daemon/core/validation.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
+#include "tests/support/test_time.h"
 #include "tests/unit/reject_reason_printer.h"
 
 namespace trainsup {
@@ -22,7 +23,7 @@ using ::trainsup::testing::AliveProcess;
 using ::trainsup::testing::MakeHeartbeat;
 using ::trainsup::testing::MakeHello;
 
-absl::Time At(int64_t ms) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(ms); }
+using ::trainsup::testing::AtMs;
 
 Heartbeat Step(uint32_t rank, int64_t step, const std::string& job = "job",
                uint32_t world_size = 4) {
@@ -38,7 +39,7 @@ class SupervisorTest : public ::testing::Test {
   SessionId Connect(const std::string& node, const std::string& job = "job",
                     uint64_t incarnation = 1) {
     absl::StatusOr<Supervisor::HelloResult> result =
-        supervisor_.Hello(At(0), MakeHello(node, job, incarnation));
+        supervisor_.Hello(AtMs(0), MakeHello(node, job, incarnation));
     EXPECT_TRUE(result.ok()) << result.status();
     return result.ok() ? result->session : 0;
   }
@@ -57,7 +58,7 @@ class SupervisorTest : public ::testing::Test {
 TEST_F(SupervisorTest, HelloRejectsInvalidNodeName) {
   for (const std::string& name : {std::string(), std::string("node 1"), std::string("a/b"),
                                   std::string(kMaxNameLength + 1, 'n')}) {
-    absl::StatusOr<Supervisor::HelloResult> result = supervisor_.Hello(At(0), MakeHello(name));
+    absl::StatusOr<Supervisor::HelloResult> result = supervisor_.Hello(AtMs(0), MakeHello(name));
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << "'" << name << "'";
   }
   EXPECT_TRUE(supervisor_.nodes().empty());
@@ -67,7 +68,7 @@ TEST_F(SupervisorTest, HelloRejectsInvalidNodeName) {
 TEST_F(SupervisorTest, HelloRejectsInvalidJobId) {
   for (const std::string& job : {std::string(), std::string("job!"), std::string("a b")}) {
     absl::StatusOr<Supervisor::HelloResult> result =
-        supervisor_.Hello(At(0), MakeHello("node-1", job));
+        supervisor_.Hello(AtMs(0), MakeHello("node-1", job));
     EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument) << "'" << job << "'";
   }
   EXPECT_TRUE(supervisor_.nodes().empty());
@@ -76,7 +77,7 @@ TEST_F(SupervisorTest, HelloRejectsInvalidJobId) {
 
 TEST_F(SupervisorTest, HelloOpensASessionAndReturnsTheJobsGeneration) {
   absl::StatusOr<Supervisor::HelloResult> result =
-      supervisor_.Hello(At(0), MakeHello("node-1", "job", 1, /*generation=*/3));
+      supervisor_.Hello(AtMs(0), MakeHello("node-1", "job", 1, /*generation=*/3));
   ASSERT_TRUE(result.ok()) << result.status();
 
   EXPECT_NE(result->session, 0u);
@@ -96,41 +97,41 @@ TEST_F(SupervisorTest, HelloOpensASessionAndReturnsTheJobsGeneration) {
 TEST_F(SupervisorTest, SecondHelloSupersedesTheFirstSession) {
   SessionId first = Connect("node-1");
 
-  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(At(10), MakeHello("node-1"));
+  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(AtMs(10), MakeHello("node-1"));
   ASSERT_TRUE(second.ok()) << second.status();
 
   EXPECT_EQ(second->superseded, first);
   EXPECT_NE(second->session, first);
   EXPECT_EQ(supervisor_.agents_connected(), 1u);
   EXPECT_EQ(supervisor_.nodes().size(), 1u);
-  EXPECT_EQ(supervisor_.Report(At(20), first, NodeReportInfo{}).code(),
+  EXPECT_EQ(supervisor_.Report(AtMs(20), first, NodeReportInfo{}).code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(supervisor_.Report(At(20), second->session, NodeReportInfo{}).ok());
+  EXPECT_TRUE(supervisor_.Report(AtMs(20), second->session, NodeReportInfo{}).ok());
   EXPECT_EQ(supervisor_.reports_received(), 1u);
 }
 
 TEST_F(SupervisorTest, HelloAfterDisconnectSupersedesNothing) {
   SessionId first = Connect("node-1");
-  supervisor_.Disconnected(At(5), first);
+  supervisor_.Disconnected(AtMs(5), first);
 
-  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(At(10), MakeHello("node-1"));
+  absl::StatusOr<Supervisor::HelloResult> second = supervisor_.Hello(AtMs(10), MakeHello("node-1"));
   ASSERT_TRUE(second.ok());
   EXPECT_EQ(second->superseded, 0u);
 }
 
 TEST_F(SupervisorTest, ReportOfUnknownSessionFails) {
-  EXPECT_EQ(supervisor_.Report(At(0), 12345, NodeReportInfo{}).code(),
+  EXPECT_EQ(supervisor_.Report(AtMs(0), 12345, NodeReportInfo{}).code(),
             absl::StatusCode::kFailedPrecondition);
   Connect("node-1");
-  EXPECT_EQ(supervisor_.Report(At(0), 12345, NodeReportInfo{}).code(),
+  EXPECT_EQ(supervisor_.Report(AtMs(0), 12345, NodeReportInfo{}).code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(supervisor_.reports_received(), 0u);
 }
 
 TEST_F(SupervisorTest, ReportAfterDisconnectFails) {
   SessionId session = Connect("node-1");
-  supervisor_.Disconnected(At(5), session);
-  EXPECT_EQ(supervisor_.Report(At(10), session, NodeReportInfo{}).code(),
+  supervisor_.Disconnected(AtMs(5), session);
+  EXPECT_EQ(supervisor_.Report(AtMs(10), session, NodeReportInfo{}).code(),
             absl::StatusCode::kFailedPrecondition);
 }
 
@@ -149,7 +150,7 @@ TEST_F(SupervisorTest, BadHeartbeatsAreCountedByReasonAndGoodOnesApplied) {
   too_big.world_size = 8;  // world size mismatch
   report.heartbeats.push_back(too_big);
 
-  ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), session, report).ok());
 
   const RejectCounts& rejected = supervisor_.rejected();
   EXPECT_EQ(rejected.Get(RejectReason::kBadKind), 1u);
@@ -170,7 +171,7 @@ TEST_F(SupervisorTest, HeartbeatOfAnotherJobIsJobMismatch) {
   NodeReportInfo report;
   report.heartbeats.push_back(Step(0, 1, "job-b"));
 
-  ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), session, report).ok());
 
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kJobMismatch), 1u);
   EXPECT_EQ(supervisor_.heartbeats_received(), 0u);
@@ -183,17 +184,17 @@ TEST_F(SupervisorTest, AgentRejectCountsAreAddedAsDeltas) {
   SessionId session = Connect("node-1");
   NodeReportInfo report;
   report.rejected = {{RejectReason::kOversize, 3}, {RejectReason::kInvalidJson, 1}};
-  ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), session, report).ok());
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 3u);
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kInvalidJson), 1u);
 
   // The same cumulative counts again: nothing new.
-  ASSERT_TRUE(supervisor_.Report(At(20), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(20), session, report).ok());
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 3u);
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kInvalidJson), 1u);
 
   report.rejected = {{RejectReason::kOversize, 5}, {RejectReason::kInvalidJson, 1}};
-  ASSERT_TRUE(supervisor_.Report(At(30), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(30), session, report).ok());
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 5u);
   EXPECT_EQ(supervisor_.rejected().Total(), 6u);
 }
@@ -203,8 +204,8 @@ TEST_F(SupervisorTest, AgentRejectsOfReasonOtherCountAsOther) {
   SessionId session = Connect("node-1");
   NodeReportInfo report;
   report.rejected = {{RejectReason::kOther, 2}};
-  ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
-  ASSERT_TRUE(supervisor_.Report(At(20), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(20), session, report).ok());
 
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOther), 2u);
 }
@@ -214,8 +215,8 @@ TEST_F(SupervisorTest, AgentRejectCountsOfNodesAreIndependent) {
   SessionId b = Connect("node-b");
   NodeReportInfo report;
   report.rejected = {{RejectReason::kOversize, 3}};
-  ASSERT_TRUE(supervisor_.Report(At(10), a, report).ok());
-  ASSERT_TRUE(supervisor_.Report(At(10), b, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), a, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), b, report).ok());
 
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 6u);
 }
@@ -225,10 +226,10 @@ TEST_F(SupervisorTest, ReconnectOfSameIncarnationKeepsCountingDeltas) {
   NodeReportInfo report;
   report.rejected = {{RejectReason::kOversize, 4}};
   report.dropped_total = 10;
-  ASSERT_TRUE(supervisor_.Report(At(10), first, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), first, report).ok());
 
   SessionId second = Connect("node-1", "job", /*incarnation=*/7);
-  ASSERT_TRUE(supervisor_.Report(At(20), second, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(20), second, report).ok());
 
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 4u);
   EXPECT_EQ(supervisor_.heartbeats_dropped_by_agents(), 10u);
@@ -239,14 +240,14 @@ TEST_F(SupervisorTest, NewAgentIncarnationCountsFromZero) {
   NodeReportInfo report;
   report.rejected = {{RejectReason::kOversize, 4}};
   report.dropped_total = 10;
-  ASSERT_TRUE(supervisor_.Report(At(10), first, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), first, report).ok());
 
   // The agent restarted: its counters started over.
-  supervisor_.Disconnected(At(15), first);
+  supervisor_.Disconnected(AtMs(15), first);
   SessionId second = Connect("node-1", "job", /*incarnation=*/8);
   report.rejected = {{RejectReason::kOversize, 1}};
   report.dropped_total = 2;
-  ASSERT_TRUE(supervisor_.Report(At(20), second, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(20), second, report).ok());
 
   EXPECT_EQ(supervisor_.rejected().Get(RejectReason::kOversize), 5u);
   EXPECT_EQ(supervisor_.heartbeats_dropped_by_agents(), 12u);
@@ -256,12 +257,12 @@ TEST_F(SupervisorTest, DroppedTotalIsAddedAsDeltas) {
   SessionId session = Connect("node-1");
   NodeReportInfo report;
   report.dropped_total = 5;
-  ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
-  ASSERT_TRUE(supervisor_.Report(At(20), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(20), session, report).ok());
   EXPECT_EQ(supervisor_.heartbeats_dropped_by_agents(), 5u);
 
   report.dropped_total = 9;
-  ASSERT_TRUE(supervisor_.Report(At(30), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(30), session, report).ok());
   EXPECT_EQ(supervisor_.heartbeats_dropped_by_agents(), 9u);
 }
 
@@ -271,16 +272,16 @@ TEST_F(SupervisorTest, DisconnectedMarksTheNodeAndItsRanksDown) {
   NodeReportInfo report_a;
   report_a.heartbeats = {Step(0, 1), Step(1, 1)};
   report_a.processes = {AliveProcess(0), AliveProcess(1)};
-  ASSERT_TRUE(supervisor_.Report(At(10), a, report_a).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), a, report_a).ok());
   NodeReportInfo report_b;
   report_b.heartbeats = {Step(2, 1), Step(3, 1)};
   report_b.processes = {AliveProcess(2), AliveProcess(3)};
-  ASSERT_TRUE(supervisor_.Report(At(10), b, report_b).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), b, report_b).ok());
   const Job* job = supervisor_.FindJob("job");
   ASSERT_NE(job, nullptr);
   ASSERT_EQ(job->ranks_alive(), 4u);
 
-  supervisor_.Disconnected(At(20), a);
+  supervisor_.Disconnected(AtMs(20), a);
 
   EXPECT_FALSE(supervisor_.node(IndexOf("node-a")).connected);
   EXPECT_TRUE(supervisor_.node(IndexOf("node-b")).connected);
@@ -297,9 +298,9 @@ TEST_F(SupervisorTest, DisconnectOfASupersededSessionIsIgnored) {
   NodeReportInfo report;
   report.heartbeats = {Step(0, 1)};
   report.processes = {AliveProcess(0)};
-  ASSERT_TRUE(supervisor_.Report(At(10), second, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), second, report).ok());
 
-  supervisor_.Disconnected(At(20), first);
+  supervisor_.Disconnected(AtMs(20), first);
 
   EXPECT_TRUE(supervisor_.node(0).connected);
   EXPECT_EQ(supervisor_.agents_connected(), 1u);
@@ -328,19 +329,19 @@ TEST_F(SupervisorTest, NodeRecordCarriesLauncherStateAndCounts) {
   report.launcher.state = LauncherState::kRunning;
   report.launcher.pid = 4321;
   report.heartbeats = {Step(0, 1), Step(0, 2), Step(0, 0) /* regressed */};
-  ASSERT_TRUE(supervisor_.Report(At(50), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(50), session, report).ok());
 
   const NodeRecord& node = supervisor_.node(0);
   EXPECT_EQ(node.launcher.state, LauncherState::kRunning);
   EXPECT_EQ(node.launcher.pid, 4321u);
   EXPECT_EQ(node.heartbeats_received, 2u);
   EXPECT_EQ(node.reports_received, 1u);
-  EXPECT_EQ(node.last_report, At(50));
+  EXPECT_EQ(node.last_report, AtMs(50));
 
   report.launcher.state = LauncherState::kExited;
   report.launcher.exit_code = 3;
   report.heartbeats = {Step(0, 3)};
-  ASSERT_TRUE(supervisor_.Report(At(60), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(60), session, report).ok());
   EXPECT_EQ(supervisor_.node(0).launcher.state, LauncherState::kExited);
   EXPECT_EQ(supervisor_.node(0).launcher.exit_code, 3);
   EXPECT_EQ(supervisor_.node(0).heartbeats_received, 3u);
@@ -354,12 +355,12 @@ TEST_F(SupervisorTest, ReportOfAGenerationNeverStartedIsRefusedAndCounted) {
   EXPECT_EQ(supervisor_.FindJob("job")->generation(), 1u);
   NodeReportInfo report;
   report.heartbeats = {Step(0, 10)};
-  ASSERT_TRUE(supervisor_.Report(At(10), session, report).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(10), session, report).ok());
 
   // The supervisor never started generation 2: nothing of it is trusted.
   NodeReportInfo next;
   next.generation = 2;
-  ASSERT_TRUE(supervisor_.Report(At(20), session, next).ok());
+  ASSERT_TRUE(supervisor_.Report(AtMs(20), session, next).ok());
 
   const Job* job = supervisor_.FindJob("job");
   EXPECT_EQ(job->generation(), 1u);

@@ -1,4 +1,4 @@
-#include "daemon/core/checkpoint_planner.h"
+#include "calc/checkpoint_planner.h"
 
 #include "common/format.h"
 

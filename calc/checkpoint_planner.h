@@ -1,5 +1,5 @@
-#ifndef TRAINSUP_DAEMON_CORE_CHECKPOINT_PLANNER_H_
-#define TRAINSUP_DAEMON_CORE_CHECKPOINT_PLANNER_H_
+#ifndef TRAINSUP_CALC_CHECKPOINT_PLANNER_H_
+#define TRAINSUP_CALC_CHECKPOINT_PLANNER_H_
 
 #include <cstdint>
 #include <optional>
@@ -124,4 +124,4 @@ int64_t IntervalSteps(double interval_seconds, double step_seconds);
 
 }  // namespace trainsup
 
-#endif  // TRAINSUP_DAEMON_CORE_CHECKPOINT_PLANNER_H_
+#endif  // TRAINSUP_CALC_CHECKPOINT_PLANNER_H_

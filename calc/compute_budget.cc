@@ -1,4 +1,4 @@
-#include "daemon/core/compute_budget.h"
+#include "calc/compute_budget.h"
 
 #include <algorithm>
 #include <cmath>

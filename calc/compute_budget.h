@@ -1,5 +1,5 @@
-#ifndef TRAINSUP_DAEMON_CORE_COMPUTE_BUDGET_H_
-#define TRAINSUP_DAEMON_CORE_COMPUTE_BUDGET_H_
+#ifndef TRAINSUP_CALC_COMPUTE_BUDGET_H_
+#define TRAINSUP_CALC_COMPUTE_BUDGET_H_
 
 #include <optional>
 #include <string>
@@ -70,4 +70,4 @@ absl::StatusOr<ComputeBudget> PlanComputeBudget(const ComputeBudgetInputs& input
 
 }  // namespace trainsup
 
-#endif  // TRAINSUP_DAEMON_CORE_COMPUTE_BUDGET_H_
+#endif  // TRAINSUP_CALC_COMPUTE_BUDGET_H_
