@@ -97,7 +97,7 @@ class PlanningEndToEnd(unittest.TestCase):
                    ("useful", "starved", "checkpoint_blocked", "lost")}
         total = sum(buckets.values())
         print(f"measured: ledger {', '.join(f'{k} {v:.1f}s' for k, v in buckets.items())} = "
-              f"{total:.1f}s (goodput {ledger['goodput']:.1%}); wall time from the training "
+              f"{total:.1f}s (goodput {ledger['goodput_fraction']:.1%}); wall time from the training "
               f"log {measured_wall:.1f}s ({(total - measured_wall) / measured_wall:+.2%})",
               file=sys.stderr)
         self.assertAlmostEqual(total, ledger["wall_seconds"], delta=1e-6)
