@@ -141,6 +141,20 @@ bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
 // a stall is timed from the step itself. An agent sends what it reads within
 // an interval (at most 5 s); a heartbeat held longer waited out a broken
 // stream, and is dated no earlier than kMaxQueueCredit before its receipt.
+void Job::PlaceInStep(absl::Time now, const Heartbeat& hb, RankState& r, StepPhase phase) {
+  r.phase = phase;
+  if (hb.step - 1 <= r.step) return;
+  // The rank computes step s, so it completed s - 1: the STEP that said so
+  // was given up on by its helper (a newer message of its slot replaced it
+  // while the agent's queue was full). Left at its old step, a rank blocked
+  // in the next collective would look furthest behind and be named for a
+  // hang it only waits on. No step duration was measured: the frontier and
+  // the ledger wait for the other ranks' STEPs.
+  r.step = hb.step - 1;
+  r.last_progress = std::max(r.last_progress, ProgressTime(now, hb));
+  last_progress_ = std::max(last_progress_, r.last_progress);
+}
+
 absl::Time Job::ProgressTime(absl::Time received, const Heartbeat& hb) {
   constexpr double kMaxQueueCredit = 10.0;
   return received - absl::Seconds(std::min(hb.queued_s, kMaxQueueCredit));
@@ -216,10 +230,10 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       break;
     // A phase only counts for the step after the rank's last completed one.
     case HeartbeatKind::kComputeBegin:
-      if (hb.step > r.step) r.phase = StepPhase::kComputing;
+      if (hb.step > r.step) PlaceInStep(now, hb, r, StepPhase::kComputing);
       break;
     case HeartbeatKind::kComputeEnd:
-      if (hb.step > r.step) r.phase = StepPhase::kComputeDone;
+      if (hb.step > r.step) PlaceInStep(now, hb, r, StepPhase::kComputeDone);
       break;
     case HeartbeatKind::kCheckpointBegin:
       SetInCheckpoint(r, true);

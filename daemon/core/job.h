@@ -228,6 +228,8 @@ class Job {
 
  private:
   static absl::Time ProgressTime(absl::Time received, const Heartbeat& hb);
+  // A COMPUTE_BEGIN/END of a step after r's last completed one.
+  void PlaceInStep(absl::Time now, const Heartbeat& hb, RankState& r, StepPhase phase);
   void Resize(uint32_t world_size);
   RankState& RankSlot(uint32_t rank);
   void NoteIfCertainFailure(const RankState& r);

@@ -199,6 +199,23 @@ TEST(JobTest, NonStepKindsDoNotAdvanceTheStep) {
   EXPECT_EQ(job.rank(0).last_heartbeat, At(30));
 }
 
+// A rank computing step 8 completed step 7, though the STEP that said so was
+// given up on: it is placed there, as progress, without a step duration.
+TEST(JobTest, AComputePastTheNextStepPlacesTheRankInItsStep) {
+  Job job("job", kStepWindow, kComputeWindow);
+  ASSERT_EQ(job.Apply(At(10), kNodeA, Step(0, 5)), std::nullopt);
+  ASSERT_EQ(job.Apply(At(10), kNodeA, Step(1, 5)), std::nullopt);
+  ASSERT_EQ(job.Apply(At(20), kNodeA, Step(1, 7)), std::nullopt);
+
+  ASSERT_EQ(job.Apply(At(30), kNodeA, Hb(HeartbeatKind::kComputeEnd, 0, 8)), std::nullopt);
+
+  EXPECT_EQ(job.rank(0).step, 7);
+  EXPECT_EQ(job.rank(0).phase, StepPhase::kComputeDone);
+  EXPECT_EQ(job.rank(0).last_progress, At(30));
+  EXPECT_EQ(job.rank(0).step_durations.size(), 1u);  // step 5's only
+  EXPECT_EQ(job.max_step(), 7);
+}
+
 TEST(JobTest, StartDoesNotAdvanceTheStep) {
   Job job("job", kStepWindow, kComputeWindow);
   ASSERT_EQ(job.Apply(At(10), kNodeA, Hb(HeartbeatKind::kStart, 0, 100)), std::nullopt);

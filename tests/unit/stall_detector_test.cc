@@ -516,6 +516,27 @@ TEST_F(CulpritTest, StepOrPhaseHeartbeatIsTheRanksLatestPlaceDespiteDrops) {
   EXPECT_EQ(FindCulprit(job_).rank, 2u);
 }
 
+// Seen in CI with 8 ranks a node: rank 2's STEP 11 waited in its helper's
+// outbox behind a full agent queue, and its COMPUTE_END of step 12, of the
+// same slot, replaced it. Rank 2 waits in step 12's all-reduce like the
+// others; rank 1, still computing step 12, is the one they wait for.
+TEST_F(CulpritTest, ARankWhoseStepWasReplacedByItsNextComputeIsNotNamed) {
+  for (uint32_t r : {0u, 1u, 2u, 3u}) ComputeDone(r, 11, AtS(10.3));
+  for (uint32_t r : {0u, 1u, 3u}) ApplyStep(job_, AtS(11), r, 11, 4, 1.0);
+  for (uint32_t r : {0u, 3u}) ComputeDone(r, 12, AtS(11.3));
+  ComputeBegin(1, 12, AtS(11.1));
+  Heartbeat replaced = MakeHeartbeat(HeartbeatKind::kComputeEnd, 2, 12, 4);
+  replaced.datagrams_dropped = 1;
+  Apply(job_, AtS(11.4), replaced);
+
+  Culprit c = FindCulprit(job_);
+
+  EXPECT_EQ(job_.rank(2).step, 11);
+  EXPECT_EQ(c.rank, 1u);
+  EXPECT_EQ(c.behind_step, 11);
+  EXPECT_EQ(c.behind_phase, StepPhase::kComputing);
+}
+
 TEST_F(CulpritTest, RanksThatNeverBracketComputeAreUndetermined) {
   // Only STEP heartbeats: every rank is between steps 10 and 11.
   Culprit c = FindCulprit(job_);
