@@ -110,8 +110,8 @@ class PlanningEndToEnd(unittest.TestCase):
         self.assertGreater(buckets["lost"], 0.8 * recovered)
         self.assertGreater(buckets["checkpoint_blocked"], 0)
         gens = {g["generation"]: g["buckets"] for g in detail["generations"]}
-        self.assertEqual(sorted(gens), ["1", "2", "3"])
-        self.assertGreater(gens["2"]["lost_seconds"], 0)
+        self.assertEqual(sorted(gens), [1, 2, 3])
+        self.assertGreater(gens[2]["lost_seconds"], 0)
 
         # The MTBF counted both crashes; C and R were measured.
         self.assertEqual(detail["job_mtbf"]["failures"], 2)
