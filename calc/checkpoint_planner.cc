@@ -136,13 +136,9 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoints(const CheckpointPlanInputs& in) {
         HumanSeconds(plan.interval_seconds), HumanSeconds(*in.run_seconds));
   } else {
     plan.verdict = CheckpointVerdict::kCheckpointEvery;
-    // From a minute up, also in plain seconds ("46m29s (2789 s)").
-    const std::string seconds = plan.interval_seconds >= 60
-                                    ? absl::StrFormat(" (%.0f s)", plan.interval_seconds)
-                                    : "";
     plan.verdict_text = absl::StrFormat(
-        "checkpoint every %s%s: expected overhead %s, goodput %s",
-        HumanSeconds(plan.interval_seconds), seconds,
+        "checkpoint every %s: expected overhead %s, goodput %s",
+        HumanSeconds(plan.interval_seconds),
         Percent(plan.at_interval.total_waste_fraction), Percent(plan.at_interval.goodput_fraction));
   }
   return plan;

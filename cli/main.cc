@@ -2,7 +2,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -24,13 +26,13 @@ int Emit(const absl::StatusOr<Response>& result, bool json, TableFn table) {
     std::fprintf(stderr, "error: %s\n", std::string(result.status().message()).c_str());
     return ExitCodeFor(result.status());
   }
-  std::string out = json ? RenderJson(*result) + "\n" : table(*result);
+  std::string out = json ? RenderJson(*result) : table(*result);
   std::fwrite(out.data(), 1, out.size(), stdout);
   return kExitOk;
 }
 
 v1::RankSort RankSortOf(const std::string& name) {
-  if (name == "compute-p99" || name == "p99") return v1::RANK_SORT_COMPUTE_P99;
+  if (name == "compute-p99") return v1::RANK_SORT_COMPUTE_P99;
   if (name == "step-p99") return v1::RANK_SORT_STEP_P99;
   if (name == "last-seen") return v1::RANK_SORT_LAST_SEEN;
   if (name == "step") return v1::RANK_SORT_STEP;
@@ -93,6 +95,93 @@ int RunRanks(OperatorClient& client, RanksQuery query, bool json) {
   });
 }
 
+// `trainsupctl events`, as asked: which events, and how many of the newest.
+struct EventsQuery {
+  std::string job;
+  std::vector<std::string> kinds;  // empty: every kind
+  std::optional<absl::Time> since;
+  uint32_t limit = 0;  // 0: every one kept
+  bool json = false;
+};
+
+bool Wanted(const EventsQuery& query, const v1::Event& e) {
+  if (!query.kinds.empty() &&
+      std::find(query.kinds.begin(), query.kinds.end(), e.kind()) == query.kinds.end()) {
+    return false;
+  }
+  return !query.since.has_value() ||
+         absl::FromUnixSeconds(e.time().seconds()) + absl::Nanoseconds(e.time().nanos()) >=
+             *query.since;
+}
+
+// The kept events the query wants, the newest `limit` of them.
+v1::ListEventsResponse Filtered(const EventsQuery& query, const v1::ListEventsResponse& all) {
+  v1::ListEventsResponse out;
+  for (const v1::Event& e : all.events()) {
+    if (Wanted(query, e)) *out.add_events() = e;
+  }
+  if (query.limit > 0 && static_cast<uint32_t>(out.events_size()) > query.limit) {
+    out.mutable_events()->DeleteSubrange(0, out.events_size() - static_cast<int>(query.limit));
+  }
+  return out;
+}
+
+void PrintEvent(const EventsQuery& query, const v1::Event& e) {
+  const std::string line = query.json ? RenderJsonLine(e) : RenderEventLine(e);
+  std::fwrite(line.data(), 1, line.size(), stdout);
+  std::fflush(stdout);
+}
+
+// `events --follow`: the newest events the query wants (10 unless --limit),
+// then each new one, until interrupted. When trainsupd goes away (a restart)
+// it says so on stderr and reconnects, going on after the last event it
+// printed: nothing twice, nothing missed that trainsupd kept.
+int FollowEvents(OperatorClient& client, EventsQuery query) {
+  constexpr absl::Duration kRetry = absl::Seconds(1);
+  if (query.limit == 0) query.limit = 10;
+  uint64_t last = 0;
+  bool started = false;
+  bool away = false;
+  while (true) {
+    absl::StatusOr<v1::ListEventsResponse> kept = client.ListEvents(query.job, started ? last : 0);
+    absl::Status s = kept.status();
+    if (kept.ok()) {
+      if (away) std::fprintf(stderr, "reconnected to the supervisor\n");
+      away = false;
+      if (!started) {
+        const v1::ListEventsResponse recent = Filtered(query, *kept);
+        for (const v1::Event& e : recent.events()) PrintEvent(query, e);
+        if (recent.events_size() == 0) {
+          std::fprintf(stderr, "no %sevents yet%s; following (Ctrl-C to stop)\n",
+                       query.kinds.empty() ? "" : "such ",
+                       query.job.empty() ? "" : (" of job " + query.job).c_str());
+        }
+        started = true;
+      } else {
+        for (const v1::Event& e : kept->events()) {  // those of the outage
+          if (Wanted(query, e)) PrintEvent(query, e);
+        }
+      }
+      if (kept->events_size() > 0) last = kept->events(kept->events_size() - 1).id();
+      s = client.WatchEvents(query.job, last, [&](const v1::Event& e) {
+        last = e.id();
+        if (Wanted(query, e)) PrintEvent(query, e);
+        return true;
+      });
+    }
+    if (!s.ok() && ExitCodeFor(s) != kExitUnreachable) {
+      std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
+      return ExitCodeFor(s);
+    }
+    if (!away) {
+      std::fprintf(stderr, "%s; reconnecting\n",
+                   s.ok() ? "the supervisor ended the stream" : std::string(s.message()).c_str());
+    }
+    away = true;
+    absl::SleepFor(kRetry);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -130,10 +219,11 @@ int main(int argc, char** argv) {
   CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
   ranks->add_option("JOB", job_id, "job id")->required();
   ranks->add_option("--sort", sort,
-                    "row order: rank, compute-p99 (slowest own work first; also: p99), step-p99, "
-                    "last-seen (longest silent first), step (furthest behind first)")
+                    "row order: rank, compute-p99 (the COMPUTE_P99 column: slowest own work "
+                    "first), step-p99 (the STEP_P99 column), last-seen (longest silent first), "
+                    "step (furthest behind first)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"rank", "compute-p99", "p99", "step-p99", "last-seen", "step"}));
+      ->check(CLI::IsMember({"rank", "compute-p99", "step-p99", "last-seen", "step"}));
   uint32_t top = 0;
   CLI::Option* top_option =
       ranks->add_option("--top", top, "only the first N ranks in --sort order")
@@ -181,14 +271,24 @@ int main(int argc, char** argv) {
   checkpoint->add_option("JOB", job_id, "job id")->required();
   CLI::App* unquarantine = app.add_subcommand("unquarantine", "lift NODE's quarantine");
   unquarantine->add_option("NODE", node_name, "node name")->required();
-  std::string events_job;
+  EventsQuery events_query;
   bool follow = false;
   CLI::App* events = app.add_subcommand(
       "events", "list recent events (stall, crash, straggler, ...), of JOB if given");
-  events->add_option("JOB", events_job, "only this job's events");
+  events->add_option("JOB", events_query.job, "only this job's events");
   events->add_flag("-f,--follow", follow,
-                   "after the recent events, print new ones as they happen (one per line; "
-                   "-o json: one JSON object per line) until interrupted");
+                   "after the newest events (10 unless --limit), print new ones as they happen "
+                   "(one per line; -o json: one JSON object per line) until interrupted; "
+                   "reconnects when the supervisor restarts");
+  events->add_option("--kind", events_query.kinds,
+                     "only events of this kind (repeatable; the kinds: docs/cli.md)")
+      ->type_name("KIND");
+  absl::Duration events_since = absl::ZeroDuration();
+  CLI::Option* since_option = AddDurationOption(
+      *events, "--since", &events_since, "only events of the last DURATION (e.g. 10m, 2h)",
+      DurationBound::kPositive);
+  events->add_option("--limit", events_query.limit, "only the newest N events")
+      ->check(WholeNumberValidator(1));
   std::string top_job;
   CLI::App* top_view = app.add_subcommand(
       "top", "a live view of JOB like top(1), refreshed every second until q or Ctrl-C: its "
@@ -315,19 +415,13 @@ int main(int argc, char** argv) {
     OperatorClient live(supervisor, std::min(timeout, absl::Seconds(2)), *channel);
     return RunTop(live, top_job);
   }
-  if (*events && !follow) return Emit(client.ListEvents(events_job), json, RenderEventsTable);
   if (*events) {
-    absl::Status s = client.WatchEvents(events_job, 0, [json](const v1::Event& e) {
-      std::string line = json ? RenderJsonLine(e) : RenderEventLine(e);
-      std::fwrite(line.data(), 1, line.size(), stdout);
-      std::fflush(stdout);
-      return true;
-    });
-    if (!s.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(s.message()).c_str());
-      return ExitCodeFor(s);
-    }
-    return kExitOk;
+    events_query.json = json;
+    if (*since_option) events_query.since = absl::Now() - events_since;
+    if (follow) return FollowEvents(client, events_query);
+    absl::StatusOr<v1::ListEventsResponse> kept = client.ListEvents(events_query.job);
+    if (kept.ok()) kept = Filtered(events_query, *kept);
+    return Emit(kept, json, RenderEventsTable);
   }
   return kExitUsage;
 }

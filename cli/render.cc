@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 #include <vector>
 
@@ -13,35 +14,211 @@
 #include "absl/strings/string_view.h"
 #include "cli/table.h"
 #include "common/format.h"
-#include "google/protobuf/util/json_util.h"
+#include "absl/strings/escaping.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/timestamp.pb.h"
+#include "google/protobuf/util/time_util.h"
 
 namespace trainsup {
 
+namespace {
+
+using google::protobuf::Descriptor;
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+using google::protobuf::Reflection;
+
+// A JSON string: quotes, backslashes and control characters escaped, nothing
+// else (text stays readable: no "\u003e" for '>').
+void AppendJsonString(absl::string_view text, std::string* out) {
+  out->push_back('"');
+  for (const char c : text) {
+    switch (c) {
+      case '"': *out += "\\\""; break;
+      case '\\': *out += "\\\\"; break;
+      case '\n': *out += "\\n"; break;
+      case '\r': *out += "\\r"; break;
+      case '\t': *out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          absl::StrAppendFormat(out, "\\u%04x", static_cast<unsigned char>(c));
+        } else {
+          out->push_back(c);
+        }
+    }
+  }
+  out->push_back('"');
+}
+
+// A double as JSON: the shortest text that reads back the same; NaN and the
+// infinities as the strings protobuf's JSON uses.
+std::string JsonDouble(double v) {
+  if (std::isnan(v)) return "\"NaN\"";
+  if (std::isinf(v)) return v > 0 ? "\"Infinity\"" : "\"-Infinity\"";
+  std::string text = absl::StrFormat("%.15g", v);
+  if (std::strtod(text.c_str(), nullptr) != v) text = absl::StrFormat("%.17g", v);
+  return text;
+}
+
+class JsonWriter {
+ public:
+  explicit JsonWriter(bool pretty) : pretty_(pretty) {}
+
+  void WriteMessage(const Message& m, int depth) {
+    const Descriptor* d = m.GetDescriptor();
+    if (d->full_name() == "google.protobuf.Timestamp") {
+      const Reflection* r = m.GetReflection();
+      google::protobuf::Timestamp t;
+      t.set_seconds(r->GetInt64(m, d->FindFieldByNumber(1)));
+      t.set_nanos(r->GetInt32(m, d->FindFieldByNumber(2)));
+      AppendJsonString(google::protobuf::util::TimeUtil::ToString(t), &out_);
+      return;
+    }
+    const Reflection* r = m.GetReflection();
+    out_ += "{";
+    bool first = true;
+    for (int i = 0; i < d->field_count(); ++i) {
+      const FieldDescriptor* f = d->field(i);
+      // Every field, zeros included, but an absent message or optional
+      // (absent is not zero there).
+      if (!f->is_repeated() && f->has_presence() && !r->HasField(m, f)) continue;
+      out_ += first ? "" : ",";
+      first = false;
+      Newline(depth + 1);
+      AppendJsonString(f->name(), &out_);
+      out_ += pretty_ ? ": " : ":";
+      if (f->is_map()) {
+        WriteMap(m, f, depth + 1);
+      } else if (f->is_repeated()) {
+        const int n = r->FieldSize(m, f);
+        out_ += "[";
+        for (int k = 0; k < n; ++k) {
+          out_ += k == 0 ? "" : ",";
+          Newline(depth + 2);
+          WriteValue(m, f, k, depth + 2);
+        }
+        if (n > 0) Newline(depth + 1);
+        out_ += "]";
+      } else {
+        WriteValue(m, f, -1, depth + 1);
+      }
+    }
+    if (!first) Newline(depth);
+    out_ += "}";
+  }
+
+  std::string Take() { return std::move(out_); }
+
+ private:
+  void Newline(int depth) {
+    if (!pretty_) return;
+    out_ += "\n";
+    out_.append(2 * depth, ' ');
+  }
+
+  // Map entries by key, as text.
+  void WriteMap(const Message& m, const FieldDescriptor* f, int depth) {
+    const Reflection* r = m.GetReflection();
+    std::vector<std::pair<std::string, const Message*>> entries;
+    for (int k = 0; k < r->FieldSize(m, f); ++k) {
+      const Message& entry = r->GetRepeatedMessage(m, f, k);
+      const FieldDescriptor* key = entry.GetDescriptor()->map_key();
+      std::string text;
+      if (key->cpp_type() == FieldDescriptor::CPPTYPE_STRING) {
+        text = entry.GetReflection()->GetString(entry, key);
+      } else {
+        JsonWriter scalar(false);
+        scalar.WriteValue(entry, key, -1, 0);
+        text = scalar.Take();
+      }
+      entries.emplace_back(std::move(text), &entry);
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    out_ += "{";
+    for (size_t k = 0; k < entries.size(); ++k) {
+      out_ += k == 0 ? "" : ",";
+      Newline(depth + 1);
+      AppendJsonString(entries[k].first, &out_);
+      out_ += pretty_ ? ": " : ":";
+      const Message& entry = *entries[k].second;
+      WriteValue(entry, entry.GetDescriptor()->map_value(), -1, depth + 1);
+    }
+    if (!entries.empty()) Newline(depth);
+    out_ += "}";
+  }
+
+  // Field `f` of `m`, element `index` of a repeated one (-1: singular).
+  // 64-bit integers are JSON numbers, as every other number.
+  void WriteValue(const Message& m, const FieldDescriptor* f, int index, int depth) {
+    const Reflection* r = m.GetReflection();
+    const bool rep = index >= 0;
+    switch (f->cpp_type()) {
+      case FieldDescriptor::CPPTYPE_INT32:
+        absl::StrAppend(&out_, rep ? r->GetRepeatedInt32(m, f, index) : r->GetInt32(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_INT64:
+        absl::StrAppend(&out_, rep ? r->GetRepeatedInt64(m, f, index) : r->GetInt64(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_UINT32:
+        absl::StrAppend(&out_, rep ? r->GetRepeatedUInt32(m, f, index) : r->GetUInt32(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_UINT64:
+        absl::StrAppend(&out_, rep ? r->GetRepeatedUInt64(m, f, index) : r->GetUInt64(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_DOUBLE:
+        out_ += JsonDouble(rep ? r->GetRepeatedDouble(m, f, index) : r->GetDouble(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_FLOAT:
+        out_ += JsonDouble(rep ? r->GetRepeatedFloat(m, f, index) : r->GetFloat(m, f));
+        break;
+      case FieldDescriptor::CPPTYPE_BOOL:
+        out_ += (rep ? r->GetRepeatedBool(m, f, index) : r->GetBool(m, f)) ? "true" : "false";
+        break;
+      case FieldDescriptor::CPPTYPE_ENUM:
+        AppendJsonString((rep ? r->GetRepeatedEnum(m, f, index) : r->GetEnum(m, f))->name(),
+                         &out_);
+        break;
+      case FieldDescriptor::CPPTYPE_STRING: {
+        const std::string text = rep ? r->GetRepeatedString(m, f, index) : r->GetString(m, f);
+        if (f->type() == FieldDescriptor::TYPE_BYTES) {
+          AppendJsonString(absl::Base64Escape(text), &out_);
+        } else {
+          AppendJsonString(text, &out_);
+        }
+        break;
+      }
+      case FieldDescriptor::CPPTYPE_MESSAGE:
+        WriteMessage(rep ? r->GetRepeatedMessage(m, f, index) : r->GetMessage(m, f), depth);
+        break;
+    }
+  }
+
+  const bool pretty_;
+  std::string out_;
+};
+
+}  // namespace
+
 std::string RenderJson(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  options.add_whitespace = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out;
+  JsonWriter writer(/*pretty=*/true);
+  writer.WriteMessage(message, 0);
+  return writer.Take() + "\n";
 }
 
 std::string RenderJsonLine(const google::protobuf::Message& message) {
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  options.always_print_primitive_fields = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, options);
-  return out + "\n";
+  JsonWriter writer(/*pretty=*/false);
+  writer.WriteMessage(message, 0);
+  return writer.Take() + "\n";
 }
 
 std::string FormatSeconds(double seconds) {
   if (!(seconds >= 0)) return "-";  // unknown (negative) or NaN
   // Choose the unit after rounding, so that 0.9996 reads 1.00s, not 1000ms.
   if (std::round(seconds * 1000) < 1000) return absl::StrFormat("%.0fms", seconds * 1000);
-  if (std::round(seconds * 100) < 10000) return absl::StrFormat("%.2fs", seconds);
-  return absl::StrFormat("%.0fs", seconds);
+  if (std::round(seconds * 100) < 6000) return absl::StrFormat("%.2fs", seconds);
+  if (!std::isfinite(seconds)) return HumanSeconds(seconds);  // "never"
+  return absl::FormatDuration(absl::Seconds(std::round(seconds)));  // "27m13s", "24h11s"
 }
 
 std::string FormatAge(double seconds) {
@@ -56,6 +233,39 @@ std::vector<std::string> RankVerdictFlags(const v1::Rank& rank) {
   if (rank.crash_culprit()) flags.push_back("CRASHED-FIRST");
   if (rank.straggler()) flags.push_back("STRAGGLER");
   return flags;
+}
+
+std::string RankFlags(const v1::Rank& rank) {
+  std::vector<std::string> flags = RankVerdictFlags(rank);
+  if (rank.liveness() == "dead" && !rank.exit().empty()) flags.push_back(rank.exit());
+  return absl::StrJoin(flags, ",");
+}
+
+const std::vector<std::string>& RankColumns() {
+  static const std::vector<std::string>* const kColumns = new std::vector<std::string>{
+      "RANK", "NODE", "PID", "STEP", "PHASE", "COMPUTE_P99", "STEP_P50", "STEP_P99",
+      "LAST_SEEN", "LIVENESS", "LOSS", "FLAGS"};
+  return *kColumns;
+}
+
+std::vector<std::string> RankCells(const v1::Rank& r) {
+  return {absl::StrCat(r.rank()),
+          r.node(),
+          absl::StrCat(r.pid()),
+          FormatStep(r.step()),
+          r.phase(),
+          r.compute_p99_seconds() > 0 ? FormatSeconds(r.compute_p99_seconds()) : "-",
+          FormatSeconds(r.step_p50_seconds()),
+          FormatSeconds(r.step_p99_seconds()),
+          FormatAge(r.last_heartbeat_age_seconds()),
+          r.liveness().empty() ? "-" : r.liveness(),
+          r.has_loss() ? absl::StrFormat("%.4g", r.loss()) : "-",
+          RankFlags(r)};
+}
+
+std::string RankCountsText(const v1::RankSummary& s) {
+  return absl::StrFormat("alive %d, dead %d, unknown %d, finished %d", s.alive(), s.dead(),
+                         s.unknown(), s.finished());
 }
 
 namespace {
@@ -88,9 +298,9 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
 std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std::string& shown) {
   const v1::RankSummary& s = response.summary();
   std::string line = absl::StrFormat(
-      "job %s: %d of %d ranks heard (alive %d, dead %d, unknown %d), stragglers %d, steps %s..%s",
-      response.job_id(), s.ranks(), response.world_size(), s.alive(), s.dead(), s.unknown(),
-      s.stragglers(), FormatStep(s.min_step()), FormatStep(s.max_step()));
+      "job %s: %d of %d ranks heard (%s), stragglers %d, steps %s..%s", response.job_id(),
+      s.ranks(), response.world_size(), RankCountsText(s), s.stragglers(),
+      FormatStep(s.min_step()), FormatStep(s.max_step()));
   if (s.compute_p99_max_seconds() > 0) {
     absl::StrAppend(&line, ", compute p99 median ", FormatSeconds(s.compute_p99_median_seconds()),
                     " max ", FormatSeconds(s.compute_p99_max_seconds()));
@@ -103,23 +313,8 @@ std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std:
 }
 
 std::string RenderRanksTable(const v1::ListRanksResponse& response) {
-  std::vector<const v1::Rank*> ranks;
-  for (const v1::Rank& r : response.ranks()) ranks.push_back(&r);
-  Table table({"RANK", "NODE", "PID", "STEP", "PHASE", "STEP_P50", "STEP_P99", "COMPUTE_P99",
-               "LAST_SEEN", "ALIVE", "LOSS", "FLAGS"});
-  for (const v1::Rank* r : ranks) {
-    std::vector<std::string> flags = RankVerdictFlags(*r);
-    if (!r->exit().empty()) flags.push_back(r->exit());
-    // alive, dead, or unknown (its agent cannot be heard).
-    std::string alive = !r->liveness().empty() ? r->liveness() : (r->alive() ? "alive" : "dead");
-    table.AddRow({absl::StrCat(r->rank()), r->node(), absl::StrCat(r->pid()), FormatStep(r->step()),
-                  r->phase(), FormatSeconds(r->step_p50_seconds()),
-                  FormatSeconds(r->step_p99_seconds()),
-                  r->compute_p99_seconds() > 0 ? FormatSeconds(r->compute_p99_seconds()) : "-",
-                  FormatAge(r->last_heartbeat_age_seconds()), alive,
-                  r->has_loss() ? absl::StrFormat("%.4g", r->loss()) : "-",
-                  flags.empty() ? "" : absl::StrJoin(flags, ",")});
-  }
+  Table table(RankColumns());
+  for (const v1::Rank& r : response.ranks()) table.AddRow(RankCells(r));
   return table.Render();
 }
 
@@ -140,10 +335,11 @@ std::string RenderStacks(const v1::StacksResponse& s) {
   size_t ranks = 0;
   for (const v1::StackGroup& g : s.groups()) ranks += g.ranks_size();
   std::string out = absl::StrFormat(
-      "job %s generation %d: Python stacks of %d rank(s) in %d group(s), collected in %s before "
-      "the stop (event %d)\n",
-      s.job_id(), s.generation(), ranks + s.unanswered_ranks_size(), s.groups_size(),
-      FormatSeconds(s.collect_seconds()), s.event_id());
+      "job %s generation %d: Python stacks of %s in %s, collected in %s before the stop (event "
+      "%d)\n",
+      s.job_id(), s.generation(), Counted(ranks + s.unanswered_ranks_size(), "rank", "ranks"),
+      Counted(s.groups_size(), "group", "groups"), FormatSeconds(s.collect_seconds()),
+      s.event_id());
   for (const v1::StackGroup& g : s.groups()) {
     std::vector<std::string> where;
     for (int i = 0; i < g.ranks_size(); ++i) {
@@ -157,7 +353,8 @@ std::string RenderStacks(const v1::StacksResponse& s) {
     }
   }
   if (s.unanswered_ranks_size() > 0) {
-    absl::StrAppend(&out, "\nno stack from rank(s) ", absl::StrJoin(s.unanswered_ranks(), ", "),
+    absl::StrAppend(&out, "\nno stack from ", s.unanswered_ranks_size() == 1 ? "rank " : "ranks ",
+                    absl::StrJoin(s.unanswered_ranks(), ", "),
                     " (no stack signal registered, or stuck where Python cannot run)\n");
   }
   return out;
@@ -175,16 +372,16 @@ namespace {
 
 std::string Mtbf(const v1::Mtbf& m) {
   return absl::StrFormat(
-      "%s (%.0f%% interval %s .. %s; plan with %s) from %d failures over %s running", 
+      "%s (%.0f%% interval %s .. %s; plan with %s) from %s over %s running",
       FormatSeconds(m.mtbf_seconds()), 100 * m.confidence(), FormatSeconds(m.lower_seconds()),
-      FormatSeconds(m.upper_seconds()), FormatSeconds(m.conservative_seconds()), m.failures(),
-      FormatSeconds(m.exposure_seconds()));
+      FormatSeconds(m.upper_seconds()), FormatSeconds(m.conservative_seconds()),
+      Counted(m.failures(), "failure", "failures"), FormatSeconds(m.exposure_seconds()));
 }
 
 void AddLedgerRow(Table& table, const std::string& name, const v1::LedgerBuckets& b) {
   table.AddRow({name, FormatSeconds(b.wall_seconds()), FormatSeconds(b.useful_seconds()),
                 FormatSeconds(b.starved_seconds()), FormatSeconds(b.checkpoint_blocked_seconds()),
-                FormatSeconds(b.lost_seconds()), Percent(b.goodput())});
+                FormatSeconds(b.lost_seconds()), Percent(b.goodput_fraction())});
 }
 
 }  // namespace
@@ -195,9 +392,10 @@ std::string RenderJobDetail(const v1::JobDetail& d) {
   absl::StrAppend(&out, "job           ", job.job_id(), "\n");
   absl::StrAppend(&out, "state         ", job.state(), job.stalled() ? " (stalled)" : "", ": ",
                   job.state_reason(), "\n");
-  absl::StrAppend(&out, "generation    ", job.generation(), " (", job.restarts(),
-                  " restarts), step ", job.step(), ", ",
-                  job.ranks_reporting(), "/", job.world_size(), " ranks\n");
+  absl::StrAppend(&out, "generation    ", job.generation(), " (",
+                  Counted(job.restarts(), "restart", "restarts"), "), step ",
+                  FormatStep(job.step()), ", ", job.ranks_reporting(), "/", job.world_size(),
+                  " ranks\n");
   absl::StrAppend(&out, "mtbf (job)    ", Mtbf(d.job_mtbf()), "\n");
   absl::StrAppend(&out, "mtbf (all)    ", Mtbf(d.cluster_mtbf()), "\n");
   absl::StrAppend(&out, "checkpoint    C = ", FormatSeconds(d.checkpoint_cost_seconds()),
@@ -248,10 +446,8 @@ std::string RenderEventsTable(const v1::ListEventsResponse& response) {
 
 namespace {
 
-// "46m29s (2789 s)".
-std::string IntervalWithSeconds(double seconds) {
-  return absl::StrFormat("%s (%.0f s)", HumanSeconds(seconds), seconds);
-}
+// "46m29s": the one duration format (FormatSeconds); -o json has the seconds.
+std::string IntervalWithSeconds(double seconds) { return FormatSeconds(seconds); }
 // A key-value line of the calculators' summaries.
 std::string Line(absl::string_view key, absl::string_view value) {
   return absl::StrFormat("%-16s%s\n", key, value);
@@ -318,7 +514,7 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
                 absl::StrFormat("%gs in the background (%gs / %s); it must finish before the "
                                 "next checkpoint, so the interval is at least %s",
                                 write, f.checkpoint_seconds, writers,
-                                HumanSeconds(in.async_write_seconds)));
+                                FormatSeconds(in.async_write_seconds)));
   } else {
     out += Line("checkpoint", f.writers == 1
                                   ? absl::StrFormat("blocks %gs (synchronous write)", write)
@@ -347,7 +543,7 @@ std::string RenderCheckpointPlanTable(const PlanFlags& f, const CheckpointPlan& 
   out += "\n";
   Table table({"INTERVAL", "FACTOR", "WRITE_TAX", "REWORK", "TOTAL_WASTE", "GOODPUT", "NOTE"});
   for (const CheckpointSensitivityRow& row : plan.sensitivity) {
-    table.AddRow({HumanSeconds(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
+    table.AddRow({FormatSeconds(row.waste.interval_seconds), absl::StrFormat("%gx", row.factor),
                   Percent(row.waste.write_tax_fraction), Percent(row.waste.rework_fraction),
                   Percent(row.waste.total_waste_fraction), Percent(row.waste.goodput_fraction),
                   row.write_overlaps_next ? "write still running at the next" : ""});

@@ -17,7 +17,11 @@
 namespace trainsup {
 
 // The JSON of `-o json`: Protobuf's JSON mapping with the proto field names
-// and zero values printed, so that scripts never need to know the defaults.
+// and zero values printed, so that scripts never need to know the defaults,
+// except that every number is a JSON number (64-bit ones too: Protobuf
+// prints them as strings) and text is escaped only where JSON requires
+// (no "\u003e" for '>'). An unset optional or message field is left out.
+// Indented, ending with a newline.
 std::string RenderJson(const google::protobuf::Message& message);
 
 // The tables of `-o table`. `now` renders ages; times are shown as ages.
@@ -41,7 +45,9 @@ std::string RenderEventLine(const v1::Event& event);
 // One event as one line of JSON (for `events --follow -o json`).
 std::string RenderJsonLine(const google::protobuf::Message& message);
 
-// "1.23s", "45ms", "250s"; "-" for unknown (negative) values and NaN.
+// The one duration format: "45ms" below a second, "1.23s" below a minute,
+// "27m13s", "24h11s" from a minute up; "-" for unknown (negative) values
+// and NaN.
 std::string FormatSeconds(double seconds);
 // "1.23s ago"; "-" for unknown (negative) ages.
 std::string FormatAge(double seconds);
@@ -50,6 +56,15 @@ std::string FormatStep(int64_t step);
 // The rules' verdicts on a rank as the FLAGS columns show them:
 // STALL-CULPRIT, CRASHED-FIRST, STRAGGLER.
 std::vector<std::string> RankVerdictFlags(const v1::Rank& rank);
+// The FLAGS cell: the verdict flags, then how a dead rank's process ended
+// ("exit code 1").
+std::string RankFlags(const v1::Rank& rank);
+// The rank columns, the same in `ranks` and `top` (docs/cli.md), and one
+// rank's cells in that order.
+const std::vector<std::string>& RankColumns();
+std::vector<std::string> RankCells(const v1::Rank& rank);
+// "alive 3, dead 1, unknown 0, finished 0": the summary's counts by liveness.
+std::string RankCountsText(const v1::RankSummary& summary);
 
 // ---- Offline calculators: `plan` and `budget` (no supervisor contacted) ----
 // Each command is flags -> core inputs (InvalidArgument naming the flag for a

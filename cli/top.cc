@@ -44,26 +44,46 @@ std::string FitLine(const std::string& text, int cols) {
   return out;
 }
 
-std::string TopRankFlags(const v1::Rank& rank) {
-  std::vector<std::string> flags = RankVerdictFlags(rank);
-  if (rank.liveness() == "dead") flags.push_back("DEAD");
-  return absl::StrJoin(flags, ",");
-}
-
 namespace {
 
+// Why the job line has no job yet.
+std::string Waiting(const TopData& data) {
+  if (data.job_id.empty() && data.error.code() == absl::StatusCode::kNotFound) {
+    return "(waiting for a job: the supervisor knows none yet)";
+  }
+  if (data.error.code() == absl::StatusCode::kNotFound) {
+    return "(waiting for the job: the supervisor does not know it yet)";
+  }
+  if (data.error.ok() || data.error.code() == absl::StatusCode::kUnavailable ||
+      data.error.code() == absl::StatusCode::kDeadlineExceeded) {
+    return "(waiting for the supervisor)";
+  }
+  return "";  // the status line says what went wrong
+}
+
 std::string JobLine(const TopData& data, absl::Time now) {
-  std::string line = absl::StrCat("job ", data.job_id);
-  if (!data.detail.has_value()) return line + "   (waiting for the supervisor)";
+  std::string line = absl::StrCat("job ", data.job_id.empty() ? "-" : data.job_id);
+  if (!data.detail.has_value()) {
+    const std::string waiting = Waiting(data);
+    return waiting.empty() ? line : absl::StrCat(line, "   ", waiting);
+  }
   const v1::Job& job = data.detail->job();
   const v1::LedgerBuckets& ledger = data.detail->ledger();
+  // The last step's age, not the read's: during a hang it grows.
+  std::string last_step = "-";
+  if (job.has_last_progress_time()) {
+    const absl::Time at = absl::FromUnixSeconds(job.last_progress_time().seconds()) +
+                          absl::Nanoseconds(job.last_progress_time().nanos());
+    last_step = FormatAge(absl::ToDoubleSeconds(now - at));
+  }
   absl::StrAppend(&line, "   ", job.state(), job.stalled() ? " STALLED" : "", "   generation ",
-                  job.generation(), "   step ", FormatStep(job.step()), "   ",
+                  job.generation(), "   step ", FormatStep(job.step()), "   last step ",
+                  last_step, "   ",
                   data.steps_per_second.has_value()
                       ? absl::StrFormat("%.2f steps/s", *data.steps_per_second)
                       : std::string("- steps/s"),
-                  "   goodput ", ledger.wall_seconds() > 0 ? Percent(ledger.goodput()) : "-",
-                  "   ", FormatAge(absl::ToDoubleSeconds(now - data.read_at)));
+                  "   goodput ",
+                  ledger.wall_seconds() > 0 ? Percent(ledger.goodput_fraction()) : "-");
   if (!job.state_reason().empty()) absl::StrAppend(&line, "   (", job.state_reason(), ")");
   return line;
 }
@@ -72,10 +92,10 @@ std::string RanksLine(const TopData& data) {
   if (!data.ranks.has_value()) return "ranks: -";
   const v1::ListRanksResponse& r = *data.ranks;
   const v1::RankSummary& s = r.summary();
-  std::string line = absl::StrFormat(
-      "ranks %d/%d heard: alive %d, dead %d, unknown %d   stragglers %d   steps %s..%s",
-      s.ranks(), r.world_size(), s.alive(), s.dead(), s.unknown(), s.stragglers(),
-      FormatStep(s.min_step()), FormatStep(s.max_step()));
+  std::string line = absl::StrFormat("ranks %d/%d heard: %s   stragglers %d   steps %s..%s",
+                                     s.ranks(), r.world_size(), RankCountsText(s),
+                                     s.stragglers(), FormatStep(s.min_step()),
+                                     FormatStep(s.max_step()));
   if (s.compute_p99_max_seconds() > 0) {
     absl::StrAppend(&line, "   compute p99 median ", FormatSeconds(s.compute_p99_median_seconds()),
                     " max ", FormatSeconds(s.compute_p99_max_seconds()));
@@ -90,12 +110,18 @@ std::string EventLine(const TopData& data) {
   return "last event: " + line;
 }
 
-std::string StatusLine(const TopData& data, int rows_shown) {
+std::string StatusLine(const TopData& data, int rows_shown, absl::Time now) {
   if (!data.error.ok()) {
     const absl::StatusCode code = data.error.code();
     const bool unreachable =
         code == absl::StatusCode::kUnavailable || code == absl::StatusCode::kDeadlineExceeded;
-    return absl::StrCat(unreachable ? "supervisor unreachable: " : "error: ",
+    if (code == absl::StatusCode::kNotFound) return std::string(data.error.message());
+    std::string stale;
+    if (data.detail.has_value()) {
+      stale = absl::StrCat(" (showing its answers of ",
+                           FormatAge(absl::ToDoubleSeconds(now - data.read_at)), ")");
+    }
+    return absl::StrCat(unreachable ? "supervisor unreachable" : "error", stale, ": ",
                         data.error.message());
   }
   if (!data.ranks.has_value()) return "";
@@ -105,25 +131,27 @@ std::string StatusLine(const TopData& data, int rows_shown) {
 
 }  // namespace
 
+// The rank columns a narrow terminal leaves out, least important first
+// (indexes into RankColumns()): RANK and FLAGS stay.
+const std::vector<size_t> kTopDropOrder = {10 /* LOSS */,     2 /* PID */,
+                                           6 /* STEP_P50 */,  4 /* PHASE */,
+                                           1 /* NODE */,      7 /* STEP_P99 */,
+                                           8 /* LAST_SEEN */, 3 /* STEP */,
+                                           9 /* LIVENESS */,  5 /* COMPUTE_P99 */};
+
 std::vector<std::string> RenderTopScreen(const TopData& data, TerminalSize size, absl::Time now) {
   const int room = TopRankRows(size);
   int rows_shown = 0;
-  Table table({"RANK", "NODE", "STEP", "PHASE", "COMPUTE_P99", "STEP_P99", "LAST_SEEN", "LIVENESS",
-               "FLAGS"});
+  Table table(RankColumns());
   if (data.ranks.has_value()) {
     rows_shown = std::min(room, data.ranks->ranks_size());
-    for (int i = 0; i < rows_shown; ++i) {
-      const v1::Rank& r = data.ranks->ranks(i);
-      table.AddRow({absl::StrCat(r.rank()), r.node(), FormatStep(r.step()), r.phase(),
-                    r.compute_p99_seconds() > 0 ? FormatSeconds(r.compute_p99_seconds()) : "-",
-                    FormatSeconds(r.step_p99_seconds()),
-                    FormatAge(r.last_heartbeat_age_seconds()),
-                    r.liveness().empty() ? "-" : r.liveness(), TopRankFlags(r)});
-    }
+    for (int i = 0; i < rows_shown; ++i) table.AddRow(RankCells(data.ranks->ranks(i)));
   }
   std::vector<std::string> lines = {JobLine(data, now), RanksLine(data), EventLine(data),
-                                    StatusLine(data, rows_shown)};
-  for (absl::string_view row : absl::StrSplit(table.Render(), '\n', absl::SkipEmpty())) {
+                                    StatusLine(data, rows_shown, now)};
+  const std::string rendered =
+      table.RenderWithin(static_cast<size_t>(std::max(0, size.cols)), kTopDropOrder);
+  for (absl::string_view row : absl::StrSplit(rendered, '\n', absl::SkipEmpty())) {
     lines.emplace_back(row);
   }
   if (static_cast<int>(lines.size()) > size.rows) lines.resize(std::max(0, size.rows));
@@ -131,7 +159,26 @@ std::vector<std::string> RenderTopScreen(const TopData& data, TerminalSize size,
   return lines;
 }
 
+absl::Status TopView::PickJob() {
+  absl::StatusOr<v1::ListJobsResponse> jobs = client_->ListJobs();
+  if (!jobs.ok()) return jobs.status();
+  if (jobs->jobs_size() == 0) return absl::NotFoundError("the supervisor knows no job yet");
+  if (jobs->jobs_size() > 1) {
+    std::vector<std::string> names;
+    for (const v1::Job& job : jobs->jobs()) names.push_back(job.job_id());
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the supervisor knows %d jobs (%s): say which, trainsupctl top JOB",
+                        jobs->jobs_size(), absl::StrJoin(names, ", ")));
+  }
+  data_.job_id = jobs->jobs(0).job_id();
+  return absl::OkStatus();
+}
+
 void TopView::Refresh(int rank_rows, absl::Time now) {
+  if (data_.job_id.empty()) {
+    data_.error = PickJob();
+    if (!data_.error.ok()) return;
+  }
   absl::StatusOr<v1::JobDetail> detail = client_->GetJob(data_.job_id);
   if (!detail.ok()) {
     data_.error = detail.status();

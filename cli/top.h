@@ -66,12 +66,12 @@ struct TopData {
   absl::Status error;                         // the last refresh's, OK if it worked
 };
 
-// The screen: at most size.rows lines, none wider than size.cols characters.
-// `now` renders ages.
+// The screen: at most size.rows lines, none wider than size.cols characters
+// (a narrow terminal loses the least important rank columns first: LOSS,
+// PID, STEP_P50, PHASE, NODE, ...; RANK and FLAGS stay). `now` renders ages.
+// The job line shows the age of the job's last step, so that a hang reads as
+// one.
 std::vector<std::string> RenderTopScreen(const TopData& data, TerminalSize size, absl::Time now);
-
-// The flags of a rank row: STALL-CULPRIT, CRASHED-FIRST, STRAGGLER, DEAD.
-std::string TopRankFlags(const v1::Rank& rank);
 
 // `text` cut to at most `cols` characters (UTF-8 code points), control
 // characters shown as spaces: one terminal line.
@@ -86,21 +86,26 @@ class TopView {
   }
 
   // One refresh for a screen of `rank_rows` rank rows. A failed call keeps
-  // the previous answers and sets data().error.
+  // the previous answers and sets data().error. Without a job id it first
+  // picks the only job the supervisor knows (NOT_FOUND while it knows none,
+  // FAILED_PRECONDITION when it knows several).
   void Refresh(int rank_rows, absl::Time now);
   const TopData& data() const { return data_; }
 
  private:
+  absl::Status PickJob();
+
   OperatorClient* client_;
   TopData data_;
   StepRate rate_;
   uint64_t last_event_id_ = 0;
 };
 
-// The whole verb. Picks the job when `job_id` is empty and the supervisor
-// knows exactly one (else says which exist). On a terminal: the live view
-// until q, Ctrl-C, SIGTERM or SIGHUP, refreshed every second, the terminal
-// restored however it ends. Otherwise: one frame, then exit. Returns the exit
+// The whole verb. On a terminal: the live view until q, Ctrl-C, SIGTERM or
+// SIGHUP, refreshed every second, the terminal restored however it ends; it
+// waits for the supervisor, for the job (for a job, without `job_id`, then
+// takes the only one). Otherwise: one frame, then exit (without `job_id`:
+// the only job, else exit 4 for none and 2 for several). Returns the exit
 // code.
 int RunTop(OperatorClient& client, std::string job_id);
 

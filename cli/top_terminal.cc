@@ -167,6 +167,11 @@ int LiveView(TopView& view) {
 }  // namespace
 
 int RunTop(OperatorClient& client, std::string job_id) {
+  if (isatty(STDOUT_FILENO)) {
+    // The usual order: open the monitor, then launch the job.
+    TopView view(&client, job_id);
+    return LiveView(view);
+  }
   if (job_id.empty()) {
     absl::StatusOr<v1::ListJobsResponse> jobs = client.ListJobs();
     if (!jobs.ok()) {
@@ -187,7 +192,6 @@ int RunTop(OperatorClient& client, std::string job_id) {
     job_id = jobs->jobs(0).job_id();
   }
   TopView view(&client, job_id);
-  if (isatty(STDOUT_FILENO)) return LiveView(view);
   // Not a terminal (a script, a pipe): one frame, $LINES rows (24) but lines
   // as long as they are, unless $COLUMNS says otherwise; an error also goes
   // to stderr, as with every verb.

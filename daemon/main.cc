@@ -126,6 +126,10 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-max-ranks", options.metrics.max_ranks_per_job,
                  "export per-rank series only for jobs with at most this many ranks")
       ->capture_default_str()->check(WholeNumberValidator(0));
+  app.add_option("--metrics-max-ranks-total", options.metrics.max_ranks_total,
+                 "and per-rank series of at most this many ranks over all jobs (whole jobs, "
+                 "by job id)")
+      ->capture_default_str()->check(WholeNumberValidator(0));
   AddDurationOption(app, "--sweep-interval", &options.sweep_interval,
                     "how often the detectors run (detection lags a condition by at most this)",
                     DurationBound::kPositive);

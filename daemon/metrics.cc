@@ -120,6 +120,12 @@ struct Families {
   MetricFamily job_ranks_unknown = Family("trainsup_job_ranks_unknown",
       "Ranks whose liveness is unknown: no agent report yet, or their agent cannot be heard.",
       MetricType::Gauge);
+  MetricFamily job_ranks_dead = Family("trainsup_job_ranks_dead",
+      "Ranks of the current generation whose process ended (not counting finished ones).",
+      MetricType::Gauge);
+  MetricFamily job_ranks_finished = Family("trainsup_job_ranks_finished",
+      "Ranks whose process exited 0 in a job that finished: the end of the run, not a death.",
+      MetricType::Gauge);
   MetricFamily job_datagrams_dropped = Family("trainsup_job_datagrams_dropped_total",
       "Datagrams the ranks' helpers could not hand to their agents, in the current generation.",
       MetricType::Counter);
@@ -138,22 +144,26 @@ struct Families {
   MetricFamily job_events = Family("trainsup_job_events_total",
       "Events recorded for the job, by kind.", MetricType::Counter);
   MetricFamily straggler_compute = Family("trainsup_straggler_compute_seconds",
-      "p99 compute time of each flagged straggler (all of them below the per-rank cap, the "
-      "slowest few above it).", MetricType::Gauge);
+      "p99 compute time of each flagged straggler (all of them below the per-rank caps, the "
+      "slowest few above them).", MetricType::Gauge);
   MetricFamily job_step_duration = Family("trainsup_job_step_duration_seconds",
-      "Median over ranks of each rank's step-time quantile over its recent steps.",
+      "Median over ranks of each rank's step-time percentile over its recent steps.",
       MetricType::Gauge);
   MetricFamily rank_step = Family("trainsup_rank_step",
       "Last step the rank completed (jobs up to the per-rank cap only).", MetricType::Gauge);
   MetricFamily rank_step_duration = Family("trainsup_rank_step_duration_seconds",
-      "Step-time quantile of the rank over its recent steps (jobs up to the per-rank cap only).",
+      "Step-time percentile of the rank over its recent steps (jobs up to the per-rank cap only).",
       MetricType::Gauge);
   MetricFamily rank_datagrams_dropped = Family("trainsup_rank_datagrams_dropped_total",
       "Datagrams the rank's helper could not hand to its agent, in the current generation (jobs "
       "up to the per-rank cap only).", MetricType::Counter);
   MetricFamily rank_compute_duration = Family("trainsup_rank_compute_duration_seconds",
-      "Quantile of the rank's own work per step (hb.compute()) over its recent steps (jobs up "
+      "Percentile of the rank's own work per step (hb.compute()) over its recent steps (jobs up "
       "to the per-rank cap only).", MetricType::Gauge);
+  MetricFamily rank_series_omitted = Family("trainsup_rank_series_omitted",
+      "Ranks whose trainsup_rank_* series this scrape left out, by the cap that left them out: "
+      "max_ranks_per_job (--metrics-max-ranks), max_ranks_total (--metrics-max-ranks-total).",
+      MetricType::Gauge);
 
   std::vector<MetricFamily> Take() {
     std::vector<MetricFamily> out;
@@ -165,11 +175,12 @@ struct Families {
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
-          &job_ranks_reporting, &job_ranks_alive, &job_ranks_unknown, &job_datagrams_dropped,
+          &job_ranks_reporting, &job_ranks_alive, &job_ranks_unknown, &job_ranks_dead, &job_ranks_finished,
+          &job_datagrams_dropped,
           &job_heartbeats, &job_stalled, &job_stall_culprit,
           &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
           &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration,
-          &rank_datagrams_dropped}) {
+          &rank_datagrams_dropped, &rank_series_omitted}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
     }
     return out;
@@ -203,12 +214,13 @@ void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetr
   }
 }
 
-// The flagged stragglers' p99 compute time: every one for jobs below the
-// per-rank cap, else the slowest max_stragglers_per_job.
-void CollectStragglers(const JobView& job, const MetricsOptions& options, Families& f) {
+// The flagged stragglers' p99 compute time: every one for jobs whose
+// per-rank series are exported, else the slowest max_stragglers_per_job.
+void CollectStragglers(const JobView& job, bool ranks_exported, const MetricsOptions& options,
+                       Families& f) {
   std::vector<StragglerView> flagged = job.stragglers;
   size_t keep = flagged.size();
-  if (job.world_size > options.max_ranks_per_job) {
+  if (!ranks_exported) {
     keep = std::min<size_t>(keep, options.max_stragglers_per_job);
     std::partial_sort(flagged.begin(), flagged.begin() + keep, flagged.end(),
                       [](const StragglerView& a, const StragglerView& b) {
@@ -217,7 +229,7 @@ void CollectStragglers(const JobView& job, const MetricsOptions& options, Famili
   }
   for (size_t k = 0; k < keep; ++k) {
     AddSample(f.straggler_compute,
-              {{"job_id", job.id}, {"quantile", "0.99"}, {"rank", absl::StrCat(flagged[k].rank)}},
+              {{"job_id", job.id}, {"percentile", "p99"}, {"rank", absl::StrCat(flagged[k].rank)}},
               flagged[k].compute_p99_s);
   }
 }
@@ -230,16 +242,40 @@ void CollectRanks(const std::string& job, const std::vector<RankView>& ranks, Fa
     AddSample(f.rank_datagrams_dropped, {{"job_id", job}, {"rank", rank}},
               static_cast<double>(r.datagrams_dropped));
     if (!r.has_step_samples) continue;
-    AddSample(f.rank_step_duration, {{"job_id", job}, {"quantile", "0.5"}, {"rank", rank}}, r.step_p50);
-    AddSample(f.rank_step_duration, {{"job_id", job}, {"quantile", "0.99"}, {"rank", rank}}, r.step_p99);
+    AddSample(f.rank_step_duration, {{"job_id", job}, {"percentile", "p50"}, {"rank", rank}}, r.step_p50);
+    AddSample(f.rank_step_duration, {{"job_id", job}, {"percentile", "p99"}, {"rank", rank}}, r.step_p99);
     if (!r.has_compute_samples) continue;
-    AddSample(f.rank_compute_duration, {{"job_id", job}, {"quantile", "0.5"}, {"rank", rank}}, r.compute_p50);
-    AddSample(f.rank_compute_duration, {{"job_id", job}, {"quantile", "0.99"}, {"rank", rank}}, r.compute_p99);
+    AddSample(f.rank_compute_duration, {{"job_id", job}, {"percentile", "p50"}, {"rank", rank}}, r.compute_p50);
+    AddSample(f.rank_compute_duration, {{"job_id", job}, {"percentile", "p99"}, {"rank", rank}}, r.compute_p99);
   }
 }
 
+// What the per-rank caps leave: the ranks still exportable this scrape
+// (max_ranks_total, over all jobs) and the ranks left out, by cap.
+struct RankSeriesBudget {
+  uint64_t left = 0;
+  uint64_t omitted_per_job = 0;
+  uint64_t omitted_total = 0;
+};
+
+// Whether `job`'s per-rank series fit both caps; takes its ranks from the
+// budget when they do, counts them as omitted when not. A job is exported
+// whole or not at all.
+bool TakeRankSeries(const JobView& job, const MetricsOptions& options, RankSeriesBudget& budget) {
+  if (job.world_size > options.max_ranks_per_job) {
+    budget.omitted_per_job += job.ranks_reporting;
+    return false;
+  }
+  if (job.ranks_reporting > budget.left) {
+    budget.omitted_total += job.ranks_reporting;
+    return false;
+  }
+  budget.left -= job.ranks_reporting;
+  return true;
+}
+
 void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions& options,
-                Families& f) {
+                RankSeriesBudget& budget, Families& f) {
   const std::vector<ClientMetric::Label> id = {{"job_id", job.id}};
   for (int k = 0; k < kJobStateCount; ++k) {
     JobState state = static_cast<JobState>(k);
@@ -270,6 +306,8 @@ void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions
   AddSample(f.job_ranks_reporting, id, job.ranks_reporting);
   AddSample(f.job_ranks_alive, id, job.ranks_alive);
   AddSample(f.job_ranks_unknown, id, job.seen.unknown);
+  AddSample(f.job_ranks_dead, id, job.seen.dead);
+  AddSample(f.job_ranks_finished, id, job.seen.finished);
   AddSample(f.job_datagrams_dropped, id, static_cast<double>(job.datagrams_dropped));
   AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received));
   AddSample(f.job_stalled, id, job.stalled ? 1 : 0);
@@ -290,13 +328,14 @@ void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions
     AddSample(f.job_events, {{"job_id", job.id}, {"kind", std::string(EventKindName(kind))}},
               static_cast<double>(job.events[k]));
   }
-  CollectStragglers(job, options, f);
+  const bool ranks_exported = TakeRankSeries(job, options, budget);
+  CollectStragglers(job, ranks_exported, options, f);
   const JobStepStats& stats = job.step_stats;
   if (stats.ranks_with_samples > 0) {
-    AddSample(f.job_step_duration, {{"job_id", job.id}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
-    AddSample(f.job_step_duration, {{"job_id", job.id}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id}, {"percentile", "p50"}}, stats.median_rank_p50_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id}, {"percentile", "p99"}}, stats.median_rank_p99_s);
   }
-  if (job.world_size > options.max_ranks_per_job) return;
+  if (!ranks_exported) return;
   std::vector<RankView> ranks;
   std::vector<RankTexts> texts;
   if (core.RankViewsOf(job.id, &ranks, &texts)) CollectRanks(job.id, ranks, f);
@@ -349,7 +388,13 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.nodes_forgotten, {}, static_cast<double>(core.nodes_forgotten()));
     CollectVerdicts(cluster, f);
     AddMtbf(f.cluster_mtbf, cluster.mtbf, {});
-    for (const JobView& job : jobs) CollectJob(core, job, options_, f);
+    RankSeriesBudget budget;
+    budget.left = options_.max_ranks_total;
+    for (const JobView& job : jobs) CollectJob(core, job, options_, budget, f);
+    AddSample(f.rank_series_omitted, {{"cap", "max_ranks_per_job"}},
+              static_cast<double>(budget.omitted_per_job));
+    AddSample(f.rank_series_omitted, {{"cap", "max_ranks_total"}},
+              static_cast<double>(budget.omitted_total));
     return 0;
   });
   return f.Take();

@@ -16,6 +16,10 @@ struct MetricsOptions {
   // this many ranks, so that a 100k-rank job exports per-job aggregates, not
   // 100k series per metric. Default: 256.
   uint32_t max_ranks_per_job = 256;
+  // And over all jobs, at most this many ranks' series per scrape: jobs in
+  // job id order, each whole or not at all, so that many small jobs cannot
+  // add up to what one large job may not. Default: 4096.
+  uint32_t max_ranks_total = 4096;
   // Above that cap, at most this many flagged stragglers per job are
   // exported (the slowest first). Default: 10.
   uint32_t max_stragglers_per_job = 10;

@@ -55,7 +55,7 @@ void RenderLedger(const LedgerTotals& t, v1::LedgerBuckets* out) {
   out->set_checkpoint_blocked_seconds(t.seconds[static_cast<int>(Bucket::kCheckpointBlocked)]);
   out->set_lost_seconds(t.seconds[static_cast<int>(Bucket::kLost)]);
   out->set_wall_seconds(t.wall_seconds());
-  out->set_goodput(t.goodput());
+  out->set_goodput_fraction(t.goodput());
 }
 
 void RenderDetail(const JobView& view, const MtbfEstimate& cluster, v1::JobDetail* response) {
@@ -201,6 +201,7 @@ void SummarizeRanks(const JobSnapshot& job, absl::Time now, v1::RankSummary* out
   out->set_alive(job.counts.alive);
   out->set_dead(job.counts.dead);
   out->set_unknown(job.counts.unknown);
+  out->set_finished(job.counts.finished);
   out->set_stragglers(job.stragglers);
   out->set_min_step(min_step);
   out->set_max_step(max_step);
@@ -222,10 +223,9 @@ void RenderRank(const OperatorSnapshot& snapshot, const JobSnapshot& job, const 
   out->set_step_p50_seconds(row.step_p50);
   out->set_step_p99_seconds(row.step_p99);
   out->set_last_heartbeat_age_seconds(SecondsSince(row.last_heartbeat, now));
-  out->set_alive(row.liveness == Liveness::kAlive);
   if (row.has_loss) out->set_loss(row.loss);
   if (row.has_learning_rate) out->set_learning_rate(row.learning_rate);
-  out->set_heartbeats(row.heartbeats);
+  out->set_heartbeats_received(row.heartbeats);
   out->set_compute_p50_seconds(row.compute_p50);
   out->set_compute_p99_seconds(row.compute_p99);
   out->set_phase(std::string(StepPhaseName(row.phase)));

@@ -29,6 +29,8 @@ absl::string_view LivenessName(Liveness liveness) {
       return "alive";
     case Liveness::kDead:
       return "dead";
+    case Liveness::kFinished:
+      return "finished";
   }
   return "unknown";
 }
@@ -58,6 +60,9 @@ void Job::Count(const RankState& r, int delta) {
   if (r.liveness == Liveness::kAlive) ranks_alive_ += delta;
   if (r.seen && r.liveness == Liveness::kAlive) seen_alive_ += delta;
   if (r.seen && r.liveness == Liveness::kDead) ranks_dead_ += delta;
+  if (r.seen && r.liveness == Liveness::kDead && r.ended_cleanly()) {
+    ranks_exited_cleanly_ += delta;
+  }
   if (r.in_checkpoint) ranks_in_checkpoint_ += delta;
 }
 
@@ -80,6 +85,12 @@ const std::vector<uint32_t>& Job::RanksOn(NodeIndex node) const {
 void Job::SetLiveness(RankState& r, Liveness liveness) {
   Count(r, -1);
   r.liveness = liveness;
+  Count(r, +1);
+}
+
+void Job::SetDeath(RankState& r, const RankDeath& death) {
+  Count(r, -1);
+  r.death = death;
   Count(r, +1);
 }
 
@@ -106,6 +117,7 @@ void Job::Resize(uint32_t world_size) {
   ranks_alive_ = 0;
   seen_alive_ = 0;
   ranks_dead_ = 0;
+  ranks_exited_cleanly_ = 0;
   datagrams_dropped_ = 0;
   ranks_in_checkpoint_ = 0;
   certain_failure_ = false;
@@ -232,11 +244,14 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       checkpoints_.emplace_back(hb.checkpoint_blocking_s, hb.checkpoint_async_s);
       break;
     case HeartbeatKind::kException:
+      Count(r, -1);  // it no longer ended cleanly
       r.exception_type = hb.exception_type;
       r.exception_message = hb.exception_message;
+      Count(r, +1);
       NoteIfCertainFailure(r);
       break;
     case HeartbeatKind::kExit:
+      Count(r, -1);  // nor after a failing exit
       r.exiting = true;
       if (hb.exit_code) r.exiting_code = hb.exit_code;
       // The exception the script caught before it exited with a failing
@@ -247,6 +262,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
         r.exception_message = hb.exception_message;
         r.exception_caught = true;
       }
+      Count(r, +1);
       NoteIfCertainFailure(r);
       break;
     case HeartbeatKind::kVerdict:
@@ -292,7 +308,7 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   death.exit_known = process.exit_known;
   death.exit_code = process.exit_code;
   death.signal = process.signal;
-  r.death = death;
+  SetDeath(r, death);
   NoteIfCertainFailure(r);
 }
 

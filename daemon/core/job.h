@@ -36,8 +36,13 @@ enum class Liveness : uint8_t {
   kUnknown = 0,  // no word yet, or its agent cannot be heard (gone or silent)
   kAlive,        // its agent reports the process running
   kDead,         // its agent saw the process end
+  // It exited 0 and its job finished: the end of the run, not a death. Only
+  // the read model says so (RankView, RankCounts); a Job holds kDead for it,
+  // since its rules judge an exit as an exit.
+  kFinished,
 };
-absl::string_view LivenessName(Liveness liveness);  // "unknown", "alive", "dead"
+// "unknown", "alive", "dead", "finished".
+absl::string_view LivenessName(Liveness liveness);
 
 // How a rank's process ended, as its agent saw it.
 struct RankDeath {
@@ -83,6 +88,15 @@ struct RankState {
   Liveness liveness = Liveness::kUnknown;
   bool alive() const { return liveness == Liveness::kAlive; }
   std::optional<RankDeath> death;
+  // Dead with no sign of failure: it exited 0 as its agent read the status,
+  // or the status could not be read (an agent that reaps its command's
+  // processes itself) and the rank neither raised nor asked for a failing
+  // exit.
+  bool ended_cleanly() const {
+    if (!death) return false;
+    if (death->exit_known) return death->exit_code == 0 && death->signal == 0;
+    return exception_type.empty() && (!exiting_code || *exiting_code == 0);
+  }
   // The uncaught exception the rank reported before dying, if any; or, with
   // `exception_caught`, the one its script was handling when it called
   // sys.exit with a failing code (the cause it caught).
@@ -147,6 +161,8 @@ class Job {
   uint32_t seen_alive() const { return seen_alive_; }
   uint32_t seen_dead() const { return ranks_dead_; }
   uint32_t seen_unknown() const { return ranks_reporting_ - seen_alive_ - ranks_dead_; }
+  // Of seen_dead(), those that ended cleanly (RankState::ended_cleanly()).
+  uint32_t seen_exited_cleanly() const { return ranks_exited_cleanly_; }
   // Datagrams the helpers of the ranks heard from could not send, summed.
   uint64_t datagrams_dropped() const { return datagrams_dropped_; }
   // The ranks that last reported from `node`, in the order first heard of
@@ -221,6 +237,7 @@ class Job {
   // below stay true. Count adds `delta` for what `r` counts in.
   void Count(const RankState& r, int delta);
   void SetLiveness(RankState& r, Liveness liveness);
+  void SetDeath(RankState& r, const RankDeath& death);
   void SetNode(RankState& r, NodeIndex node);
   void SetInCheckpoint(RankState& r, bool in_checkpoint);
 
@@ -241,6 +258,7 @@ class Job {
   uint32_t ranks_alive_ = 0;
   uint32_t seen_alive_ = 0;          // seen and alive
   uint32_t ranks_dead_ = 0;          // seen and dead
+  uint32_t ranks_exited_cleanly_ = 0;  // seen, dead, and ended cleanly
   uint64_t datagrams_dropped_ = 0;   // over the seen ranks
   uint32_t ranks_in_checkpoint_ = 0;
   absl::flat_hash_map<NodeIndex, std::vector<uint32_t>> ranks_by_node_;

@@ -29,11 +29,13 @@
 
 namespace trainsup {
 
-// The ranks heard from in the current generation, by liveness.
+// The ranks heard from in the current generation, by liveness. A rank that
+// exited 0 in a job that finished counts as finished, not dead.
 struct RankCounts {
   uint32_t alive = 0;
   uint32_t dead = 0;
   uint32_t unknown = 0;
+  uint32_t finished = 0;
 };
 
 // A rank flagged as a straggler.
@@ -122,7 +124,7 @@ struct RankView {
   double learning_rate = 0;
   uint32_t texts = UINT32_MAX;  // index into the job's RankTexts, if any
   StepPhase phase = StepPhase::kBetweenSteps;
-  Liveness liveness = Liveness::kUnknown;
+  Liveness liveness = Liveness::kUnknown;  // kFinished: exited 0, its job finished
   bool has_loss = false;
   bool has_learning_rate = false;
   bool has_step_samples = false;     // the step percentiles are of samples

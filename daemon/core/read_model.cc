@@ -19,7 +19,11 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.world_size = job.world_size();
   view.ranks_reporting = job.ranks_reporting();
   view.ranks_alive = job.ranks_alive();
-  view.seen = {job.seen_alive(), job.seen_dead(), job.seen_unknown()};
+  view.seen = {job.seen_alive(), job.seen_dead(), job.seen_unknown(), 0};
+  if (entry.lifecycle.state == JobState::kFinished) {
+    view.seen.finished = job.seen_exited_cleanly();
+    view.seen.dead -= view.seen.finished;
+  }
   view.step = job.max_step();
   view.last_progress = job.last_progress();
   view.heartbeats_received = job.heartbeats_received();
@@ -82,6 +86,7 @@ void ReadModel::RankViewsOf(const JobEntry& entry, std::vector<RankView>* rows,
   rows->reserve(job.ranks_reporting());
   // Both in rank order: the flagged ranks are walked beside the ranks.
   auto straggler = verdicts.straggler_ranks.begin();
+  const bool finished = entry.lifecycle.state == JobState::kFinished;
   for (const auto& [i, r] : job.ranks()) {
     if (!r.seen) continue;
     RankView& row = rows->emplace_back();
@@ -106,7 +111,9 @@ void ReadModel::RankViewsOf(const JobEntry& entry, std::vector<RankView>* rows,
     row.has_learning_rate = r.learning_rate.has_value();
     row.learning_rate = r.learning_rate.value_or(0);
     row.phase = r.phase;
-    row.liveness = r.liveness;
+    row.liveness = finished && r.liveness == Liveness::kDead && r.ended_cleanly()
+                       ? Liveness::kFinished
+                       : r.liveness;
     while (straggler != verdicts.straggler_ranks.end() && *straggler < i) ++straggler;
     row.straggler = straggler != verdicts.straggler_ranks.end() && *straggler == i;
     row.stall_culprit = verdicts.stalled && verdicts.stall_culprit == i;

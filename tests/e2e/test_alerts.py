@@ -285,7 +285,7 @@ class AlertsEndToEnd(unittest.TestCase):
         # A few scrapes of the job's step times, for rate() over the window.
         wait_for(lambda: c.prometheus_query(
             f'count_over_time(trainsup_job_step_duration_seconds{{job_id="{job}",'
-            f'quantile="0.5"}}[10s]) >= 5')["result"], STARTUP,
+            f'percentile="p50"}}[10s]) >= 5')["result"], STARTUP,
             what="Prometheus to hold 5 scrapes of the job's step times")
 
         # The values Grafana would substitute: the job picked, or "All"

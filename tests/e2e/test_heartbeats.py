@@ -50,7 +50,7 @@ class HeartbeatsEndToEnd(unittest.TestCase):
             return later if all(int(l["step"]) > int(f["step"]) for f, l in zip(first, later)) \
                 else None
         later = wait_for(all_advanced, 30, what="every rank's step to advance")
-        self.assertTrue(all(r["alive"] for r in later))
+        self.assertTrue(all(r["liveness"] == "alive" for r in later))
         self.assertTrue(all(r["step_p99_seconds"] > 0 for r in later))
 
         # One agent stream's heartbeat rate, measured from the supervisor's count.

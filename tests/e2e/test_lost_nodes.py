@@ -155,7 +155,7 @@ class LostNodesEndToEnd(ClusterTestCase):
         def node_b_idle():
             nodes = {n["node"]: n for n in c.ctl_json("nodes")["nodes"]}
             b = nodes["node-b"]
-            return b["launcher_state"] in ("exited", "waiting") and b["generation"] == "1"
+            return b["launcher_state"] in ("exited", "waiting") and b["generation"] == 1
         wait_for(node_b_idle, 60, what="node-b's generation-1 command to be over")
         self.assertEqual(c.agents["node-a"].wait(timeout=300), 0)
         self.assertEqual([e for e in train_steps(c.train_log)

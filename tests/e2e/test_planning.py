@@ -97,7 +97,7 @@ class PlanningEndToEnd(unittest.TestCase):
                    ("useful", "starved", "checkpoint_blocked", "lost")}
         total = sum(buckets.values())
         print(f"measured: ledger {', '.join(f'{k} {v:.1f}s' for k, v in buckets.items())} = "
-              f"{total:.1f}s (goodput {ledger['goodput']:.1%}); wall time from the training "
+              f"{total:.1f}s (goodput {ledger['goodput_fraction']:.1%}); wall time from the training "
               f"log {measured_wall:.1f}s ({(total - measured_wall) / measured_wall:+.2%})",
               file=sys.stderr)
         self.assertAlmostEqual(total, ledger["wall_seconds"], delta=1e-6)
@@ -110,8 +110,8 @@ class PlanningEndToEnd(unittest.TestCase):
         self.assertGreater(buckets["lost"], 0.8 * recovered)
         self.assertGreater(buckets["checkpoint_blocked"], 0)
         gens = {g["generation"]: g["buckets"] for g in detail["generations"]}
-        self.assertEqual(sorted(gens), ["1", "2", "3"])
-        self.assertGreater(gens["2"]["lost_seconds"], 0)
+        self.assertEqual(sorted(gens), [1, 2, 3])
+        self.assertGreater(gens[2]["lost_seconds"], 0)
 
         # The MTBF counted both crashes; C and R were measured.
         self.assertEqual(detail["job_mtbf"]["failures"], 2)

@@ -146,7 +146,7 @@ class ReadmeRunsAsWritten(ClusterTestCase):
             job = self.ctl_json("job", "my-job")["job"]
             return job if job["state"] == "finished" else None
         job = wait_for(finished, 15, what="the job to be finished")
-        self.assertEqual((job["generation"], job["restarts"]), ("1", "0"), job)
+        self.assertEqual((job["generation"], job["restarts"]), (1, 0), job)
         kinds = {e["kind"] for e in self.ctl_json("events", "my-job")["events"]}
         self.assertFalse(kinds & {"stall", "crash", "node_lost", "restart"}, kinds)
 

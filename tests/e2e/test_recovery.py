@@ -94,7 +94,7 @@ class RecoveryEndToEnd(ClusterTestCase):
         self.assert_resumed(train_log(c.train_log), 120)
         job = wait_for(lambda: (lambda j: j if j["state"] == "finished" else None)(
             c.ctl_json("jobs")["jobs"][0]), 10, what="the job to be finished")
-        self.assertEqual(job["generation"], "2")
+        self.assertEqual(job["generation"], 2)
 
     def test_hang_is_stopped_restarted_and_resumed(self):
         c = self.make_cluster()
@@ -166,7 +166,7 @@ class RecoveryEndToEnd(ClusterTestCase):
         wait_for(lambda: c.events("e2e-flaky", "hold"), STARTUP * 3, what="the job to be held")
         job = c.ctl_json("jobs")["jobs"][0]
         self.assertEqual(job["state"], "held")
-        self.assertEqual(job["generation"], "3")  # 1 + 2 restarts
+        self.assertEqual(job["generation"], 3)  # 1 + 2 restarts
         self.assertEqual(len(c.events("e2e-flaky", "restart")), 2)
         self.assertEqual(c.metric("trainsup_job_state", job_id="e2e-flaky", state="held"), 1)
         alerts = wait_for(lambda: [l for name, l in c.firing_alerts()
@@ -219,7 +219,7 @@ class RecoveryEndToEnd(ClusterTestCase):
         # The running job is picked up, not restarted.
         wait_for(lambda: len(c.ranks("e2e-survive")) == 4, 60, what="the job to reappear")
         job = [j for j in c.ctl_json("jobs")["jobs"] if j["job_id"] == "e2e-survive"][0]
-        self.assertEqual((job["state"], job["generation"]), ("running", "1"))
+        self.assertEqual((job["state"], job["generation"]), ("running", 1))
         self.assertEqual(c.wait_agents(timeout=180), {"node-a": 0, "node-b": 0})
         survive = [e for e in c.events("e2e-survive")
                    if e["kind"] in ("restart", "stall", "crash")]

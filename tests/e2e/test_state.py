@@ -108,7 +108,7 @@ class StateEndToEnd(ClusterTestCase):
 
         wait_for(ended_and_gone, 30, what="the job to finish and its agents to leave")
         before = self.what_it_shows(job)
-        self.assertEqual(before["jobs"]["jobs"][0]["restarts"], "1")
+        self.assertEqual(before["jobs"]["jobs"][0]["restarts"], 1)
         self.assertEqual(before["jobs"]["jobs"][0]["world_size"], 4)
         # Committed (the store says what the nodes last said) before the kill.
         heartbeats = sum(int(n["heartbeats_received"]) for n in before["nodes"]["nodes"])

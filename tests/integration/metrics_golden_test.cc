@@ -39,6 +39,56 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// Starts `job` on its own node with `ranks` ranks, each at step 1.
+void StartJob(SupervisorHost& host, const std::string& job, uint32_t ranks) {
+  AgentHelloInfo hello;
+  hello.node = "node-" + job;
+  hello.job = job;
+  hello.incarnation = 1;
+  hello.generation = 1;
+  absl::StatusOr<Supervisor::HelloResult> session =
+      host.Hello(hello, std::make_shared<testing::NullChannel>());
+  ASSERT_TRUE(session.ok());
+  NodeReportInfo report;
+  report.generation = 1;
+  for (uint32_t rank = 0; rank < ranks; ++rank) {
+    report.heartbeats.push_back(StepHeartbeat(job, rank, ranks, 1, 0.1));
+  }
+  ASSERT_TRUE(host.Report(session->session, report).ok());
+}
+
+// The lines of `text` that start with `prefix`.
+int CountLines(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) n += line.rfind(prefix, 0) == 0;
+  return n;
+}
+
+TEST(MetricsGoldenTest, PerRankSeriesAreCappedOverAllJobsAndTheOmittedCounted) {
+  FakeClock clock(absl::FromUnixSeconds(1'800'000'000));
+  SupervisorHost host(SupervisorOptions{}, &clock);
+  StartJob(host, "a", 3);
+  StartJob(host, "b", 3);  // 6 > the cap of 5 ranks: b is left out whole
+  StartJob(host, "c", 2);  // fits in what a left
+  StartJob(host, "d", 9);  // above the per-job cap
+  MetricsOptions options;
+  options.max_ranks_per_job = 8;
+  options.max_ranks_total = 5;
+  SupervisorCollector collector(&host, options);
+  const std::string text = prometheus::TextSerializer().Serialize(collector.Collect());
+
+  EXPECT_EQ(CountLines(text, "trainsup_rank_step{job_id=\"a\""), 3);
+  EXPECT_EQ(CountLines(text, "trainsup_rank_step{job_id=\"b\""), 0);
+  EXPECT_EQ(CountLines(text, "trainsup_rank_step{job_id=\"c\""), 2);
+  EXPECT_EQ(CountLines(text, "trainsup_rank_step{job_id=\"d\""), 0);
+  EXPECT_EQ(CountLines(text, "trainsup_rank_series_omitted{cap=\"max_ranks_per_job\"} 9"), 1)
+      << text;
+  EXPECT_EQ(CountLines(text, "trainsup_rank_series_omitted{cap=\"max_ranks_total\"} 3"), 1)
+      << text;
+  EXPECT_EQ(CountLines(text, "trainsup_job_step{job_id=\"b\"} 1"), 1);  // aggregates stay
+}
+
 TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
   // The clock starts early enough for a job to hang and be judged stalled
   // before the others report at 1'800'000'000.

@@ -74,12 +74,12 @@ std::string BudgetText(const ComputeBudgetInputs& flags, bool json) {
 
 TEST(PlanCommandTest, DefaultsTable) {
   const std::string out = PlanText(PlanFlags{}, false);
-  EXPECT_THAT(out, HasSubstr("mtbf            6h (21600 s)\n"));
-  EXPECT_THAT(out, HasSubstr("restart         12m (720 s)\n"));
-  EXPECT_THAT(out, HasSubstr("young interval  46m29s (2789 s)"));
-  EXPECT_THAT(out, HasSubstr("daly interval   44m30s (2670 s)"));
+  EXPECT_THAT(out, HasSubstr("mtbf            6h\n"));
+  EXPECT_THAT(out, HasSubstr("restart         12m\n"));
+  EXPECT_THAT(out, HasSubstr("young interval  46m29s"));
+  EXPECT_THAT(out, HasSubstr("daly interval   44m30s"));
   EXPECT_THAT(out, HasSubstr("write tax 6.5% + rework 9.8% = overhead 16.2% (goodput 83.8%)"));
-  EXPECT_THAT(out, HasSubstr("\nverdict: checkpoint every 46m29s (2789 s)"));
+  EXPECT_THAT(out, HasSubstr("\nverdict: checkpoint every 46m29s"));
   EXPECT_THAT(out, Not(HasSubstr("warning:")));
   EXPECT_THAT(out, Not(HasSubstr("async write")));
 
@@ -181,8 +181,8 @@ TEST(PlanCommandTest, AsyncWriteLongerThanTheIntervalWarns) {
   flags.restart_seconds = 60;
   const std::string table = PlanText(flags, false);
   EXPECT_THAT(table, HasSubstr("warning: a write would still be running when the next is due"));
-  EXPECT_THAT(table, HasSubstr("planned         10m (600 s), raised to the asynchronous write"));
-  EXPECT_THAT(table, HasSubstr("verdict: checkpoint every 10m (600 s)"));
+  EXPECT_THAT(table, HasSubstr("planned         10m, raised to the asynchronous write"));
+  EXPECT_THAT(table, HasSubstr("verdict: checkpoint every 10m"));
   Struct json = ParseJson(PlanText(flags, true));
   EXPECT_EQ(Number(json, "planned_interval_seconds"), 600);
   EXPECT_EQ(Field(json, "warnings").list_value().values_size(), 1);

@@ -407,6 +407,35 @@ TEST(JobTest, StepWindowCapacityIsTheJobs) {
   EXPECT_EQ(job.rank(0).step_durations.total_added(), 5u);
 }
 
+TEST(JobTest, CountsTheDeadThatExitedZero) {
+  Job job("job", kStepWindow, kComputeWindow);
+  ASSERT_EQ(job.Apply(AtMs(0), kNodeA, Step(0, 1)), std::nullopt);
+  ASSERT_EQ(job.Apply(AtMs(0), kNodeA, Step(1, 1)), std::nullopt);
+  RankProcessInfo clean = Process(0, /*alive=*/false);
+  clean.exit_known = true;
+  RankProcessInfo failed = Process(1, /*alive=*/false);
+  failed.exit_known = true;
+  failed.exit_code = 1;
+
+  job.ApplyProcess(AtMs(10), kNodeA, clean);
+  job.ApplyProcess(AtMs(10), kNodeA, failed);
+  job.ApplyProcess(AtMs(11), kNodeA, clean);  // a repeated report counts once
+
+  EXPECT_EQ(job.seen_dead(), 2u);
+  EXPECT_EQ(job.seen_exited_cleanly(), 1u);
+  // Its status unread, a rank ended cleanly unless it said otherwise.
+  ASSERT_EQ(job.Apply(AtMs(0), kNodeA, Step(2, 1)), std::nullopt);
+  job.ApplyProcess(AtMs(12), kNodeA, Process(2, /*alive=*/false));
+  EXPECT_EQ(job.seen_exited_cleanly(), 2u);
+  Heartbeat raised = Step(2, 1);
+  raised.kind = HeartbeatKind::kException;
+  raised.exception_type = "RuntimeError";
+  ASSERT_EQ(job.Apply(AtMs(13), kNodeA, raised), std::nullopt);
+  EXPECT_EQ(job.seen_exited_cleanly(), 1u);
+  job.ObserveGeneration(AtMs(20), 2);
+  EXPECT_EQ(job.seen_exited_cleanly(), 0u);
+}
+
 TEST(JobTest, ApplyProcessSetsAliveNodeAndPid) {
   Job job("job", kStepWindow, kComputeWindow);
   ASSERT_EQ(job.Apply(AtMs(0), kNodeA, Step(0, 1)), std::nullopt);

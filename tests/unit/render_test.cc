@@ -58,7 +58,6 @@ v1::Rank MakeRank(uint32_t rank, double p99) {
   r.set_step(10);
   r.set_step_p50_seconds(p99 / 2);
   r.set_step_p99_seconds(p99);
-  r.set_alive(true);
   return r;
 }
 
@@ -118,12 +117,13 @@ TEST(RenderJsonTest, PrintsProtoFieldNamesAndZeroValues) {
   std::string json = RenderJson(rank);
 
   EXPECT_THAT(json, HasSubstr("\"rank\": 0"));
-  EXPECT_THAT(json, HasSubstr("\"step\": \"-1\""));  // int64 is a JSON string
+  EXPECT_THAT(json, HasSubstr("\"step\": -1"));  // a 64-bit number is a JSON number too
   EXPECT_THAT(json, HasSubstr("\"local_rank\": 0"));
   EXPECT_THAT(json, HasSubstr("\"step_p99_seconds\": 0"));
   EXPECT_THAT(json, HasSubstr("\"node\": \"\""));
-  EXPECT_THAT(json, HasSubstr("\"alive\": false"));
-  EXPECT_THAT(json, HasSubstr("\"heartbeats\": \"0\""));
+  EXPECT_THAT(json, HasSubstr("\"heartbeats_received\": 0"));
+  EXPECT_THAT(json, Not(HasSubstr("\"alive\"")));  // liveness says it
+  EXPECT_THAT(json, Not(HasSubstr("\"loss\"")));   // an unset optional is left out
   EXPECT_THAT(json, Not(HasSubstr("localRank")));
   EXPECT_THAT(json, Not(HasSubstr("stepP99Seconds")));
 }
@@ -135,6 +135,21 @@ TEST(RenderJsonTest, PrintsSetOptionalFields) {
   std::string json = RenderJson(rank);
 
   EXPECT_THAT(json, HasSubstr("\"loss\": 2.5"));
+}
+
+TEST(RenderJsonTest, EscapesOnlyWhatJsonMust) {
+  v1::Event event;
+  event.set_id(18446744073709551615u);
+  event.set_message("p99 > 2 x median & <tab>\t\"quoted\" \\ \x01");
+  (*event.mutable_figures())["plan_id"] = 3;
+  event.mutable_time()->set_seconds(1800000000);
+
+  const std::string line = RenderJsonLine(event);
+
+  EXPECT_EQ(line,
+            "{\"id\":18446744073709551615,\"time\":\"2027-01-15T08:00:00Z\",\"kind\":\"\","
+            "\"job_id\":\"\",\"generation\":0,\"node\":\"\",\"message\":\"p99 > 2 x median & "
+            "<tab>\\t\\\"quoted\\\" \\\\ \\u0001\",\"figures\":{\"plan_id\":3}}\n");
 }
 
 TEST(RenderJsonTest, ParsesBackToTheSameMessage) {
@@ -165,25 +180,57 @@ TEST(FormatSecondsTest, BelowOneSecondInMilliseconds) {
   EXPECT_EQ(FormatSeconds(0.5), "500ms");
 }
 
-TEST(FormatSecondsTest, SecondsWithTwoDecimalsBelowHundred) {
+TEST(FormatSecondsTest, SecondsWithTwoDecimalsBelowAMinute) {
   EXPECT_EQ(FormatSeconds(1), "1.00s");
   EXPECT_EQ(FormatSeconds(1.5), "1.50s");
   EXPECT_EQ(FormatSeconds(12.345), "12.35s");
 }
 
-TEST(FormatSecondsTest, WholeSecondsFromHundred) {
-  EXPECT_EQ(FormatSeconds(100), "100s");
-  EXPECT_EQ(FormatSeconds(250), "250s");
+TEST(FormatSecondsTest, MinutesAndHoursFromAMinute) {
+  EXPECT_EQ(FormatSeconds(60), "1m");
+  EXPECT_EQ(FormatSeconds(1633), "27m13s");
+  EXPECT_EQ(FormatSeconds(86411), "24h11s");
 }
 
 // The unit is chosen after rounding: values just below a unit boundary that
 // round up to it are shown in the next unit.
 TEST(FormatSecondsTest, RoundingDoesNotCrossUnitBoundaries) {
   EXPECT_EQ(FormatSeconds(0.9996), "1.00s");
-  EXPECT_EQ(FormatSeconds(99.996), "100s");
+  EXPECT_EQ(FormatSeconds(59.996), "1m");
 }
 
 // --- Tables ---
+
+TEST(RenderRanksTableTest, AFinishedRankIsNotFlaggedDead) {
+  v1::ListRanksResponse response;
+  v1::Rank done = MakeRank(0, 0.1);
+  done.set_liveness("finished");
+  done.set_exit("exit code 0");
+  v1::Rank dead = MakeRank(1, 0.1);
+  dead.set_liveness("dead");
+  dead.set_exit("exit code 1");
+  *response.add_ranks() = done;
+  *response.add_ranks() = dead;
+
+  std::vector<std::string> lines = Lines(RenderRanksTable(response));
+
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "LIVENESS"), "finished");
+  EXPECT_THAT(lines[1], Not(HasSubstr("exit code")));
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "LIVENESS"), "dead");
+  EXPECT_THAT(lines[2], HasSubstr("exit code 1"));
+}
+
+TEST(RenderJobDetailTest, CountsTakeTheirPluralOnlyWhenNotOne) {
+  v1::JobDetail d;
+  d.mutable_job()->set_restarts(1);
+  d.mutable_job_mtbf()->set_failures(1);
+  d.mutable_job_mtbf()->set_exposure_seconds(86411);
+  const std::string text = RenderJobDetail(d);
+  EXPECT_THAT(text, HasSubstr("(1 restart)"));
+  EXPECT_THAT(text, HasSubstr("from 1 failure over 24h11s running"));
+  EXPECT_THAT(text, Not(HasSubstr("restarts")));
+}
 
 TEST(RenderRanksTableTest, ShowsLiveness) {
   v1::ListRanksResponse response;
@@ -214,11 +261,11 @@ TEST(RenderStacksTest, GroupsSmallestFirstWithTheCulpritMarked) {
 
   const std::string text = RenderStacks(s);
 
-  EXPECT_THAT(text, HasSubstr("job llama generation 2: Python stacks of 5 rank(s) in 2 group(s)"));
+  EXPECT_THAT(text, HasSubstr("job llama generation 2: Python stacks of 5 ranks in 2 groups"));
   EXPECT_THAT(text, HasSubstr("== 1 rank: 2 (node-b)   <- holds the culprit the stall named"));
   EXPECT_THAT(text, HasSubstr("== 3 ranks: 0 (node-a), 1 (node-a), 3 (node-b)"));
   EXPECT_LT(text.find("line 9 in hang"), text.find("in all_reduce"));
-  EXPECT_THAT(text, HasSubstr("no stack from rank(s) 5"));
+  EXPECT_THAT(text, HasSubstr("no stack from rank 5"));
 }
 
 TEST(RenderRanksTableTest, KeepsTheOrderTheSupervisorSorted) {
@@ -250,7 +297,7 @@ TEST(RenderRanksSummaryTest, SaysWhatTheTableLeavesOut) {
   s->set_oldest_heartbeat_age_seconds(1.5);
 
   EXPECT_EQ(RenderRanksSummary(response, "showing the top 20"),
-            "job llama: 100000 of 100000 ranks heard (alive 99999, dead 1, unknown 0), "
+            "job llama: 100000 of 100000 ranks heard (alive 99999, dead 1, unknown 0, finished 0), "
             "stragglers 2, steps 40..45, compute p99 median 500ms max 3.00s, oldest heartbeat "
             "1.50s ago; showing the top 20\n");
 }

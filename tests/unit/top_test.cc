@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/time_util.h"
 #include "gtest/gtest.h"
 
 namespace trainsup {
@@ -14,6 +15,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::SizeIs;
 
 const absl::Time kNow = absl::FromUnixSeconds(1700000000);
@@ -28,7 +30,6 @@ v1::Rank MakeRank(uint32_t rank, double compute_p99) {
   r.set_step_p99_seconds(0.5);
   r.set_last_heartbeat_age_seconds(0.2);
   r.set_liveness("alive");
-  r.set_alive(true);
   return r;
 }
 
@@ -44,7 +45,9 @@ TopData RunningJob(int world, int rows) {
   job->set_step(120);
   v1::LedgerBuckets* ledger = data.detail->mutable_ledger();
   ledger->set_wall_seconds(100);
-  ledger->set_goodput(0.875);
+  ledger->set_goodput_fraction(0.875);
+  *job->mutable_last_progress_time() =
+      google::protobuf::util::TimeUtil::SecondsToTimestamp(absl::ToUnixSeconds(kNow) - 3);
   data.steps_per_second = 4.25;
   v1::ListRanksResponse& ranks = data.ranks.emplace();
   ranks.set_job_id("demo");
@@ -80,14 +83,14 @@ TEST(RenderTopScreen, HeaderSaysStateGenerationStepRateGoodputAndLastEvent) {
   EXPECT_THAT(lines[2], AllOf(HasSubstr("last event:"), HasSubstr("straggler demo#3 rank 7"),
                               HasSubstr("rank is slow")));
   EXPECT_THAT(lines[3], HasSubstr("the 3 slowest of 8 ranks by compute p99"));
-  EXPECT_THAT(lines[4], ContainsRegex("^RANK +NODE +STEP .*COMPUTE_P99 .*FLAGS"));
+  EXPECT_THAT(lines[4], ContainsRegex("^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99 .*FLAGS"));
 }
 
 TEST(RenderTopScreen, RanksKeepTheSupervisorsOrderSlowestFirst) {
   const std::vector<std::string> lines = RenderTopScreen(RunningJob(8, 3), {30, 200}, kNow);
-  EXPECT_THAT(lines[5], ContainsRegex("^7 +node-b +120 +computing +1\\.00s"));
-  EXPECT_THAT(lines[6], ContainsRegex("^6 +node-b +120 +computing +990ms"));
-  EXPECT_THAT(lines[7], ContainsRegex("^5 +node-b +120 +computing +980ms"));
+  EXPECT_THAT(lines[5], ContainsRegex("^7 +node-b +0 +120 +computing +1\\.00s"));
+  EXPECT_THAT(lines[6], ContainsRegex("^6 +node-b +0 +120 +computing +990ms"));
+  EXPECT_THAT(lines[7], ContainsRegex("^5 +node-b +0 +120 +computing +980ms"));
 }
 
 TEST(RenderTopScreen, FitsTheTerminalHowEverSmall) {
@@ -112,11 +115,14 @@ TEST(RenderTopScreen, FlagsStragglersCulpritsAndTheDead) {
   ranks.mutable_ranks(1)->set_straggler(true);
   ranks.mutable_ranks(2)->set_crash_culprit(true);
   ranks.mutable_ranks(2)->set_liveness("dead");
+  ranks.mutable_ranks(2)->set_exit("exit code 1");
+  ranks.mutable_ranks(3)->set_liveness("finished");
+  ranks.mutable_ranks(3)->set_exit("exit code 0");
   const std::vector<std::string> lines = RenderTopScreen(data, {30, 200}, kNow);
   EXPECT_THAT(lines[5], ContainsRegex("STALL-CULPRIT$"));
   EXPECT_THAT(lines[6], ContainsRegex("STRAGGLER$"));
-  EXPECT_THAT(lines[7], ContainsRegex("dead +CRASHED-FIRST,DEAD$"));
-  EXPECT_THAT(lines[8], ContainsRegex("alive *$"));
+  EXPECT_THAT(lines[7], ContainsRegex("dead +- +CRASHED-FIRST,exit code 1$"));
+  EXPECT_THAT(lines[8], ContainsRegex("finished +-$"));
 }
 
 TEST(RenderTopScreen, UnreachableSupervisorKeepsTheLastAnswersAndSaysSo) {
@@ -124,8 +130,8 @@ TEST(RenderTopScreen, UnreachableSupervisorKeepsTheLastAnswersAndSaysSo) {
   data.error = absl::UnavailableError("cannot reach the supervisor at 127.0.0.1:7411: refused");
   data.read_at = kNow - absl::Seconds(12);
   const std::vector<std::string> lines = RenderTopScreen(data, {30, 200}, kNow);
-  EXPECT_THAT(lines[0], HasSubstr("12.00s ago"));
-  EXPECT_THAT(lines[3], HasSubstr("supervisor unreachable: cannot reach the supervisor"));
+  EXPECT_THAT(lines[3], HasSubstr("supervisor unreachable (showing its answers of 12.00s "
+                                  "ago): cannot reach the supervisor"));
   EXPECT_THAT(lines, SizeIs(kTopHeaderLines + 2));
 }
 
@@ -137,6 +143,38 @@ TEST(RenderTopScreen, BeforeAnyAnswer) {
   EXPECT_THAT(lines[0], HasSubstr("job j1   (waiting for the supervisor)"));
   EXPECT_THAT(lines[3], HasSubstr("supervisor unreachable: connection refused"));
   EXPECT_THAT(lines[2], HasSubstr("last event: none"));
+}
+
+TEST(RenderTopScreen, HeaderSaysTheLastStepsAge) {
+  TopData data = RunningJob(8, 3);
+  // A hang: the answers are fresh, the last step is not.
+  data.read_at = kNow;
+  const std::vector<std::string> lines = RenderTopScreen(data, {30, 200}, kNow);
+  EXPECT_THAT(lines[0], HasSubstr("last step 3.00s ago"));
+}
+
+TEST(RenderTopScreen, WaitsForTheJobAndForAJob) {
+  TopData data;
+  data.job_id = "later";
+  data.error = absl::NotFoundError("no job later");
+  EXPECT_THAT(RenderTopScreen(data, {10, 120}, kNow)[0],
+              HasSubstr("job later   (waiting for the job: the supervisor does not know it yet)"));
+  data.job_id = "";
+  data.error = absl::NotFoundError("the supervisor knows no job yet");
+  EXPECT_THAT(RenderTopScreen(data, {10, 120}, kNow)[0],
+              HasSubstr("job -   (waiting for a job: the supervisor knows none yet)"));
+}
+
+TEST(RenderTopScreen, ANarrowTerminalLosesTheLeastImportantColumnsFirst) {
+  TopData data = RunningJob(8, 3);
+  data.ranks->mutable_ranks(0)->set_straggler(true);
+  const std::vector<std::string> wide = RenderTopScreen(data, {30, 200}, kNow);
+  EXPECT_THAT(wide[4], AllOf(HasSubstr("LOSS"), HasSubstr("PID"), HasSubstr("FLAGS")));
+  const std::vector<std::string> narrow = RenderTopScreen(data, {30, 60}, kNow);
+  EXPECT_THAT(narrow[4], AllOf(HasSubstr("RANK"), HasSubstr("COMPUTE_P99"), HasSubstr("FLAGS"),
+                               Not(HasSubstr("LOSS")), Not(HasSubstr("PID"))));
+  EXPECT_THAT(narrow[5], ContainsRegex("STRAGGLER$"));
+  for (const std::string& line : narrow) EXPECT_LE(line.size(), 60u);
 }
 
 TEST(FitLine, CutsOnCharactersAndBlanksControls) {
