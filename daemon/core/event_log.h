@@ -36,6 +36,16 @@ enum class EventKind {
   kStacks,             // the Python stacks of a hung job's ranks, collected before the stop
   kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
   kUnfence,            // the unfence command ran for a node whose quarantine was lifted
+  // Training signals (docs/signals.md).
+  kNotFinite,          // a NaN/Inf loss (or a gradient norm non-finite for too long)
+  kLossShift,          // the loss moved to a higher level and stayed there
+  kLossFlat,           // the loss did not go down from the start
+  kGradSpike,          // a gradient norm far above its baseline
+  kGradCollapse,       // gradient norms collapsed to about 0
+  kThroughputChange,   // the step time (or a node's compute time) slowed in a step
+  kThroughputDecay,    // ... or drifted slower
+  kMemoryGrowth,       // device memory or host RSS rising steadily
+  kReplicaMismatch,    // a rank disagrees with its replica group's majority
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

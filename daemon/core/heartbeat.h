@@ -60,6 +60,15 @@ struct Heartbeat {
   int32_t stack_signal = 0;
   // How long the rank's agent held the heartbeat before sending it.
   double queued_s = 0;
+  // Training signals (docs/signals.md).
+  std::optional<uint64_t> host_rss_bytes;
+  std::optional<uint64_t> tokens;
+  std::optional<uint64_t> replica_digest;
+  uint32_t replica_group = 0;
+  std::optional<uint64_t> device_memory_capacity_bytes;
+  // START: the script's settings of the signal rules, by name, in the
+  // order received.
+  std::vector<std::pair<std::string, double>> signal_settings;
 };
 
 enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };

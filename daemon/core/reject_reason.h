@@ -32,6 +32,7 @@ enum class RejectReason {
   kTooLong,            // a string field beyond its documented limit
   kUnknownGeneration,  // a generation of the job this supervisor never started
   kOther,              // an agent-reported reason this supervisor does not know
+  kBadSignal,          // a training-signal field out of its range (validation.h)
   kCount,              // number of reasons; not a reason
 };
 

@@ -104,6 +104,42 @@ _SETTLE_INTERVAL_S = 0.002
 # The stack signal is SIGRTMIN + _STACK_SIGNAL_OFFSET (see _stack_signal_number).
 _STACK_SIGNAL_OFFSET = 6
 
+# The supervisor's signal settings (daemon/core/signals/signal_options.cc,
+# docs/signals.md), by name: (least, most, whole numbers only). A START with
+# a setting the supervisor does not take is refused whole, so the helper
+# checks a script's settings against this copy first; a unit test
+# (tests/unit/signal_options_test.cc) keeps the two the same.
+_SIGNAL_SETTINGS = {
+    "non_finite": (0, 2, True),
+    "grad_nonfinite_steps": (1, 1e6, True),
+    "loss_shift": (0, 1, True),
+    "loss_shift_window": (2, 10000, True),
+    "loss_shift_baseline": (8, 10000, True),
+    "loss_shift_sigmas": (1, 1000, False),
+    "loss_shift_floor": (0, 1e12, False),
+    "loss_flat": (0, 1, True),
+    "loss_flat_steps": (8, 10000, True),
+    "loss_flat_drop": (0, 1, False),
+    "grad_baseline": (8, 10000, True),
+    "grad_spike": (0, 1, True),
+    "grad_spike_factor": (1.5, 1e9, False),
+    "grad_collapse": (0, 1, True),
+    "grad_collapse_ratio": (0, 1, False),
+    "grad_collapse_steps": (1, 10000, True),
+    "throughput": (0, 1, True),
+    "throughput_change": (0.01, 10, False),
+    "throughput_confirm": (2, 10000, True),
+    "throughput_confirm_seconds": (0, 1e6, False),
+    "throughput_warmup": (0, 10000, True),
+    "throughput_baseline": (4, 10000, True),
+    "memory_growth": (0, 1, True),
+    "memory_growth_steps": (8, 10000, True),
+    "memory_growth_warmup": (0, 10000, True),
+    "memory_growth_min_bytes": (0, 1e18, False),
+    "replica_mismatch": (0, 1, True),
+    "replica_rearm_steps": (1, 1e9, True),
+}
+
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
 
