@@ -77,7 +77,7 @@ const std::vector<SignalSetting>* const kSettings = new std::vector<SignalSettin
     TRAINSUP_NUMBER("throughput_confirm", 2, kMaxWindow, true, throughput.confirm,
                     "steps a change must hold before it is reported"),
     TRAINSUP_SECONDS("throughput_confirm_seconds", 0, 1e6, throughput.confirm_time,
-                     "and seconds it must hold"),
+                     "seconds a change must hold too before it is reported"),
     TRAINSUP_NUMBER("throughput_warmup", 0, kMaxWindow, true, throughput.warmup,
                     "a generation's first steps left out (start-up, compilation, caches)"),
     TRAINSUP_NUMBER("throughput_baseline", 4, kMaxWindow, true, throughput.baseline,
