@@ -11,11 +11,6 @@ void MemoryGrowthRule::Observe(int64_t step, double bytes, RankAt at, double cap
   capacity_ = capacity;
 }
 
-std::optional<double> MemoryGrowthRule::last() const {
-  if (bytes_.size() == 0) return std::nullopt;
-  return bytes_.back();
-}
-
 std::optional<MemoryGrowthFinding> MemoryGrowthRule::Judge(double step_seconds) {
   if (!bytes_.full()) return std::nullopt;
   const size_t n = bytes_.size();

@@ -50,7 +50,6 @@ class MemoryGrowthRule {
   // step time unknown). Updated by Check.
   double slope_bytes_per_second() const { return growing_ ? growing_->slope_bytes_per_second : 0; }
   const std::optional<MemoryGrowthFinding>& growing() const { return growing_; }
-  std::optional<double> last() const;
 
  private:
   std::optional<MemoryGrowthFinding> Judge(double step_seconds);
