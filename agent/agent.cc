@@ -14,7 +14,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
+#include "agent/rank_log.h"
 #include "agent/torchrun_args.h"
+#include "common/failure_text.h"
 #include "common/clock.h"
 #include "common/format.h"
 #include "common/log.h"
@@ -35,6 +37,9 @@ sigset_t AgentSignals() {
 // rank's answer is judged by its file no longer changing).
 constexpr int kPollMs = 100;
 constexpr int kCollectingPollMs = 20;
+
+// After the command ended, how long its stderr may take to end.
+constexpr absl::Duration kStderrDrainTime = absl::Milliseconds(300);
 
 // The size of a file; 0 when it cannot be read (missing).
 int64_t FileSize(const std::string& path) {
@@ -94,6 +99,8 @@ Agent::Agent(AgentOptions options)
   PreparedCommand prepared = PrepareCommand(options_.command);
   if (!prepared.warning.empty()) TRAINSUP_LOG_WARN("%s", prepared.warning);
   command_ = std::move(prepared.argv);
+  min_nodes_ = options_.min_nodes != 0 ? options_.min_nodes : prepared.min_nodes;
+  rank_log_dir_ = prepared.log_dir;
 }
 
 v1::AgentHello Agent::Hello() const {
@@ -106,11 +113,38 @@ v1::AgentHello Agent::Hello() const {
   // The launcher's state as last published (the link thread calls this).
   *hello.mutable_launcher() = batcher_.launcher();
   *hello.mutable_plans() = plans_->plans().plans();
+  hello.set_min_nodes(min_nodes_);
+  for (const std::string& rule : options_.verdict_rules) hello.add_verdict_rules(rule);
   return hello;
 }
 
 void Agent::PublishProcesses() { batcher_.SetProcesses(watcher_.Snapshot()); }
-void Agent::PublishLauncher() { batcher_.SetLauncher(launcher_.status()); }
+
+void Agent::PublishLauncher() {
+  v1::LauncherStatus status = launcher_.status();
+  if (status.state() == v1::LauncherStatus::STATE_EXITED) {
+    for (const std::string& line : failure_lines_) status.add_stderr_lines(line);
+  }
+  batcher_.SetLauncher(status);
+}
+
+void Agent::NoteRankStderr(absl::Duration since) {
+  const std::vector<std::pair<uint32_t, uint32_t>> silent = watcher_.SilentFailures(since);
+  if (silent.empty()) return;
+  const std::deque<std::string> tail = launcher_.StderrTail();
+  bool changed = false;
+  for (const auto& [rank, local_rank] : silent) {
+    // torchrun's --tee copy, or what ranks wrote to its stderr; else the
+    // rank's own file under torchrun's --log_dir (--redirects without --tee).
+    std::string line = InfrastructureLineOf(tail, local_rank);
+    if (line.empty()) line = InfrastructureLineOf(RankStderrLog(rank_log_dir_, local_rank), local_rank);
+    if (line.empty() || !watcher_.NoteStderrLine(rank, line)) continue;
+    TRAINSUP_LOG_WARN("rank %d died without a word; its stderr names a node fault: %s", rank,
+                      line);
+    changed = true;
+  }
+  if (changed) PublishProcesses();
+}
 
 void Agent::Do(const AgentAction& action) {
   if (action.kind == AgentAction::Kind::kNone) return;
@@ -168,6 +202,7 @@ void Agent::Do(const AgentAction& action) {
 void Agent::Launch(uint64_t generation, const std::string& why) {
   batcher_.SetGeneration(generation);
   watcher_.Clear();
+  failure_lines_.clear();
   rank_drops_logged_.clear();  // the new ranks count from zero
   PublishProcesses();
   absl::Status started = launcher_.Start(
@@ -368,9 +403,17 @@ void Agent::OnCommandEnded() {
   OnDatagrams();
   watcher_.CheckExits(now);
   launcher_.EndGroup();
+  // The rest of what the group wrote to stderr: it is gone, so the pipe
+  // ends at once (unless a process outside the group holds it).
+  launcher_.AwaitStderr(kStderrDrainTime);
+  NoteRankStderr(absl::ZeroDuration());
+  const v1::LauncherStatus& status = launcher_.status();
+  if (status.exit_code() != 0 || status.signal() != 0) {
+    const std::deque<std::string> tail = launcher_.StderrTail();
+    failure_lines_ = StderrExcerpt(tail);
+  }
   PublishProcesses();
   PublishLauncher();
-  const v1::LauncherStatus& status = launcher_.status();
   TRAINSUP_LOG_INFO("generation %d ended with %s; %d heartbeats forwarded so far",
                     state_->generation(),
                     ExitStatusText(true, status.exit_code(), status.signal()),
@@ -435,6 +478,9 @@ int Agent::Run() {
     }
     const absl::Duration now = SteadyNow();
     if (watcher_.CheckExits(now)) PublishProcesses();
+    // torchrun copies a rank's stderr into its own a moment after it was
+    // written (--tee): look again for a while after a silent death.
+    NoteRankStderr(now - kStderrDrainTime * 10);
     if (stacks_ != nullptr) ObserveStackFiles(now);
     RetryPlanFile(now);
     Do(state_->Tick(now));

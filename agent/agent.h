@@ -43,6 +43,11 @@ struct AgentOptions {
   absl::Duration reconnect_max = absl::Seconds(5);
   // Parent of the private socket directory. Default: $XDG_RUNTIME_DIR or /tmp.
   std::string socket_parent;
+  // The fewest nodes the job runs on, told to the supervisor; 0: as the
+  // command says (torchrun's --nnodes), else unknown. Default: 0.
+  uint32_t min_nodes = 0;
+  // The job's own verdict rules (common/verdict_rule.h), before trainsupd's.
+  std::vector<std::string> verdict_rules;
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -87,7 +92,11 @@ class Agent {
   std::string StackPath(uint32_t rank) const;
   bool done() const { return state_->phase() == AgentStateMachine::Phase::kDone; }
   void PublishProcesses();
+  // The command's status; once it failed, with its last stderr lines.
   void PublishLauncher();
+  // Looks in the command's last stderr lines for an infrastructure fault of
+  // each rank that died at or after `since` without a word of its end.
+  void NoteRankStderr(absl::Duration since);
 
   // What the link's threads hand the event loop: a supervisor's message, or
   // the status of a refused hello.
@@ -109,6 +118,10 @@ class Agent {
   const AgentOptions options_;
   const uint64_t incarnation_;
   std::vector<std::string> command_;
+  uint32_t min_nodes_ = 0;  // the fewest nodes the command runs on (0: unknown)
+  std::string rank_log_dir_;  // torchrun's --log_dir, if given (rank_log.h)
+  // The command failed: its last stderr lines that say why (StderrExcerpt).
+  std::vector<std::string> failure_lines_;
   ReportBatcher batcher_;
   Launcher launcher_;
   RankWatcher watcher_;

@@ -63,6 +63,7 @@ struct ChildPlan {
   char** argv = nullptr;
   char** envp = nullptr;
   int error_fd = -1;  // where to write errno if no exec succeeds
+  int stderr_fd = -1;  // the write end of the stderr pipe
 };
 
 // The child between fork and exec: only async-signal-safe calls (the agent
@@ -81,6 +82,12 @@ struct ChildPlan {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);  // the agent blocks signals for its signalfd
+  // Its stderr is the agent's pipe (dup2 leaves the copy open across exec).
+  if (plan.stderr_fd == STDERR_FILENO) {
+    fcntl(STDERR_FILENO, F_SETFD, 0);
+  } else if (dup2(plan.stderr_fd, STDERR_FILENO) < 0) {
+    _exit(127);
+  }
   // No descriptor of the agent's reaches the command, even one a library
   // opened without O_CLOEXEC.
   close_range(STDERR_FILENO + 1, ~0U, CLOSE_RANGE_CLOEXEC);
@@ -122,17 +129,28 @@ absl::Status Launcher::Start(const std::vector<std::string>& argv, const EnvVars
   if (pipe2(error_pipe, O_CLOEXEC) != 0) {
     return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   }
-  plan.error_fd = error_pipe[1];
-  const pid_t pid = fork();
-  if (pid < 0) {
+  int stderr_pipe[2];
+  if (pipe2(stderr_pipe, O_CLOEXEC) != 0) {
     const int error = errno;
     close(error_pipe[0]);
     close(error_pipe[1]);
+    return absl::InternalError(absl::StrCat("pipe for the command's stderr: ", strerror(error)));
+  }
+  plan.error_fd = error_pipe[1];
+  plan.stderr_fd = stderr_pipe[1];
+  const pid_t pid = fork();
+  if (pid < 0) {
+    const int error = errno;
+    for (int fd : {error_pipe[0], error_pipe[1], stderr_pipe[0], stderr_pipe[1]}) close(fd);
     return absl::FailedPreconditionError(absl::StrCat("cannot run ", argv[0], ": fork: ",
                                                       strerror(error)));
   }
   if (pid == 0) ExecChild(plan);
   close(error_pipe[1]);
+  close(stderr_pipe[1]);
+  // Read at once, whatever happens next: the command must never block on
+  // a full pipe.
+  stderr_ = std::make_unique<StderrTee>(stderr_pipe[0]);
   int child_error = 0;
   ssize_t n;
   do {
@@ -152,6 +170,14 @@ absl::Status Launcher::Start(const std::vector<std::string>& argv, const EnvVars
   absl::StatusOr<std::unique_ptr<Reaper>> reaper = Reaper::Start(pid);
   reaper_ = reaper.ok() ? std::move(*reaper) : nullptr;
   return absl::OkStatus();
+}
+
+std::deque<std::string> Launcher::StderrTail() const {
+  return stderr_ != nullptr ? stderr_->Tail() : std::deque<std::string>();
+}
+
+bool Launcher::AwaitStderr(absl::Duration timeout) {
+  return stderr_ == nullptr || stderr_->AwaitEnd(timeout);
 }
 
 void Launcher::SignalGroup(int signal) {

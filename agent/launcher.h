@@ -3,13 +3,16 @@
 
 #include <sys/types.h>
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "agent/reaper.h"
+#include "agent/stderr_tee.h"
 #include "trainsup/v1/agent.pb.h"
 
 namespace trainsup {
@@ -18,8 +21,9 @@ namespace trainsup {
 // so that one signal reaches torchrun and every rank it started, and makes
 // sure that group dies with the agent: the command gets SIGKILL when the
 // agent dies (PR_SET_PDEATHSIG), and a Reaper SIGKILLs the whole group. The
-// command inherits no descriptor of the agent but stdin, stdout and stderr.
-// Not thread-safe: the agent's event loop owns it.
+// command inherits no descriptor of the agent but stdin and stdout; its
+// stderr is a pipe that a StderrTee passes on to the agent's own stderr,
+// keeping its last lines. Not thread-safe: the agent's event loop owns it.
 class Launcher {
  public:
   using EnvVars = std::vector<std::pair<std::string, std::string>>;
@@ -58,11 +62,19 @@ class Launcher {
   pid_t reaper_pid() const { return reaper_ != nullptr ? reaper_->pid() : 0; }
   const v1::LauncherStatus& status() const { return status_; }
 
+  // The last lines the current (or last) command wrote to its stderr,
+  // oldest first; empty before the first.
+  std::deque<std::string> StderrTail() const;
+  // After the command ended (and its group was ended): waits up to
+  // `timeout` for the rest of what it wrote to stderr. True when all came.
+  bool AwaitStderr(absl::Duration timeout);
+
  private:
   pid_t pid_ = 0;
   v1::LauncherStatus status_;
   bool group_left_ = false;  // the last command's group may still hold processes
   std::unique_ptr<Reaper> reaper_;
+  std::unique_ptr<StderrTee> stderr_;  // the command's stderr
 };
 
 }  // namespace trainsup

@@ -9,6 +9,7 @@
 #include "common/cli_options.h"
 #include "common/log.h"
 #include "common/limits.h"
+#include "common/verdict_rule.h"
 #include "common/version.h"
 
 namespace {
@@ -83,6 +84,15 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
   run->add_option("--socket-dir", options.socket_parent,
                   "parent of the private rank-socket directory (default: $XDG_RUNTIME_DIR or /tmp)");
+  run->add_option("--min-nodes", options.min_nodes,
+                  "the fewest nodes the job runs on, for the supervisor to leave a node out of a "
+                  "restart (a restart-elsewhere verdict); default: torchrun's --nnodes MIN[:MAX]")
+      ->check(CLI::Range(1, 1 << 20));
+  run->add_option("--verdict", options.verdict_rules,
+                  "the job's own verdict rule, before trainsupd's: exit:CODE=ACTION or "
+                  "exception:TYPE=ACTION, ACTION one of restart-elsewhere, transient, stop, "
+                  "default; repeatable")
+      ->type_name("RULE")->allow_extra_args(false);
   run->add_option("command", options.command, "the command to run, after --")->required();
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
@@ -96,6 +106,10 @@ int main(int argc, char** argv) {
   if (!IsValidName(options.job) || !IsValidName(options.node)) {
     std::fprintf(stderr, "error: job and node must be 1..%zu characters of [A-Za-z0-9._-]\n",
                  kMaxNameLength);
+    return kExitUsage;
+  }
+  if (absl::Status rules = CheckJobVerdictRules(options.verdict_rules); !rules.ok()) {
+    std::fprintf(stderr, "error: --verdict: %s\n", std::string(rules.message()).c_str());
     return kExitUsage;
   }
   // Bad TLS files are a usage error now, not a warning at every reconnect.

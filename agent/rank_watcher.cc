@@ -126,6 +126,28 @@ bool RankWatcher::NoteFailure(uint32_t rank, absl::Duration at) {
   return true;
 }
 
+std::vector<std::pair<uint32_t, uint32_t>> RankWatcher::SilentFailures(
+    absl::Duration since) const {
+  std::vector<std::pair<uint32_t, uint32_t>> out;
+  for (const auto& [rank, w] : ranks_) {
+    const v1::RankProcess& p = w.process;
+    const bool failed = !p.exit_known() || p.exit_code() != 0 || p.signal() != 0;
+    if (p.alive() || !failed || p.exception_seen() || !p.stderr_line().empty() ||
+        w.died_at < since) {
+      continue;
+    }
+    out.emplace_back(rank, p.local_rank());
+  }
+  return out;
+}
+
+bool RankWatcher::NoteStderrLine(uint32_t rank, const std::string& line) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || line.empty() || it->second.process.stderr_line() == line) return false;
+  it->second.process.set_stderr_line(line);
+  return true;
+}
+
 bool RankWatcher::Signal(uint32_t rank, int signal) {
   auto it = ranks_.find(rank);
   if (it == ranks_.end() || !it->second.process.alive() || it->second.pidfd < 0) return false;

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -66,6 +68,16 @@ class RankWatcher {
   // the start of its exit. The earliest such time is kept. Returns true when
   // this is news.
   bool NoteFailure(uint32_t rank, absl::Duration at);
+
+  // The ranks that died with a failure (a signal, a non-zero or unknown
+  // exit) at or after `since` and reported nothing of it (no exception, no
+  // exit: os._exit, SIGKILL, a segfault), and have no stderr line yet:
+  // their (rank, local rank).
+  std::vector<std::pair<uint32_t, uint32_t>> SilentFailures(absl::Duration since) const;
+  // The last line `rank` wrote to stderr that names an infrastructure fault
+  // (common/failure_text.h): it goes up with its process. Returns true when
+  // this is news.
+  bool NoteStderrLine(uint32_t rank, const std::string& line);
 
   // Sends `signal` to the rank's live process through its pidfd (never to a
   // reused pid). False when the rank is not watched alive or the signal

@@ -1,6 +1,7 @@
 #include "agent/torchrun_args.h"
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
@@ -26,6 +27,21 @@ bool IsFlag(absl::string_view arg) {
   return false;
 }
 
+// `name` or `name=...`.
+bool IsOption(absl::string_view arg, absl::string_view name) {
+  return absl::StartsWith(arg, name) && (arg.size() == name.size() || arg[name.size()] == '=');
+}
+
+// `--nnodes` or `--nnodes=...` (no other spelling exists).
+bool IsNnodesOption(absl::string_view arg) { return IsOption(arg, "--nnodes"); }
+
+// "2" -> 2, "1:4" -> 1; 0 for anything else.
+uint32_t MinNodes(absl::string_view value) {
+  uint32_t min = 0;
+  if (!absl::SimpleAtoi(value.substr(0, value.find(':')), &min)) return 0;
+  return min;
+}
+
 }  // namespace
 
 PreparedCommand PrepareCommand(const std::vector<std::string>& argv) {
@@ -47,30 +63,35 @@ PreparedCommand PrepareCommand(const std::vector<std::string>& argv) {
   }
   if (options_at == 0) return out;
   out.is_torchrun = true;
+  bool has_max_restarts = false;
   for (size_t i = options_at; i < argv.size(); ++i) {
     const std::string& arg = argv[i];
     if (!absl::StartsWith(arg, "-")) break;  // the training script: torchrun's options end
+    const size_t eq = arg.find('=');
+    // The option's value: after '=', or the next argument.
+    const std::string value = eq != std::string::npos ? arg.substr(eq + 1)
+                              : i + 1 < argv.size() && !IsFlag(arg) ? argv[i + 1]
+                                                                    : std::string();
+    if (IsNnodesOption(arg)) out.min_nodes = MinNodes(value);
+    if (IsOption(arg, "--log_dir") || IsOption(arg, "--log-dir")) out.log_dir = value;
     if (!IsMaxRestartsOption(arg)) {
       // Skip the value of `--option value`.
-      if (arg.find('=') == std::string::npos && !IsFlag(arg)) ++i;
+      if (eq == std::string::npos && !IsFlag(arg)) ++i;
       continue;
     }
-    std::string value;
-    size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      value = arg.substr(eq + 1);
-    } else if (i + 1 < argv.size()) {
-      value = argv[i + 1];
-    }
+    has_max_restarts = true;
     if (value != "0") {
       out.warning = absl::StrCat(
           "torchrun runs with ", arg, eq == std::string::npos ? " " + value : "",
           ": torchrun may restart workers on its own, behind trainsup (the job's restart "
           "authority); use --max_restarts=0");
     }
-    return out;
+    if (eq == std::string::npos) ++i;
   }
-  out.argv.insert(out.argv.begin() + static_cast<std::ptrdiff_t>(options_at), "--max_restarts=0");
+  if (!has_max_restarts) {
+    out.argv.insert(out.argv.begin() + static_cast<std::ptrdiff_t>(options_at),
+                    "--max_restarts=0");
+  }
   return out;
 }
 

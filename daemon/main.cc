@@ -1,16 +1,22 @@
 // trainsupd: the trainsup supervisor.
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_replace.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cli_options.h"
 #include "common/limits.h"
 #include "common/log.h"
 #include "common/version.h"
+#include "daemon/core/verdicts.h"
 #include "daemon/descriptors.h"
 #include "daemon/grpc_log.h"
 #include "daemon/server.h"
@@ -109,6 +115,31 @@ int ExitCodeForStart(const absl::Status& status) {
     default:
       return trainsup::kExitFailure;
   }
+}
+
+// The verdict table: the defaults, then the rules of `file` (if any), then
+// `rules`, each replacing the rule of the same key.
+absl::Status AddVerdictRules(const std::string& file, const std::vector<std::string>& rules,
+                             trainsup::VerdictTable* table) {
+  using namespace trainsup;
+  if (!file.empty()) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (!in) return absl::InvalidArgumentError(absl::StrCat("--verdict-table ", file, ": unreadable"));
+    if (absl::Status added = table->AddText(text.str()); !added.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--verdict-table ", file, ": ", added.message()));
+    }
+  }
+  for (const std::string& text : rules) {
+    absl::StatusOr<VerdictRule> rule = ParseVerdictRule(text);
+    if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat("--verdict: ", rule.status().message()));
+    table->Set(*std::move(rule));
+  }
+  std::vector<std::string> in_force;
+  for (const VerdictRule& rule : table->rules()) in_force.push_back(rule.ToString());
+  TRAINSUP_LOG_INFO("verdicts: %s", in_force.empty() ? "none" : absl::StrJoin(in_force, ", "));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -282,8 +313,26 @@ int main(int argc, char** argv) {
   app.add_option("--max-stream-outbox", options.streams.max_outbox,
                  "messages queued to an agent that does not read; past it its stream is ended")
       ->capture_default_str()->check(CLI::Range(16, 10000000));
+  std::string verdict_table;
+  app.add_option("--verdict-table", verdict_table,
+                 "a file of verdict rules, one a line (# comments), on top of the defaults; see "
+                 "--verdict")
+      ->check(CLI::ExistingFile);
+  std::vector<std::string> verdict_rules;
+  app.add_option("--verdict", verdict_rules,
+                 "what to do when a failing rank ended with an exit code or an exception type: "
+                 "exit:CODE=ACTION or exception:TYPE=ACTION, ACTION one of restart-elsewhere, "
+                 "transient, stop, default (no verdict); repeatable, after --verdict-table. "
+                 "Defaults: exit:16=restart-elsewhere, exit:17=transient (Megatron-LM), "
+                 "exception:LossSpikeError=stop, exception:HighLossError=stop (llm-foundry)")
+      ->type_name("RULE")->allow_extra_args(false);
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
+  if (absl::Status table = AddVerdictRules(verdict_table, verdict_rules, &core.verdicts);
+      !table.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(table.message()).c_str());
+    return kExitUsage;
+  }
   options.core.step_window = static_cast<size_t>(step_window);
   options.core.plan_checkpoints = !no_plan;
   SetLogVerbose(verbose);

@@ -71,6 +71,14 @@ struct Families {
       "Jobs that left memory after --job-retention without an agent.", MetricType::Counter);
   MetricFamily nodes_forgotten = Family("trainsup_nodes_forgotten_total",
       "Nodes that left memory after --job-retention without an agent.", MetricType::Counter);
+  MetricFamily verdicts = Family("trainsup_verdicts_total",
+      "Failures the job's own verdict decided, by action (restart_elsewhere, transient, stop) "
+      "and by what gave it (script: hb.verdict; exit_code, exception: the verdict table).",
+      MetricType::Counter);
+  MetricFamily early_failures = Family("trainsup_early_failures_total",
+      "Commands that failed before any rank reported, by whose failure trainsupd judged it: "
+      "node (charged to it), workload (the job held), undecided (first seen, restarted).",
+      MetricType::Counter);
   MetricFamily job_state = Family("trainsup_job_state",
       "1 for the job's lifecycle state, 0 for the others.", MetricType::Gauge);
   MetricFamily job_restarts = Family("trainsup_job_restarts_total",
@@ -181,7 +189,7 @@ struct Families {
          {&build_info, &agents_connected, &report_interval, &nodes, &jobs, &reports, &heartbeats, &rejected,
           &dropped, &nodes_quarantined, &node_quarantined, &nodes_unreachable, &node_unreachable,
           &quarantine_skipped, &store_errors, &persist_failures, &fences, &unfences, &limit_refusals,
-          &reports_refused, &jobs_forgotten, &nodes_forgotten,
+          &reports_refused, &jobs_forgotten, &nodes_forgotten, &verdicts, &early_failures,
           &cluster_mtbf, &job_state, &job_restarts, &job_time, &job_goodput, &job_mtbf,
           &job_checkpoint_cost, &job_restart_cost, &job_checkpoint_interval,
           &job_checkpoint_interval_steps, &job_generation, &job_world_size, &job_step, &job_last_progress,
@@ -199,6 +207,21 @@ struct Families {
   }
 };
 
+// The job's own verdicts acted on, every action and source always present,
+// and the early failures judged.
+void CollectVerdicts(const ClusterView& cluster, Families& f) {
+  for (const ClusterView::VerdictCount& v : cluster.verdicts_acted) {
+    AddSample(f.verdicts, {{"action", v.action}, {"source", v.source}},
+              static_cast<double>(v.count));
+  }
+  AddSample(f.early_failures, {{"attributed", "node"}},
+            static_cast<double>(cluster.early_failures_node));
+  AddSample(f.early_failures, {{"attributed", "undecided"}},
+            static_cast<double>(cluster.early_failures_undecided));
+  AddSample(f.early_failures, {{"attributed", "workload"}},
+            static_cast<double>(cluster.early_failures_workload));
+}
+
 // An MTBF estimate as three series: the estimate and its bounds.
 void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetric::Label> labels) {
   for (const auto& [bound, value] : {std::pair<const char*, double>{"estimate", m.mtbf_seconds},
@@ -213,150 +236,127 @@ void AddMtbf(MetricFamily& family, const MtbfEstimate& m, std::vector<ClientMetr
 
 // The flagged stragglers' p99 compute time: every one for jobs below the
 // per-rank cap, else the slowest max_stragglers_per_job.
-void CollectStragglers(const Job& job, const MetricsOptions& options, Families& f) {
-  std::vector<std::pair<double, uint32_t>> flagged;
-  for (const auto& [i, r] : job.ranks()) {
-    if (r.straggler) flagged.emplace_back(r.compute_durations.P50P99().p99, i);
-  }
+void CollectStragglers(const JobView& job, const MetricsOptions& options, Families& f) {
+  std::vector<StragglerView> flagged = job.stragglers;
   size_t keep = flagged.size();
-  if (job.world_size() > options.max_ranks_per_job) {
+  if (job.world_size > options.max_ranks_per_job) {
     keep = std::min<size_t>(keep, options.max_stragglers_per_job);
     std::partial_sort(flagged.begin(), flagged.begin() + keep, flagged.end(),
-                      [](const auto& a, const auto& b) { return a.first > b.first; });
+                      [](const StragglerView& a, const StragglerView& b) {
+                        return a.compute_p99_s > b.compute_p99_s;
+                      });
   }
   for (size_t k = 0; k < keep; ++k) {
     AddSample(f.straggler_compute,
-              {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", absl::StrCat(flagged[k].second)}},
-              flagged[k].first);
+              {{"job_id", job.id}, {"quantile", "0.99"}, {"rank", absl::StrCat(flagged[k].rank)}},
+              flagged[k].compute_p99_s);
   }
 }
 
-// The suspected rank of a stalled job and its node, for the page to name
-// them. One series per stalled job at most: bounded, unlike a per-rank label.
-void CollectStallCulprit(const Supervisor& core, const JobEntry& entry, Families& f) {
-  const GenerationVerdicts& verdicts = entry.verdicts();
-  if (!verdicts.stalled || !verdicts.stall_culprit) return;
-  const uint32_t rank = *verdicts.stall_culprit;
-  const RankState* r = entry.job().ranks().Find(rank);
-  const std::string node =
-      r != nullptr && r->node != kNoNode ? core.node(r->node).name : std::string();
-  AddSample(f.job_stall_culprit,
-            {{"job_id", entry.id()}, {"node", node}, {"rank", absl::StrCat(rank)}}, 1);
+// The per-rank series of a job below the per-rank cap.
+void CollectRanks(const std::string& job, const std::vector<RankView>& ranks, Families& f) {
+  for (const RankView& r : ranks) {
+    const std::string rank = absl::StrCat(r.rank);
+    AddSample(f.rank_step, {{"job_id", job}, {"rank", rank}}, static_cast<double>(r.step));
+    AddSample(f.rank_datagrams_dropped, {{"job_id", job}, {"rank", rank}},
+              static_cast<double>(r.datagrams_dropped));
+    if (!r.has_step_samples) continue;
+    AddSample(f.rank_step_duration, {{"job_id", job}, {"quantile", "0.5"}, {"rank", rank}}, r.step_p50);
+    AddSample(f.rank_step_duration, {{"job_id", job}, {"quantile", "0.99"}, {"rank", rank}}, r.step_p99);
+    if (!r.has_compute_samples) continue;
+    AddSample(f.rank_compute_duration, {{"job_id", job}, {"quantile", "0.5"}, {"rank", rank}}, r.compute_p50);
+    AddSample(f.rank_compute_duration, {{"job_id", job}, {"quantile", "0.99"}, {"rank", rank}}, r.compute_p99);
+  }
 }
 
 // What the job's training signals show (docs/signals.md).
-void CollectSignals(const JobEntry& entry, Families& f) {
-  const SignalMonitor& signals = entry.signals;
-  const std::string& id = entry.id();
-  const std::optional<StepSignals>& last = signals.last_step();
-  if (last && last->loss) AddSample(f.job_loss, {{"job_id", id}}, *last->loss);
-  if (last && last->grad_norm) AddSample(f.job_grad_norm, {{"job_id", id}}, *last->grad_norm);
-  AddSample(f.job_nonfinite_steps, {{"job_id", id}, {"value", "grad_norm"}},
-            static_cast<double>(signals.overflow_steps()));
-  AddSample(f.job_nonfinite_steps, {{"job_id", id}, {"value", "loss"}},
-            static_cast<double>(signals.nonfinite_loss_steps()));
-  AddSample(f.job_loss_shifted, {{"job_id", id}}, signals.loss_shifted() ? 1 : 0);
-  AddSample(f.job_loss_flat, {{"job_id", id}}, signals.loss_flat() ? 1 : 0);
-  if (std::optional<double> ratio = signals.step_time_ratio()) {
-    AddSample(f.job_step_time_ratio, {{"job_id", id}}, *ratio);
-  }
+void CollectSignals(const JobView& job, Families& f) {
+  const SignalsView& signals = job.signals;
+  const std::vector<ClientMetric::Label> id = {{"job_id", job.id}};
+  if (signals.loss) AddSample(f.job_loss, id, *signals.loss);
+  if (signals.grad_norm) AddSample(f.job_grad_norm, id, *signals.grad_norm);
+  AddSample(f.job_nonfinite_steps, {{"job_id", job.id}, {"value", "grad_norm"}},
+            static_cast<double>(signals.overflow_steps));
+  AddSample(f.job_nonfinite_steps, {{"job_id", job.id}, {"value", "loss"}},
+            static_cast<double>(signals.nonfinite_loss_steps));
+  AddSample(f.job_loss_shifted, id, signals.loss_shifted ? 1 : 0);
+  AddSample(f.job_loss_flat, id, signals.loss_flat ? 1 : 0);
+  if (signals.step_time_ratio) AddSample(f.job_step_time_ratio, id, *signals.step_time_ratio);
   for (bool host : {false, true}) {
-    const std::optional<double> bytes =
-        !last ? std::nullopt : host ? last->host_rss_bytes : last->device_memory_bytes;
-    const MemoryGrowthRule* rule = signals.memory(host);
-    if (!bytes || rule == nullptr) continue;
-    const std::vector<ClientMetric::Label> labels = {{"job_id", id},
+    const std::optional<SignalsView::Memory>& memory = host ? signals.host : signals.device;
+    if (!memory) continue;
+    const std::vector<ClientMetric::Label> labels = {{"job_id", job.id},
                                                      {"memory", host ? "host" : "device"}};
-    AddSample(f.job_memory, labels, *bytes);
-    AddSample(f.job_memory_growth, labels, rule->slope_bytes_per_second());
-    if (rule->growing() && rule->growing()->seconds_to_limit > 0) {
-      AddSample(f.job_memory_to_limit, {{"job_id", id}}, rule->growing()->seconds_to_limit);
-    }
+    AddSample(f.job_memory, labels, memory->bytes);
+    AddSample(f.job_memory_growth, labels, memory->growth_bytes_per_second);
+    if (memory->seconds_to_limit) AddSample(f.job_memory_to_limit, id, *memory->seconds_to_limit);
   }
-  AddSample(f.job_replica_mismatches, {{"job_id", id}},
-            static_cast<double>(signals.replica_mismatches()));
+  AddSample(f.job_replica_mismatches, id, static_cast<double>(signals.replica_mismatches));
 }
 
-void CollectJob(const Supervisor& core, const JobView& view, const MetricsOptions& options,
+void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions& options,
                 Families& f) {
-  const JobEntry& entry = *view.entry;
-  const Job& job = entry.job();
-  const std::vector<ClientMetric::Label> id = {{"job_id", job.id()}};
+  const std::vector<ClientMetric::Label> id = {{"job_id", job.id}};
   for (int k = 0; k < kJobStateCount; ++k) {
     JobState state = static_cast<JobState>(k);
-    AddSample(f.job_state, {{"job_id", job.id()}, {"state", std::string(JobStateName(state))}},
-              entry.lifecycle.state == state ? 1 : 0);
+    AddSample(f.job_state, {{"job_id", job.id}, {"state", std::string(JobStateName(state))}},
+              job.state == state ? 1 : 0);
   }
-  AddSample(f.job_restarts, id, static_cast<double>(entry.lifecycle.restarts));
-  const LedgerTotals& ledger = entry.ledger.totals();
+  AddSample(f.job_restarts, id, static_cast<double>(job.restarts));
   for (int b = 0; b < kBucketCount; ++b) {
     AddSample(f.job_time,
-              {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id()}},
-              ledger.seconds[b]);
+              {{"bucket", std::string(BucketName(static_cast<Bucket>(b)))}, {"job_id", job.id}},
+              job.ledger.seconds[b]);
   }
-  AddSample(f.job_goodput, id, ledger.goodput());
-  AddMtbf(f.job_mtbf, view.mtbf, id);
-  AddSample(f.job_checkpoint_cost, id, view.checkpoint_cost.seconds);
-  AddSample(f.job_restart_cost, id, view.restart_cost.seconds);
-  if (entry.plans.figures()) {
-    AddSample(f.job_checkpoint_interval, id, entry.plans.figures()->interval_seconds);
-  }
-  if (!entry.plans.plans().empty()) {
+  AddSample(f.job_goodput, id, job.ledger.goodput());
+  AddMtbf(f.job_mtbf, job.mtbf, id);
+  AddSample(f.job_checkpoint_cost, id, job.checkpoint_cost.seconds);
+  AddSample(f.job_restart_cost, id, job.restart_cost.seconds);
+  if (job.plan) AddSample(f.job_checkpoint_interval, id, job.plan->interval_s);
+  if (!job.plans.empty()) {
     AddSample(f.job_checkpoint_interval_steps, id,
-              static_cast<double>(entry.plans.plans().back().interval_steps));
+              static_cast<double>(job.plans.back().interval_steps));
   }
-  AddSample(f.job_generation, id, static_cast<double>(job.generation()));
-  AddSample(f.job_world_size, id, job.world_size());
-  AddSample(f.job_step, id, static_cast<double>(job.max_step()));
-  if (job.last_progress() != absl::InfinitePast()) {
-    AddSample(f.job_last_progress, id, absl::ToDoubleSeconds(job.last_progress() - absl::UnixEpoch()));
+  AddSample(f.job_generation, id, static_cast<double>(job.generation));
+  AddSample(f.job_world_size, id, job.world_size);
+  AddSample(f.job_step, id, static_cast<double>(job.step));
+  if (job.last_progress != absl::InfinitePast()) {
+    AddSample(f.job_last_progress, id, absl::ToDoubleSeconds(job.last_progress - absl::UnixEpoch()));
   }
-  AddSample(f.job_ranks_reporting, id, job.ranks_reporting());
-  AddSample(f.job_ranks_alive, id, job.ranks_alive());
-  uint32_t unknown = 0;
-  uint64_t datagrams_dropped = 0;
-  for (const auto& [i, r] : job.ranks()) {
-    if (!r.seen) continue;
-    unknown += r.liveness == Liveness::kUnknown ? 1 : 0;
-    datagrams_dropped += r.datagrams_dropped;
+  AddSample(f.job_ranks_reporting, id, job.ranks_reporting);
+  AddSample(f.job_ranks_alive, id, job.ranks_alive);
+  AddSample(f.job_ranks_unknown, id, job.seen.unknown);
+  AddSample(f.job_datagrams_dropped, id, static_cast<double>(job.datagrams_dropped));
+  AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received));
+  AddSample(f.job_stalled, id, job.stalled ? 1 : 0);
+  // The suspected rank of a stalled job and its node, for the page to name
+  // them. One series per stalled job at most: bounded, unlike a per-rank label.
+  if (job.stall_culprit) {
+    AddSample(f.job_stall_culprit,
+              {{"job_id", job.id}, {"node", job.stall_culprit_node},
+               {"rank", absl::StrCat(*job.stall_culprit)}},
+              1);
   }
-  AddSample(f.job_ranks_unknown, id, unknown);
-  AddSample(f.job_datagrams_dropped, id, static_cast<double>(datagrams_dropped));
-  AddSample(f.job_heartbeats, id, static_cast<double>(job.heartbeats_received()));
-  AddSample(f.job_stalled, id, entry.verdicts().stalled ? 1 : 0);
-  CollectStallCulprit(core, entry, f);
-  if (view.stall_threshold) {
-    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*view.stall_threshold));
+  if (job.stall_threshold) {
+    AddSample(f.job_stall_threshold, id, absl::ToDoubleSeconds(*job.stall_threshold));
   }
-  AddSample(f.job_stragglers, id, job.stragglers());
+  AddSample(f.job_stragglers, id, static_cast<double>(job.stragglers.size()));
   for (int k = 0; k < kEventKindCount; ++k) {
     EventKind kind = static_cast<EventKind>(k);
-    AddSample(f.job_events, {{"job_id", job.id()}, {"kind", std::string(EventKindName(kind))}},
-              static_cast<double>(entry.event_count(kind)));
+    AddSample(f.job_events, {{"job_id", job.id}, {"kind", std::string(EventKindName(kind))}},
+              static_cast<double>(job.events[k]));
   }
-  CollectSignals(entry, f);
+  CollectSignals(job, f);
   CollectStragglers(job, options, f);
-  const JobStepStats& stats = view.step_stats;
+  const JobStepStats& stats = job.step_stats;
   if (stats.ranks_with_samples > 0) {
-    AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
-    AddSample(f.job_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id}, {"quantile", "0.5"}}, stats.median_rank_p50_s);
+    AddSample(f.job_step_duration, {{"job_id", job.id}, {"quantile", "0.99"}}, stats.median_rank_p99_s);
   }
-  if (job.world_size() > options.max_ranks_per_job) return;
-  for (const auto& [i, r] : job.ranks()) {
-    if (!r.seen) continue;
-    const std::string rank = absl::StrCat(i);
-    AddSample(f.rank_step, {{"job_id", job.id()}, {"rank", rank}}, static_cast<double>(r.step));
-    AddSample(f.rank_datagrams_dropped, {{"job_id", job.id()}, {"rank", rank}},
-              static_cast<double>(r.datagrams_dropped));
-    if (r.step_durations.empty()) continue;
-    StepWindow::Quantiles q = r.step_durations.P50P99();
-    AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, q.p50);
-    AddSample(f.rank_step_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, q.p99);
-    if (r.compute_durations.empty()) continue;
-    StepWindow::Quantiles c = r.compute_durations.P50P99();
-    AddSample(f.rank_compute_duration, {{"job_id", job.id()}, {"quantile", "0.5"}, {"rank", rank}}, c.p50);
-    AddSample(f.rank_compute_duration, {{"job_id", job.id()}, {"quantile", "0.99"}, {"rank", rank}}, c.p99);
-  }
+  if (job.world_size > options.max_ranks_per_job) return;
+  std::vector<RankView> ranks;
+  std::vector<RankTexts> texts;
+  if (core.RankViewsOf(job.id, &ranks, &texts)) CollectRanks(job.id, ranks, f);
 }
 
 }  // namespace
@@ -367,8 +367,9 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.build_info, {{"version", TRAINSUP_VERSION}}, 1);
     AddSample(f.agents_connected, {}, core.agents_connected());
     AddSample(f.report_interval, {}, absl::ToDoubleSeconds(core.report_interval()));
-    AddSample(f.nodes, {}, static_cast<double>(core.nodes().size()));
-    std::vector<const JobEntry*> jobs = core.Jobs();
+    const ClusterView cluster = core.Cluster(now);
+    AddSample(f.nodes, {}, cluster.nodes);
+    std::vector<JobView> jobs = core.JobViews(now);
     AddSample(f.jobs, {}, static_cast<double>(jobs.size()));
     AddSample(f.reports, {}, static_cast<double>(core.reports_received()));
     AddSample(f.heartbeats, {}, static_cast<double>(core.heartbeats_received()));
@@ -379,20 +380,15 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
                 static_cast<double>(core.rejected().Get(reason)));
     }
     AddSample(f.dropped, {}, static_cast<double>(core.heartbeats_dropped_by_agents()));
-    for (const NodeRecord& node : core.nodes()) {
-      if (core.quarantine().IsQuarantined(node.name)) {
-        AddSample(f.node_quarantined, {{"node", node.name}}, 1);
-      }
+    for (const std::string& node : cluster.quarantined_nodes) {
+      AddSample(f.node_quarantined, {{"node", node}}, 1);
     }
-    AddSample(f.nodes_quarantined, {}, static_cast<double>(core.quarantine().quarantined_count()));
-    uint32_t unreachable = 0;
-    for (const NodeRecord& node : core.nodes()) {
-      if (!node.unreachable) continue;
-      ++unreachable;
-      AddSample(f.node_unreachable, {{"node", node.name}}, 1);
+    AddSample(f.nodes_quarantined, {}, cluster.nodes_quarantined);
+    for (const std::string& node : cluster.unreachable_nodes) {
+      AddSample(f.node_unreachable, {{"node", node}}, 1);
     }
-    AddSample(f.nodes_unreachable, {}, unreachable);
-    AddSample(f.quarantine_skipped, {}, static_cast<double>(core.quarantine().skipped()));
+    AddSample(f.nodes_unreachable, {}, static_cast<double>(cluster.unreachable_nodes.size()));
+    AddSample(f.quarantine_skipped, {}, static_cast<double>(cluster.quarantine_skipped));
     AddSample(f.store_errors, {}, static_cast<double>(host_->store_errors()));
     AddSample(f.persist_failures, {}, static_cast<double>(host_->persist_failures()));
     AddSample(f.fences, {{"result", "succeeded"}}, static_cast<double>(host_->fences_succeeded()));
@@ -408,8 +404,9 @@ std::vector<MetricFamily> SupervisorCollector::Collect() const {
     AddSample(f.reports_refused, {}, static_cast<double>(core.reports_refused()));
     AddSample(f.jobs_forgotten, {}, static_cast<double>(core.jobs_forgotten()));
     AddSample(f.nodes_forgotten, {}, static_cast<double>(core.nodes_forgotten()));
-    AddMtbf(f.cluster_mtbf, core.ClusterMtbf(now), {});
-    for (const JobEntry* job : jobs) CollectJob(core, core.ViewOf(*job, now), options_, f);
+    CollectVerdicts(cluster, f);
+    AddMtbf(f.cluster_mtbf, cluster.mtbf, {});
+    for (const JobView& job : jobs) CollectJob(core, job, options_, f);
     return 0;
   });
   return f.Take();

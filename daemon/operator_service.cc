@@ -1,6 +1,7 @@
 #include "daemon/operator_service.h"
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -70,7 +71,7 @@ grpc::Status OperatorServiceImpl::ListRanks(grpc::ServerContext* context, const 
   SetRanksHeader(*job, selection, snapshot->taken, response);
   SummarizeRanks(*job, now, response->mutable_summary());
   response->mutable_ranks()->Reserve(static_cast<int>(selection.rows.size()));
-  for (const RankRow* row : selection.rows) {
+  for (const RankView* row : selection.rows) {
     RenderRank(*snapshot, *job, *row, now, response->add_ranks());
   }
   return grpc::Status::OK;
@@ -105,7 +106,7 @@ grpc::Status OperatorServiceImpl::ListNodes(grpc::ServerContext* context, const 
   const std::shared_ptr<const OperatorSnapshot> snapshot = host_->Snapshot();
   const absl::Time now = host_->clock().Now();
   response->mutable_nodes()->Reserve(static_cast<int>(snapshot->nodes.size()));
-  for (const NodeRow& node : snapshot->nodes) RenderNode(node, now, response->add_nodes());
+  for (const NodeView& node : snapshot->nodes) RenderNode(node, now, response->add_nodes());
   return grpc::Status::OK;
 }
 
@@ -165,9 +166,10 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
                                             v1::StacksResponse* response) {
   if (grpc::Status s = access_->Check(*context, Access::kRead, "GetStacks"); !s.ok()) return s;
   return host_->Read([&](const Supervisor& core, absl::Time) {
-    if (core.FindEntry(request->job_id()) == nullptr) return NoJob(request->job_id());
-    const JobStacks* stacks = core.FindStacks(request->job_id(), request->generation());
-    if (stacks == nullptr) {
+    const absl::StatusOr<std::optional<StacksView>> found =
+        core.StacksOf(request->job_id(), request->generation());
+    if (!found.ok()) return NoJob(request->job_id());
+    if (!found->has_value()) {
       return grpc::Status(
           grpc::StatusCode::NOT_FOUND,
           request->generation() == 0
@@ -176,19 +178,20 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
               : absl::StrCat("job '", request->job_id(), "' has no stacks of generation ",
                              request->generation()));
     }
+    const StacksView& stacks = **found;
     response->set_job_id(request->job_id());
-    response->set_generation(stacks->generation);
-    response->set_event_id(stacks->event_id);
-    SetTimestamp(stacks->time, response->mutable_time());
-    response->set_collect_seconds(stacks->collect_seconds);
-    for (const StackGroup& group : GroupStacks(*stacks)) {
+    response->set_generation(stacks.generation);
+    response->set_event_id(stacks.event_id);
+    SetTimestamp(stacks.time, response->mutable_time());
+    response->set_collect_seconds(stacks.collect_seconds);
+    for (const StackGroup& group : stacks.groups) {
       v1::StackGroup* out = response->add_groups();
       for (uint32_t rank : group.ranks) out->add_ranks(rank);
       for (const std::string& node : group.nodes) out->add_nodes(node);
       out->set_stack(group.stack);
       out->set_culprit(group.culprit);
     }
-    for (uint32_t rank : UnansweredRanks(*stacks)) response->add_unanswered_ranks(rank);
+    for (uint32_t rank : stacks.unanswered) response->add_unanswered_ranks(rank);
     return grpc::Status::OK;
   });
 }

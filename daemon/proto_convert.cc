@@ -24,8 +24,25 @@ HeartbeatKind KindFromProto(v1::HeartbeatKind kind) {
       return HeartbeatKind::kStart;
     case v1::HEARTBEAT_KIND_EXIT:
       return HeartbeatKind::kExit;
+    case v1::HEARTBEAT_KIND_VERDICT:
+      return HeartbeatKind::kVerdict;
     default:
       return HeartbeatKind::kUnspecified;
+  }
+}
+
+VerdictAction VerdictFromProto(v1::VerdictAction action) {
+  switch (action) {
+    case v1::VERDICT_ACTION_DEFAULT:
+      return VerdictAction::kDefault;
+    case v1::VERDICT_ACTION_RESTART_ELSEWHERE:
+      return VerdictAction::kRestartElsewhere;
+    case v1::VERDICT_ACTION_TRANSIENT:
+      return VerdictAction::kTransient;
+    case v1::VERDICT_ACTION_STOP:
+      return VerdictAction::kStop;
+    default:  // UNSPECIFIED, and values from a newer helper
+      return VerdictAction::kUnspecified;
   }
 }
 
@@ -80,6 +97,8 @@ RejectReason FromProto(v1::RejectReason in) {
       return RejectReason::kTooLong;
     case v1::REJECT_REASON_UNKNOWN_GENERATION:
       return RejectReason::kUnknownGeneration;
+    case v1::REJECT_REASON_BAD_VERDICT:
+      return RejectReason::kBadVerdict;
     case v1::REJECT_REASON_BAD_SIGNAL:
       return RejectReason::kBadSignal;
     case v1::REJECT_REASON_OTHER:
@@ -125,6 +144,8 @@ void FromProto(const v1::RankHeartbeat& in, Heartbeat* heartbeat) {
   out.datagrams_dropped = in.datagrams_dropped();
   out.queued_s = in.queued_seconds();
   out.stack_signal = in.stack_signal();
+  out.verdict = VerdictFromProto(in.verdict());
+  out.verdict_reason = in.verdict_reason();
   out.host_rss_bytes =
       in.has_host_rss_bytes() ? std::optional<uint64_t>(in.host_rss_bytes()) : std::nullopt;
   out.tokens = in.has_tokens() ? std::optional<uint64_t>(in.tokens()) : std::nullopt;
@@ -147,6 +168,7 @@ LauncherInfo FromProto(const v1::LauncherStatus& in) {
   out.pid = in.pid();
   out.exit_code = in.exit_code();
   out.signal = in.signal();
+  out.stderr_lines.assign(in.stderr_lines().begin(), in.stderr_lines().end());
   return out;
 }
 
@@ -163,6 +185,7 @@ RankProcessInfo FromProto(const v1::RankProcess& in) {
   out.died_seconds_ago = in.died_seconds_ago();
   out.exception_seen = in.exception_seen();
   out.exception_seconds_ago = in.exception_seconds_ago();
+  out.stderr_line = in.stderr_line();
   return out;
 }
 
@@ -178,6 +201,8 @@ AgentHelloInfo FromProto(const v1::AgentHello& in) {
   if (std::isfinite(interval) && interval > 0 && interval <= 3600) {
     out.report_interval = absl::Seconds(interval);
   }
+  out.min_nodes = in.min_nodes();
+  out.verdict_rules.assign(in.verdict_rules().begin(), in.verdict_rules().end());
   for (const v1::CheckpointPlan& p : in.plans()) {
     CheckpointPlanSpec spec;
     spec.plan_id = p.plan_id();

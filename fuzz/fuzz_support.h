@@ -5,8 +5,8 @@
 // and the reads the operator service and /metrics make of the core.
 
 #include <string>
+#include <vector>
 
-#include "daemon/core/stacks.h"
 #include "daemon/supervisor_host.h"
 
 namespace trainsup {
@@ -28,14 +28,13 @@ class DiscardingChannel final : public AgentChannel {
 // is read as the daemon would read it.
 inline void ReadAsOperator(const SupervisorHost& host) {
   host.Read([](const Supervisor& core, absl::Time now) {
-    core.ClusterMtbf(now);
-    for (const JobEntry* job : core.Jobs()) {
-      core.ViewOf(*job, now);
-      job->ledger.totals().goodput();
-      if (const JobStacks* stacks = core.FindStacks(job->id(), 0); stacks != nullptr) {
-        GroupStacks(*stacks);
-        UnansweredRanks(*stacks);
-      }
+    core.Cluster(now);
+    std::vector<RankView> ranks;
+    std::vector<RankTexts> texts;
+    for (const JobView& job : core.JobViews(now)) {
+      job.ledger.goodput();
+      core.RankViewsOf(job.id, &ranks, &texts);
+      (void)core.StacksOf(job.id, 0);
     }
     core.NodeViews();
     return 0;

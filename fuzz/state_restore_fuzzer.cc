@@ -169,11 +169,11 @@ void Run(const fuzz::StoreRows& input) {
   clock.Advance(absl::Seconds(1));
   host.Sweep();
   // The restored jobs' agents come back.
-  std::vector<std::pair<std::string, uint64_t>> jobs = host.Read([](const Supervisor& core, absl::Time) {
+  std::vector<std::pair<std::string, uint64_t>> jobs = host.Read([](const Supervisor& core, absl::Time now) {
     std::vector<std::pair<std::string, uint64_t>> out;
-    for (const JobEntry* job : core.Jobs()) {
+    for (const JobView& job : core.JobViews(now)) {
       if (out.size() == kHellos) break;
-      out.emplace_back(job->id(), job->job().generation());
+      out.emplace_back(job.id, job.generation);
     }
     return out;
   });

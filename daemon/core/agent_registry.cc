@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "daemon/core/validation.h"
+
 namespace trainsup {
 
 AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHelloInfo& hello) {
@@ -26,8 +28,12 @@ AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHell
   node.incarnation = hello.incarnation;
   node.generation = hello.generation;
   node.launcher = hello.launcher;
+  BoundLauncher(node.launcher);
   node.last_report = now;
   if (hello.report_interval > absl::ZeroDuration()) node.report_interval = hello.report_interval;
+  node.min_nodes = hello.min_nodes;
+  // Checked before the hello was welcomed (CheckVerdictRules).
+  node.verdict_rules = VerdictTable::FromRules(hello.verdict_rules).value_or(VerdictTable());
   node.told = NodeRecord::Told();  // a new stream has been told nothing yet
   node.plans_held_through = 0;     // until it says what it holds
   return c;

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
+#include "daemon/core/verdicts.h"
 
 namespace trainsup {
 
@@ -37,6 +38,10 @@ struct NodeRecord {
   uint64_t member_generation = 0;
   // The highest checkpoint plan id its agent holds (every plan up to it).
   uint64_t plans_held_through = 0;
+  // From its hello: the fewest nodes its command runs on (0: unknown), and
+  // the job's own verdict rules (verdicts.h), before trainsupd's table.
+  uint32_t min_nodes = 0;
+  VerdictTable verdict_rules;
   LauncherInfo launcher;
   uint64_t heartbeats_received = 0;
   uint64_t reports_received = 0;

@@ -7,7 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
+#include "daemon/core/early_failure.h"
 #include "daemon/core/events.h"
+#include "daemon/core/verdicts.h"
 
 namespace trainsup {
 namespace {
@@ -23,10 +25,16 @@ std::vector<uint32_t> RanksOn(const Job& job, NodeIndex node) {
 }
 
 // How a rank failed, for people: "RuntimeError: CUDA error: ..." (the
-// message cut at 160 bytes) or its exit status.
+// message cut at 160 bytes; "caught" when the script caught it before its
+// sys.exit) or its exit status, with the infrastructure fault its last
+// stderr line names.
 std::string FailureText(const RankState& r) {
-  if (r.exception_type.empty()) return FailureSignature(r);
-  return ClipText(absl::StrCat(r.exception_type, ": ", r.exception_message), 160);
+  if (r.exception_type.empty()) {
+    return absl::StrCat(FailureSignature(r), r.stderr_line.empty() ? "" : "; its stderr: ",
+                        ClipText(r.stderr_line, 160));
+  }
+  return absl::StrCat(ClipText(absl::StrCat(r.exception_type, ": ", r.exception_message), 160),
+                      r.exception_caught ? ", caught before its sys.exit" : "");
 }
 
 }  // namespace
@@ -66,7 +74,8 @@ std::optional<FailedLauncher> Detection::FailedLauncherOf(const JobEntry& job) c
   return std::nullopt;
 }
 
-Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict) const {
+Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict,
+                                std::optional<JudgedEarlyFailure>* early) {
   Failure f;
   f.kind = "crash";
   f.node = verdict.node;
@@ -74,17 +83,11 @@ Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict) cons
   f.failed_at = verdict.death.time;
   const RankDeath& d = verdict.death;
   switch (verdict.kind) {
-    case CrashVerdict::Kind::kRank: {
-      const FailureFingerprint fingerprint = FingerprintOf(job.job(), *verdict.rank);
-      f.charged = ChargesNode(fingerprint);
-      JobLifecycle& life = job.lifecycle;
-      if (life.last_failure) f.hold = WorkloadRepeat(*life.last_failure, fingerprint);
-      if (f.hold) f.charged = false;
-      life.last_failure = fingerprint;
+    case CrashVerdict::Kind::kRank:
       f.message = absl::StrCat("crash of rank ", *verdict.rank, " (",
                                FailureText(job.job().rank(*verdict.rank)), ")");
+      JudgeRankFailure(job, verdict, f);
       break;
-    }
     case CrashVerdict::Kind::kNoCulprit:
       f.message = absl::StrCat("crash with no rank failing on its own (rank ", *verdict.rank,
                                ": ", FailureSignature(job.job().rank(*verdict.rank)), ")");
@@ -94,13 +97,86 @@ Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict) cons
       f.charged = true;
       f.message = absl::StrCat("node lost with ranks ", ListSome(verdict.lost_ranks));
       break;
-    case CrashVerdict::Kind::kLauncher:
+    case CrashVerdict::Kind::kLauncher: {
+      const std::string status = ExitStatusText(true, d.exit_code, d.signal);
       f.charged = true;
-      f.message = absl::StrCat("command failed (", ExitStatusText(true, d.exit_code, d.signal),
-                               ") with no rank death to name");
+      f.message = absl::StrCat("command failed (", status, ") with no rank death to name");
+      std::optional<EarlyFailure> failed =
+          EarlyFailureOf(job.job(), verdict.node, agents_.node(verdict.node).launcher);
+      if (!failed) break;
+      *early = JudgeEarly(job, *std::move(failed));
+      const EarlyFailure& e = (*early)->failure;
+      f.message = absl::StrCat("command failed (", status, ") before any rank reported",
+                               e.cause.empty() ? "" : absl::StrCat(": ", ClipText(e.cause, 160)));
+      const EarlyJudgement& judged = (*early)->judgement;
+      f.charged = judged.kind == EarlyJudgement::Kind::kNode;
+      if (judged.kind == EarlyJudgement::Kind::kWorkload) f.hold = EarlyFailureHold(judged.reason);
       break;
+    }
   }
   return f;
+}
+
+void Detection::JudgeRankFailure(JobEntry& job, const CrashVerdict& verdict, Failure& f) const {
+  const RankState& r = job.job().rank(*verdict.rank);
+  f.exit_code = ExitCodeOf(r);
+  const VerdictTable* job_rules =
+      verdict.node == kNoNode ? nullptr : &agents_.node(verdict.node).verdict_rules;
+  f.verdict = VerdictOn(r, job_rules, verdict_table_);
+  if (f.verdict) {
+    // The job's own word decides: never the training code's repeat, and
+    // charged only by a restart-elsewhere verdict's own rule.
+    if (f.verdict->action == VerdictAction::kRestartElsewhere && verdict.node != kNoNode) {
+      f.kind = kRestartElsewhereFailure;
+      f.charged = true;
+    }
+    return;
+  }
+  const FailureFingerprint fingerprint = FingerprintOf(job.job(), *verdict.rank);
+  f.charged = ChargesNode(fingerprint);
+  JobLifecycle& life = job.lifecycle;
+  std::optional<std::string> repeat;
+  if (life.last_failure) repeat = WorkloadRepeat(*life.last_failure, fingerprint);
+  if (repeat) {
+    f.hold = WorkloadHold(*std::move(repeat));
+    f.charged = false;
+  }
+  life.last_failure = fingerprint;
+}
+
+JudgedEarlyFailure Detection::JudgeEarly(JobEntry& job, EarlyFailure early) {
+  JudgedEarlyFailure out;
+  const uint64_t generation = job.job().generation();
+  std::vector<EarlyFailure> all;
+  std::vector<std::string> names;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.generation != generation) continue;
+    ++out.ran;
+    if (std::optional<EarlyFailure> f = EarlyFailureOf(job.job(), i, node.launcher); f) {
+      all.push_back(*std::move(f));
+      names.push_back(node.name);
+    }
+  }
+  out.failed = all.size();
+  JobLifecycle& life = job.lifecycle;
+  out.judgement =
+      JudgeEarlyFailure(generation, early, all, names, out.ran, life.last_early_failure);
+  life.last_early_failure = EarlyFailureMemory{generation, early.signature};
+  EarlyFailureCounts& counts = early_failures_;
+  switch (out.judgement.kind) {
+    case EarlyJudgement::Kind::kNode:
+      ++counts.node;
+      break;
+    case EarlyJudgement::Kind::kWorkload:
+      ++counts.workload;
+      break;
+    case EarlyJudgement::Kind::kFirst:
+      ++counts.first;
+      break;
+  }
+  out.failure = std::move(early);
+  return out;
 }
 
 bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
@@ -115,9 +191,12 @@ bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
   v.crash_reported = true;
   if (verdict->kind == CrashVerdict::Kind::kRank) v.crash_culprit = verdict->rank;
   const std::string& node = agents_.NameOf(verdict->node);
-  Failure failure = CrashFailure(job, *verdict);
-  decisions_.Emit(&job,
-                  CrashEvent(now, EventJobOf(job), *verdict, node, job.job(), failure.hold));
+  std::optional<JudgedEarlyFailure> early;
+  Failure failure = CrashFailure(job, *verdict, &early);
+  std::optional<std::string> repeat;
+  if (failure.hold && !early) repeat = failure.hold->reason;
+  decisions_.Emit(&job, early ? EarlyCrashEvent(now, EventJobOf(job), node, verdict->death, *early)
+                              : CrashEvent(now, EventJobOf(job), *verdict, node, job.job(), repeat));
   failures_.OnJobFailure(now, job, failure);
   return true;
 }
@@ -197,7 +276,8 @@ void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdic
 }
 
 void Detection::SweepStragglers(absl::Time now, JobEntry& job) {
-  for (const StragglerChange& change : job.verdicts().stragglers.Evaluate(job.job())) {
+  GenerationVerdicts& v = job.verdicts();
+  for (const StragglerChange& change : v.stragglers.Evaluate(job.job(), &v.straggler_ranks)) {
     const NodeIndex node = job.job().rank(change.rank).node;
     decisions_.Emit(&job, StragglerEvent(now, EventJobOf(job), change, agents_.NameOf(node),
                                          job.verdicts().stragglers.options()));
@@ -230,6 +310,15 @@ void Detection::SweepNodes(absl::Time now, JobEntry& job) {
                                                now - node.last_report,
                                                node_loss_.LostAfter(node), ranks));
   }
+}
+
+void Detection::UpdateFigures(absl::Time now, JobEntry& job) {
+  const JobStepStats& stats = job.StepStats();
+  const Job& observed = job.job();
+  GenerationVerdicts& v = job.verdicts();
+  v.stall_threshold.reset();
+  if (observed.ranks_reporting() == 0) return;
+  v.stall_threshold = stall_.Check(observed, now, stats, ReportIntervalOf(job)).threshold;
 }
 
 }  // namespace trainsup

@@ -29,6 +29,7 @@ class Detection {
       : crash_(options.crash),
         stall_(options.stall),
         node_loss_(options.node_loss),
+        verdict_table_(options.verdicts),
         agents_(agents),
         decisions_(decisions),
         failures_(failures) {}
@@ -50,13 +51,19 @@ class Detection {
   // unreachable (an event; their ranks' liveness becomes unknown). Nothing is
   // stopped for it.
   void SweepNodes(absl::Time now, JobEntry& job);
+  // Keeps what the rules measure now in the job's verdicts, for the read
+  // model: its step statistics and the stall threshold in force. O(1) and
+  // O(the job's nodes), plus a pass over its ranks when heartbeats arrived
+  // since the statistics were last taken.
+  void UpdateFigures(absl::Time now, JobEntry& job);
 
   // The job's nodes whose agent is silent now, for longer than `at_least`
   // (their ranks' word is stale).
   absl::flat_hash_set<NodeIndex> SilentNodes(const JobEntry& job, absl::Time now,
                                              absl::Duration at_least) const;
 
-  const StallDetector& stall() const { return stall_; }
+  // Commands that failed before any rank reported, judged since start.
+  const EarlyFailureCounts& early_failures() const { return early_failures_; }
 
   // The longest report interval in force among the job's connected agents.
   absl::Duration ReportIntervalOf(const JobEntry& job) const;
@@ -65,8 +72,16 @@ class Detection {
   // The first node of `job` whose command failed in the job's current
   // generation, if any.
   std::optional<FailedLauncher> FailedLauncherOf(const JobEntry& job) const;
-  // A failure named by a crash verdict.
-  Failure CrashFailure(JobEntry& job, const CrashVerdict& verdict) const;
+  // A failure named by a crash verdict; for a command that failed before
+  // any rank reported, `early` says whose it is.
+  Failure CrashFailure(JobEntry& job, const CrashVerdict& verdict,
+                       std::optional<JudgedEarlyFailure>* early);
+  // A rank's crash: the job's own verdict on it, or else whether it repeats
+  // as the training code's.
+  void JudgeRankFailure(JobEntry& job, const CrashVerdict& verdict, Failure& f) const;
+  // `early`, the command of `job` on its node that failed before any rank
+  // reported, against the job's other nodes and its last early failure.
+  JudgedEarlyFailure JudgeEarly(JobEntry& job, EarlyFailure early);
   // The job stalled and only ranks it cannot see can be why: the node silent
   // the longest is lost.
   void NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdict& verdict,
@@ -75,9 +90,11 @@ class Detection {
   const CrashDetector crash_;
   const StallDetector stall_;
   const NodeLossDetector node_loss_;
+  const VerdictTable& verdict_table_;  // trainsupd's (--verdict, --verdict-table)
   AgentRegistry& agents_;
   Decisions& decisions_;
   FailureHandler& failures_;
+  EarlyFailureCounts early_failures_;
 };
 
 }  // namespace trainsup

@@ -65,7 +65,7 @@ EndedRankRow RankRow(const JobEntry& job, const AgentRegistry& agents, const Ran
   row.learning_rate = r.learning_rate;
   row.samples = r.samples;
   row.datagrams_dropped = r.datagrams_dropped;
-  row.straggler = r.straggler;
+  row.straggler = job.verdicts().straggler_ranks.count(r.rank) > 0;
   return row;
 }
 
@@ -114,7 +114,6 @@ RankState RankFromRow(const EndedRankRow& row, NodeIndex node, const SupervisorO
   r.learning_rate = row.learning_rate;
   r.samples = row.samples;
   r.datagrams_dropped = row.datagrams_dropped;
-  r.straggler = row.straggler;
   return r;
 }
 
@@ -184,6 +183,7 @@ void RestoreEndedJobs(const PersistedState& state, const SupervisorOptions& opti
     for (const EndedRankRow* rank : ranks[job->id()]) {
       if (rank->rank >= row->world_size || job->job().ranks().Find(rank->rank) != nullptr) continue;
       job->job().RestoreRank(RankFromRow(*rank, agents.Find(rank->node), options));
+      if (rank->straggler) job->verdicts().straggler_ranks.insert(rank->rank);
     }
   }
 }

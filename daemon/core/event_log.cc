@@ -48,6 +48,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "persist_failed";
     case EventKind::kUnfence:
       return "unfence";
+    case EventKind::kVerdict:
+      return "verdict";
     case EventKind::kNotFinite:
       return "not_finite";
     case EventKind::kLossShift:

@@ -36,6 +36,7 @@ enum class EventKind {
   kStacks,             // the Python stacks of a hung job's ranks, collected before the stop
   kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
   kUnfence,            // the unfence command ran for a node whose quarantine was lifted
+  kVerdict,            // a failure the job itself gave a verdict on (an exit code, an exception, hb.verdict)
   // Training signals (docs/signals.md).
   kNotFinite,          // a NaN/Inf loss (or a gradient norm non-finite for too long)
   kLossShift,          // the loss moved to a higher level and stayed there

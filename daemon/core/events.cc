@@ -58,18 +58,24 @@ std::string CulpritText(const Culprit& c) {
 
 // How a rank failed: "(killed by SIGSEGV (signal 11))", "(exit code 1):
 // ValueError: bad batch", "(exit code 1, after it began to exit with code
-// 1)". `d`: its failure as the crash verdict dates it.
+// 1)", with the exception it caught before its sys.exit or the node fault
+// its last stderr line names. `d`: its failure as the crash verdict dates
+// it.
 std::string CauseText(const RankState& r, const RankDeath& d) {
   std::string out = absl::StrCat(
       "(", d.exit_known ? ExitStatusText(true, d.exit_code, d.signal)
                         : (r.death ? "exit status unknown" : "still tearing down"));
   if (!r.exception_type.empty()) {
-    absl::StrAppend(&out, "): ", r.exception_type, ": ", r.exception_message);
+    absl::StrAppend(&out, "): ", r.exception_type, ": ", r.exception_message,
+                    r.exception_caught ? " (caught: it then called sys.exit)" : "");
   } else if (r.exiting) {
     absl::StrAppend(&out, ", after it began to exit",
                     r.exiting_code ? absl::StrCat(" with code ", *r.exiting_code) : "", ")");
   } else {
     absl::StrAppend(&out, ")");
+  }
+  if (r.exception_type.empty() && !r.stderr_line.empty()) {
+    absl::StrAppend(&out, "; its last stderr line names a broken node: ", r.stderr_line);
   }
   return out;
 }
@@ -99,12 +105,12 @@ std::string NodesStarted(const std::vector<std::string>& names) {
 
 // "; without n17, n903 (quarantined), n5 (not heard)", or "" when every
 // node of the job runs.
-std::string LeftOut(std::vector<std::string> quarantined, std::vector<std::string> unreachable,
-                    std::vector<std::string> unheard) {
+std::string LeftOut(LeftOutNodes& left_out) {
   std::vector<std::string> groups;
-  for (auto [names, why] : {std::make_pair(&quarantined, "quarantined"),
-                            std::make_pair(&unreachable, "unreachable"),
-                            std::make_pair(&unheard, "not heard")}) {
+  for (auto [names, why] : {std::make_pair(&left_out.quarantined, "quarantined"),
+                            std::make_pair(&left_out.unreachable, "unreachable"),
+                            std::make_pair(&left_out.unheard, "not heard"),
+                            std::make_pair(&left_out.elsewhere, "left out: restart elsewhere")}) {
     if (names->empty()) continue;
     std::sort(names->begin(), names->end());
     groups.push_back(absl::StrCat(ListSome(*names), " (", why, ")"));
@@ -223,6 +229,65 @@ Event CrashEvent(absl::Time time, const EventJob& job, const CrashVerdict& verdi
                                ") with no rank death to name");
       e.figures = {{"exit_code", d.exit_code}, {"signal", d.signal}};
       break;
+  }
+  return e;
+}
+
+Event EarlyCrashEvent(absl::Time time, const EventJob& job, const std::string& node,
+                      const RankDeath& death, const JudgedEarlyFailure& early) {
+  Event e = Make(time, job, EventKind::kCrash);
+  e.node = node;
+  const EarlyFailure& f = early.failure;
+  e.message = absl::StrCat("the command on ", node, " failed (",
+                           ExitStatusText(true, death.exit_code, death.signal),
+                           ") before any rank reported",
+                           f.cause.empty() ? " and wrote nothing to stderr"
+                                           : absl::StrCat(": ", f.cause),
+                           "; ", early.failed, " of the ", early.ran,
+                           " nodes that ran the generation failed so");
+  bool charged = false;
+  switch (early.judgement.kind) {
+    case EarlyJudgement::Kind::kNode:
+      charged = true;
+      absl::StrAppend(&e.message, "; ",
+                      f.infrastructure ? "an infrastructure fault" : "a crash signal",
+                      " on this node alone: charged to ", node);
+      break;
+    case EarlyJudgement::Kind::kWorkload:
+      absl::StrAppend(&e.message, "; the workload's failure: the job is held, no node charged");
+      break;
+    case EarlyJudgement::Kind::kFirst:
+      absl::StrAppend(&e.message, "; first seen: restarted, no node charged (held if it comes "
+                                  "again)");
+      break;
+  }
+  e.figures = {{"exit_code", death.exit_code},
+               {"signal", death.signal},
+               {"early_failure", 1},
+               {"nodes_failed_early", static_cast<double>(early.failed)},
+               {"nodes_ran", static_cast<double>(early.ran)},
+               {"charged", charged ? 1 : 0},
+               {"workload", early.judgement.kind == EarlyJudgement::Kind::kWorkload ? 1 : 0}};
+  return e;
+}
+
+Event VerdictEvent(absl::Time time, const EventJob& job, std::optional<uint32_t> rank,
+                   const std::string& node, const std::string& failure, const Verdict& verdict,
+                   std::optional<int32_t> exit_code, const VerdictTaken& taken) {
+  Event e = Make(time, job, EventKind::kVerdict);
+  e.rank = rank;
+  e.node = node;
+  e.message = absl::StrCat(failure, node.empty() ? "" : absl::StrCat(" on ", node),
+                           ": the job's own verdict is ", VerdictActionName(verdict.action), " (",
+                           verdict.found_by,
+                           verdict.reason.empty() ? "" : absl::StrCat(": ", verdict.reason),
+                           "); ", taken.acted ? "" : "not acted on (--observe-only): ",
+                           taken.text);
+  e.figures = {{"action", static_cast<double>(verdict.action)}, {"acted", taken.acted ? 1 : 0}};
+  if (exit_code) e.figures.emplace_back("exit_code", *exit_code);
+  if (verdict.action == VerdictAction::kRestartElsewhere && taken.acted) {
+    e.figures.emplace_back("on_node", taken.on_node);
+    e.figures.emplace_back("quarantined", taken.quarantined ? 1 : 0);
   }
   return e;
 }
@@ -514,16 +579,18 @@ Event StateChangeEvent(absl::Time time, const EventJob& job, JobState from, JobS
 }
 
 Event RestartEvent(absl::Time time, const EventJob& job, const std::vector<std::string>& nodes,
-                   std::vector<std::string> quarantined, std::vector<std::string> unreachable,
-                   std::vector<std::string> unheard, const std::string& cause) {
+                   LeftOutNodes left_out, const std::string& cause) {
   Event e = Make(time, job, EventKind::kRestart);
-  const size_t left_out = quarantined.size() + unreachable.size() + unheard.size();
+  const size_t elsewhere = left_out.elsewhere.size();
+  const size_t count = left_out.quarantined.size() + left_out.unreachable.size() +
+                       left_out.unheard.size() + elsewhere;
   e.message = absl::StrCat("generation ", job.generation, " started on ", NodesStarted(nodes),
-                           LeftOut(std::move(quarantined), std::move(unreachable),
-                                   std::move(unheard)),
+                           LeftOut(left_out),
+                           left_out.kept.empty() ? "" : absl::StrCat("; ", left_out.kept),
                            "; after: ", cause);
   e.figures = {{"nodes", static_cast<double>(nodes.size())},
-               {"nodes_left_out", static_cast<double>(left_out)}};
+               {"nodes_left_out", static_cast<double>(count)}};
+  if (elsewhere > 0) e.figures.emplace_back("nodes_elsewhere", static_cast<double>(elsewhere));
   return e;
 }
 
@@ -580,6 +647,20 @@ HoldCause RestartLimitHold(int restarts, absl::Duration window, int limit,
 
 HoldCause WorkloadHold(std::string why) {
   return HoldCause{std::move(why), {{"workload_repeat", 1}}};
+}
+
+HoldCause EarlyFailureHold(std::string why) {
+  return HoldCause{std::move(why), {{"early_failure", 1}}};
+}
+
+HoldCause VerdictHold(const Verdict& verdict, const std::string& failure,
+                      const std::string& node) {
+  return HoldCause{
+      absl::StrCat(failure, node.empty() ? "" : absl::StrCat(" on ", node),
+                   ": the job's own verdict is stop (", verdict.found_by,
+                   verdict.reason.empty() ? "" : absl::StrCat(": ", verdict.reason),
+                   "), not restarted"),
+      {{"verdict", static_cast<double>(verdict.action)}}};
 }
 
 Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause) {

@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/crash_detector.h"
+#include "daemon/core/early_failure.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_state.h"
@@ -33,6 +34,7 @@
 #include "daemon/core/signals/signal_monitor.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
+#include "daemon/core/verdicts.h"
 
 namespace trainsup {
 
@@ -71,6 +73,34 @@ Event NodeLostInStallEvent(absl::Time time, const EventJob& job, const StallVerd
 Event CrashEvent(absl::Time time, const EventJob& job, const CrashVerdict& verdict,
                  const std::string& node, const Job& observed,
                  const std::optional<std::string>& workload_hold);
+
+// An early failure (early_failure.h) as the crash event tells it: how many
+// of the nodes that ran the generation failed early, and the judgement.
+struct JudgedEarlyFailure {
+  EarlyFailure failure;
+  EarlyJudgement judgement;
+  size_t failed = 0;  // nodes of the generation whose command failed early
+  size_t ran = 0;     // nodes that ran the generation
+};
+// kCrash for a kLauncher verdict whose command failed before any rank
+// reported (`early`); `death` dates it and says how the command ended.
+Event EarlyCrashEvent(absl::Time time, const EventJob& job, const std::string& node,
+                      const RankDeath& death, const JudgedEarlyFailure& early);
+
+// What is done about a verdict, for its event.
+struct VerdictTaken {
+  std::string text;  // "node-b is left out of generation 3 ...", "the job is held"
+  bool acted = true;  // false under --observe-only
+  // restart-elsewhere: the node's verdicts of the kind within the
+  // quarantine window (this one included), and whether it is quarantined.
+  int on_node = 0;
+  bool quarantined = false;
+};
+// kVerdict: the job's own `verdict` on `failure` ("crash of rank 3 (exit
+// code 16)") of `rank` on `node`; `exit_code`: the rank's, when known.
+Event VerdictEvent(absl::Time time, const EventJob& job, std::optional<uint32_t> rank,
+                   const std::string& node, const std::string& failure, const Verdict& verdict,
+                   std::optional<int32_t> exit_code, const VerdictTaken& taken);
 
 // kStraggler, or kStragglerCleared: `change` of a rank on `node`, judged
 // with `options`.
@@ -135,12 +165,20 @@ Event ReplicaMismatchEvent(absl::Time time, const EventJob& job, const ReplicaFi
 Event StateChangeEvent(absl::Time time, const EventJob& job, JobState from, JobState to,
                        const std::string& reason);
 
+// Who a new generation runs without, by why.
+struct LeftOutNodes {
+  std::vector<std::string> quarantined;
+  std::vector<std::string> unreachable;
+  std::vector<std::string> unheard;
+  // A restart-elsewhere verdict named them (verdicts.h).
+  std::vector<std::string> elsewhere;
+  // A node such a verdict named but the job could not run without, and why.
+  std::string kept;
+};
 // kRestart: generation `job.generation` started on `nodes` (their names),
-// without the nodes left out for being quarantined, unreachable or not
-// heard lately; after `cause`.
+// without the nodes `left_out`; after `cause`.
 Event RestartEvent(absl::Time time, const EventJob& job, const std::vector<std::string>& nodes,
-                   std::vector<std::string> quarantined, std::vector<std::string> unreachable,
-                   std::vector<std::string> unheard, const std::string& cause);
+                   LeftOutNodes left_out, const std::string& cause);
 
 // kRecovered: generation `job.generation` made its first step; `recovery`
 // says where the time from the failure went.
@@ -165,6 +203,11 @@ HoldCause RestartLimitHold(int restarts, absl::Duration window, int limit,
 // The failure is the training code's own (failure_classifier.h:
 // WorkloadRepeat says why).
 HoldCause WorkloadHold(std::string why);
+// The command failed before any rank reported, as the workload's
+// (early_failure.h: EarlyJudgement says why).
+HoldCause EarlyFailureHold(std::string why);
+// The job's own `verdict` on `failure` on `node` is stop.
+HoldCause VerdictHold(const Verdict& verdict, const std::string& failure, const std::string& node);
 // kHold: the job is held for `cause`.
 Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause);
 

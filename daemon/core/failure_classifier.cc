@@ -5,75 +5,11 @@
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_cat.h"
+#include "common/failure_text.h"
 #include "common/format.h"
 
 namespace trainsup {
-namespace {
-
-// A peer failed, and this rank learned of it through its collective. Matched
-// case-insensitively against the exception's type and message.
-constexpr absl::string_view kCommunicationMarkers[] = {
-    // gloo
-    "connection closed by peer",
-    "connection reset by peer",
-    "socket timeout",
-    "gloo/transport",
-    "broken pipe",
-    // NCCL and the process group
-    "nccl communicator was aborted",
-    "watchdog caught collective operation timeout",
-    "distbackenderror",
-    "distnetworkerror",
-    "ncclremoteerror",
-    "remote process exited",
-    "some nccl operations have failed or timed out",
-    // the store and rendezvous
-    "connection refused",
-    "timed out waiting",
-};
-
-// The hardware or its driver failed: the node is to blame, whatever runs on it.
-constexpr absl::string_view kInfrastructureMarkers[] = {
-    "unspecified launch failure",
-    "uncorrectable ecc error",
-    "ecc error",
-    "unhandled system error",
-    "ncclsystemerror",
-    "cuda error: unknown error",
-    "gpu is lost",
-    "fell off the bus",
-    "nvlink",
-    "hardware error",
-    "input/output error",
-};
-
-// True when `lower` (lower case) holds one of `markers` (lower case).
-template <size_t N>
-bool ContainsAny(absl::string_view lower, const absl::string_view (&markers)[N]) {
-  for (absl::string_view m : markers) {
-    if (absl::StrContains(lower, m)) return true;
-  }
-  return false;
-}
-
-// "xid" must be a word ("Xid 79"), not part of "oxide".
-bool ContainsWord(absl::string_view lower, absl::string_view word) {
-  size_t at = 0;
-  while ((at = lower.find(word, at)) != absl::string_view::npos) {
-    const bool starts = at == 0 || !absl::ascii_isalnum(static_cast<unsigned char>(lower[at - 1]));
-    const size_t end = at + word.size();
-    const bool ends =
-        end >= lower.size() || !absl::ascii_isalnum(static_cast<unsigned char>(lower[end]));
-    if (starts && ends) return true;
-    at = end;
-  }
-  return false;
-}
-
-}  // namespace
 
 absl::string_view FailureClassName(FailureClass c) {
   switch (c) {
@@ -90,11 +26,9 @@ absl::string_view FailureClassName(FailureClass c) {
 }
 
 FailureClass ClassifyException(absl::string_view type, absl::string_view message) {
-  const std::string lower = absl::AsciiStrToLower(absl::StrCat(type, ": ", message));
-  if (ContainsAny(lower, kInfrastructureMarkers) || ContainsWord(lower, "xid")) {
-    return FailureClass::kInfrastructure;
-  }
-  if (ContainsAny(lower, kCommunicationMarkers)) return FailureClass::kCommunication;
+  const std::string text = absl::StrCat(type, ": ", message);
+  if (HasInfrastructureMarker(text)) return FailureClass::kInfrastructure;
+  if (HasCommunicationMarker(text)) return FailureClass::kCommunication;
   return FailureClass::kOwn;
 }
 
@@ -122,6 +56,9 @@ FailureClass ClassifyRankFailure(const RankState& rank) {
     const int s = rank.death->signal;
     if (s == SIGTERM || s == SIGINT || s == SIGHUP) return FailureClass::kStopped;
   }
+  // It said nothing of its end, but its last words on stderr name a broken
+  // node (the agent read them: a CUDA error before a SIGKILL or os._exit).
+  if (HasInfrastructureMarker(rank.stderr_line)) return FailureClass::kInfrastructure;
   return FailureClass::kOwn;
 }
 

@@ -31,9 +31,10 @@ absl::string_view FailureClassName(FailureClass c);  // "own", "communication", 
 // The class of an uncaught exception, from its type and message.
 FailureClass ClassifyException(absl::string_view type, absl::string_view message);
 
-// The class of a rank's failure: its exception if it reported one, else how
-// its process ended. REQUIRES: the rank failed (a failed death or an
-// exception).
+// The class of a rank's failure: its exception if it reported one (or the
+// one it caught before its sys.exit), else how its process ended, else the
+// infrastructure fault its last stderr line names. REQUIRES: the rank failed
+// (a failed death or an exception).
 FailureClass ClassifyRankFailure(const RankState& rank);
 
 // Whether a signal is a native crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE,

@@ -24,17 +24,74 @@ void FailureHandler::Record(JobEntry& job, const Failure& failure) {
 void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure) {
   job.costs.AddFailure();
   Record(job, failure);
+  if (failure.verdict) return HonourVerdict(now, job, failure);
   if (options_.observe_only) return;  // recorded and reported, nothing done
   // Restart first, so that the restart is about this failure even when the
   // attribution below quarantines the node (which would restart it too).
+  Restart(now, job, failure, failure.hold);
+  if (failure.charged && failure.node != kNoNode) {
+    AttributeToNode(now, failure.node, failure.message);
+  }
+}
+
+void FailureHandler::Restart(absl::Time now, JobEntry& job, const Failure& failure,
+                             const std::optional<HoldCause>& hold) {
   const std::string& node = agents_.NameOf(failure.node);
   restarts_.BeginRestart(now, job, failure.failed_at,
                          absl::StrCat(failure.kind, node.empty() ? "" : absl::StrCat(" on ", node),
                                       ": ", failure.message),
-                         failure.hold);
-  if (failure.charged && failure.node != kNoNode) {
-    AttributeToNode(now, failure.node, failure.message);
+                         hold);
+}
+
+void FailureHandler::HonourVerdict(absl::Time now, JobEntry& job, const Failure& failure) {
+  const Verdict& verdict = *failure.verdict;
+  const std::string& node = agents_.NameOf(failure.node);
+  verdicts_.Add(verdict.action, verdict.source);
+  VerdictTaken taken;
+  taken.acted = !options_.observe_only;
+  std::optional<HoldCause> hold;
+  QuarantinePolicy::Verdict counted;
+  switch (verdict.action) {
+    case VerdictAction::kStop:
+      hold = VerdictHold(verdict, failure.message, node);
+      taken.text = "the job is held, not restarted";
+      break;
+    case VerdictAction::kTransient:
+      taken.text = "restarted as it is; no node is charged";
+      break;
+    case VerdictAction::kRestartElsewhere:
+      if (!failure.charged || failure.node == kNoNode) {
+        taken.text = "restarted; no node to leave out";
+        break;
+      }
+      if (taken.acted) {
+        counted = quarantine_.Attribute(now, node, failure.message, agents_.size(),
+                                        Charge::kRestartElsewhere);
+      }
+      taken.on_node = counted.failures;
+      taken.quarantined = counted.quarantine;
+      if (counted.quarantine) {
+        taken.text = absl::StrCat(node, " had this verdict before within --quarantine-window: ",
+                                  node, " is quarantined");
+      } else {
+        taken.text = absl::StrCat(node, " is left out of the next generation if the job can run "
+                                        "on the others (at least its --nnodes minimum)",
+                                  counted.skipped_by_cap
+                                      ? "; its quarantine is refused by --quarantine-max-fraction"
+                                      : "");
+      }
+      break;
+    case VerdictAction::kDefault:
+    case VerdictAction::kUnspecified:
+      break;
   }
+  decisions_.Emit(&job, VerdictEvent(now, EventJobOf(job), failure.rank, node, failure.message,
+                                     verdict, failure.exit_code, taken));
+  if (!taken.acted) return;  // --observe-only: recorded and reported, nothing done
+  Restart(now, job, failure, hold);
+  if (verdict.action != VerdictAction::kRestartElsewhere || taken.on_node == 0) return;
+  ActOnCount(now, failure.node, counted);
+  if (!counted.quarantine) job.lifecycle.leave_out_next = node;
 }
 
 void FailureHandler::OnNodeFailure(absl::Time now, JobEntry& job, const Failure& failure) {
@@ -46,8 +103,12 @@ void FailureHandler::OnNodeFailure(absl::Time now, JobEntry& job, const Failure&
 
 void FailureHandler::AttributeToNode(absl::Time now, NodeIndex index, const std::string& what) {
   const NodeRecord& node = agents_.node(index);
-  const QuarantinePolicy::Verdict verdict =
-      quarantine_.Attribute(now, node.name, what, agents_.size());
+  ActOnCount(now, index, quarantine_.Attribute(now, node.name, what, agents_.size()));
+}
+
+void FailureHandler::ActOnCount(absl::Time now, NodeIndex index,
+                                const QuarantinePolicy::Verdict& verdict) {
+  const NodeRecord& node = agents_.node(index);
   if (verdict.skipped_by_cap) {
     JobEntry* job = jobs_.Find(node.job);
     decisions_.Emit(job, QuarantineSkippedEvent(

@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_CORE_FAILURE_HANDLER_H_
 #define TRAINSUP_DAEMON_CORE_FAILURE_HANDLER_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -15,12 +16,15 @@
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/restart_coordinator.h"
 #include "daemon/core/supervisor_options.h"
+#include "daemon/core/verdicts.h"
 
 namespace trainsup {
 
 // A failure a rule found, as the handler records and acts on it.
 struct Failure {
-  std::string kind;  // "crash", "stall", "node_lost", "straggler"
+  // "crash", "stall", "node_lost", "straggler", or kRestartElsewhereFailure
+  // (verdicts.h).
+  std::string kind;
   NodeIndex node = kNoNode;  // where it happened; kNoNode: nowhere known
   // It counts against `node` toward a quarantine (failure_classifier.h says
   // which do: a lost node, a hang's culprit, a native crash, an
@@ -29,10 +33,36 @@ struct Failure {
   std::optional<uint32_t> rank;
   absl::Time failed_at;  // when it happened at the source
   std::string message;   // what failed, e.g. "crash of rank 3 (exit code 1)"
-  // Set: the training code fails the same way again; hold the job with this
-  // reason instead of restarting it.
-  std::optional<std::string> hold;
+  // Set: hold the job for this instead of restarting it (the training code
+  // fails the same way again; its command fails before any rank reports,
+  // everywhere or again).
+  std::optional<HoldCause> hold;
+  // The job's own verdict on the failure (verdicts.h): it decides what is
+  // done instead of the classification, and `charged` says whether it counts
+  // toward the node's quarantine by that verdict's rule.
+  std::optional<Verdict> verdict;
+  // The failing rank's exit code, when known.
+  std::optional<int32_t> exit_code;
 };
+
+// Verdicts acted on since start, by action and source (the metric's labels).
+class VerdictCounts {
+ public:
+  void Add(VerdictAction action, Verdict::Source source) { ++counts_[Index(action, source)]; }
+  uint64_t Get(VerdictAction action, Verdict::Source source) const {
+    return counts_[Index(action, source)];
+  }
+
+ private:
+  static constexpr int kActions = 5;  // VerdictAction's values
+  static constexpr int kSources = 3;  // Verdict::Source's
+  static int Index(VerdictAction action, Verdict::Source source) {
+    return static_cast<int>(action) * kSources + static_cast<int>(source);
+  }
+  std::array<uint64_t, kActions * kSources> counts_{};
+};
+
+
 
 // What is done about failures: a job-killing failure is recorded (it counts
 // in the MTBF), the job restarted everywhere, and the failure charged to its
@@ -55,7 +85,9 @@ class FailureHandler {
   FailureHandler& operator=(const FailureHandler&) = delete;
 
   // A failure that kills `job`: recorded, the job stopped everywhere and
-  // restarted (or held), then the failure charged to its node if it is.
+  // restarted (or held), then the failure charged to its node if it is. A
+  // failure with the job's own verdict is acted on as the verdict says (a
+  // verdict event says what is done).
   void OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure);
   // A failure charged to a node that does not restart the job by itself (a
   // persistent straggler): recorded and counted toward the node's quarantine.
@@ -69,9 +101,19 @@ class FailureHandler {
                                          absl::string_view reason, bool force);
   absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
 
+  const VerdictCounts& verdicts() const { return verdicts_; }
+
  private:
   void Record(JobEntry& job, const Failure& failure);
+  // The stop and the restart (or hold) of a job-killing failure.
+  void Restart(absl::Time now, JobEntry& job, const Failure& failure,
+               const std::optional<HoldCause>& hold);
+  // OnJobFailure for a failure with the job's own verdict.
+  void HonourVerdict(absl::Time now, JobEntry& job, const Failure& failure);
   void AttributeToNode(absl::Time now, NodeIndex node, const std::string& what);
+  // What the quarantine policy decided on a charge against `node`: a
+  // quarantine, or one the fraction cap refused.
+  void ActOnCount(absl::Time now, NodeIndex node, const QuarantinePolicy::Verdict& verdict);
   // `counted`: what the policy counted against the node, when it decided.
   void QuarantineNode(absl::Time now, NodeIndex node, const std::string& reason,
                       absl::string_view by, std::optional<FailureCount> counted = std::nullopt);
@@ -82,6 +124,7 @@ class FailureHandler {
   JobTable& jobs_;
   RestartCoordinator& restarts_;
   Decisions& decisions_;
+  VerdictCounts verdicts_;
 };
 
 }  // namespace trainsup

@@ -9,6 +9,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/verdict_rule.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/reject_reason.h"
 
@@ -28,6 +29,7 @@ enum class HeartbeatKind {
   kException = 6,
   kStart = 7,
   kExit = 8,
+  kVerdict = 9,
 };
 
 struct Heartbeat {
@@ -60,6 +62,9 @@ struct Heartbeat {
   int32_t stack_signal = 0;
   // How long the rank's agent held the heartbeat before sending it.
   double queued_s = 0;
+  // VERDICT: what the script asks for when the rank fails, and why.
+  VerdictAction verdict = VerdictAction::kUnspecified;
+  std::string verdict_reason;
   // Training signals (docs/signals.md).
   std::optional<uint64_t> host_rss_bytes;
   std::optional<uint64_t> tokens;
@@ -79,6 +84,9 @@ struct LauncherInfo {
   uint32_t pid = 0;
   int32_t exit_code = 0;
   int32_t signal = 0;
+  // Exited with a failure: the last lines the command wrote to stderr that
+  // say what failed (the last one names it), as its agent sent them.
+  std::vector<std::string> stderr_lines;
 
   // The command ended with a non-zero exit code or a signal.
   bool failed() const { return state == LauncherState::kExited && (exit_code != 0 || signal != 0); }
@@ -98,6 +106,9 @@ struct RankProcessInfo {
   double died_seconds_ago = 0;
   bool exception_seen = false;
   double exception_seconds_ago = 0;
+  // Dead without a word of its end: the last line it wrote to stderr that
+  // names an infrastructure fault, as its agent sent it ("": none).
+  std::string stderr_line;
 };
 
 struct AgentHelloInfo {
@@ -110,6 +121,10 @@ struct AgentHelloInfo {
   std::vector<CheckpointPlanSpec> plans;  // the plans its ranks hold
   // How often it reports, idle or not (zero: not said; 200ms is assumed).
   absl::Duration report_interval;
+  // The fewest nodes its command runs on (0: unknown).
+  uint32_t min_nodes = 0;
+  // The job's own verdict rules, as the agent was given them.
+  std::vector<std::string> verdict_rules;
 };
 
 // A rank's Python stack, as its agent collected it before a stop.

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <utility>
 
+#include "common/failure_text.h"
+#include "common/limits.h"
+
 namespace trainsup {
 
 absl::string_view StepPhaseName(StepPhase phase) {
@@ -51,14 +54,9 @@ uint64_t Job::global_batch() const {
   return total;
 }
 
-uint32_t Job::stragglers() const {
-  uint32_t n = 0;
-  for (const auto& [i, r] : ranks_) n += r.straggler ? 1 : 0;
-  return n;
-}
-
 void Job::Count(const RankState& r, int delta) {
   if (r.liveness == Liveness::kAlive) ranks_alive_ += delta;
+  if (r.seen && r.liveness == Liveness::kAlive) seen_alive_ += delta;
   if (r.seen && r.liveness == Liveness::kDead) ranks_dead_ += delta;
   if (r.in_checkpoint) ranks_in_checkpoint_ += delta;
 }
@@ -106,7 +104,9 @@ void Job::Resize(uint32_t world_size) {
   ranks_by_node_.clear();
   ranks_reporting_ = 0;
   ranks_alive_ = 0;
+  seen_alive_ = 0;
   ranks_dead_ = 0;
+  datagrams_dropped_ = 0;
   ranks_in_checkpoint_ = 0;
   certain_failure_ = false;
   max_step_ = -1;
@@ -174,6 +174,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
                              hb.kind == HeartbeatKind::kComputeBegin ||
                              hb.kind == HeartbeatKind::kComputeEnd;
   if (hb.datagrams_dropped > r.datagrams_dropped) {
+    datagrams_dropped_ += hb.datagrams_dropped - r.datagrams_dropped;
     r.datagrams_dropped = hb.datagrams_dropped;
     r.phase_uncertain = !carries_phase;
   } else if (carries_phase) {
@@ -227,7 +228,19 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     case HeartbeatKind::kExit:
       r.exiting = true;
       if (hb.exit_code) r.exiting_code = hb.exit_code;
+      // The exception the script caught before it exited with a failing
+      // code: the failure's cause, as if it had not been caught.
+      if (r.exception_type.empty() && !hb.exception_type.empty() && hb.exit_code &&
+          *hb.exit_code != 0) {
+        r.exception_type = hb.exception_type;
+        r.exception_message = hb.exception_message;
+        r.exception_caught = true;
+      }
       NoteIfCertainFailure(r);
+      break;
+    case HeartbeatKind::kVerdict:
+      r.verdict = hb.verdict;
+      r.verdict_reason = OutputLine(hb.verdict_reason, kMaxReasonLength);
       break;
     case HeartbeatKind::kStart:
       r.stack_signal = hb.stack_signal;
@@ -252,6 +265,9 @@ void Job::ApplyProcess(absl::Time now, NodeIndex node, const RankProcessInfo& pr
   if (process.alive) {
     SetLiveness(r, Liveness::kAlive);
     return;
+  }
+  if (r.stderr_line.empty() && !process.stderr_line.empty()) {
+    r.stderr_line = OutputLine(process.stderr_line, kMaxStderrLineBytes);
   }
   SetLiveness(r, Liveness::kDead);
   if (r.death) return;  // the first report of a death has the best timing

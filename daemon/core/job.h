@@ -83,9 +83,12 @@ struct RankState {
   Liveness liveness = Liveness::kUnknown;
   bool alive() const { return liveness == Liveness::kAlive; }
   std::optional<RankDeath> death;
-  // The uncaught exception the rank reported before dying, if any.
+  // The uncaught exception the rank reported before dying, if any; or, with
+  // `exception_caught`, the one its script was handling when it called
+  // sys.exit with a failing code (the cause it caught).
   std::string exception_type;
   std::string exception_message;
+  bool exception_caught = false;
   // The rank said it is exiting (its helper saw sys.exit or the interpreter
   // begin to shut down), with the code when known.
   bool exiting = false;
@@ -99,8 +102,13 @@ struct RankState {
   uint64_t datagrams_dropped = 0;
   bool phase_uncertain = false;
   int32_t stack_signal = 0;
-  // Detector verdicts, kept here so that views can show them.
-  bool straggler = false;
+  // What the rank's script said to do when it fails (hb.verdict), with its
+  // reason; kUnspecified: nothing said.
+  VerdictAction verdict = VerdictAction::kUnspecified;
+  std::string verdict_reason;
+  // Dead without a word of its end: the last line it wrote to stderr that
+  // names an infrastructure fault, as its agent read it ("": none).
+  std::string stderr_line;
 };
 
 class Job;
@@ -147,7 +155,15 @@ class Job {
   absl::Time last_progress() const { return last_progress_; }
   uint64_t heartbeats_received() const { return heartbeats_received_; }
   uint32_t ranks_reporting() const { return ranks_reporting_; }
+  // Rank processes the agents report alive (heard from or not).
   uint32_t ranks_alive() const { return ranks_alive_; }
+  // The ranks heard from (ranks_reporting()), by liveness. O(1): kept as
+  // the observations arrive, so that a reader never counts 100k ranks.
+  uint32_t seen_alive() const { return seen_alive_; }
+  uint32_t seen_dead() const { return ranks_dead_; }
+  uint32_t seen_unknown() const { return ranks_reporting_ - seen_alive_ - ranks_dead_; }
+  // Datagrams the helpers of the ranks heard from could not send, summed.
+  uint64_t datagrams_dropped() const { return datagrams_dropped_; }
   // The ranks that last reported from `node`, in the order first heard of
   // there (kept as they report: a node's ranks without a scan of the job's).
   const std::vector<uint32_t>& RanksOn(NodeIndex node) const;
@@ -172,10 +188,6 @@ class Job {
 
   // `observer` (not owned; may be null) is told of every step applied.
   void set_step_observer(StepObserver* observer) { step_observer_ = observer; }
-
-  // Mutable access for the detectors' verdicts. REQUIRES: ranks() has `rank`.
-  RankState& mutable_rank(uint32_t rank) { return *ranks_.Find(rank); }
-  uint32_t stragglers() const;
 
   // The frontier's moves since the last call (steps completed by the first
   // rank to complete them), for the goodput ledger.
@@ -243,7 +255,9 @@ class Job {
   uint32_t ranks_reporting_ = 0;
   // Kept as the ranks' states change (only through Count's callers).
   uint32_t ranks_alive_ = 0;
+  uint32_t seen_alive_ = 0;          // seen and alive
   uint32_t ranks_dead_ = 0;          // seen and dead
+  uint64_t datagrams_dropped_ = 0;   // over the seen ranks
   uint32_t ranks_in_checkpoint_ = 0;
   absl::flat_hash_map<NodeIndex, std::vector<uint32_t>> ranks_by_node_;
   bool certain_failure_ = false;

@@ -20,6 +20,14 @@ void JobEntry::SyncGeneration() {
   verdicts_ = GenerationVerdicts(job_.generation(), straggler_options_);
 }
 
+const JobStepStats& JobEntry::StepStats() {
+  if (verdicts_.step_stats_heartbeats != job_.heartbeats_received()) {
+    verdicts_.step_stats = ComputeJobStepStats(job_);
+    verdicts_.step_stats_heartbeats = job_.heartbeats_received();
+  }
+  return verdicts_.step_stats;
+}
+
 JobEntry& JobTable::FindOrAdd(const std::string& id, bool* created) {
   std::unique_ptr<JobEntry>& slot = jobs_[id];
   if (created != nullptr) *created = slot == nullptr;

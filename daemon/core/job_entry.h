@@ -13,12 +13,15 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_publisher.h"
+#include "daemon/core/early_failure.h"
 #include "daemon/core/event_log.h"
+#include "daemon/core/events.h"
 #include "daemon/core/failure_classifier.h"
 #include "daemon/core/goodput_ledger.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_costs.h"
 #include "daemon/core/job_state.h"
+#include "daemon/core/job_stats.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/restart_governor.h"
 #include "daemon/core/signals/signal_monitor.h"
@@ -56,12 +59,19 @@ struct JobLifecycle {
   // Stopping: the stop asks the agents for their ranks' Python stacks first
   // (the job hung: the stacks are the evidence).
   bool collect_stacks = false;
-  // Stopping: hold the job with this reason once stopped, instead of
-  // restarting it (its failure is the training code's own).
-  std::optional<std::string> hold_after_stop;
+  // Stopping: hold the job for this cause once stopped, instead of
+  // restarting it (its failure is the training code's own, or the job's own
+  // verdict is stop).
+  std::optional<HoldCause> hold_after_stop;
   // The job's last job-killing failure with a culprit rank, to tell one that
   // repeats (the training code's) from one that follows a node.
   std::optional<FailureFingerprint> last_failure;
+  // Its last command that failed before any rank reported, to tell one that
+  // comes again (early_failure.h).
+  std::optional<EarlyFailureMemory> last_early_failure;
+  // A restart-elsewhere verdict named this node: the next generation runs
+  // without it when the job can run on the others ("": none).
+  std::string leave_out_next;
 };
 
 // The rules' verdicts on the job's current generation. A new generation
@@ -76,12 +86,22 @@ struct GenerationVerdicts {
   absl::Time failure_first_heard = absl::InfinitePast();
   bool crash_reported = false;
   std::optional<uint32_t> crash_culprit;
+  // The nodes the generation runs without for a restart-elsewhere verdict:
+  // not waited for to finish it.
+  std::vector<std::string> left_out;
   // Stall: held until the next generation (a stall is acted on at once).
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
   uint64_t stall_event_id = 0;  // the stall (or node_lost) event, for its stacks
-  // Straggler streaks.
+  // Straggler streaks, and the ranks flagged now.
   StragglerDetector stragglers;
+  StragglerSet straggler_ranks;
+  // What the rules measured at the last sweep (and when the generation began
+  // to run), for the read model: the step statistics (JobEntry::StepStats)
+  // and the stall threshold in force (absent while no rank reports).
+  JobStepStats step_stats;
+  uint64_t step_stats_heartbeats = UINT64_MAX;  // Job::heartbeats_received() then
+  std::optional<absl::Duration> stall_threshold;
 };
 
 // Everything the supervisor holds about one job: what it observed (Job), the
@@ -103,6 +123,10 @@ class JobEntry {
   void SyncGeneration();
   GenerationVerdicts& verdicts() { return verdicts_; }
   const GenerationVerdicts& verdicts() const { return verdicts_; }
+  // The generation's step statistics, kept in its verdicts and computed
+  // again only when heartbeats arrived since: one pass over every rank's
+  // window serves a sweep's rules and the read model.
+  const JobStepStats& StepStats();
 
   // Events of each kind about this job, across generations.
   uint64_t event_count(EventKind kind) const { return event_counts_[static_cast<int>(kind)]; }

@@ -35,7 +35,9 @@ struct FailureRow {
   absl::Time time = absl::InfinitePast();
   std::string job;
   uint64_t generation = 0;
-  std::string kind;  // "crash", "stall", "node_lost", "straggler"
+  // "crash", "stall", "node_lost", "straggler", or "restart_elsewhere" (a
+  // crash the job's own verdict said to restart elsewhere).
+  std::string kind;
   std::string node;  // where it happened; empty: nowhere known
   std::optional<uint32_t> rank;
   std::string message;

@@ -15,21 +15,23 @@ size_t QuarantinePolicy::Cap(size_t known_nodes) const {
 
 QuarantinePolicy::Verdict QuarantinePolicy::Attribute(absl::Time now, const std::string& node,
                                                       absl::string_view what,
-                                                      size_t known_nodes) {
+                                                      size_t known_nodes, Charge charge) {
   NodeState& state = nodes_[node];
-  state.failures.emplace_back(now, std::string(what));
-  while (!state.failures.empty() && state.failures.front().first <= now - options_.window) {
-    state.failures.pop_front();
-  }
+  Charges& charges = state.of(charge);
+  charges.emplace_back(now, std::string(what));
+  while (!charges.empty() && charges.front().first <= now - options_.window) charges.pop_front();
   Verdict verdict;
-  verdict.failures = static_cast<int>(state.failures.size());
-  if (state.quarantined || verdict.failures < options_.after) return verdict;
+  verdict.failures = static_cast<int>(charges.size());
+  const int after =
+      charge == Charge::kFailure ? options_.after : options_.restart_elsewhere_after;
+  if (state.quarantined || verdict.failures < after) return verdict;
 
   std::vector<std::string> whats;
-  for (const auto& [time, description] : state.failures) whats.push_back(description);
-  verdict.reason = absl::StrCat(verdict.failures, " failures within ",
-                                absl::FormatDuration(options_.window), ": ",
-                                absl::StrJoin(whats, "; "));
+  for (const auto& [time, description] : charges) whats.push_back(description);
+  verdict.reason = absl::StrCat(
+      verdict.failures,
+      charge == Charge::kFailure ? " failures" : " restart-elsewhere verdicts of the job's own",
+      " within ", absl::FormatDuration(options_.window), ": ", absl::StrJoin(whats, "; "));
   if (quarantined_count() >= Cap(known_nodes)) {
     verdict.skipped_by_cap = true;
     ++skipped_;
@@ -40,10 +42,11 @@ QuarantinePolicy::Verdict QuarantinePolicy::Attribute(absl::Time now, const std:
   return verdict;
 }
 
-void QuarantinePolicy::Remember(absl::Time time, const std::string& node, absl::string_view what) {
-  NodeState& state = nodes_[node];
-  state.failures.emplace_back(time, std::string(what));
-  std::sort(state.failures.begin(), state.failures.end(),
+void QuarantinePolicy::Remember(absl::Time time, const std::string& node, absl::string_view what,
+                                Charge charge) {
+  Charges& charges = nodes_[node].of(charge);
+  charges.emplace_back(time, std::string(what));
+  std::sort(charges.begin(), charges.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
 }
 
@@ -61,6 +64,7 @@ void QuarantinePolicy::Unquarantine(const std::string& node) {
   it->second.quarantined = false;
   it->second.reason.clear();
   it->second.failures.clear();
+  it->second.elsewhere.clear();
 }
 
 bool QuarantinePolicy::IsQuarantined(absl::string_view node) const {

@@ -21,6 +21,16 @@ struct QuarantineOptions {
   // empty the cluster. An operator's quarantine obeys it too unless forced.
   // Default: 0.25.
   double max_fraction = 0.25;
+  // A node named by this many restart-elsewhere verdicts (the job's own
+  // word that it must not run there: Megatron-LM's exit 16) within `window`
+  // is quarantined. Default: 2.
+  int restart_elsewhere_after = 2;
+};
+
+// What a charge against a node counts toward.
+enum class Charge {
+  kFailure,           // its failures (QuarantineOptions::after)
+  kRestartElsewhere,  // its restart-elsewhere verdicts (restart_elsewhere_after)
 };
 
 // Which nodes are quarantined (the one place that says so), and the failures
@@ -36,13 +46,15 @@ class QuarantinePolicy {
     std::string reason;           // for the event and the node's record
   };
   // A failure (`what`, e.g. "crash of rank 3 (exit code 1)") was attributed
-  // to `node` at `now`. `known_nodes` is the cluster's node count.
+  // to `node` at `now`, counting toward `charge`. `known_nodes` is the
+  // cluster's node count.
   Verdict Attribute(absl::Time now, const std::string& node, absl::string_view what,
-                    size_t known_nodes);
+                    size_t known_nodes, Charge charge = Charge::kFailure);
 
   // Puts back a failure from the state store: it counts towards a later
   // verdict, but decides nothing now.
-  void Remember(absl::Time time, const std::string& node, absl::string_view what);
+  void Remember(absl::Time time, const std::string& node, absl::string_view what,
+                Charge charge = Charge::kFailure);
 
   void Quarantine(const std::string& node, const std::string& reason);
   // Lifts the quarantine and forgets the node's attributed failures.
@@ -59,10 +71,13 @@ class QuarantinePolicy {
   const QuarantineOptions& options() const { return options_; }
 
  private:
+  using Charges = std::deque<std::pair<absl::Time, std::string>>;  // within the window
   struct NodeState {
     bool quarantined = false;
     std::string reason;
-    std::deque<std::pair<absl::Time, std::string>> failures;  // within the window
+    Charges failures;
+    Charges elsewhere;  // restart-elsewhere verdicts
+    Charges& of(Charge charge) { return charge == Charge::kFailure ? failures : elsewhere; }
   };
   // How many nodes the policy may hold in quarantine with `known_nodes` nodes.
   size_t Cap(size_t known_nodes) const;

@@ -31,8 +31,9 @@ enum class RejectReason {
   kWorldSizeMismatch,  // world_size differs from the job's in the same generation
   kTooLong,            // a string field beyond its documented limit
   kUnknownGeneration,  // a generation of the job this supervisor never started
-  kOther,              // an agent-reported reason this supervisor does not know
+  kBadVerdict,         // a VERDICT without a known action
   kBadSignal,          // a training-signal field out of its range (validation.h)
+  kOther,              // an agent-reported reason this supervisor does not know
   kCount,              // number of reasons; not a reason
 };
 

@@ -62,7 +62,7 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
 
 void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at,
                                       const std::string& cause,
-                                      const std::optional<std::string>& hold) {
+                                      const std::optional<HoldCause>& hold) {
   JobLifecycle& life = job.lifecycle;
   if (life.state != JobState::kRunning && life.state != JobState::kPending) return;
   if (!Transition(now, job, JobState::kStopping, cause).ok()) return;
@@ -91,7 +91,7 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
                                       TenthsOfSeconds(options_.stop_timeout),
                                       "; going on without them");
   if (life.hold_after_stop) {
-    HoldCause cause = WorkloadHold(*life.hold_after_stop);
+    const HoldCause cause = *std::move(life.hold_after_stop);
     life.hold_after_stop.reset();
     Hold(now, job, cause);
     return;
@@ -124,19 +124,20 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   // agent is reconnecting; a frozen or lost one does not), not quarantined.
   std::vector<NodeIndex> members;
   // The nodes left out, by why: the names that matter in the event.
-  std::vector<std::string> quarantined, unreachable, unheard;
+  LeftOutNodes left_out;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
     if (quarantine_.IsQuarantined(node.name)) {
-      quarantined.push_back(node.name);
+      left_out.quarantined.push_back(node.name);
     } else if (node.unreachable) {
-      unreachable.push_back(node.name);
+      left_out.unreachable.push_back(node.name);
     } else if (!NodeLossDetector::RecentlyHeard(node, now)) {
-      unheard.push_back(node.name);
+      left_out.unheard.push_back(node.name);
     } else {
       members.push_back(i);
     }
   }
+  LeaveOut(job, members, left_out);
   std::vector<std::string> runnable;
   for (NodeIndex i : members) runnable.push_back(agents_.node(i).name);
   std::sort(runnable.begin(), runnable.end());
@@ -160,9 +161,34 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   life.generation_adopted = false;  // this one the supervisor started itself
   job.SyncGeneration();
   for (NodeIndex i : members) agents_.mutable_node(i).member_generation = to;
-  decisions_.Emit(&job, RestartEvent(now, EventJobOf(job), runnable, quarantined, unreachable,
-                                     unheard, cause));
+  job.verdicts().left_out = left_out.elsewhere;
+  decisions_.Emit(&job, RestartEvent(now, EventJobOf(job), runnable, std::move(left_out), cause));
   (void)Transition(now, job, JobState::kRunning, absl::StrCat("generation ", to, " started"));
+}
+
+void RestartCoordinator::LeaveOut(JobEntry& job, std::vector<NodeIndex>& members,
+                                  LeftOutNodes& left_out) const {
+  JobLifecycle& life = job.lifecycle;
+  const std::string name = std::exchange(life.leave_out_next, std::string());
+  auto it = std::find_if(members.begin(), members.end(),
+                         [&](NodeIndex i) { return agents_.node(i).name == name; });
+  if (name.empty() || it == members.end()) return;  // not about to run anyway
+  // The fewest nodes the job runs on, as its agents' commands say.
+  uint32_t min_nodes = 0;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    min_nodes = std::max(min_nodes, agents_.node(i).min_nodes);
+  }
+  if (min_nodes == 0) {
+    left_out.kept = absl::StrCat(name, " kept: the job's command does not say how few nodes it "
+                                       "runs on (torchrun --nnodes MIN:MAX, or the agent's "
+                                       "--min-nodes)");
+  } else if (members.size() - 1 < min_nodes) {
+    left_out.kept = absl::StrCat(name, " kept: the others are fewer than the job's minimum "
+                                       "(its --nnodes)");
+  } else {
+    members.erase(it);
+    left_out.elsewhere.push_back(name);
+  }
 }
 
 void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
@@ -186,9 +212,11 @@ void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
 
 void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
   int participating = 0;
+  const std::vector<std::string>& left_out = job.verdicts().left_out;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
     if (quarantine_.IsQuarantined(node.name)) continue;
+    if (std::find(left_out.begin(), left_out.end(), node.name) != left_out.end()) continue;
     if (node.generation != job.job().generation()) {
       // A connected node that has not run this generation yet is still to
       // come; one that left is not waited for.

@@ -41,24 +41,27 @@ class RestartCoordinator {
   void JournalJob(absl::Time now, JobEntry& job);
 
   // A failure at `failed_at` was decided on at `now`: stop the job on every
-  // node, then restart it, or hold it with `hold` as the reason when set.
-  // Only a pending or running job is stopped; otherwise a restart is already
-  // under way and this does nothing.
+  // node, then restart it, or hold it for `hold` when set. Only a pending or
+  // running job is stopped; otherwise a restart is already under way and
+  // this does nothing.
   void BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at, const std::string& cause,
-                    const std::optional<std::string>& hold = std::nullopt);
+                    const std::optional<HoldCause>& hold = std::nullopt);
   // Stopping: once every agent that can be heard has stopped (or the stop
   // timed out), restart after the governor's backoff, or hold the job (at
   // the restart cap, or when its failure is the training code's own). An
   // agent that cannot be heard is not waited for: it cannot stop.
   void SweepStopping(absl::Time now, JobEntry& job);
   // Restarting: starts the next generation once the backoff is over, on
-  // every node that can be heard and is not quarantined. Those are its
-  // members; a node cut from it joins only a later generation.
+  // every node that can be heard and is not quarantined, and without the
+  // node a restart-elsewhere verdict named when the others make at least
+  // the job's minimum (its agents' min_nodes). Those are its members; a
+  // node cut from it joins only a later generation.
   void SweepRestarting(absl::Time now, JobEntry& job);
   // Running: once the generation made its first step, says whether the world
   // size changed and how long the recovery took (it becomes a measured R).
   void TrackRecovery(absl::Time now, JobEntry& job);
-  // Running: finished when every node of the generation exited 0.
+  // Running: finished when every node of the generation exited 0 (a node
+  // left out of it by a verdict is not waited for).
   void CheckFinished(absl::Time now, JobEntry& job);
   // The operator lifted a hold (or a failure): the restart cap forgets what
   // came before, and the next generation starts now.
@@ -69,6 +72,9 @@ class RestartCoordinator {
 
  private:
   void StartNextGeneration(absl::Time now, JobEntry& job);
+  // Takes the node a restart-elsewhere verdict named out of `members` when
+  // the job can run without it; says which in `left_out`.
+  void LeaveOut(JobEntry& job, std::vector<NodeIndex>& members, LeftOutNodes& left_out) const;
   // Stopped for good until an operator resumes it.
   void Hold(absl::Time now, JobEntry& job, const HoldCause& cause);
 

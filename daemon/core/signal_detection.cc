@@ -69,7 +69,7 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
   failure.rank = f.ranks.empty() ? std::nullopt : std::optional<uint32_t>(fingerprint.rank);
   failure.failed_at = f.seen;
   failure.message = absl::StrCat(fingerprint.signature, " at step ", f.first_step);
-  failure.hold = hold;
+  if (hold) failure.hold = WorkloadHold(*hold);
   failures_.OnJobFailure(now, job, failure);  // under --observe-only: recorded only
   return restart;
 }

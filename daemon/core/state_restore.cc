@@ -93,7 +93,9 @@ void RestoreState(absl::Time now, const PersistedState& state, const SupervisorO
     if (row.charged && !row.node.empty() && row.time > now - quarantine.options().window &&
         !quarantine.IsQuarantined(row.node) &&
         (lifted == released.end() || row.time > lifted->second)) {
-      quarantine.Remember(row.time, row.node, row.message);
+      quarantine.Remember(row.time, row.node, row.message,
+                          row.kind == kRestartElsewhereFailure ? Charge::kRestartElsewhere
+                                                               : Charge::kFailure);
     }
   }
   decisions.RestoreEvents(state.events);

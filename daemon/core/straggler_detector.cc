@@ -18,7 +18,7 @@ StragglerChange StragglerDetector::Change(uint32_t rank, bool flagged, double ra
   return c;
 }
 
-std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
+std::vector<StragglerChange> StragglerDetector::Evaluate(const Job& job, StragglerSet* flagged) {
   std::vector<StragglerChange> changes;
   if (job.max_step() < 0) return changes;
   if (next_window_step_ < 0) {
@@ -49,12 +49,12 @@ std::vector<StragglerChange> StragglerDetector::Evaluate(Job& job) {
     Streak& streak = streaks_[i];
     streak.slow = slow ? streak.slow + 1 : 0;
     streak.ok = slow ? 0 : streak.ok + 1;
-    RankState& r = job.mutable_rank(i);
-    if (!r.straggler && streak.slow >= options_.persistence) {
-      r.straggler = true;
+    const bool was_flagged = flagged->contains(i);
+    if (!was_flagged && streak.slow >= options_.persistence) {
+      flagged->insert(i);
       changes.push_back(Change(i, true, v, median));
-    } else if (r.straggler && streak.ok >= options_.persistence) {
-      r.straggler = false;
+    } else if (was_flagged && streak.ok >= options_.persistence) {
+      flagged->erase(i);
       changes.push_back(Change(i, false, v, median));
     }
   }

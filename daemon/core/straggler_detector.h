@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "daemon/core/job.h"
 
@@ -23,6 +24,9 @@ struct StragglerOptions {
   // Default: 3.
   int persistence = 3;
 };
+
+// The ranks flagged as stragglers now, by rank.
+using StragglerSet = absl::btree_set<uint32_t>;
 
 // A rank whose verdict changed in this window.
 struct StragglerChange {
@@ -45,10 +49,10 @@ class StragglerDetector {
   explicit StragglerDetector(StragglerOptions options) : options_(options) {}
 
   // Judges a window when the job has advanced `window` steps since the last
-  // one; updates RankState::straggler; returns the changes. Ranks without a
-  // full window of compute samples are left out; fewer than 2 such ranks, no
-  // judgement.
-  std::vector<StragglerChange> Evaluate(Job& job);
+  // one; updates `*flagged` (the verdict, kept with the generation's other
+  // verdicts); returns the changes. Ranks without a full window of compute
+  // samples are left out; fewer than 2 such ranks, no judgement.
+  std::vector<StragglerChange> Evaluate(const Job& job, StragglerSet* flagged);
 
   const StragglerOptions& options() const { return options_; }
 

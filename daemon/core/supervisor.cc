@@ -6,11 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
-#include "common/limits.h"
-#include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/ended_job.h"
 #include "daemon/core/events.h"
-#include "daemon/core/job_stats.h"
 #include "daemon/core/state_restore.h"
 #include "daemon/core/validation.h"
 
@@ -22,12 +19,15 @@ Supervisor::Supervisor(SupervisorOptions options)
       quarantine_(options_.quarantine),
       jobs_(options_),
       restarts_(options_, agents_, quarantine_, decisions_),
+      admission_(options_, agents_, quarantine_, jobs_, restarts_),
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
       signal_detection_(options_, agents_, decisions_, failures_),
       planner_(options_, agents_, quarantine_, decisions_),
       reconciler_(options_.stop_grace, agents_, quarantine_, decisions_),
-      cadence_(options_.cadence) {}
+      cadence_(options_.cadence),
+      views_(agents_, quarantine_, jobs_, planner_, failures_.verdicts(),
+             detection_.early_failures()) {}
 
 void Supervisor::UpdateCadence(absl::Time now, SessionId welcomed) {
   const std::optional<absl::Duration> changed = cadence_.Update(now, agents_.connected());
@@ -47,124 +47,24 @@ void Supervisor::UpdateCadence(absl::Time now, SessionId welcomed) {
   }
 }
 
-absl::Status Supervisor::CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const {
-  const NodeIndex index = agents_.Find(hello.node);
-  if (index == kNoNode) return absl::OkStatus();
-  const NodeRecord& node = agents_.node(index);
-  // One agent per node: a second one (the same --node given twice, a reused
-  // hostname) is refused while the first is heard; it may take over only
-  // from an agent that is gone. The same agent reconnecting is welcome.
-  if (!node.connected || node.incarnation == hello.incarnation ||
-      NodeLossDetector::IsSilent(node, now)) {
-    return absl::OkStatus();
-  }
-  return absl::AlreadyExistsError(absl::StrFormat(
-      "node %s is served by another agent (incarnation %016x, job %s, heard %s ago); run one "
-      "agent per node, each with its own --node",
-      hello.node, node.incarnation, node.job, TenthsOfSeconds(now - node.last_report)));
-}
-
-absl::Status Supervisor::CheckHelloLimits(const AgentHelloInfo& hello) {
-  if (agents_.Find(hello.node) == kNoNode && agents_.size() >= options_.limits.max_nodes) {
-    ++nodes_refused_;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "node %s refused: trainsupd holds --max-nodes=%d nodes (a node leaves memory "
-        "--job-retention after its agent is gone); raise --max-nodes",
-        hello.node, options_.limits.max_nodes));
-  }
-  if (jobs_.Find(hello.job) == nullptr && jobs_.size() >= options_.limits.max_jobs) {
-    ++jobs_refused_;
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "job %s refused: trainsupd holds --max-jobs=%d jobs (a job leaves memory "
-        "--job-retention after its agents are gone); raise --max-jobs",
-        hello.job, options_.limits.max_jobs));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Supervisor::CheckHelloJob(const AgentHelloInfo& hello) const {
-  const JobEntry* job = jobs_.Find(hello.job);
-  if (job == nullptr) return CheckpointPublisher(options_.publish).CheckHeld(hello.plans);
-  // Trust only what this supervisor decided: once it started (or restored)
-  // the job's generation itself, an agent cannot move the job to one it
-  // never started.
-  const uint64_t current = job->job().generation();
-  if (hello.generation > current && !job->lifecycle.generation_adopted) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "job %s has no generation %d: this supervisor started it up to generation %d",
-        hello.job, hello.generation, current));
-  }
-  return job->plans.CheckHeld(hello.plans);
-}
-
 absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
                                                           const AgentHelloInfo& hello) {
-  if (!IsValidName(hello.node)) {
-    return absl::InvalidArgumentError(absl::StrCat("node name must be ", kNameRule));
-  }
-  if (!IsValidName(hello.job)) {
-    return absl::InvalidArgumentError(absl::StrCat("job id must be ", kNameRule));
-  }
-  if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
-  if (absl::Status refused = CheckHelloLimits(hello); !refused.ok()) return refused;
-  if (absl::Status refused = CheckHelloJob(hello); !refused.ok()) return refused;
+  if (absl::Status refused = admission_.Check(now, hello); !refused.ok()) return refused;
   const AgentRegistry::Connection connection = agents_.Connect(now, hello);
   UpdateCadence(now, connection.session);
-  NodeRecord& node = agents_.mutable_node(connection.node);
   // The welcome tells it the interval in force (zero: its own stays).
+  NodeRecord& node = agents_.mutable_node(connection.node);
   if (cadence_.enabled()) node.report_interval = cadence_.current();
-
-  bool created = false;
-  JobEntry& job = jobs_.FindOrAdd(hello.job, &created);
-  job.last_heard = now;
-  Job& observed = job.job();
-  const bool new_job = observed.generation() == 0;
-  // A generation the agent runs and we do not know (our state was lost) is
-  // adopted, never restarted.
-  if (created && hello.generation > 0) job.lifecycle.generation_adopted = true;
-  observed.ObserveGeneration(now, std::max<uint64_t>(hello.generation, 1));
-  job.SyncGeneration();
-  if (new_job) restarts_.JournalJob(now, job);
-  const bool fresh_agent = hello.launcher.state == LauncherState::kWaiting;
-  const JobState state = job.lifecycle.state;
-  if (fresh_agent && (state == JobState::kFinished || state == JobState::kFailed)) {
-    // The same job id, run again by new agents: a new generation, and a new
-    // ledger (the idle time between the runs is nobody's loss).
-    observed.ObserveGeneration(now, observed.generation() + 1);
-    job.lifecycle.generation_adopted = false;
-    job.SyncGeneration();
-    job.ledger = GoodputLedger();
-    (void)restarts_.Transition(now, job, JobState::kPending, "run again by new agents");
-  }
-  job.plans.Adopt(hello.plans);
-  for (const CheckpointPlanSpec& plan : hello.plans) {
-    node.plans_held_through = std::max(node.plans_held_through, plan.plan_id);
-  }
-
+  const Admission::Admitted admitted = admission_.Admit(now, hello, connection.node);
   HelloResult result;
   result.session = connection.session;
   result.superseded = connection.superseded;
-  result.generation = observed.generation();
+  result.generation = admitted.job->job().generation();
+  result.launch = admitted.launch;
   result.restarts = !options_.observe_only;
   result.report_interval = cadence_.current();
-  // A fresh agent joins the generation that runs; one that ran an older
-  // generation was cut from this one and waits for the next.
-  result.launch = !quarantine_.IsQuarantined(node.name) &&
-                  (job.lifecycle.state == JobState::kPending ||
-                   job.lifecycle.state == JobState::kRunning) &&
-                  (fresh_agent || hello.generation == observed.generation());
-  // The welcome is this agent's start: no separate start for this generation.
-  if (result.launch && fresh_agent) {
-    node.told.start_generation = observed.generation();
-    node.member_generation = observed.generation();
-  }
-  // An agent that still runs the current generation (it reconnected) is one
-  // of its members; one that runs an older one was cut from this one.
-  if (hello.generation == observed.generation() && node.running()) {
-    node.member_generation = observed.generation();
-  }
-  detection_.NoticeHeard(now, &job, connection.node);
-  reconciler_.Reconcile(job);  // e.g. the quarantine notice, or the hold
+  detection_.NoticeHeard(now, admitted.job, connection.node);
+  reconciler_.Reconcile(*admitted.job);  // e.g. the quarantine notice, or the hold
   return result;
 }
 
@@ -217,6 +117,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     return absl::OkStatus();
   }
   node.launcher = report.launcher;
+  BoundLauncher(node.launcher);
   node.generation = report.generation;
   node.plans_held_through = report.plans_held_through;
   ++node.reports_received;
@@ -250,10 +151,8 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   for (const auto& [blocking, async] : observed.TakeCheckpoints()) {
     job.costs.AddCheckpoint(blocking, async);
   }
-  if (job.lifecycle.state == JobState::kPending && observed.ranks_reporting() > 0) {
-    (void)restarts_.Transition(now, job, JobState::kRunning,
-                               absl::StrCat("generation ", observed.generation(), " ranks report"));
-  }
+  // A generation that begins to run shows its figures at once.
+  if (admission_.NoticeReport(now, job)) detection_.UpdateFigures(now, job);
   return absl::OkStatus();
 }
 
@@ -295,11 +194,6 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
   return absl::OkStatus();
 }
 
-const JobStacks* Supervisor::FindStacks(absl::string_view job_id, uint64_t generation) const {
-  const JobEntry* job = jobs_.Find(job_id);
-  return job == nullptr ? nullptr : job->stacks.Find(generation);
-}
-
 std::vector<Event> Supervisor::Sweep(absl::Time now) {
   const size_t first = decisions_.pending_events().size();
   jobs_.ForEach([&](JobEntry& job) { SweepJob(now, job); });
@@ -316,9 +210,9 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       // A dying job is one failure: a crash found here ends this sweep's
       // look at the job (its ranks are about to be stopped).
       if (detection_.SweepCrash(now, job)) break;
-      // One pass over every rank's step window serves the stall rule and the
-      // planner.
-      const JobStepStats stats = ComputeJobStepStats(job.job());
+      // One pass over every rank's step window serves the stall rule, the
+      // planner and the read model.
+      const JobStepStats stats = job.StepStats();
       if (detection_.SweepStall(now, job, stats)) break;
       if (signal_detection_.Sweep(now, job)) break;
       detection_.SweepNodes(now, job);
@@ -344,6 +238,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       break;
   }
   reconciler_.Reconcile(job);
+  detection_.UpdateFigures(now, job);
 }
 
 void Supervisor::ForgetIdle(absl::Time now) {
@@ -415,6 +310,9 @@ void Supervisor::PersistFailed(absl::Time now, const std::string& node, const st
 
 void Supervisor::Restore(absl::Time now, const PersistedState& state) {
   RestoreState(now, state, options_, agents_, quarantine_, jobs_, decisions_);
+  // The read model shows what the sweep measured; a job read back must show
+  // it before the first sweep, as it did before the restart.
+  jobs_.ForEach([&](JobEntry& job) { detection_.UpdateFigures(now, job); });
 }
 
 const Job* Supervisor::FindJob(absl::string_view job_id) const {
@@ -422,42 +320,25 @@ const Job* Supervisor::FindJob(absl::string_view job_id) const {
   return entry == nullptr ? nullptr : &entry->job();
 }
 
-JobView Supervisor::ViewOf(const JobEntry& job, absl::Time now) const {
-  JobView view;
-  view.entry = &job;
-  const Job& observed = job.job();
-  view.step_stats = ComputeJobStepStats(observed);
-  if (observed.ranks_reporting() > 0) {
-    view.stall_threshold =
-        detection_.stall().Check(observed, now, view.step_stats, detection_.ReportIntervalOf(job))
-            .threshold;
-  }
-  view.nodes = static_cast<uint32_t>(agents_.NodesOf(job.id()).size());
-  view.mtbf = planner_.JobMtbf(job, now);
-  view.checkpoint_cost = planner_.CheckpointCost(job);
-  view.restart_cost = planner_.RestartCost(job);
-  view.checkpoint_async_s = job.costs.AsyncWrite();
-  if (!job.plans.plans().empty()) {
-    view.next_checkpoint_step = NextCheckpointStep(job.plans.plans(), observed.max_step() + 1);
-  }
-  return view;
+std::optional<JobView> Supervisor::ViewOf(absl::string_view job_id, absl::Time now) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return std::nullopt;
+  return views_.JobViewOf(*job, now);
 }
 
-std::vector<NodeView> Supervisor::NodeViews() const {
-  std::vector<NodeView> views(agents_.size());
-  for (NodeIndex i = 0; i < agents_.size(); ++i) {
-    const NodeRecord& node = agents_.node(i);
-    views[i].record = &node;
-    views[i].quarantined = quarantine_.IsQuarantined(node.name);
-    views[i].quarantine_reason = quarantine_.ReasonOf(node.name);
-  }
-  // Ranks per node, counted once over every job's ranks.
-  jobs_.ForEach([&](const JobEntry& job) {
-    for (const auto& [i, r] : job.job().ranks()) {
-      if (r.seen && r.node != kNoNode && r.node < views.size()) ++views[r.node].ranks;
-    }
-  });
-  return views;
+bool Supervisor::RankViewsOf(absl::string_view job_id, std::vector<RankView>* rows,
+                             std::vector<RankTexts>* texts) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return false;
+  views_.RankViewsOf(*job, rows, texts);
+  return true;
+}
+
+absl::StatusOr<std::optional<StacksView>> Supervisor::StacksOf(absl::string_view job_id,
+                                                               uint64_t generation) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  return views_.StacksOf(*job, generation);
 }
 
 }  // namespace trainsup

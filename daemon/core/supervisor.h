@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_SUPERVISOR_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/core/admission.h"
 #include "daemon/core/agent_registry.h"
 #include "daemon/core/decisions.h"
 #include "daemon/core/detection.h"
@@ -21,6 +23,7 @@
 #include "daemon/core/job_view.h"
 #include "daemon/core/journal.h"
 #include "daemon/core/quarantine_policy.h"
+#include "daemon/core/read_model.h"
 #include "daemon/core/reconciler.h"
 #include "daemon/core/report_cadence.h"
 #include "daemon/core/reject_reason.h"
@@ -108,26 +111,39 @@ class Supervisor {
   // Puts back what the state store kept (call once, before any agent).
   void Restore(absl::Time now, const PersistedState& state);
 
-  // Queries. Pointers and views stay valid until the next mutating call.
+  // The read model (job_view.h): what the adapters render, as values the
+  // core computed, most of them at the sweep.
+  std::vector<JobView> JobViews(absl::Time now) const { return views_.JobViews(now); }
+  std::optional<JobView> ViewOf(absl::string_view job_id, absl::Time now) const;
+  // The ranks of `job_id` heard from in its current generation, by rank
+  // (ReadModel::RankViewsOf); false when there is no such job.
+  bool RankViewsOf(absl::string_view job_id, std::vector<RankView>* rows,
+                   std::vector<RankTexts>* texts) const;
+  std::vector<NodeView> NodeViews() const { return views_.NodeViews(); }
+  ClusterView Cluster(absl::Time now) const { return views_.Cluster(now); }
+  // The stacks of `job_id`'s generation `generation` (0: the latest with
+  // stacks), grouped; NotFound when there is no such job, nullopt when it
+  // has none.
+  absl::StatusOr<std::optional<StacksView>> StacksOf(absl::string_view job_id,
+                                                     uint64_t generation) const;
+
+  // The core's own state, for its tests and the fuzzers (adapters read the
+  // views above). Pointers stay valid until the next mutating call.
   const JobEntry* FindEntry(absl::string_view job_id) const { return jobs_.Find(job_id); }
   const Job* FindJob(absl::string_view job_id) const;
   std::vector<const JobEntry*> Jobs() const { return jobs_.Sorted(); }  // by id
-  JobView ViewOf(const JobEntry& job, absl::Time now) const;
-  std::vector<NodeView> NodeViews() const;  // in the order nodes were first heard of
-  // The stacks of `job_id`'s generation `generation` (0: the latest with
-  // stacks); nullptr when there are none.
-  const JobStacks* FindStacks(absl::string_view job_id, uint64_t generation) const;
   MtbfEstimate JobMtbf(const JobEntry& job, absl::Time now) const {
     return planner_.JobMtbf(job, now);
   }
   MtbfEstimate ClusterMtbf(absl::Time now) const { return planner_.ClusterMtbf(jobs_, now); }
-
   const std::vector<NodeRecord>& nodes() const { return agents_.nodes(); }
   const NodeRecord& node(NodeIndex index) const { return agents_.node(index); }
+  const QuarantinePolicy& quarantine() const { return quarantine_; }
+
+  // Counters and settings.
   uint32_t agents_connected() const { return agents_.connected(); }
   // The report interval agents are told (zero: adaptive reporting is off).
   absl::Duration report_interval() const { return cadence_.current(); }
-  const QuarantinePolicy& quarantine() const { return quarantine_; }
   const EventLog& events() const { return decisions_.events(); }
   const RejectCounts& rejected() const { return rejected_; }
   uint64_t heartbeats_received() const { return heartbeats_received_; }
@@ -136,23 +152,19 @@ class Supervisor {
   // Reports refused whole: about a generation this supervisor never started.
   uint64_t reports_refused() const { return reports_refused_; }
   // Hellos of new jobs (nodes) refused past --max-jobs (--max-nodes).
-  uint64_t jobs_refused() const { return jobs_refused_; }
-  uint64_t nodes_refused() const { return nodes_refused_; }
+  uint64_t jobs_refused() const { return admission_.jobs_refused(); }
+  uint64_t nodes_refused() const { return admission_.nodes_refused(); }
   // Jobs and nodes that left memory after --job-retention without an agent.
   uint64_t jobs_forgotten() const { return jobs_forgotten_; }
   uint64_t nodes_forgotten() const { return nodes_forgotten_; }
+  // The job's own verdicts acted on, and early failures judged, since start.
+  const VerdictCounts& verdicts_acted() const { return failures_.verdicts(); }
+  const EarlyFailureCounts& early_failures() const { return detection_.early_failures(); }
   // Lifecycle moves the transition table refused (0 unless a rule is wrong).
   uint64_t refused_transitions() const { return restarts_.refused_transitions(); }
 
  private:
   void SweepJob(absl::Time now, JobEntry& job);
-  absl::Status CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const;
-  // Whether a new node or job may be held (--max-nodes, --max-jobs);
-  // counts the refusals.
-  absl::Status CheckHelloLimits(const AgentHelloInfo& hello);
-  // Whether the hello's generation and plans are ones this supervisor can
-  // have given the job.
-  absl::Status CheckHelloJob(const AgentHelloInfo& hello) const;
   // Forgets the jobs and nodes no agent spoke for in --job-retention.
   void ForgetIdle(absl::Time now);
   void CountAgentRejects(NodeRecord& node, const NodeReportInfo& report);
@@ -167,20 +179,20 @@ class Supervisor {
   QuarantinePolicy quarantine_;
   JobTable jobs_;
   RestartCoordinator restarts_;
+  Admission admission_;
   FailureHandler failures_;
   Detection detection_;
   SignalDetection signal_detection_;
   JobPlanner planner_;
   Reconciler reconciler_;
   ReportCadence cadence_;
+  ReadModel views_;
 
   RejectCounts rejected_;
   uint64_t heartbeats_received_ = 0;
   uint64_t agent_dropped_ = 0;
   uint64_t reports_received_ = 0;
   uint64_t reports_refused_ = 0;
-  uint64_t jobs_refused_ = 0;
-  uint64_t nodes_refused_ = 0;
   uint64_t jobs_forgotten_ = 0;
   uint64_t nodes_forgotten_ = 0;
 };

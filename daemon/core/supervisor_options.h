@@ -14,6 +14,7 @@
 #include "daemon/core/signals/signal_options.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
+#include "daemon/core/verdicts.h"
 
 namespace trainsup {
 
@@ -55,6 +56,10 @@ struct SupervisorOptions {
   LimitOptions limits;
   RestartPolicy restart;
   QuarantineOptions quarantine;
+  // The job's own verdicts on its failures: exit codes and exception types
+  // -> action (verdicts.h; --verdict, --verdict-table). A job's agent may
+  // bring rules of its own, which come first. Default: VerdictTable::Defaults().
+  VerdictTable verdicts = VerdictTable::Defaults();
   // After sending stop, wait at most this long for every agent to report its
   // command ended before going on without the stragglers. Default: 60s.
   absl::Duration stop_timeout = absl::Seconds(60);

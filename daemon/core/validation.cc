@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
+#include <vector>
+
+#include "common/failure_text.h"
 
 #include "daemon/core/signals/signal_options.h"
 
@@ -68,6 +72,7 @@ bool IsKnownKind(HeartbeatKind kind) {
     case HeartbeatKind::kException:
     case HeartbeatKind::kStart:
     case HeartbeatKind::kExit:
+    case HeartbeatKind::kVerdict:
       return true;
     case HeartbeatKind::kUnspecified:
       break;
@@ -98,11 +103,27 @@ std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_vie
     return RejectReason::kBadDuration;
   }
   if (hb.exception_type.size() > kMaxExceptionTypeLength ||
-      hb.exception_message.size() > kMaxExceptionMessageLength) {
+      hb.exception_message.size() > kMaxExceptionMessageLength ||
+      hb.verdict_reason.size() > kMaxReasonLength) {
     return RejectReason::kTooLong;
+  }
+  if (hb.kind == HeartbeatKind::kVerdict && hb.verdict == VerdictAction::kUnspecified) {
+    return RejectReason::kBadVerdict;
   }
   if (!ValidSignals(hb)) return RejectReason::kBadSignal;
   return std::nullopt;
+}
+
+void BoundLauncher(LauncherInfo& launcher) {
+  std::vector<std::string>& lines = launcher.stderr_lines;
+  if (lines.size() > kMaxStderrExcerptLines) {
+    lines.erase(lines.begin(), lines.end() - kMaxStderrExcerptLines);
+  }
+  for (std::string& line : lines) {
+    if (line.size() > kMaxStderrLineBytes || !IsValidReason(line)) {
+      line = OutputLine(line, kMaxStderrLineBytes);
+    }
+  }
 }
 
 }  // namespace trainsup

@@ -159,13 +159,14 @@ class Cluster:
     # -- agents ----------------------------------------------------------------
 
     def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
-                  master_port=None, elastic=False, first_node=0, supervisors=None):
+                  master_port=None, elastic=False, first_node=0, supervisors=None, helper=True):
         """Starts one agent per node, each wrapping torchrun for its node rank.
 
         Static rendezvous by default (ranks 0-1 on node-a, 2-3 on node-b).
         elastic=True uses c10d rendezvous with --nnodes=1:N, so that a
         generation can run on fewer nodes (ranks then follow join order).
         `supervisors` maps a node to the address its agent dials (a proxy).
+        helper=False leaves the rank helper off PYTHONPATH, as a new user may.
         """
         master_port = master_port or free_port()
         for node_rank in range(nodes):
@@ -187,13 +188,14 @@ class Cluster:
                 # torch 1.13 on Python 3.11 crashes at start without these.
                 "--redirects=2", "--tee=2",
                 TRAIN_SCRIPT, "--log", self.train_log, *train_args,
-            ], agent_args, supervisor=(supervisors or {}).get(node))
+            ], agent_args, supervisor=(supervisors or {}).get(node), helper=helper)
         return list(self.agents)
 
-    def start_agent(self, job, node, command, agent_args=(), supervisor=None):
+    def start_agent(self, job, node, command, agent_args=(), supervisor=None, helper=True):
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.path.join(REPO, "agent", "python") + (
-            ":" + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        helper_path = os.path.join(REPO, "agent", "python")
+        paths = [p for p in env.get("PYTHONPATH", "").split(":") if p and p != helper_path]
+        env["PYTHONPATH"] = ":".join(([helper_path] if helper else []) + paths)
         argv = [self.agent_bin, "run", "--supervisor", supervisor or self.grpc_address, "--job",
                 job, "--node", node, *agent_args, "--", *command]
         log = os.path.join(self.workdir, f"agent-{node}.log")

@@ -3,7 +3,9 @@
 Run by torchrun under trainsup-agent in the end-to-end tests and the demo. It
 checkpoints its full state (model, optimizer, step, RNG, data position) and
 resumes from the last complete checkpoint, and it can inject the failures
-trainsup must handle: a hang before the all-reduce, a crash, a straggling rank.
+trainsup must handle: a hang before the all-reduce, a crash, a straggling rank, a
+framework's own verdict (an exit code, hb.verdict). Injected failures are logged
+(an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
 tests can check what the job itself did.
 """
@@ -62,14 +64,24 @@ def parse_args():
     p.add_argument("--crash-generation", type=int, default=-1)
     p.add_argument("--crash-mode", default="raise",
                    choices=["raise", "value-error", "infra", "sys-exit", "os-exit", "sigkill",
-                            "sigsegv", "sigabrt"],
+                            "sigsegv", "sigabrt", "caught-infra", "infra-line-sigkill",
+                            "infra-line-os-exit"],
                    help="how the crashing rank dies: raise RuntimeError (uncaught); raise the "
                         "same ValueError every time (a bug in the training code); a CUDA error "
                         "of a broken GPU; catch its error, tear down and sys.exit(1); "
-                        "os._exit(1); SIGKILL (the OOM killer); a real segfault; abort()")
+                        "os._exit(1); SIGKILL (the OOM killer); a real segfault; abort(); "
+                        "catch a CUDA error of a broken GPU and sys.exit(1); write a CUDA "
+                        "error to stderr, then SIGKILL itself or os._exit(1)")
     p.add_argument("--crash-at", default="",
                    help="with --crash-rank: GEN:STEP,GEN:STEP,... crash in these generations "
                         "at these steps")
+    p.add_argument("--exit-at", default="",
+                   help="NODE:LOCAL_RANK:GEN:STEP:CODE,...: that rank calls sys.exit(CODE) at "
+                        "the first step >= STEP of generation GEN, as Megatron-LM exits 16 "
+                        "(restart elsewhere) or 17 (transient)")
+    p.add_argument("--verdict-at", default="",
+                   help="NODE:LOCAL_RANK:GEN:STEP:ACTION: that rank calls hb.verdict(ACTION) "
+                        "then sys.exit(1) at that step")
     p.add_argument("--slow-rank", type=int, default=-1,
                    help="this rank's compute takes --slow-factor times longer")
     p.add_argument("--slow-factor", type=float, default=3.0)
@@ -94,6 +106,23 @@ def crash(mode, rank, step):
             print(f"rank {rank}: {e}; exiting", flush=True)
             dist.destroy_process_group()
             sys.exit(1)
+    if mode == "caught-infra":
+        # The common way scripts end: catch, log, exit non-zero. The helper
+        # still names the error it caught.
+        try:
+            raise RuntimeError("CUDA error: unspecified launch failure (injected on rank "
+                               f"{rank} at step {step})")
+        except RuntimeError as e:
+            print(f"rank {rank}: {e}; exiting", file=sys.stderr, flush=True)
+            sys.exit(1)
+    if mode in ("infra-line-sigkill", "infra-line-os-exit"):
+        # A rank that dies without a word, its last line on stderr a broken GPU's.
+        print(f"RuntimeError: CUDA error: unspecified launch failure (injected on rank {rank} "
+              f"at step {step})", file=sys.stderr, flush=True)
+        time.sleep(0.5)  # torchrun copies it into its own stderr (--tee) meanwhile
+        if mode == "infra-line-os-exit":
+            os._exit(1)
+        os.kill(os.getpid(), signal.SIGKILL)
     if mode == "os-exit":
         os._exit(1)
     if mode == "sigkill":
@@ -107,6 +136,33 @@ def crash(mode, rank, step):
 
 def injected(generation_filter, step, at_step):
     return at_step >= 0 and step >= at_step and generation_filter in (-1, GENERATION)
+
+
+def points(spec):
+    """NODE:LOCAL_RANK:GEN:STEP:WHAT,... -> [(node, local rank, gen, step, what)]."""
+    out = []
+    for point in spec.split(","):
+        if point:
+            node, local_rank, gen, step, what = point.split(":")
+            out.append((node, int(local_rank), int(gen), int(step), what))
+    return out
+
+
+def due_at(spec_points, local_rank, step):
+    """The WHAT of the first point for this rank, generation and step, or None."""
+    for node, at_rank, gen, at_step, what in spec_points:
+        if node == NODE and at_rank == local_rank and gen == GENERATION and step >= at_step:
+            return what
+    return None
+
+
+def injection(log, rank, step, what):
+    """Logs an injected failure as it happens, so tests time what followed."""
+    if log:
+        log.write(json.dumps({"event": "injected", "what": what, "rank": rank, "step": step,
+                              "node": NODE, "generation": GENERATION,
+                              "time": time.time()}) + "\n")
+        log.flush()
 
 
 class Checkpointer:
@@ -185,6 +241,8 @@ def main():
         start = resumed_from + 1
     crash_points = [tuple(int(v) for v in point.split(":"))
                     for point in args.crash_at.split(",") if point]
+    exit_points = points(args.exit_at)
+    verdict_points = points(args.verdict_at)
     log = open(args.log, "a", buffering=1) if args.log else None
     if log:
         log.write(json.dumps({"event": "start", "rank": rank, "world_size": world,
@@ -209,7 +267,17 @@ def main():
             crash_now = injected(args.crash_generation, step, args.crash_step) or any(
                 injected(g, step, s) for g, s in crash_points)
             if crash_here and crash_now:
+                injection(log, rank, step, args.crash_mode)
                 crash(args.crash_mode, rank, step)
+            code = due_at(exit_points, local_rank, step)
+            if code is not None:
+                injection(log, rank, step, f"exit {code}")
+                sys.exit(int(code))
+            action = due_at(verdict_points, local_rank, step)
+            if action is not None:
+                injection(log, rank, step, f"verdict {action}")
+                hb.verdict(action, f"injected on rank {rank} at step {step}")
+                sys.exit(1)
             hang_here = rank == args.hang_rank or (
                 NODE == args.hang_node and local_rank == args.hang_local_rank)
             if hang_here and injected(args.hang_generation, step, args.hang_step):

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -29,11 +30,14 @@
 #include "absl/strings/strip.h"
 #include "agent/launcher.h"
 #include "agent/plan_file.h"
+#include "agent/rank_log.h"
 #include "agent/rank_socket.h"
 #include "agent/reaper.h"
 #include "agent/report_batcher.h"
+#include "agent/stderr_tee.h"
 #include "agent/supervisor_link.h"
 #include "common/clock.h"
+#include "common/failure_text.h"
 #include "common/options.h"
 #include "daemon/server.h"
 #include "google/protobuf/util/json_util.h"
@@ -354,6 +358,141 @@ TEST(PlanFileTest, APlanNotWrittenIsNotAckedUntilARewriteSucceeds) {
   EXPECT_EQ(file.held_through(), 5u);
 }
 
+// --- the command's stderr ---
+
+// A pipe whose read end a StderrTee takes, and one for where it writes.
+struct TeePipes {
+  TeePipes() {
+    EXPECT_EQ(pipe2(command, O_CLOEXEC), 0);
+    EXPECT_EQ(pipe2(out, O_CLOEXEC | O_NONBLOCK), 0);
+  }
+  ~TeePipes() {
+    for (int fd : {command[1], out[0], out[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  // What reached `out` so far.
+  std::string Out() const {
+    std::string text;
+    char buffer[4096];
+    ssize_t n;
+    while ((n = read(out[0], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
+    return text;
+  }
+  void Write(const std::string& text) {
+    ASSERT_EQ(write(command[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  }
+  void CloseCommand() {
+    close(command[1]);
+    command[1] = -1;
+  }
+  int command[2] = {-1, -1};
+  int out[2] = {-1, -1};
+};
+
+TEST(StderrTeeTest, PassesEverythingOnAndKeepsTheLastLines) {
+  TeePipes pipes;
+  StderrTee tee(pipes.command[0], pipes.out[1], /*max_lines=*/3);
+  pipes.Write("one\ntwo\nthree\n");
+  pipes.Write("progress 10%\rprogress 90%\rfour\nfi");
+  pipes.Write("ve");
+  pipes.CloseCommand();
+  ASSERT_TRUE(tee.AwaitEnd(absl::Seconds(10)));
+
+  EXPECT_THAT(tee.Tail(), ::testing::ElementsAre("three", "four", "five"));
+  EXPECT_EQ(tee.lines(), 5u);
+  EXPECT_EQ(pipes.Out(), "one\ntwo\nthree\nprogress 10%\rprogress 90%\rfour\nfive");
+}
+
+TEST(StderrTeeTest, TheLineBeingWrittenIsInTheTailAndLinesAreCut) {
+  TeePipes pipes;
+  StderrTee tee(pipes.command[0], pipes.out[1]);
+  pipes.Write(std::string(5000, 'x') + "\x1b[31m\nTraceback (most");
+  ASSERT_TRUE(WaitFor([&] { return tee.Tail().size() == 2; }));
+  const std::deque<std::string> tail = tee.Tail();
+  EXPECT_EQ(tail[0].size(), kMaxStderrLineBytes);
+  EXPECT_EQ(tail[1], "Traceback (most");
+  EXPECT_FALSE(tee.AwaitEnd(absl::Milliseconds(50)));  // the writer is still there
+}
+
+TEST(StderrTeeTest, AWriterNeverWaitsForItsReaderButForTheAgentsOwnStderr) {
+  TeePipes pipes;
+  const int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(devnull, 0);
+  StderrTee tee(pipes.command[0], devnull);
+  // 16 MB, far beyond a pipe's 64 KiB: it goes through only if the tee
+  // reads as it comes, with nobody calling it.
+  const pid_t writer = fork();
+  ASSERT_GE(writer, 0);
+  if (writer == 0) {
+    const std::string line = std::string(1023, 'w') + "\n";
+    for (int i = 0; i < 16 * 1024; ++i) {
+      if (write(pipes.command[1], line.data(), line.size()) != 1024) _exit(1);
+    }
+    _exit(0);
+  }
+  pipes.CloseCommand();
+  const int status = AwaitExit(writer, std::chrono::seconds(30));
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(tee.AwaitEnd(absl::Seconds(10)));
+  EXPECT_EQ(tee.lines(), 16u * 1024);
+  close(devnull);
+}
+
+TEST(StderrTeeTest, AClosedAgentStderrEndsNothingButThePassingOn) {
+  TeePipes pipes;
+  close(pipes.out[0]);  // the agent's stderr is gone: writes fail with EPIPE
+  pipes.out[0] = -1;
+  StderrTee tee(pipes.command[0], pipes.out[1]);
+  pipes.Write("first\nsecond\n");
+  pipes.CloseCommand();
+  ASSERT_TRUE(tee.AwaitEnd(absl::Seconds(10)));
+  EXPECT_THAT(tee.Tail(), ::testing::ElementsAre("first", "second"));
+}
+
+TEST(LauncherTest, TheCommandsStderrIsKeptAndPassedOn) {
+  Launcher launcher;
+  ASSERT_TRUE(launcher
+                  .Start({"/bin/sh", "-c",
+                          "echo to-stdout; echo 'ValueError: bad config' >&2; exit 3"},
+                         {})
+                  .ok());
+  ASSERT_TRUE(AwaitCommandEnd(launcher));
+  launcher.EndGroup();
+  ASSERT_TRUE(launcher.AwaitStderr(absl::Seconds(10)));
+  EXPECT_THAT(launcher.StderrTail(), ::testing::ElementsAre("ValueError: bad config"));
+  EXPECT_EQ(launcher.status().exit_code(), 3);
+}
+
+// What torch 1.13's torchrun writes with --redirects: LOG_DIR/RUN_ID/attempt_N/LOCAL_RANK/stderr.log.
+TEST(RankStderrLogTest, ReadsTheNewestLogOfTheLocalRankFromItsEnd) {
+  TempDir temp;
+  const std::string& dir = temp.path();
+  auto write = [&](const std::string& path, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << text;
+  };
+  write(dir + "/job_a1/attempt_0/1/stderr.log", "old generation\n");
+  write(dir + "/job_a1/attempt_0/0/stderr.log", "another rank\n");
+  const std::string current = dir + "/job_b2/attempt_0/1/stderr.log";
+  write(current, "step 1\nRuntimeError: CUDA error: unspecified launch failure\n");
+  std::filesystem::last_write_time(
+      dir + "/job_a1/attempt_0/1/stderr.log",
+      std::filesystem::last_write_time(current) - std::chrono::seconds(60));
+
+  EXPECT_THAT(RankStderrLog(dir, 1), ::testing::ElementsAre(
+                                         "step 1",
+                                         "RuntimeError: CUDA error: unspecified launch failure"));
+  EXPECT_EQ(InfrastructureLineOf(RankStderrLog(dir, 1), 1),
+            "RuntimeError: CUDA error: unspecified launch failure");
+  // From its end: a line cut by the limit is dropped.
+  EXPECT_THAT(RankStderrLog(dir, 1, 56),
+              ::testing::ElementsAre("RuntimeError: CUDA error: unspecified launch failure"));
+  EXPECT_THAT(RankStderrLog(dir, 7), IsEmpty());
+  EXPECT_THAT(RankStderrLog(dir + "/none", 1), IsEmpty());
+  EXPECT_THAT(RankStderrLog("", 1), IsEmpty());
+}
+
 // --- the trainsup-agent binary ---
 
 class AgentBinaryTest : public ::testing::Test {
@@ -448,6 +587,16 @@ TEST_F(AgentBinaryTest, AnAgentRefusedForItsNodeExits76AndLaunchesNothing) {
   (*server)->Shutdown(absl::ZeroDuration());
 }
 
+// A supervisor's welcome that says: launch now as `generation`; failures
+// are restarted.
+v1::Welcome LaunchWelcome(uint64_t generation) {
+  v1::Welcome welcome;
+  welcome.set_launch(true);
+  welcome.set_generation(generation);
+  welcome.set_restarts(true);
+  return welcome;
+}
+
 // The agent's first report that shows `rank` alive, if any.
 const v1::RankProcess* FindAlive(const v1::NodeReport& report, uint32_t rank) {
   for (const v1::RankProcess& p : report.processes()) {
@@ -482,11 +631,7 @@ hang_in_the_collective()
 
 TEST_F(AgentBinaryTest, AStopForAHangCollectsTheRanksStacksBeforeTheSigterm) {
   FakeSupervisor supervisor;
-  v1::Welcome welcome;
-  welcome.set_launch(true);
-  welcome.set_generation(3);
-  welcome.set_restarts(true);
-  supervisor.SetWelcome(welcome);
+  supervisor.SetWelcome(LaunchWelcome(3));
   StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms",
               "--stop-grace", "5s"},
              {"/usr/bin/python3", "-c", kHungRank});
@@ -549,11 +694,7 @@ TEST_F(AgentBinaryTest, AStopForAHangCollectsTheRanksStacksBeforeTheSigterm) {
 
 TEST_F(AgentBinaryTest, EveryReportSaysWhichPlansTheRanksHold) {
   FakeSupervisor supervisor;
-  v1::Welcome welcome;
-  welcome.set_launch(true);
-  welcome.set_generation(1);
-  welcome.set_restarts(true);
-  supervisor.SetWelcome(welcome);
+  supervisor.SetWelcome(LaunchWelcome(1));
   const std::string plan_path = dir_ + "/plan-path";
   StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
              {"/bin/sh", "-c",
@@ -580,6 +721,82 @@ TEST_F(AgentBinaryTest, EveryReportSaysWhichPlansTheRanksHold) {
   kill(agent_, SIGTERM);  // forwarded to the command; the agent ends with it
   const int status = AwaitAgent();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+}
+
+// A script that cannot import what it needs fails before any rank reports:
+// its agent sends the lines that say why with the command's failure, and
+// passes them on to its own stderr.
+TEST_F(AgentBinaryTest, ACommandThatFailsBeforeItsRanksReportSendsItsLastStderrLines) {
+  FakeSupervisor supervisor;
+  supervisor.SetWelcome(LaunchWelcome(1));
+  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms",
+              "--min-nodes", "3", "--verdict", "exit:42=stop"},
+             {"/usr/bin/python3", "-c", "import trainsup_that_is_not_there"});
+
+  ASSERT_TRUE(supervisor.AwaitReceived([](const std::vector<Received>& r) {
+    const std::vector<v1::NodeReport> reports = Reports(r);
+    return !reports.empty() &&
+           reports.back().launcher().state() == v1::LauncherStatus::STATE_EXITED;
+  })) << log();
+  const v1::LauncherStatus launcher = Reports(supervisor.received()).back().launcher();
+  EXPECT_EQ(launcher.exit_code(), 1);
+  ASSERT_GE(launcher.stderr_lines_size(), 2) << log();
+  EXPECT_EQ(launcher.stderr_lines(0), "Traceback (most recent call last):");
+  EXPECT_EQ(launcher.stderr_lines(launcher.stderr_lines_size() - 1),
+            "ModuleNotFoundError: No module named 'trainsup_that_is_not_there'");
+  EXPECT_THAT(log(), HasSubstr("ModuleNotFoundError: No module named 'trainsup_that_is_not_there'"));
+  const v1::AgentHello hello = supervisor.received()[0].message.hello();
+  EXPECT_EQ(hello.min_nodes(), 3u);
+  ASSERT_EQ(hello.verdict_rules_size(), 1);
+  EXPECT_EQ(hello.verdict_rules(0), "exit:42=stop");
+
+  kill(agent_, SIGTERM);  // waiting for a decision, no command: it exits at once
+  AwaitAgent();
+}
+
+// A rank that writes a CUDA error and dies without a word (SIGKILL: no
+// helper hook runs) is sent up with that line.
+TEST_F(AgentBinaryTest, ARankThatDiedWithoutAWordGoesUpWithTheFaultItWroteToStderr) {
+  FakeSupervisor supervisor;
+  supervisor.SetWelcome(LaunchWelcome(1));
+  constexpr char kRank[] = R"(
+import json, os, signal, socket, sys, time
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sock.sendto(json.dumps({
+    'kind': 'HEARTBEAT_KIND_START', 'job': os.environ['TRAINSUP_JOB'], 'rank': 0,
+    'local_rank': 0, 'world_size': 1, 'pid': os.getpid(),
+    'generation': int(os.environ['TRAINSUP_GENERATION']),
+}).encode(), os.environ['TRAINSUP_SOCKET'])
+time.sleep(0.3)
+print('RuntimeError: CUDA error: unspecified launch failure', file=sys.stderr, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+)";
+  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
+             {"/usr/bin/python3", "-c", kRank});
+
+  ASSERT_TRUE(supervisor.AwaitReceived([](const std::vector<Received>& r) {
+    const std::vector<v1::NodeReport> reports = Reports(r);
+    if (reports.empty()) return false;
+    for (const v1::RankProcess& p : reports.back().processes()) {
+      if (p.rank() == 0 && !p.alive() && !p.stderr_line().empty()) return true;
+    }
+    return false;
+  })) << log();
+  const v1::RankProcess dead = Reports(supervisor.received()).back().processes(0);
+  EXPECT_FALSE(dead.exception_seen());
+  EXPECT_EQ(dead.stderr_line(), "RuntimeError: CUDA error: unspecified launch failure");
+
+  kill(agent_, SIGTERM);
+  AwaitAgent();
+}
+
+TEST_F(AgentBinaryTest, ABadVerdictRuleIsABadUsage) {
+  StartAgent({"--supervisor", "127.0.0.1:1", "--node", "n1", "--verdict", "exit:16=elsewhere"},
+             {"/bin/true"});
+  const int status = AwaitAgent();
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), kExitUsage) << log();
+  EXPECT_THAT(log(), HasSubstr("error: --verdict: verdict rule 'exit:16=elsewhere'"));
 }
 
 }  // namespace

@@ -748,6 +748,52 @@ class ExitTest(HelperTestCase):
                 self.assertEqual(self.one(agent, "HEARTBEAT_KIND_EXIT")["exit_code"], code)
                 hb.close()
 
+    def test_a_failing_sys_exit_names_the_exception_the_script_was_handling(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+        try:
+            raise RuntimeError("CUDA error: unspecified launch failure")
+        except RuntimeError:
+            with self.assertRaises(SystemExit):
+                sys.exit(1)
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertEqual(report["exit_code"], 1)
+        self.assertEqual(report["exception_type"], "RuntimeError")
+        self.assertEqual(report["exception_message"], "CUDA error: unspecified launch failure")
+
+    def test_a_clean_or_unprovoked_sys_exit_names_no_exception(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        try:
+            raise ValueError("handled, then a clean exit")
+        except ValueError:
+            with self.assertRaises(SystemExit):
+                sys.exit(0)
+        self.assertNotIn("exception_type", self.one(agent, "HEARTBEAT_KIND_EXIT"))
+        hb.close()
+        sys.exit = self.original_exit
+        self.heartbeat(agent)
+        with self.assertRaises(SystemExit):
+            sys.exit(2)  # no exception is being handled
+        self.assertNotIn("exception_type", self.one(agent, "HEARTBEAT_KIND_EXIT"))
+
+    def test_the_cause_is_cut_to_the_limits_and_one_that_cannot_print_itself_has_no_message(self):
+        agent = self.agent()
+        self.heartbeat(agent)
+
+        class Unprintable(Exception):
+            def __str__(self):
+                raise RuntimeError("no")
+
+        try:
+            raise Unprintable()
+        except Unprintable:
+            with self.assertRaises(SystemExit):
+                sys.exit(5)
+        report = self.one(agent, "HEARTBEAT_KIND_EXIT")
+        self.assertEqual((report["exception_type"], report["exception_message"]),
+                         ("Unprintable", ""))
+
     def test_the_wrapper_looks_like_sys_exit(self):
         self.heartbeat(self.agent())
         self.assertIsNot(sys.exit, self.original_exit)
@@ -889,6 +935,55 @@ class ExitTest(HelperTestCase):
                          [("HEARTBEAT_KIND_STEP", None), ("HEARTBEAT_KIND_EXIT", 5)])
 
 
+class VerdictTest(HelperTestCase):
+    def test_each_verdict_is_sent_by_its_wire_name_with_its_reason(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(7)
+        agent.messages()
+        for action, wire in trainsup.VERDICTS.items():
+            with self.subTest(action=action):
+                self.assertTrue(hb.verdict(action, "ECC errors on GPU 3"))
+                report = self.one(agent, "HEARTBEAT_KIND_VERDICT")
+                self.assertEqual(report["verdict"], wire)
+                self.assertEqual(report["verdict_reason"], "ECC errors on GPU 3")
+                self.assertEqual(report["step"], 7)
+                self.assertLessEqual(set(report), _proto_field_names())
+        self.assertEqual(set(trainsup.VERDICTS),
+                         {"default", "restart-elsewhere", "transient", "stop"})
+
+    def test_an_unknown_verdict_sends_nothing_and_never_raises(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        for bad in ("retry", None, 3, "STOP"):
+            self.assertFalse(hb.verdict(bad))
+        self.assertEqual(agent.messages(), [])
+
+    def test_the_reason_is_cut_at_512_bytes_on_a_character_boundary(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        self.assertTrue(hb.verdict("stop", "\u20ac" * 300))  # 900 bytes
+        reason = self.one(agent, "HEARTBEAT_KIND_VERDICT")["verdict_reason"]
+        self.assertEqual(reason, "\u20ac" * 170)
+
+    def test_outside_an_agent_a_verdict_is_a_no_op(self):
+        with _environ():
+            hb = trainsup.Heartbeat()
+        self.assertTrue(hb.verdict("transient"))
+        self.assertEqual(hb.sent, 0)
+
+    def test_a_verdict_waits_in_its_own_slot_when_the_queue_is_full(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        filled = agent.fill()
+        hb.step(1)
+        hb.verdict("restart-elsewhere", "xid 79")
+        agent.discard(filled)
+        got = agent.collect_until(lambda m: any(x["kind"] == "HEARTBEAT_KIND_VERDICT" for x in m))
+        self.assertEqual([m["kind"] for m in got],
+                         ["HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_VERDICT"])
+
+
 class ProcessEndTest(HelperTestCase):
     """Real rank processes, ending in each of the ways a training script ends."""
 
@@ -913,6 +1008,9 @@ class ProcessEndTest(HelperTestCase):
         report = messages[-1]
         self.assertEqual((report["exit_code"], report["step"], report["pid"]),
                          (3, 4, child.pid))
+        # The cause it caught goes with it.
+        self.assertEqual((report["exception_type"], report["exception_message"]),
+                         ("RuntimeError", "the data loader died"))
         child.stdin.close()  # both reads end
         self.assertEqual(self.finish_child(child)[0], 3)
         self.assertEqual(agent.messages(), [])  # and no second EXIT at shutdown

@@ -172,13 +172,13 @@ class EndedJobTest : public FakeAgentsTest {
     if (entry == nullptr) return "no job";
     const Job& j = entry->job();
     const JobLifecycle& life = entry->lifecycle;
-    const JobView view = sup_->ViewOf(*entry, now);
+    const JobView view = *sup_->ViewOf("job", now);
     absl::StrAppend(&out, "state ", JobStateName(life.state), " (", life.reason, ") since ",
                     Str(life.since), " restarts ", life.restarts, "\n");
     absl::StrAppend(&out, "generation ", j.generation(), " world ", j.world_size(), " reporting ",
                     j.ranks_reporting(), " alive ", j.ranks_alive(), " step ", j.max_step(),
                     " progress ", Str(j.last_progress()), " heartbeats ", j.heartbeats_received(),
-                    " stragglers ", j.stragglers(), " batch ", j.global_batch(), "\n");
+                    " stragglers ", entry->verdicts().straggler_ranks.size(), " batch ", j.global_batch(), "\n");
     absl::StrAppend(&out, "view p50 ", view.step_stats.median_rank_p50_s, " p99 ",
                     view.step_stats.median_rank_p99_s, " nodes ", view.nodes, " stall ",
                     view.stall_threshold ? absl::FormatDuration(*view.stall_threshold) : "none",
@@ -221,10 +221,10 @@ class EndedJobTest : public FakeAgentsTest {
                                  r.death->signal)
                   : "none",
           " loss ", r.loss.value_or(-1), " lr ", r.learning_rate.value_or(-1), " samples ",
-          r.samples.value_or(0), " straggler ", r.straggler, "\n");
+          r.samples.value_or(0), " straggler ", entry->verdicts().straggler_ranks.count(i), "\n");
     }
     for (const NodeView& v : sup_->NodeViews()) {
-      const NodeRecord& n = *v.record;
+      const NodeRecord& n = Node(v.name);
       absl::StrAppend(&out, "node ", n.name, " job ", n.job, " generation ", n.generation,
                       " connected ", n.connected, " command ", LauncherStateName(n.launcher.state),
                       " exit ", n.launcher.exit_code, "/", n.launcher.signal, " ranks ", v.ranks,
@@ -299,7 +299,7 @@ TEST_F(EndedJobTest, APictureOfAnEarlierRunOfAJobRunningAgainIsNotRestored) {
   EXPECT_EQ(job().generation(), 3u);
   EXPECT_EQ(job().ranks_reporting(), 0u);
   EXPECT_EQ(job().world_size(), 0u);
-  EXPECT_EQ(sup_->ViewOf(entry(), At(100)).nodes, 0u);
+  EXPECT_EQ(sup_->ViewOf("job", At(100))->nodes, 0u);
 }
 
 TEST_F(EndedJobTest, ANodeOfTwoEndedJobsComesBackInTheOneThatEndedLast) {
@@ -315,8 +315,8 @@ TEST_F(EndedJobTest, ANodeOfTwoEndedJobsComesBackInTheOneThatEndedLast) {
   sup_->Restore(At(30), s);
   EXPECT_EQ(Node("node-a").job, "late");
   EXPECT_EQ(Node("node-b").job, "early");
-  EXPECT_EQ(sup_->ViewOf(*sup_->FindEntry("late"), At(30)).nodes, 1u);
-  EXPECT_EQ(sup_->ViewOf(*sup_->FindEntry("early"), At(30)).nodes, 1u);
+  EXPECT_EQ(sup_->ViewOf("late", At(30))->nodes, 1u);
+  EXPECT_EQ(sup_->ViewOf("early", At(30))->nodes, 1u);
 }
 
 // The log's "N failure records" counts every kind read back; the MTBF counts
@@ -333,7 +333,7 @@ TEST_F(EndedJobTest, TheMtbfCountsTheJobKillingFailuresKeptWithTheJobNotTheFailu
   s.failures.push_back({At(30), "job", 2, "straggler", "node-b", 3u, "straggling rank 3", true});
   Create();
   sup_->Restore(At(60), s);
-  EXPECT_EQ(sup_->ViewOf(entry(), At(60)).mtbf.failures, 2);
+  EXPECT_EQ(sup_->ViewOf("job", At(60))->mtbf.failures, 2);
   EXPECT_EQ(sup_->ClusterMtbf(At(60)).failures, 2);
   EXPECT_EQ(entry().lifecycle.restarts, 3u);
 }

@@ -354,7 +354,7 @@ TEST(LifecycleEventTest, StateChangeAndResumeQuoteTheReason) {
 }
 
 TEST(LifecycleEventTest, ARestartNamesItsGenerationAndTheNodesLeftOut) {
-  const Event e = RestartEvent(T(), kJob, {"n1", "n2"}, {"n9", "n4"}, {"n5"}, {},
+  const Event e = RestartEvent(T(), kJob, {"n1", "n2"}, {{"n9", "n4"}, {"n5"}, {}, {}, ""},
                                "stall: no rank advanced");
 
   ExpectHeader(e, EventKind::kRestart);
@@ -364,8 +364,20 @@ TEST(LifecycleEventTest, ARestartNamesItsGenerationAndTheNodesLeftOut) {
 
   std::vector<std::string> many;
   for (int i = 0; i < 9; ++i) many.push_back(absl::StrCat("m", i));
-  EXPECT_EQ(RestartEvent(T(), kJob, many, {}, {}, {"x"}, "c").message,
+  EXPECT_EQ(RestartEvent(T(), kJob, many, {{}, {}, {"x"}, {}, ""}, "c").message,
             "generation 3 started on 9 nodes; without x (not heard); after: c");
+}
+
+TEST(LifecycleEventTest, ARestartNamesTheNodeAVerdictLeftOutOrWhyItIsKept) {
+  const Event e = RestartEvent(T(), kJob, {"n1"}, {{}, {}, {}, {"n2"}, ""}, "crash");
+  EXPECT_EQ(e.message, "generation 3 started on 1 node (n1); without n2 (left out: restart "
+                       "elsewhere); after: crash");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("nodes", 1), Pair("nodes_left_out", 1),
+                                     Pair("nodes_elsewhere", 1)));
+
+  const Event kept = RestartEvent(T(), kJob, {"n1", "n2"}, {{}, {}, {}, {}, "n2 kept: why"}, "c");
+  EXPECT_EQ(kept.message, "generation 3 started on 2 nodes (n1, n2); n2 kept: why; after: c");
+  EXPECT_THAT(kept.figures, ElementsAre(Pair("nodes", 2), Pair("nodes_left_out", 0)));
 }
 
 TEST(LifecycleEventTest, RecoveredSaysWhereTheTimeWent) {

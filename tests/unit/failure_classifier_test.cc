@@ -79,6 +79,29 @@ TEST(ClassifyRankFailureTest, ARankThatBeganToExitFailedOnItsOwnEvenIfStoppedLat
   EXPECT_EQ(ClassifyRankFailure(r), FailureClass::kOwn);
 }
 
+TEST(ClassifyRankFailureTest, ASilentDeathIsTheNodesWhenItsLastStderrLineNamesAFault) {
+  RankState r = Died(1, 0);  // os._exit(1): no word of its end
+  EXPECT_EQ(ClassifyRankFailure(r), FailureClass::kOwn);
+  r.stderr_line = "RuntimeError: CUDA error: unspecified launch failure";
+  EXPECT_EQ(ClassifyRankFailure(r), FailureClass::kInfrastructure);
+  r.stderr_line = "step 12 loss 0.4";
+  EXPECT_EQ(ClassifyRankFailure(r), FailureClass::kOwn);
+  // A rank stopped from outside is a victim, whatever it wrote.
+  RankState stopped = Died(0, SIGTERM);
+  stopped.stderr_line = "NCCL WARN unhandled system error";
+  EXPECT_EQ(ClassifyRankFailure(stopped), FailureClass::kStopped);
+}
+
+TEST(ClassifyRankFailureTest, TheExceptionCaughtBeforeSysExitClassifiesTheFailure) {
+  RankState r = Died(1, 0);
+  r.exiting = true;
+  r.exiting_code = 1;
+  r.exception_type = "RuntimeError";
+  r.exception_message = "CUDA error: unspecified launch failure";
+  r.exception_caught = true;
+  EXPECT_EQ(ClassifyRankFailure(r), FailureClass::kInfrastructure);
+}
+
 TEST(NormalizeMessageTest, BlanksNumbersAddressesAndSpaces) {
   EXPECT_EQ(NormalizeMessage("bad   batch 17 at 0x7fffa0\tof 3"), "bad batch N at 0xX of N");
   EXPECT_EQ(NormalizeMessage(std::string(500, 'a')).size(), 200u);

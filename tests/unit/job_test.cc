@@ -233,6 +233,65 @@ TEST(JobTest, ExceptionRecordsTypeAndMessageWithoutAdvancing) {
   EXPECT_EQ(job.rank(0).last_progress, At(0));
 }
 
+TEST(JobTest, AnExitWithAFailingCodeCarriesTheExceptionItsScriptCaught) {
+  Job job("job", kStepWindow, kComputeWindow);
+  Heartbeat hb = Hb(HeartbeatKind::kExit, 0, 0);
+  hb.exit_code = 1;
+  hb.exception_type = "RuntimeError";
+  hb.exception_message = "CUDA error: unspecified launch failure";
+
+  ASSERT_EQ(job.Apply(At(0), kNodeA, hb), std::nullopt);
+
+  EXPECT_EQ(job.rank(0).exiting_code, 1);
+  EXPECT_EQ(job.rank(0).exception_type, "RuntimeError");
+  EXPECT_TRUE(job.rank(0).exception_caught);
+}
+
+TEST(JobTest, AClean0ExitKeepsNoCauseAndAnUncaughtExceptionStaysAsItWas) {
+  Job job("job", kStepWindow, kComputeWindow);
+  Heartbeat clean = Hb(HeartbeatKind::kExit, 0, 0);
+  clean.exit_code = 0;
+  clean.exception_type = "StopIteration";  // a helper would not send it; the core ignores it
+  ASSERT_EQ(job.Apply(At(0), kNodeA, clean), std::nullopt);
+  EXPECT_EQ(job.rank(0).exception_type, "");
+
+  Heartbeat raised = Hb(HeartbeatKind::kException, 1, 0);
+  raised.exception_type = "ValueError";
+  ASSERT_EQ(job.Apply(At(0), kNodeA, raised), std::nullopt);
+  Heartbeat exit = Hb(HeartbeatKind::kExit, 1, 0);
+  exit.exit_code = 1;
+  exit.exception_type = "RuntimeError";
+  ASSERT_EQ(job.Apply(At(1), kNodeA, exit), std::nullopt);
+  EXPECT_EQ(job.rank(1).exception_type, "ValueError");
+  EXPECT_FALSE(job.rank(1).exception_caught);
+}
+
+TEST(JobTest, AVerdictIsTheRanksLatestWord) {
+  Job job("job", kStepWindow, kComputeWindow);
+  Heartbeat hb = Hb(HeartbeatKind::kVerdict, 0, 0);
+  hb.verdict = VerdictAction::kStop;
+  hb.verdict_reason = "loss\tspiked\n";
+  ASSERT_EQ(job.Apply(At(0), kNodeA, hb), std::nullopt);
+  EXPECT_EQ(job.rank(0).verdict, VerdictAction::kStop);
+  EXPECT_EQ(job.rank(0).verdict_reason, "loss spiked");  // on one line
+
+  hb.verdict = VerdictAction::kDefault;
+  ASSERT_EQ(job.Apply(At(1), kNodeA, hb), std::nullopt);
+  EXPECT_EQ(job.rank(0).verdict, VerdictAction::kDefault);
+}
+
+TEST(JobTest, ADeadRanksStderrLineIsKeptOnceAndCut) {
+  Job job("job", kStepWindow, kComputeWindow);
+  ASSERT_EQ(job.Apply(At(0), kNodeA, Step(0, 1)), std::nullopt);
+  RankProcessInfo dead = Process(0, false);
+  dead.stderr_line = "Xid 79: " + std::string(400, 'x');
+  job.ApplyProcess(At(1), kNodeA, dead);
+  EXPECT_EQ(job.rank(0).stderr_line.size(), 256u);
+  dead.stderr_line = "another";
+  job.ApplyProcess(At(2), kNodeA, dead);
+  EXPECT_EQ(job.rank(0).stderr_line.substr(0, 8), "Xid 79: ");
+}
+
 TEST(JobTest, OtherWorldSizeAfterARankReportedIsWorldSizeMismatch) {
   Job job("job", kStepWindow, kComputeWindow);
   ASSERT_EQ(job.Apply(At(0), kNodeA, Step(0, 1, 0.5, /*world_size=*/4)), std::nullopt);

@@ -62,7 +62,7 @@ class Harness {
     std::vector<Seen> seen;
     for (int64_t step = from; step <= to; ++step) {
       Advance(step, step, compute);
-      for (const StragglerChange& c : detector_.Evaluate(job_)) seen.push_back({step, c});
+      for (const StragglerChange& c : Evaluate()) seen.push_back({step, c});
     }
     return seen;
   }
@@ -84,16 +84,26 @@ class Harness {
     }
   }
 
+  // One evaluation, as a sweep makes it.
+  std::vector<StragglerChange> Evaluate() { return detector_.Evaluate(job_, &flagged_); }
+
   Job& job() { return job_; }
-  StragglerDetector& detector() { return detector_; }
-  // A fresh detector, as the supervisor makes for each new generation.
-  void NewDetector() { detector_ = StragglerDetector(options_); }
+  // The ranks flagged now (the verdict the supervisor keeps per generation).
+  const StragglerSet& flagged() const { return flagged_; }
+  bool IsFlagged(uint32_t rank) const { return flagged_.contains(rank); }
+  // A fresh detector and verdict, as the supervisor makes for each new
+  // generation.
+  void NewDetector() {
+    detector_ = StragglerDetector(options_);
+    flagged_.clear();
+  }
 
  private:
   const uint32_t world_;
   const StragglerOptions options_;
   Job job_;
   StragglerDetector detector_;
+  StragglerSet flagged_;
 };
 
 // 0.1s on every rank but `slow` (0.3s) while `slow_when(step)`.
@@ -115,7 +125,7 @@ TEST(StragglerDetectorTest, PersistentlySlowRankIsFlaggedOnlyAtThePersistenceThW
 
   std::vector<Seen> before = h.Run(0, 29, OneSlow(2, Always));
   EXPECT_TRUE(before.empty());
-  EXPECT_FALSE(h.job().rank(2).straggler);
+  EXPECT_FALSE(h.IsFlagged(2));
 
   std::vector<Seen> third = h.Run(30, 30, OneSlow(2, Always));
   ASSERT_EQ(third.size(), 1u);
@@ -123,8 +133,8 @@ TEST(StragglerDetectorTest, PersistentlySlowRankIsFlaggedOnlyAtThePersistenceThW
   EXPECT_TRUE(third[0].change.flagged);
   EXPECT_NEAR(third[0].change.rank_p99_s, 0.3, 1e-6);
   EXPECT_NEAR(third[0].change.job_median_p99_s, 0.1, 1e-6);
-  EXPECT_TRUE(h.job().rank(2).straggler);
-  EXPECT_EQ(h.job().stragglers(), 1u);
+  EXPECT_TRUE(h.IsFlagged(2));
+  EXPECT_EQ(h.flagged().size(), 1u);
 }
 
 TEST(StragglerDetectorTest, StragglerIsFlaggedExactlyOnce) {
@@ -134,8 +144,8 @@ TEST(StragglerDetectorTest, StragglerIsFlaggedExactlyOnce) {
 
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0].step, 30);
-  EXPECT_EQ(h.job().stragglers(), 1u);
-  for (uint32_t r : {0u, 1u, 3u}) EXPECT_FALSE(h.job().rank(r).straggler) << r;
+  EXPECT_EQ(h.flagged().size(), 1u);
+  for (uint32_t r : {0u, 1u, 3u}) EXPECT_FALSE(h.IsFlagged(r)) << r;
 }
 
 TEST(StragglerDetectorTest, StragglerBackInLineIsClearedAfterPersistenceGoodWindows) {
@@ -145,15 +155,15 @@ TEST(StragglerDetectorTest, StragglerBackInLineIsClearedAfterPersistenceGoodWind
 
   std::vector<Seen> seen = h.Run(0, 59, OneSlow(2, slow_until_30));
   ASSERT_EQ(seen.size(), 1u);
-  EXPECT_TRUE(h.job().rank(2).straggler);  // two good windows (40, 50): not yet
+  EXPECT_TRUE(h.IsFlagged(2));  // two good windows (40, 50): not yet
 
   std::vector<Seen> cleared = h.Run(60, 60, OneSlow(2, slow_until_30));
   ASSERT_EQ(cleared.size(), 1u);
   EXPECT_EQ(cleared[0].change.rank, 2u);
   EXPECT_FALSE(cleared[0].change.flagged);
   EXPECT_NEAR(cleared[0].change.rank_p99_s, 0.1, 1e-6);
-  EXPECT_FALSE(h.job().rank(2).straggler);
-  EXPECT_EQ(h.job().stragglers(), 0u);
+  EXPECT_FALSE(h.IsFlagged(2));
+  EXPECT_EQ(h.flagged().size(), 0u);
 
   EXPECT_TRUE(h.Run(61, 200, OneSlow(2, slow_until_30)).empty());
 }
@@ -167,7 +177,7 @@ TEST(StragglerDetectorTest, SlowWindowsThatAreNotConsecutiveNeverFlag) {
   std::vector<Seen> seen = h.Run(0, 300, OneSlow(2, two_of_three));
 
   EXPECT_TRUE(seen.empty());
-  EXPECT_FALSE(h.job().rank(2).straggler);
+  EXPECT_FALSE(h.IsFlagged(2));
 }
 
 TEST(StragglerDetectorTest, SingleSlowWindowBetweenGoodOnesNeverFlags) {
@@ -188,7 +198,7 @@ TEST(StragglerDetectorTest, SingleGoodWindowDoesNotClearAStraggler) {
 
   ASSERT_EQ(seen.size(), 1u);
   EXPECT_TRUE(seen[0].change.flagged);
-  EXPECT_TRUE(h.job().rank(2).straggler);
+  EXPECT_TRUE(h.IsFlagged(2));
 }
 
 // ---------------------------------------------------------------------------
@@ -212,7 +222,7 @@ TEST(StragglerDetectorTest, RanksSharingOneNoisyDistributionAreNeverFlagged) {
 
     EXPECT_TRUE(seen.empty()) << "seed " << seed << ": rank " << seen[0].change.rank
                               << " flagged at step " << seen[0].step;
-    EXPECT_EQ(h.job().stragglers(), 0u) << "seed " << seed;
+    EXPECT_EQ(h.flagged().size(), 0u) << "seed " << seed;
   }
 }
 
@@ -228,8 +238,8 @@ TEST(StragglerDetectorTest, NoisyRankThreeTimesSlowerIsFlaggedAndOnlyIt) {
     // Armed at step 0, judged at 50, 100, 150: flagged at the third window.
     EXPECT_EQ(seen[0].step, 150);
     EXPECT_GT(seen[0].change.rank_p99_s, 1.5 * seen[0].change.job_median_p99_s);
-    EXPECT_EQ(h.job().stragglers(), 1u);
-    EXPECT_TRUE(h.job().rank(5).straggler);
+    EXPECT_EQ(h.flagged().size(), 1u);
+    EXPECT_TRUE(h.IsFlagged(5));
   }
 }
 
@@ -247,7 +257,7 @@ TEST(StragglerDetectorTest, RankWithoutAFullWindowOfComputeSamplesIsLeftOut) {
 
   EXPECT_TRUE(h.Run(0, 200, compute).empty());
   EXPECT_EQ(h.job().rank(3).compute_durations.size(), 6u);
-  EXPECT_FALSE(h.job().rank(3).straggler);
+  EXPECT_FALSE(h.IsFlagged(3));
 }
 
 TEST(StragglerDetectorTest, FewerThanTwoRanksJudgedIsNoJudgement) {
@@ -271,7 +281,7 @@ TEST(StragglerDetectorTest, SingleRankJobIsNeverJudged) {
   Harness h(1, SmallOptions());
 
   EXPECT_TRUE(h.Run(0, 200, [](uint32_t, int64_t) { return 5.0; }).empty());
-  EXPECT_FALSE(h.job().rank(0).straggler);
+  EXPECT_FALSE(h.IsFlagged(0));
 }
 
 TEST(StragglerDetectorTest, WindowsAreJudgedEveryWindowStepsOfTheJobsMaxStep) {
@@ -293,7 +303,7 @@ TEST(StragglerDetectorTest, FirstEvaluateOnlyArms) {
   // Steps 0..99 without a sweep: every rank has a full window, rank 1 slow.
   h.Advance(0, 99, OneSlow(1, Always));
 
-  EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());  // arms: next at 109
+  EXPECT_TRUE(h.Evaluate().empty());  // arms: next at 109
   EXPECT_TRUE(h.Run(100, 108, OneSlow(1, Always)).empty());
   std::vector<Seen> seen = h.Run(109, 109, OneSlow(1, Always));
   ASSERT_EQ(seen.size(), 1u);
@@ -310,11 +320,11 @@ TEST(StragglerDetectorTest, EvaluateBeforeAnyStepDoesNotArm) {
   start.world_size = 4;
   ASSERT_EQ(h.job().Apply(At(0), 0, start), std::nullopt);
   ASSERT_EQ(h.job().max_step(), -1);
-  EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());
+  EXPECT_TRUE(h.Evaluate().empty());
   h.Advance(0, 15, OneSlow(1, Always));
 
   // Had the first call armed (for step -1 + 10 = 9), this one would judge.
-  EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());  // arms: next at 25
+  EXPECT_TRUE(h.Evaluate().empty());  // arms: next at 25
 
   EXPECT_TRUE(h.Run(16, 24, OneSlow(1, Always)).empty());
   EXPECT_EQ(h.Run(25, 25, OneSlow(1, Always)).size(), 1u);
@@ -325,13 +335,13 @@ TEST(StragglerDetectorTest, JudgementFollowsTheMaxStepNotTheNumberOfCalls) {
   o.persistence = 1;
   Harness h(4, o);
   h.Advance(0, 0, OneSlow(1, Always));
-  ASSERT_TRUE(h.detector().Evaluate(h.job()).empty());  // arms: next at 10
+  ASSERT_TRUE(h.Evaluate().empty());  // arms: next at 10
 
   // Many sweeps without progress judge nothing.
-  for (int i = 0; i < 100; ++i) EXPECT_TRUE(h.detector().Evaluate(h.job()).empty());
+  for (int i = 0; i < 100; ++i) EXPECT_TRUE(h.Evaluate().empty());
   // A jump past the boundary judges once, and re-arms from the step reached.
   h.Advance(1, 17, OneSlow(1, Always));
-  EXPECT_EQ(h.detector().Evaluate(h.job()).size(), 1u);  // next at 27
+  EXPECT_EQ(h.Evaluate().size(), 1u);  // next at 27
   EXPECT_TRUE(h.Run(18, 26, OneSlow(1, Always)).empty());
 }
 

@@ -1,8 +1,10 @@
 // The failures that do not announce themselves, driven through the
 // Supervisor as its agents do: a node whose agent falls silent, a host that
 // dies with its agent, a partition beside a hang, a bug in the training code
-// that fails the same way every generation, a node that keeps failing, and a
-// second agent for the same node.
+// that fails the same way every generation, a node that keeps failing, a
+// second agent for the same node; the job's own verdicts (exit codes,
+// exception types, hb.verdict); a command that fails before any rank
+// reports; and a failure's cause where the rank did not raise it.
 #include <cstdint>
 #include <optional>
 #include <set>
@@ -83,6 +85,11 @@ class FailuresTest : public FakeAgentsTest {
     gen_ = job().generation();
     for (SessionId s : nodes) SendStarted(t, s);
     return t;
+  }
+
+  // The events of `kind` about the job so far.
+  std::vector<Event> Events(EventKind kind) const {
+    return OfKind(sup_->events().Since(0, "job"), kind);
   }
 
   // Rank `rank` of `session` raises `type: message` at `step` and dies;
@@ -339,6 +346,459 @@ TEST_F(FailuresTest, NodeCutFromAGenerationIsStoppedAndStartsOnlyWithTheNext) {
   for (const AgentCommand& c : sup_->TakeOutput().commands) {
     EXPECT_FALSE(c.node == "node-b" && c.kind == AgentCommand::Kind::kStart);
   }
+}
+
+// ---------------------------------------------------------------------------
+// The job's own verdicts (exit codes, exception types, hb.verdict)
+
+class VerdictsTest : public FailuresTest {
+ protected:
+  void SetUp() override {
+    options_ = FakeAgentsOptions();
+    options_.restart.backoff_initial = absl::Seconds(1);
+    Begin();
+  }
+  // A new supervisor and agents (a test calls it again once it changed
+  // min_nodes_, job_rules_ or options_).
+  void Begin() {
+    Create();
+    last_word_.clear();
+    a_ = Connect(AtS(0), Hello("node-a"));
+    b_ = Connect(AtS(0), Hello("node-b"));
+    gen_ = job().generation();
+  }
+
+  // An agent's hello that says the job runs on at least `min_nodes_` nodes
+  // (an elastic --nnodes=1:2 by default) and brings `job_rules_`.
+  AgentHelloInfo Hello(const std::string& node) {
+    AgentHelloInfo hello = HelloOf(node);
+    hello.min_nodes = min_nodes_;
+    hello.verdict_rules = job_rules_;
+    return hello;
+  }
+
+  // Rank `rank` of `session` calls sys.exit(`code`) at `step` (its helper
+  // says so) and its process ends with that code; its node's other rank
+  // still runs.
+  void ExitAt(absl::Time now, SessionId session, uint32_t rank, int64_t step, int32_t code,
+              std::vector<Heartbeat> before = {}) {
+    Heartbeat hb = Hb(HeartbeatKind::kExit, rank, step);
+    hb.exit_code = code;
+    before.push_back(hb);
+    RankProcessInfo p = Died(rank, 0.0, code);
+    p.exception_seen = true;
+    std::vector<RankProcessInfo> processes = {p};
+    for (uint32_t other : RanksOf(session)) {
+      if (other != rank) processes.push_back(Alive(other));
+    }
+    Send(now, session, before, processes);
+  }
+
+  // After a failure: every agent's command ends, and the next generation
+  // starts on `started` once the backoff is over. Returns when it did.
+  absl::Time Next(absl::Time now, std::vector<SessionId> started) {
+    const uint64_t before = job().generation();
+    for (SessionId s : {a_, b_}) SendLauncherExit(now, s, 1);
+    absl::Time t = now;
+    for (; job().generation() == before && t < now + absl::Minutes(1); t += absl::Seconds(1)) {
+      Sweep(t);
+    }
+    EXPECT_EQ(job().generation(), before + 1) << state();
+    gen_ = job().generation();
+    for (SessionId s : started) SendStarted(t, s);
+    return t;
+  }
+
+  // The sessions a start command of generation gen_ went to, since the last call.
+  std::vector<std::string> StartedNodes() {
+    std::vector<std::string> nodes;
+    for (const AgentCommand& c : sup_->TakeOutput().commands) {
+      if (c.kind == AgentCommand::Kind::kStart) nodes.push_back(c.node);
+    }
+    return nodes;
+  }
+
+  uint32_t min_nodes_ = 1;
+  std::vector<std::string> job_rules_;
+};
+
+TEST_F(VerdictsTest, Exit16LeavesItsNodeOutOfTheNextGenerationWhenTheOthersCanRunIt) {
+  for (int s = 1; s <= 5; ++s) StepAll(AtS(s), s);
+  ExitAt(AtS(6), b_, 3, 5, 16);
+  Sweep(AtS(7.5));
+
+  std::vector<Event> verdict = Events(EventKind::kVerdict);
+  ASSERT_EQ(verdict.size(), 1u);
+  EXPECT_EQ((verdict[0].rank), 3u);
+  EXPECT_EQ(verdict[0].node, "node-b");
+  EXPECT_EQ(Figure(verdict[0], "action"), 2.0);  // restart-elsewhere
+  EXPECT_EQ(Figure(verdict[0], "exit_code"), 16.0);
+  EXPECT_EQ(Figure(verdict[0], "on_node"), 1.0);
+  EXPECT_EQ(Figure(verdict[0], "quarantined"), 0.0);
+  EXPECT_THAT(verdict[0].message, HasSubstr("trainsupd's rule exit:16=restart-elsewhere"));
+  const SupervisorOutput out = sup_->TakeOutput();
+  ASSERT_EQ(out.journal.failures.size(), 1u);
+  EXPECT_EQ(out.journal.failures[0].kind, "restart_elsewhere");
+  EXPECT_TRUE(out.journal.failures[0].charged);
+  EXPECT_EQ(sup_->verdicts_acted().Get(VerdictAction::kRestartElsewhere,
+                                       Verdict::Source::kExitCode),
+            1u);
+
+  const absl::Time t = Next(AtS(8), {a_});
+  const Event restart = Events(EventKind::kRestart).back();
+  EXPECT_EQ(Figure(restart, "nodes"), 1.0);
+  EXPECT_EQ(Figure(restart, "nodes_elsewhere"), 1.0);
+  EXPECT_THAT(StartedNodes(), ::testing::ElementsAre("node-a"));
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+  // The generation finishes without waiting for node-b, which ran none of it.
+  for (int s = 6; s <= 8; ++s) Step(t + absl::Seconds(s), s, {a_});
+  SendLauncherExit(t + absl::Seconds(9), a_, 0);
+  Sweep(t + absl::Seconds(9));
+  EXPECT_EQ(state(), "finished");
+}
+
+TEST_F(VerdictsTest, ASecondExit16OnTheSameNodeQuarantinesItAndExit17ChargesNothing) {
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  ExitAt(AtS(4), b_, 3, 3, 16);
+  Sweep(AtS(5.5));
+  absl::Time t = Next(AtS(6), {a_});  // generation 2 on node-a alone
+  for (int s = 4; s <= 5; ++s) Step(t + absl::Seconds(s), s, {a_});
+  ExitAt(t + absl::Seconds(6), a_, 0, 5, 17);  // transient
+  Sweep(t + absl::Seconds(7.5));
+  std::vector<Event> verdicts = Events(EventKind::kVerdict);
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(Figure(verdicts[1], "action"), 3.0);  // transient
+  EXPECT_EQ(Figure(verdicts[1], "on_node"), std::nullopt);
+  SupervisorOutput out = sup_->TakeOutput();
+  ASSERT_FALSE(out.journal.failures.empty());
+  EXPECT_EQ(out.journal.failures.back().kind, "crash");
+  EXPECT_FALSE(out.journal.failures.back().charged);
+
+  t = Next(t + absl::Seconds(8), {a_, b_});  // generation 3: node-b is back
+  EXPECT_EQ(Figure(Events(EventKind::kRestart).back(), "nodes"), 2.0);
+  for (int s = 6; s <= 7; ++s) StepAll(t + absl::Seconds(s), s);
+  ExitAt(t + absl::Seconds(8), b_, 2, 7, 16);
+  Sweep(t + absl::Seconds(9.5));
+
+  verdicts = Events(EventKind::kVerdict);
+  ASSERT_EQ(verdicts.size(), 3u);
+  EXPECT_EQ(Figure(verdicts[2], "on_node"), 2.0);
+  EXPECT_EQ(Figure(verdicts[2], "quarantined"), 1.0);
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-b"));
+  const std::vector<Event> quarantine = Events(EventKind::kQuarantine);
+  ASSERT_EQ(quarantine.size(), 1u);
+  EXPECT_EQ(quarantine[0].node, "node-b");
+  EXPECT_EQ(Figure(quarantine[0], "failures"), 2.0);
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+}
+
+TEST_F(VerdictsTest, Exit16KeepsItsNodeWhenTheJobCannotRunWithoutIt) {
+  min_nodes_ = 2;  // a static --nnodes=2
+  Begin();
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  ExitAt(AtS(4), b_, 3, 3, 16);
+  Sweep(AtS(5.5));
+  Next(AtS(6), {a_, b_});
+
+  const Event restart = Events(EventKind::kRestart).back();
+  EXPECT_EQ(Figure(restart, "nodes"), 2.0);
+  EXPECT_EQ(Figure(restart, "nodes_elsewhere"), std::nullopt);
+  EXPECT_THAT(restart.message, HasSubstr("node-b kept: the others are fewer than the job's minimum"));
+  EXPECT_THAT(StartedNodes(), ::testing::UnorderedElementsAre("node-a", "node-b"));
+}
+
+TEST_F(VerdictsTest, Exit16KeepsItsNodeWhenTheCommandDoesNotSayHowFewNodesItRunsOn) {
+  min_nodes_ = 0;
+  Begin();
+  ExitAt(AtS(1), b_, 3, 0, 16);
+  Sweep(AtS(2.5));
+  Next(AtS(3), {a_, b_});
+  EXPECT_THAT(Events(EventKind::kRestart).back().message,
+              HasSubstr("node-b kept: the job's command does not say how few nodes it runs on"));
+}
+
+TEST_F(VerdictsTest, Exit17AtTheSameStepTwiceIsNoBugInTheTrainingCode) {
+  absl::Time t = AtS(0);
+  for (int generation = 1; generation <= 3; ++generation) {
+    for (int s = 1; s <= 3; ++s) StepAll(t + absl::Seconds(s), s);
+    ExitAt(t + absl::Seconds(4), b_, 3, 3, 17);  // the same exit at the same step
+    Sweep(t + absl::Seconds(5.5));
+    t = Next(t + absl::Seconds(6), {a_, b_});
+  }
+  EXPECT_THAT(Events(EventKind::kHold), IsEmpty());
+  EXPECT_EQ(Events(EventKind::kVerdict).size(), 3u);
+  for (const Event& crash : Events(EventKind::kCrash)) {
+    EXPECT_EQ(Figure(crash, "workload_repeat"), 0.0);
+  }
+  EXPECT_EQ(sup_->quarantine().quarantined_count(), 0u);
+  EXPECT_EQ(state(), "running");
+}
+
+// Negative control: the same ordinary exit at the same step is still the
+// training code's own.
+TEST_F(VerdictsTest, AnOrdinaryExitAtTheSameStepTwiceIsStillHeld) {
+  absl::Time t = AtS(0);
+  for (int generation = 1; generation <= 2; ++generation) {
+    for (int s = 1; s <= 3; ++s) StepAll(t + absl::Seconds(s), s);
+    ExitAt(t + absl::Seconds(4), b_, 3, 3, 1);
+    Sweep(t + absl::Seconds(5.5));
+    if (generation == 1) t = Next(t + absl::Seconds(6), {a_, b_});
+  }
+  EXPECT_THAT(Events(EventKind::kVerdict), IsEmpty());
+  EXPECT_EQ(Figure(Events(EventKind::kCrash).back(), "workload_repeat"), 1.0);
+}
+
+TEST_F(VerdictsTest, LossSpikeErrorHoldsTheJobWithTheReasonAndNoRetry) {
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  RaiseAt(AtS(4), a_, 0, 3, "LossSpikeError", "loss spiked 5 steps in a row");
+  Sweep(AtS(5.5));
+  const std::vector<Event> verdict = Events(EventKind::kVerdict);
+  ASSERT_EQ(verdict.size(), 1u);
+  EXPECT_EQ(Figure(verdict[0], "action"), 4.0);
+  EXPECT_EQ(Figure(verdict[0], "exit_code"), 1.0);
+  for (SessionId s : {a_, b_}) SendLauncherExit(AtS(6), s, 1);
+  Sweep(AtS(6));
+
+  EXPECT_EQ(state(), "held");
+  const std::vector<Event> hold = Events(EventKind::kHold);
+  ASSERT_EQ(hold.size(), 1u);
+  EXPECT_EQ(Figure(hold[0], "verdict"), 4.0);
+  EXPECT_THAT(entry().lifecycle.reason,
+              HasSubstr("crash of rank 0 (LossSpikeError: loss spiked 5 steps in a row) on "
+                        "node-a: the job's own verdict is stop (trainsupd's rule "
+                        "exception:LossSpikeError=stop), not restarted"));
+  EXPECT_THAT(Events(EventKind::kRestart), IsEmpty());
+  EXPECT_EQ(sup_->verdicts_acted().Get(VerdictAction::kStop, Verdict::Source::kException), 1u);
+}
+
+TEST_F(VerdictsTest, TheScriptsOwnVerdictComesBeforeTheTable) {
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  Heartbeat said = Hb(HeartbeatKind::kVerdict, 2, 3);
+  said.verdict = VerdictAction::kStop;
+  said.verdict_reason = "shard 7 is corrupt";
+  ExitAt(AtS(4), b_, 2, 3, 17, {said});  // exit 17 alone would be transient
+  Sweep(AtS(5.5));
+  for (SessionId s : {a_, b_}) SendLauncherExit(AtS(6), s, 1);
+  Sweep(AtS(6));
+
+  EXPECT_EQ(state(), "held");
+  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("(hb.verdict: shard 7 is corrupt)"));
+  EXPECT_EQ(sup_->verdicts_acted().Get(VerdictAction::kStop, Verdict::Source::kScript), 1u);
+}
+
+TEST_F(VerdictsTest, TheJobsOwnRulesComeBeforeTrainsupdsAndABadOneIsRefused) {
+  job_rules_ = {"exit:16=transient"};
+  Begin();
+  ExitAt(AtS(1), b_, 3, 0, 16);
+  Sweep(AtS(2.5));
+  const std::vector<Event> verdict = Events(EventKind::kVerdict);
+  ASSERT_EQ(verdict.size(), 1u);
+  EXPECT_EQ(Figure(verdict[0], "action"), 3.0);
+  EXPECT_THAT(verdict[0].message, HasSubstr("the job's rule exit:16=transient"));
+
+  AgentHelloInfo bad = HelloOf("node-c");
+  bad.verdict_rules = {"exit:16=sometimes"};
+  const absl::StatusOr<Supervisor::HelloResult> refused = sup_->Hello(AtS(3), bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("verdict rule 'exit:16=sometimes'"));
+}
+
+TEST_F(VerdictsTest, UnderObserveOnlyAVerdictIsReportedAndNotActedOn) {
+  options_.observe_only = true;
+  Begin();
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  ExitAt(AtS(4), b_, 3, 3, 16);
+  Sweep(AtS(5.5));
+  const std::vector<Event> verdict = Events(EventKind::kVerdict);
+  ASSERT_EQ(verdict.size(), 1u);
+  EXPECT_EQ(Figure(verdict[0], "acted"), 0.0);
+  EXPECT_THAT(verdict[0].message, HasSubstr("not acted on (--observe-only)"));
+  EXPECT_EQ(state(), "running");
+}
+
+// ---------------------------------------------------------------------------
+// A command that fails before any rank reports
+
+const std::vector<std::string> kNoHelper = {
+    "[default1]:Traceback (most recent call last):",
+    "[default1]:  File \"/job/train.py\", line 23, in <module>",
+    "[default1]:    import trainsup",
+    "[default1]:ModuleNotFoundError: No module named 'trainsup'",
+};
+const std::vector<std::string> kBrokenGpu = {
+    "[default0]:RuntimeError: CUDA error: unspecified launch failure"};
+
+class EarlyFailuresTest : public FailuresTest {
+ protected:
+  // The command on `session` ends with exit code 1 having written `lines`
+  // to stderr, before any of its ranks reported.
+  void FailEarly(absl::Time now, SessionId session, std::vector<std::string> lines) {
+    LauncherInfo failed;
+    failed.state = LauncherState::kExited;
+    failed.exit_code = 1;
+    failed.stderr_lines = std::move(lines);
+    SendWith(now, session, failed);
+  }
+  // Sweeps until the job leaves `from`, up to a minute; returns when it did.
+  absl::Time SweepUntilNot(absl::Time now, const std::string& from) {
+    for (absl::Time t = now; t < now + absl::Minutes(1); t += absl::Milliseconds(500)) {
+      Sweep(t);
+      if (state() != from) return t;
+    }
+    ADD_FAILURE() << "still " << from;
+    return now;
+  }
+  // The agents obey the stop and the next generation starts on both, which
+  // launch it (their ranks not reporting yet).
+  absl::Time Relaunch(absl::Time now) {
+    for (SessionId s : {a_, b_}) SendLauncherExit(now, s, 0, 15);
+    const uint64_t before = job().generation();
+    absl::Time t = now;
+    for (; job().generation() == before && t < now + absl::Minutes(1); t += absl::Seconds(1)) {
+      Sweep(t);
+    }
+    gen_ = job().generation();
+    for (SessionId s : {a_, b_}) Send(t, s);
+    return t;
+  }
+};
+
+TEST_F(EarlyFailuresTest, TheSameEarlyFailureOnEveryNodeHoldsTheJobWithItsLastLines) {
+  for (SessionId s : {a_, b_}) Send(AtS(1), s);  // launched; no rank says anything
+  FailEarly(AtS(2), a_, kNoHelper);
+  FailEarly(AtS(2.2), b_, kNoHelper);
+  SweepUntilNot(AtS(2.5), "pending");
+  Sweep(AtS(5));
+
+  EXPECT_EQ(state(), "held");
+  const std::vector<Event> crash = Events(EventKind::kCrash);
+  ASSERT_EQ(crash.size(), 1u);
+  EXPECT_EQ(Figure(crash[0], "early_failure"), 1.0);
+  EXPECT_EQ(Figure(crash[0], "nodes_failed_early"), 2.0);
+  EXPECT_EQ(Figure(crash[0], "workload"), 1.0);
+  EXPECT_EQ(Figure(crash[0], "charged"), 0.0);
+  EXPECT_THAT(crash[0].message, HasSubstr("before any rank reported: ModuleNotFoundError: No "
+                                          "module named 'trainsup'"));
+  const std::vector<Event> hold = Events(EventKind::kHold);
+  ASSERT_EQ(hold.size(), 1u);
+  EXPECT_EQ(Figure(hold[0], "early_failure"), 1.0);
+  EXPECT_THAT(entry().lifecycle.reason,
+              HasSubstr("the same way on all 2 nodes (node-a, node-b): the workload's failure, "
+                        "not a node's; its last stderr lines: Traceback (most recent call last): "
+                        "| File \"/job/train.py\", line 23, in <module> | import trainsup | "
+                        "ModuleNotFoundError: No module named 'trainsup'"));
+  EXPECT_EQ(sup_->early_failures().workload, 1u);
+  EXPECT_EQ(sup_->quarantine().quarantined_count(), 0u);
+  for (const FailureRow& row : sup_->TakeOutput().journal.failures) EXPECT_FALSE(row.charged);
+}
+
+// Negative control: the first, on one node, is restarted; it is held when
+// it comes again.
+TEST_F(EarlyFailuresTest, AFirstEarlyFailureOnOneNodeIsRestartedAndHeldWhenItComesAgain) {
+  for (SessionId s : {a_, b_}) Send(AtS(1), s);
+  FailEarly(AtS(2), b_, kNoHelper);  // node-a waits in the rendezvous
+  absl::Time t = SweepUntilNot(AtS(2.5), "pending");
+  EXPECT_EQ(state(), "stopping");
+  std::vector<Event> crash = Events(EventKind::kCrash);
+  ASSERT_EQ(crash.size(), 1u);
+  EXPECT_EQ(Figure(crash[0], "workload"), 0.0);
+  EXPECT_EQ(Figure(crash[0], "charged"), 0.0);
+  EXPECT_THAT(crash[0].message, HasSubstr("first seen: restarted, no node charged"));
+  EXPECT_EQ(sup_->early_failures().first, 1u);
+
+  t = Relaunch(t + absl::Seconds(1));
+  FailEarly(t + absl::Seconds(1), b_, kNoHelper);
+  t = SweepUntilNot(t + absl::Seconds(1.5), "running");
+  SendLauncherExit(t, a_, 0, 15);
+  Sweep(t + absl::Seconds(1));
+
+  EXPECT_EQ(state(), "held");
+  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("the same way in generations 1 and 2"));
+  EXPECT_EQ(sup_->quarantine().quarantined_count(), 0u);
+}
+
+// Negative control: an infrastructure fault on one node is the node's,
+// however often it comes.
+TEST_F(EarlyFailuresTest, AnEarlyCudaErrorOnOneNodeStaysTheNodesAndQuarantinesIt) {
+  absl::Time t = AtS(1);
+  for (SessionId s : {a_, b_}) Send(t, s);
+  for (int failure = 1; failure <= 3; ++failure) {
+    FailEarly(t + absl::Seconds(1), b_, kBrokenGpu);
+    t = SweepUntilNot(t + absl::Seconds(1.5), failure == 1 ? "pending" : "running");
+    const Event crash = Events(EventKind::kCrash).back();
+    EXPECT_EQ(Figure(crash, "charged"), 1.0) << failure;
+    EXPECT_EQ(Figure(crash, "workload"), 0.0) << failure;
+    if (failure < 3) t = Relaunch(t + absl::Seconds(1));
+  }
+  EXPECT_THAT(Events(EventKind::kHold), IsEmpty());
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_EQ(sup_->early_failures().node, 3u);
+}
+
+// ---------------------------------------------------------------------------
+// A failure's cause, where the rank did not raise it
+
+class CausesTest : public FailuresTest {
+ protected:
+  // After 3 steps, node-b's rank 3 says `said` and dies as `dead` says,
+  // while rank 2 runs on. Returns the one failure recorded.
+  FailureRow FailRank3(std::vector<Heartbeat> said, const RankProcessInfo& dead) {
+    for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+    Send(AtS(4), b_, std::move(said), {dead, Alive(2)});
+    Sweep(AtS(5.5));
+    const std::vector<FailureRow> failures = sup_->TakeOutput().journal.failures;
+    EXPECT_EQ(failures.size(), 1u);
+    return failures.empty() ? FailureRow() : failures[0];
+  }
+  // Its EXIT: sys.exit(1) while handling `type: message`.
+  Heartbeat ExitHandling(const std::string& type, const std::string& message) const {
+    Heartbeat exit = Hb(HeartbeatKind::kExit, 3, 3);
+    exit.exit_code = 1;
+    exit.exception_type = type;
+    exit.exception_message = message;
+    return exit;
+  }
+  std::string CrashMessage() const {
+    const std::vector<Event> crash = Events(EventKind::kCrash);
+    EXPECT_EQ(crash.size(), 1u);
+    return crash.empty() ? "" : crash[0].message;
+  }
+};
+
+TEST_F(CausesTest, ACudaErrorCaughtBeforeSysExitChargesItsNodeAndIsNamed) {
+  RankProcessInfo dead = Died(3, 0.0, 1);
+  dead.exception_seen = true;
+  const FailureRow failure = FailRank3(
+      {ExitHandling("RuntimeError", "CUDA error: unspecified launch failure")}, dead);
+
+  EXPECT_TRUE(failure.charged);
+  EXPECT_THAT(failure.message, HasSubstr("caught before its sys.exit"));
+  EXPECT_THAT(CrashMessage(), HasSubstr("rank 3 on node-b died first (exit code 1): RuntimeError: "
+                                        "CUDA error: unspecified launch failure (caught: it "
+                                        "then called sys.exit)"));
+}
+
+// Negative control: the training code's own error, caught and exited on,
+// charges nothing.
+TEST_F(CausesTest, AnOwnErrorCaughtBeforeSysExitChargesNoNode) {
+  EXPECT_FALSE(FailRank3({ExitHandling("ValueError", "bad batch")}, Died(3, 0.0, 1)).charged);
+}
+
+TEST_F(CausesTest, ARankThatDiedWithoutAWordIsChargedByTheCudaErrorItWroteToStderr) {
+  RankProcessInfo dead = Died(3, 0.0, 1);  // os._exit(1): nothing reported
+  dead.stderr_line = "RuntimeError: CUDA error: an illegal instruction; Xid 79 on this GPU";
+  const FailureRow failure = FailRank3({}, dead);
+
+  EXPECT_TRUE(failure.charged);
+  EXPECT_THAT(failure.message, HasSubstr("its stderr: RuntimeError: CUDA error"));
+  EXPECT_THAT(CrashMessage(), HasSubstr("its last stderr line names a broken node: RuntimeError: "
+                                        "CUDA error: an illegal instruction; Xid 79 on this GPU"));
+}
+
+// Negative control: the same death without such a line is the rank's own.
+TEST_F(CausesTest, ARankThatDiedWithoutAWordOrALineChargesNoNode) {
+  EXPECT_FALSE(FailRank3({}, Died(3, 0.0, 1)).charged);
 }
 
 }  // namespace

@@ -1233,7 +1233,7 @@ TEST_F(RestoreTest, LedgerAndMeasuredCostsSurviveARestart) {
   const JobEntry& e = entry();
   EXPECT_EQ(e.ledger.totals().seconds[static_cast<int>(Bucket::kUseful)], 3000);
   EXPECT_EQ(e.ledger.totals().wall_seconds(), 3400);
-  const JobView view = sup_->ViewOf(e, now_);
+  const JobView view = *sup_->ViewOf("job", now_);
   EXPECT_TRUE(view.checkpoint_cost.measured);
   EXPECT_EQ(view.checkpoint_cost.seconds, 12);
   EXPECT_TRUE(view.restart_cost.measured);

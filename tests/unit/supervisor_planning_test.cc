@@ -194,12 +194,12 @@ class PlanningTest : public FakeAgentsTest {
   const JobEntry& control() const { return entry(); }
   // C and R as the planner takes them (measured, or the prior).
   double CheckpointCost(bool* measured) const {
-    const CostFigure c = sup_->ViewOf(control(), absl::UnixEpoch()).checkpoint_cost;
+    const CostFigure c = sup_->ViewOf("job", absl::UnixEpoch())->checkpoint_cost;
     *measured = c.measured;
     return c.seconds;
   }
   double RestartCost(bool* measured) const {
-    const CostFigure r = sup_->ViewOf(control(), absl::UnixEpoch()).restart_cost;
+    const CostFigure r = sup_->ViewOf("job", absl::UnixEpoch())->restart_cost;
     *measured = r.measured;
     return r.seconds;
   }

@@ -21,6 +21,9 @@
 namespace trainsup {
 namespace {
 
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::Figure;
@@ -349,8 +352,11 @@ TEST_F(SweepTest, StragglerIsOneEventAndLaterOneCleared) {
     StepAll(AtS(step), step, compute);
     for (Event& e : Detections(Sweep(AtS(step)))) seen.emplace_back(step, std::move(e));
     if (step == 30) {
-      EXPECT_TRUE(job().rank(3).straggler);
-      EXPECT_EQ(job().stragglers(), 1u);
+      EXPECT_THAT(entry().verdicts().straggler_ranks, ElementsAre(3u));
+      const JobView view = *sup_->ViewOf("job", AtS(step));
+      ASSERT_EQ(view.stragglers.size(), 1u);
+      EXPECT_EQ(view.stragglers[0].rank, 3u);
+      EXPECT_NEAR(view.stragglers[0].compute_p99_s, 0.3, 1e-6);
     }
   }
 
@@ -372,7 +378,7 @@ TEST_F(SweepTest, StragglerIsOneEventAndLaterOneCleared) {
   EXPECT_EQ(cleared.kind, EventKind::kStragglerCleared);
   EXPECT_EQ(cleared.rank, 3u);
   EXPECT_EQ(cleared.node, "node-b");
-  EXPECT_FALSE(job().rank(3).straggler);
+  EXPECT_THAT(entry().verdicts().straggler_ranks, IsEmpty());
   EXPECT_EQ(entry().event_count(EventKind::kStraggler), 1u);
   EXPECT_EQ(entry().event_count(EventKind::kStragglerCleared), 1u);
   EXPECT_EQ(entry().event_count(EventKind::kStall), 0u);
@@ -478,6 +484,92 @@ TEST_F(SweepTest, CrashOfANewGenerationIsReportedAgain) {
   EXPECT_EQ(events[0].rank, 1u);
   EXPECT_EQ(events[0].node, "node-a");
   EXPECT_EQ(entry().event_count(EventKind::kCrash), 2u);
+}
+
+// ---------------------------------------------------------------------------
+// The read model: what the sweep leaves for the adapters
+
+TEST_F(SweepTest, ViewShowsTheLastSweepsStepFiguresUntilTheNext) {
+  RunSteps(10);  // 1s steps
+  Sweep(AtMs(10500));
+  JobView view = *sup_->ViewOf("job", AtMs(10500));
+  EXPECT_EQ(view.step_stats.ranks_with_samples, 4u);
+  EXPECT_EQ(view.step_stats.median_rank_p99_s, 1.0);
+  EXPECT_EQ(view.stall_threshold, absl::Seconds(20));  // the floor
+
+  // A 3s step: no reader recomputes; the next sweep takes it.
+  for (SessionId session : {a_, b_}) {
+    std::vector<Heartbeat> hbs;
+    for (uint32_t r : RanksOf(session)) {
+      hbs.push_back(Hb(HeartbeatKind::kStep, r, 11));
+      hbs.back().step_duration_s = 3.0;
+    }
+    Send(AtS(11), session, hbs);
+  }
+  EXPECT_EQ(sup_->ViewOf("job", AtS(11))->step_stats.median_rank_p99_s, 1.0);
+  Sweep(AtMs(11500));
+  view = *sup_->ViewOf("job", AtMs(11500));
+  EXPECT_EQ(view.step_stats.median_rank_p99_s, 3.0);
+  EXPECT_EQ(view.stall_threshold, absl::Seconds(30));  // 10 x p99
+}
+
+TEST_F(SweepTest, GenerationThatBeginsToRunShowsItsFiguresBeforeAnySweep) {
+  // node-a's report is the generation's first: the job runs, with the
+  // figures of what it has heard; node-b's comes after and waits for the
+  // sweep.
+  StepAll(AtS(1), 1);
+
+  const JobView view = *sup_->ViewOf("job", AtS(1));
+  EXPECT_EQ(view.state, JobState::kRunning);
+  EXPECT_EQ(view.ranks_reporting, 4u);
+  EXPECT_EQ(view.step_stats.ranks_with_samples, 2u);
+  EXPECT_EQ(view.step_stats.median_rank_p50_s, 1.0);
+  EXPECT_EQ(view.stall_threshold, absl::Seconds(20));
+}
+
+TEST_F(SweepTest, ViewNamesTheStallCulpritOnlyWhileTheJobIsStalled) {
+  RunSteps(10);
+  HangOnRank2(AtMs(10500), 11);
+  Sweep(AtMs(30500));
+
+  JobView view = *sup_->ViewOf("job", AtMs(30500));
+  EXPECT_TRUE(view.stalled);
+  EXPECT_EQ(view.stall_culprit, 2u);
+  EXPECT_EQ(view.stall_culprit_node, "node-b");
+  std::vector<RankView> rows;
+  std::vector<RankTexts> texts;
+  ASSERT_TRUE(sup_->RankViewsOf("job", &rows, &texts));
+  ASSERT_EQ(rows.size(), 4u);
+  for (const RankView& row : rows) EXPECT_EQ(row.stall_culprit, row.rank == 2) << row.rank;
+
+  StopAndRestart(AtS(31));
+  view = *sup_->ViewOf("job", AtS(36));
+  EXPECT_EQ(view.generation, gen_);
+  EXPECT_FALSE(view.stalled);
+  EXPECT_EQ(view.stall_culprit, std::nullopt);
+  EXPECT_EQ(view.stall_culprit_node, "");
+}
+
+TEST_F(SweepTest, ViewCountsTheRanksByLivenessAsTheyReport) {
+  RunSteps(2);
+  Send(AtS(3), a_, {}, {Alive(0), Died(1, 0.5, 1)});
+  Disconnect(AtS(3), b_);  // ranks 2 and 3: unknown
+
+  const JobView view = *sup_->ViewOf("job", AtS(3));
+  EXPECT_EQ(view.ranks_reporting, 4u);
+  EXPECT_EQ(view.ranks_alive, 1u);
+  EXPECT_EQ(view.seen.alive, 1u);
+  EXPECT_EQ(view.seen.dead, 1u);
+  EXPECT_EQ(view.seen.unknown, 2u);
+  std::vector<RankView> rows;
+  std::vector<RankTexts> texts;
+  ASSERT_TRUE(sup_->RankViewsOf("job", &rows, &texts));
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1].liveness, Liveness::kDead);
+  ASSERT_LT(rows[1].texts, texts.size());
+  EXPECT_EQ(texts[rows[1].texts].exit, "exit code 1");
+  EXPECT_EQ(rows[2].liveness, Liveness::kUnknown);
+  EXPECT_FALSE(sup_->RankViewsOf("no-such-job", &rows, &texts));
 }
 
 }  // namespace

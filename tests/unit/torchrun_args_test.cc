@@ -118,5 +118,35 @@ TEST(TorchrunArgsTest, MaxRestartsAfterASpaceSeparatedOptionValueIsSeen) {
   EXPECT_THAT(c.warning, HasSubstr("--max_restarts=3"));
 }
 
+TEST(TorchrunArgsTest, ReadsTheFewestNodesFromNnodes) {
+  EXPECT_EQ(PrepareCommand({"torchrun", "--nnodes=2", "a.py"}).min_nodes, 2u);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--nnodes=1:4", "a.py"}).min_nodes, 1u);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--nnodes", "3:8", "--nproc_per_node=8", "a.py"}).min_nodes,
+            3u);
+  // After the user's own --max_restarts, which no longer ends the reading.
+  EXPECT_EQ(PrepareCommand({"torchrun", "--max_restarts", "0", "--nnodes=2:2", "a.py"}).min_nodes,
+            2u);
+  EXPECT_EQ(PrepareCommand({"python3", "-m", "torch.distributed.run", "--nnodes=2:3", "a.py"})
+                .min_nodes,
+            2u);
+}
+
+TEST(TorchrunArgsTest, MinNodesIsUnknownWhenTheCommandDoesNotSay) {
+  EXPECT_EQ(PrepareCommand({"torchrun", "a.py"}).min_nodes, 0u);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--nnodes=$N", "a.py"}).min_nodes, 0u);
+  // The script's own --nnodes is not torchrun's.
+  EXPECT_EQ(PrepareCommand({"torchrun", "a.py", "--nnodes=4"}).min_nodes, 0u);
+  EXPECT_EQ(PrepareCommand({"python3", "train.py", "--nnodes=2"}).min_nodes, 0u);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--nnodes_x=2", "a.py"}).min_nodes, 0u);
+}
+
+TEST(TorchrunArgsTest, ReadsWhereTorchrunWritesItsRanksOutput) {
+  EXPECT_EQ(PrepareCommand({"torchrun", "--log_dir=/var/log/job", "a.py"}).log_dir,
+            "/var/log/job");
+  EXPECT_EQ(PrepareCommand({"torchrun", "--log-dir", "/logs", "--redirects=2", "a.py"}).log_dir,
+            "/logs");
+  EXPECT_EQ(PrepareCommand({"torchrun", "--redirects=2", "a.py", "--log_dir=x"}).log_dir, "");
+}
+
 }  // namespace
 }  // namespace trainsup

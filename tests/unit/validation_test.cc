@@ -74,11 +74,34 @@ TEST(CheckHeartbeatTest, AcceptsEveryKnownKind) {
   for (HeartbeatKind kind :
        {HeartbeatKind::kStep, HeartbeatKind::kComputeBegin, HeartbeatKind::kComputeEnd,
         HeartbeatKind::kCheckpointBegin, HeartbeatKind::kCheckpointEnd, HeartbeatKind::kException,
-        HeartbeatKind::kStart}) {
+        HeartbeatKind::kStart, HeartbeatKind::kExit}) {
     Heartbeat hb = GoodHeartbeat();
     hb.kind = kind;
     EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt) << static_cast<int>(kind);
   }
+}
+
+TEST(CheckHeartbeatTest, AVerdictNeedsAKnownActionAndAReasonOfAtMost512Bytes) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.kind = HeartbeatKind::kVerdict;
+  hb.verdict = VerdictAction::kRestartElsewhere;
+  hb.verdict_reason = std::string(512, 'r');
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
+  hb.verdict_reason += "r";
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kTooLong);
+  hb.verdict_reason = "";
+  hb.verdict = VerdictAction::kUnspecified;
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kBadVerdict);
+}
+
+TEST(BoundLauncherTest, KeepsTheLastLinesOnOneLineEachCut) {
+  LauncherInfo launcher;
+  for (int i = 0; i < 12; ++i) launcher.stderr_lines.push_back("line " + std::to_string(i));
+  launcher.stderr_lines.push_back(std::string(600, 'x') + "\x1b[0m");
+  BoundLauncher(launcher);
+  ASSERT_EQ(launcher.stderr_lines.size(), 8u);
+  EXPECT_EQ(launcher.stderr_lines.front(), "line 5");
+  EXPECT_EQ(launcher.stderr_lines.back().size(), 256u);
 }
 
 TEST(CheckHeartbeatTest, UnspecifiedKindIsBadKind) {

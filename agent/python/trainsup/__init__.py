@@ -34,10 +34,17 @@ How the rank ends is told before the interpreter's teardown, which can take
 seconds while the peers already fail with "connection closed by peer": an
 uncaught exception as EXCEPTION (from ``sys.excepthook``); ``sys.exit(code)``
 as EXIT with ``exit_code``, the moment it is called (``sys.exit`` is wrapped;
-a SystemExit the script then catches was reported all the same); any other
-shutdown of the interpreter (``raise SystemExit``, the end of the script) as
-EXIT without a code, from an ``atexit`` handler. At most one EXIT, and none
-after an EXCEPTION. ``os._exit`` and death by a signal cannot be hooked: the
+a SystemExit the script then catches was reported all the same), and with a
+failing code the exception the script was handling then, if any (a caught
+CUDA error still names its node); any other shutdown of the interpreter
+(``raise SystemExit``, the end of the script) as EXIT without a code, from an
+``atexit`` handler. At most one EXIT, and none after an EXCEPTION.
+
+The script may say what the supervisor is to do when this rank fails, as
+frameworks do with exit codes (Megatron-LM's 16 and 17) and exceptions
+(llm-foundry's LossSpikeError): ``hb.verdict("restart-elsewhere", "ECC
+errors on this GPU")``, ``"transient"``, ``"stop"`` or ``"default"``
+(docs/signals.md, "Verdicts"), then fail as it would. ``os._exit`` and death by a signal cannot be hooked: the
 agent learns of those from the process's exit status. A process forked from
 the rank (a DataLoader worker) inherits the helper but sends nothing.
 
@@ -67,11 +74,21 @@ import sys
 import threading
 import time
 
-__all__ = ["Heartbeat", "should_checkpoint"]
+__all__ = ["Heartbeat", "should_checkpoint", "VERDICTS"]
 
 # Limits the supervisor enforces (common/limits.h): the helper truncates to them.
 _MAX_EXCEPTION_TYPE = 256
 _MAX_EXCEPTION_MESSAGE = 1024
+_MAX_REASON = 512
+
+# hb.verdict's actions, and their names on the wire (heartbeat.proto: VerdictAction).
+VERDICTS = {
+    "default": "VERDICT_ACTION_DEFAULT",
+    "restart-elsewhere": "VERDICT_ACTION_RESTART_ELSEWHERE",
+    "transient": "VERDICT_ACTION_TRANSIENT",
+    "stop": "VERDICT_ACTION_STOP",
+}
+
 # ... and the training signals' (daemon/core/validation.cc): a STEP with a
 # value beyond them is refused whole, so the helper leaves such a value out.
 _MAX_MEMORY_BYTES = 2**56
@@ -103,6 +120,7 @@ _SLOT_OF_KIND = {
     "HEARTBEAT_KIND_START": "start",
     "HEARTBEAT_KIND_EXCEPTION": "final",
     "HEARTBEAT_KIND_EXIT": "final",
+    "HEARTBEAT_KIND_VERDICT": "verdict",
 }
 
 # sendto errors that mean "the agent's queue is full right now": the message
@@ -745,6 +763,30 @@ class Heartbeat:
                        checkpoint_blocking_seconds=end - begin,
                        checkpoint_async_seconds=_duration(async_seconds))
 
+    def verdict(self, action, reason=""):
+        """Tells the supervisor what to do when this rank fails, before it does.
+
+        ``action``: "restart-elsewhere" (restart without this node when the
+        job can run on the others; a second time on the same node quarantines
+        it), "transient" (restart as is: no node charged, never taken for a
+        bug that repeats), "stop" (do not restart: the job is held with
+        ``reason``), or "default" (no verdict: forget an earlier one). The
+        latest verdict holds; it is acted on when the rank then fails (an
+        exception, a failing sys.exit, a crash), and before any exit code or
+        exception rule of the supervisor's. ``reason`` is for people (cut at
+        512 bytes). Returns False for an unknown action (nothing is sent),
+        else True; never blocks, never raises.
+        """
+        try:
+            wire = VERDICTS.get(action)
+            if wire is None:
+                return False
+            self._send("HEARTBEAT_KIND_VERDICT", step=max(self._last_step, 0), verdict=wire,
+                       verdict_reason=_truncate_utf8(str(reason or ""), _MAX_REASON))
+            return True
+        except Exception:  # noqa: BLE001
+            return False
+
     def close(self):
         """Stops reporting; what the agent has not taken yet is given up on."""
         self.enabled = False
@@ -817,26 +859,22 @@ class Heartbeat:
         except Exception:  # noqa: BLE001
             pass
 
-    def _report_exit(self, exit_code):
+    def _report_exit(self, exit_code, cause=None):
         """EXIT, unless an EXIT or an EXCEPTION went already. `exit_code`:
-        None when unknown."""
+        None when unknown; `cause`: the exception the script was handling
+        when it exited with a failing code, if any."""
         if self._final is not None:
             return
         fields = {"step": max(self._last_step, 0)}
         if exit_code is not None:
             fields["exit_code"] = exit_code
+        if cause is not None:
+            fields.update(_exception_fields(type(cause), cause))
         self._send_final("HEARTBEAT_KIND_EXIT", **fields)
 
     def _report_exception(self, exc_type, exc):
-        try:
-            message = str(exc)
-        except Exception:  # noqa: BLE001 - an exception that cannot print itself
-            message = ""
-        self._send_final("HEARTBEAT_KIND_EXCEPTION",
-                         step=max(self._last_step, 0),
-                         exception_type=_truncate_utf8(getattr(exc_type, "__name__", "?"),
-                                                       _MAX_EXCEPTION_TYPE),
-                         exception_message=_truncate_utf8(message, _MAX_EXCEPTION_MESSAGE))
+        self._send_final("HEARTBEAT_KIND_EXCEPTION", step=max(self._last_step, 0),
+                         **_exception_fields(exc_type, exc))
 
     def _settle_at_exit(self):
         """At interpreter shutdown: a last chance for what still waits."""
@@ -901,11 +939,29 @@ def _wrap_exit(original):
     return exit
 
 
+def _exception_fields(exc_type, exc):
+    """The exception_type and exception_message of a heartbeat, within the limits."""
+    try:
+        message = str(exc)
+    except Exception:  # noqa: BLE001 - an exception that cannot print itself
+        message = ""
+    return {"exception_type": _truncate_utf8(getattr(exc_type, "__name__", "?"),
+                                             _MAX_EXCEPTION_TYPE),
+            "exception_message": _truncate_utf8(message, _MAX_EXCEPTION_MESSAGE)}
+
+
+def _handled_exception():
+    """The exception the calling code is handling now (an ``except`` block up
+    the stack), or None."""
+    exc = sys.exc_info()[1]
+    return None if exc is None or isinstance(exc, SystemExit) else exc
+
+
 def _on_sys_exit(exit_code):
     try:
         hb = _reporter()
         if hb is not None and threading.current_thread() is threading.main_thread():
-            hb._report_exit(exit_code)
+            hb._report_exit(exit_code, _handled_exception() if exit_code != 0 else None)
     except Exception:  # noqa: BLE001
         pass
 
