@@ -43,16 +43,21 @@ struct Load {
 };
 
 // The training signals of `rank`'s STEP `step`: a healthy run's, varying
-// from step to step and rank to rank as real ones do.
+// from step to step and rank to rank as real ones do, the loss falling (a
+// flat one would be the loss_flat event's).
+double BenchLoss(int64_t step, int rank) {
+  return 2.0 + 4.0 / (1.0 + static_cast<double>(step) / 100.0) +
+         0.01 * static_cast<double>((step * 7 + rank) % 13);
+}
 void AddSignals(int64_t step, int rank, v1::RankHeartbeat* hb) {
-  hb->set_loss(2.0 + 0.01 * static_cast<double>((step * 7 + rank) % 13));
+  hb->set_loss(BenchLoss(step, rank));
   hb->set_learning_rate(3e-4);
   hb->set_grad_norm(1.0 + 0.02 * static_cast<double>((step + rank) % 5));
   hb->set_samples(8);
   hb->set_device_memory_bytes(40'000'000'000ULL + 4096ULL * static_cast<uint64_t>(rank % 8));
 }
 void AddSignals(int64_t step, int rank, Heartbeat* hb) {
-  hb->loss = 2.0 + 0.01 * static_cast<double>((step * 7 + rank) % 13);
+  hb->loss = BenchLoss(step, rank);
   hb->learning_rate = 3e-4;
   hb->grad_norm = 1.0 + 0.02 * static_cast<double>((step + rank) % 5);
   hb->samples = 8;
