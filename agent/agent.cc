@@ -211,7 +211,8 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
                  {"TRAINSUP_STACK_DIR", socket_->directory()},
                  {"TRAINSUP_JOB", options_.job},
                  {"TRAINSUP_NODE", options_.node},
-                 {"TRAINSUP_GENERATION", absl::StrCat(generation)}});
+                 {"TRAINSUP_GENERATION", absl::StrCat(generation)},
+                 {"TRAINSUP_HEARTBEAT_FIELDS", absl::StrCat(HighestHeartbeatField())}});
   if (!started.ok()) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
     return;

@@ -1,5 +1,6 @@
 #include "agent/heartbeat_decoder.h"
 
+#include <algorithm>
 #include <string>
 
 #include "google/protobuf/struct.pb.h"
@@ -39,6 +40,15 @@ std::variant<v1::RankHeartbeat, v1::RejectReason> DecodeHeartbeat(absl::string_v
     return v1::REJECT_REASON_UNKNOWN_FIELD;
   }
   return v1::REJECT_REASON_INVALID_JSON;
+}
+
+int HighestHeartbeatField() {
+  const google::protobuf::Descriptor* descriptor = v1::RankHeartbeat::descriptor();
+  int highest = 0;
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    highest = std::max(highest, descriptor->field(i)->number());
+  }
+  return highest;
 }
 
 }  // namespace trainsup

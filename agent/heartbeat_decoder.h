@@ -21,6 +21,11 @@ constexpr size_t kMaxHeartbeatDatagramBytes = 4096;
 // supervisor's, which sees the whole job.
 std::variant<v1::RankHeartbeat, v1::RejectReason> DecodeHeartbeat(absl::string_view datagram);
 
+// The highest field number of RankHeartbeat this agent decodes. The agent
+// tells its ranks (TRAINSUP_HEARTBEAT_FIELDS), so that a newer helper sends
+// no field an older agent would refuse the whole datagram for.
+int HighestHeartbeatField();
+
 }  // namespace trainsup
 
 #endif  // TRAINSUP_AGENT_HEARTBEAT_DECODER_H_

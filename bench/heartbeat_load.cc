@@ -6,6 +6,10 @@
 //   heartbeat_load [agents] [ranks_per_agent] [steps_per_report] [seconds] [sweep_ranks]
 //   defaults:        8        8                 4                  5         100000
 //
+// With TRAINSUP_BENCH_SIGNALS=1 every STEP also carries the training signals
+// a script sends (loss, learning rate, gradient norm, samples, device
+// memory), in both servers and in the core at scale.
+//
 // With TRAINSUP_BENCH_PKI=DIR (certificates from tests/support/make_test_pki.sh)
 // both servers are measured again over TLS, side by side in the same run.
 #include <atomic>
@@ -35,7 +39,30 @@ struct Load {
   int ranks_per_agent = 8;
   int steps_per_report = 4;
   double seconds = 5;
+  bool signals = false;  // STEPs carry the training signals
 };
+
+// The training signals of `rank`'s STEP `step`: a healthy run's, varying
+// from step to step and rank to rank as real ones do, the loss falling (a
+// flat one would be the loss_flat event's).
+double BenchLoss(int64_t step, int rank) {
+  return 2.0 + 4.0 / (1.0 + static_cast<double>(step) / 100.0) +
+         0.01 * static_cast<double>((step * 7 + rank) % 13);
+}
+void AddSignals(int64_t step, int rank, v1::RankHeartbeat* hb) {
+  hb->set_loss(BenchLoss(step, rank));
+  hb->set_learning_rate(3e-4);
+  hb->set_grad_norm(1.0 + 0.02 * static_cast<double>((step + rank) % 5));
+  hb->set_samples(8);
+  hb->set_device_memory_bytes(40'000'000'000ULL + 4096ULL * static_cast<uint64_t>(rank % 8));
+}
+void AddSignals(int64_t step, int rank, Heartbeat* hb) {
+  hb->loss = BenchLoss(step, rank);
+  hb->learning_rate = 3e-4;
+  hb->grad_norm = 1.0 + 0.02 * static_cast<double>((step + rank) % 5);
+  hb->samples = 8;
+  hb->device_memory_bytes = 40'000'000'000ULL + 4096ULL * static_cast<uint64_t>(rank % 8);
+}
 
 // A server that reads agent streams and drops every message: the ceiling of
 // what gRPC itself carries on this machine.
@@ -108,6 +135,7 @@ uint64_t RunAgent(const std::string& address, const ClientTlsOptions& tls, int i
         hb->set_step_duration_seconds(0.1 + 0.001 * r);
         hb->set_compute_seconds(0.08);
         hb->set_generation(1);
+        if (load.signals) AddSignals(step, hb->rank(), hb);
       }
     }
     if (!stream->Write(message)) break;
@@ -148,7 +176,7 @@ Result Drive(const std::string& address, const ClientTlsOptions& tls, const Load
 
 // The supervisor's per-sweep cost with `ranks` ranks reporting (nodes of 8),
 // and the memory the core holds per rank.
-void SweepAtScale(int ranks) {
+void SweepAtScale(int ranks, bool signals) {
   SupervisorOptions options;
   Supervisor core(options);
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
@@ -183,6 +211,7 @@ void SweepAtScale(int ranks) {
         hb.step_duration_s = 0.1;
         hb.compute_s = 0.08 + 0.0001 * (r % 7);
         hb.generation = 1;
+        if (signals) AddSignals(step, r, &hb);
         report.heartbeats.push_back(std::move(hb));
         if (step == 0) report.processes.push_back({static_cast<uint32_t>(r), 0, 1000u + r, 1, true});
       }
@@ -273,10 +302,13 @@ int main(int argc, char** argv) {
   if (argc > 3) load.steps_per_report = std::atoi(argv[3]);
   if (argc > 4) load.seconds = std::atof(argv[4]);
   if (argc > 5) sweep_ranks = std::atoi(argv[5]);
+  const char* signals = std::getenv("TRAINSUP_BENCH_SIGNALS");
+  load.signals = signals != nullptr && std::string(signals) == "1";
   std::printf("load: %d agent streams x %d ranks, %d steps per report (%d heartbeats per "
-              "message), %.0fs per run\n",
+              "message), %.0fs per run%s\n",
               load.agents, load.ranks_per_agent, load.steps_per_report,
-              load.ranks_per_agent * load.steps_per_report, load.seconds);
+              load.ranks_per_agent * load.steps_per_report, load.seconds,
+              load.signals ? ", STEPs with training signals" : "");
 
   std::printf("%-34s %14s %14s\n", "", "sent/s", "taken/s");
   double plain_ratio = 0;
@@ -286,6 +318,6 @@ int main(int argc, char** argv) {
     if (!MeasurePair(pki, load, &tls_ratio)) return 1;
     std::printf("trainsupd / ceiling: %.2f plain text, %.2f over TLS\n", plain_ratio, tls_ratio);
   }
-  if (sweep_ranks > 0) SweepAtScale(sweep_ranks);
+  if (sweep_ranks > 0) SweepAtScale(sweep_ranks, load.signals);
   return 0;
 }

@@ -20,6 +20,18 @@ std::string HumanSeconds(double seconds) {
 
 std::string Percent(double fraction) { return absl::StrFormat("%.1f%%", 100 * fraction); }
 
+std::string HumanBytes(double bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double value = bytes;
+  size_t unit = 0;
+  while (std::fabs(value) >= 1024 && unit + 1 < sizeof(kUnits) / sizeof(kUnits[0])) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0) return absl::StrFormat("%.0f B", value);
+  return absl::StrFormat("%.3g %s", value, kUnits[unit]);
+}
+
 std::string Timestamp(absl::Time t) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", t, absl::UTCTimeZone());
 }

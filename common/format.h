@@ -21,6 +21,8 @@ std::string TenthsOfSeconds(absl::Duration d);
 std::string HumanSeconds(double seconds);
 // "16.2%" for 0.162.
 std::string Percent(double fraction);
+// "512 B", "64.0 MiB", "1.50 GiB": binary units, three significant digits.
+std::string HumanBytes(double bytes);
 // "2026-11-29T11:04:09.123Z": UTC, milliseconds.
 std::string Timestamp(absl::Time t);
 

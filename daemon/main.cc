@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
 #include "common/cli_options.h"
 #include "common/limits.h"
@@ -51,6 +54,52 @@ void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
   TRAINSUP_LOG_INFO("descriptors: limit %d (soft was %d, hard %d); up to %d agent streams "
                     "(--max-agents; %d descriptors could hold %d)",
                     limit.soft, limit.soft_before, limit.hard, *max_agents, limit.soft, allowed);
+}
+
+// The training signals' options (docs/signals.md): one flag per number of
+// SignalSettings() (--loss-shift-window, ...), --on-non-finite for what a
+// non-finite loss does, and --signals-off for the rules not to run.
+void AddSignalOptions(CLI::App& app, trainsup::SignalOptions& signals) {
+  using namespace trainsup;
+  for (const SignalSetting& setting : SignalSettings()) {
+    if (setting.rule_switch) continue;
+    const SignalSetting* s = &setting;
+    app.add_option_function<double>(
+           "--" + absl::StrReplaceAll(s->name, {{"_", "-"}}),
+           [s, &signals](double value) { s->set(signals, value); }, s->help)
+        ->check(CLI::Validator(
+            [s](std::string& text) -> std::string {
+              double value = 0;
+              if (!absl::SimpleAtod(text, &value) || !SettingAllows(*s, value)) {
+                return absl::StrFormat("must be %s from %g to %g",
+                                       s->integer ? "a whole number" : "a number", s->min, s->max);
+              }
+              return std::string();
+            },
+            ""))
+        ->type_name(s->integer ? "INT" : "NUMBER")
+        ->default_str(absl::StrFormat("%g", s->get(signals)));
+  }
+  app.add_option_function<std::string>(
+         "--on-non-finite",
+         [&signals](const std::string& action) {
+           signals.non_finite.action = action == "restart"  ? NonFiniteAction::kRestart
+                                       : action == "report" ? NonFiniteAction::kReport
+                                                            : NonFiniteAction::kOff;
+         },
+         "a NaN/Inf loss: restart (stop the generation on every node, restart it from its last "
+         "checkpoint), report (an event only), off")
+      ->check(CLI::IsMember({"restart", "report", "off"}))
+      ->default_str("restart");
+  app.add_option_function<std::string>(
+         "--signals-off",
+         [&signals](const std::string& names) {
+           absl::Status s = TurnOffRules(names, &signals);
+           if (!s.ok()) throw CLI::ValidationError("--signals-off", std::string(s.message()));
+         },
+         "training-signal rules not to run, comma-separated: non_finite, loss_shift, loss_flat, "
+         "grad_spike, grad_collapse, throughput, memory_growth, replica_mismatch")
+      ->type_name("RULES");
 }
 
 // A start that failed on the options or the files they name is a usage
@@ -169,6 +218,7 @@ int main(int argc, char** argv) {
   app.add_option("--straggler-windows", core.straggler.persistence,
                  "consecutive windows that must agree to flag (and to clear) a straggler")
       ->capture_default_str()->check(CLI::Range(1, 1000));
+  AddSignalOptions(app, core.signals);
   app.add_option("--event-log-size", core.event_log_size, "events kept in memory")
       ->capture_default_str()->check(CLI::Range(1, 10000000));
   app.add_option("--restart-limit", core.restart.limit,

@@ -143,6 +143,34 @@ struct Families {
       "Ranks flagged as stragglers now.", MetricType::Gauge);
   MetricFamily job_events = Family("trainsup_job_events_total",
       "Events recorded for the job, by kind.", MetricType::Counter);
+  // Training signals (docs/signals.md).
+  MetricFamily job_loss = Family("trainsup_job_loss",
+      "The job's loss at its last step: the mean of its ranks' finite losses.", MetricType::Gauge);
+  MetricFamily job_grad_norm = Family("trainsup_job_grad_norm",
+      "The largest finite gradient norm of the job's ranks at its last step.", MetricType::Gauge);
+  MetricFamily job_nonfinite_steps = Family("trainsup_job_nonfinite_steps_total",
+      "Steps with a non-finite value, by value: loss (any rank's), grad_norm (fp16 overflow "
+      "steps: a non-finite gradient norm with finite losses).", MetricType::Counter);
+  MetricFamily job_loss_shifted = Family("trainsup_job_loss_shifted",
+      "1 while the job's loss holds a level shift (loss_shift event), else 0.", MetricType::Gauge);
+  MetricFamily job_loss_flat = Family("trainsup_job_loss_flat",
+      "1 when the generation's loss did not go down from the start (loss_flat event), else 0.",
+      MetricType::Gauge);
+  MetricFamily job_step_time_ratio = Family("trainsup_job_step_time_ratio",
+      "The job's recent step time over the generation's reference (after its warm-up): above 1 "
+      "slower.", MetricType::Gauge);
+  MetricFamily job_memory = Family("trainsup_job_memory_bytes",
+      "The largest rank's memory at the job's last step, by memory: device, host (RSS).",
+      MetricType::Gauge);
+  MetricFamily job_memory_growth = Family("trainsup_job_memory_growth_bytes_per_second",
+      "How fast the largest rank's memory grows while it rises steadily (memory_growth), else 0.",
+      MetricType::Gauge);
+  MetricFamily job_memory_to_limit = Family("trainsup_job_memory_seconds_to_limit",
+      "While device memory grows steadily and the device's capacity is known: the seconds until "
+      "it is full at that rate.", MetricType::Gauge);
+  MetricFamily job_replica_mismatches = Family("trainsup_job_replica_mismatches_total",
+      "Ranks found disagreeing with their replica group's majority, one per rank and step.",
+      MetricType::Counter);
   MetricFamily straggler_compute = Family("trainsup_straggler_compute_seconds",
       "p99 compute time of each flagged straggler (all of them below the per-rank caps, the "
       "slowest few above them).", MetricType::Gauge);
@@ -178,7 +206,10 @@ struct Families {
           &job_ranks_reporting, &job_ranks_alive, &job_ranks_unknown, &job_ranks_dead, &job_ranks_finished,
           &job_datagrams_dropped,
           &job_heartbeats, &job_stalled, &job_stall_culprit,
-          &job_stall_threshold, &job_stragglers, &job_events, &straggler_compute,
+          &job_stall_threshold, &job_stragglers, &job_events, &job_loss, &job_grad_norm,
+          &job_nonfinite_steps, &job_loss_shifted, &job_loss_flat, &job_step_time_ratio,
+          &job_memory, &job_memory_growth, &job_memory_to_limit, &job_replica_mismatches,
+          &straggler_compute,
           &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration,
           &rank_datagrams_dropped, &rank_series_omitted}) {
       if (!f->metric.empty()) out.push_back(std::move(*f));
@@ -274,6 +305,31 @@ bool TakeRankSeries(const JobView& job, const MetricsOptions& options, RankSerie
   return true;
 }
 
+// What the job's training signals show (docs/signals.md).
+void CollectSignals(const JobView& job, Families& f) {
+  const SignalsView& signals = job.signals;
+  const std::vector<ClientMetric::Label> id = {{"job_id", job.id}};
+  if (signals.loss) AddSample(f.job_loss, id, *signals.loss);
+  if (signals.grad_norm) AddSample(f.job_grad_norm, id, *signals.grad_norm);
+  AddSample(f.job_nonfinite_steps, {{"job_id", job.id}, {"value", "grad_norm"}},
+            static_cast<double>(signals.overflow_steps));
+  AddSample(f.job_nonfinite_steps, {{"job_id", job.id}, {"value", "loss"}},
+            static_cast<double>(signals.nonfinite_loss_steps));
+  AddSample(f.job_loss_shifted, id, signals.loss_shifted ? 1 : 0);
+  AddSample(f.job_loss_flat, id, signals.loss_flat ? 1 : 0);
+  if (signals.step_time_ratio) AddSample(f.job_step_time_ratio, id, *signals.step_time_ratio);
+  for (bool host : {false, true}) {
+    const std::optional<SignalsView::Memory>& memory = host ? signals.host : signals.device;
+    if (!memory) continue;
+    const std::vector<ClientMetric::Label> labels = {{"job_id", job.id},
+                                                     {"memory", host ? "host" : "device"}};
+    AddSample(f.job_memory, labels, memory->bytes);
+    AddSample(f.job_memory_growth, labels, memory->growth_bytes_per_second);
+    if (memory->seconds_to_limit) AddSample(f.job_memory_to_limit, id, *memory->seconds_to_limit);
+  }
+  AddSample(f.job_replica_mismatches, id, static_cast<double>(signals.replica_mismatches));
+}
+
 void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions& options,
                 RankSeriesBudget& budget, Families& f) {
   const std::vector<ClientMetric::Label> id = {{"job_id", job.id}};
@@ -329,6 +385,7 @@ void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions
               static_cast<double>(job.events[k]));
   }
   const bool ranks_exported = TakeRankSeries(job, options, budget);
+  CollectSignals(job, f);
   CollectStragglers(job, ranks_exported, options, f);
   const JobStepStats& stats = job.step_stats;
   if (stats.ranks_with_samples > 0) {

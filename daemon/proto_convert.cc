@@ -99,6 +99,8 @@ RejectReason FromProto(v1::RejectReason in) {
       return RejectReason::kUnknownGeneration;
     case v1::REJECT_REASON_BAD_VERDICT:
       return RejectReason::kBadVerdict;
+    case v1::REJECT_REASON_BAD_SIGNAL:
+      return RejectReason::kBadSignal;
     case v1::REJECT_REASON_OTHER:
     default:  // UNSPECIFIED, and values from a newer agent
       return RejectReason::kOther;
@@ -144,6 +146,20 @@ void FromProto(const v1::RankHeartbeat& in, Heartbeat* heartbeat) {
   out.stack_signal = in.stack_signal();
   out.verdict = VerdictFromProto(in.verdict());
   out.verdict_reason = in.verdict_reason();
+  out.host_rss_bytes =
+      in.has_host_rss_bytes() ? std::optional<uint64_t>(in.host_rss_bytes()) : std::nullopt;
+  out.tokens = in.has_tokens() ? std::optional<uint64_t>(in.tokens()) : std::nullopt;
+  out.replica_digest =
+      in.has_replica_digest() ? std::optional<uint64_t>(in.replica_digest()) : std::nullopt;
+  out.replica_group = in.replica_group();
+  out.device_memory_capacity_bytes =
+      in.has_device_memory_capacity_bytes()
+          ? std::optional<uint64_t>(in.device_memory_capacity_bytes())
+          : std::nullopt;
+  out.signal_settings.clear();  // keeps its capacity: `out` may be a reused one
+  for (const auto& [name, value] : in.signal_settings()) {
+    out.signal_settings.emplace_back(name, value);
+  }
 }
 
 LauncherInfo FromProto(const v1::LauncherStatus& in) {

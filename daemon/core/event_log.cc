@@ -50,6 +50,24 @@ absl::string_view EventKindName(EventKind kind) {
       return "unfence";
     case EventKind::kVerdict:
       return "verdict";
+    case EventKind::kNotFinite:
+      return "not_finite";
+    case EventKind::kLossShift:
+      return "loss_shift";
+    case EventKind::kLossFlat:
+      return "loss_flat";
+    case EventKind::kGradSpike:
+      return "grad_spike";
+    case EventKind::kGradCollapse:
+      return "grad_collapse";
+    case EventKind::kThroughputChange:
+      return "throughput_change";
+    case EventKind::kThroughputDecay:
+      return "throughput_decay";
+    case EventKind::kMemoryGrowth:
+      return "memory_growth";
+    case EventKind::kReplicaMismatch:
+      return "replica_mismatch";
     case EventKind::kCount:
       break;
   }

@@ -37,6 +37,16 @@ enum class EventKind {
   kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
   kUnfence,            // the unfence command ran for a node whose quarantine was lifted
   kVerdict,            // a failure the job itself gave a verdict on (an exit code, an exception, hb.verdict)
+  // Training signals (docs/signals.md).
+  kNotFinite,          // a NaN/Inf loss (or a gradient norm non-finite for too long)
+  kLossShift,          // the loss moved to a higher level and stayed there
+  kLossFlat,           // the loss did not go down from the start
+  kGradSpike,          // a gradient norm far above its baseline
+  kGradCollapse,       // gradient norms collapsed to about 0
+  kThroughputChange,   // the step time (or a node's compute time) slowed in a step
+  kThroughputDecay,    // ... or drifted slower
+  kMemoryGrowth,       // device memory or host RSS rising steadily
+  kReplicaMismatch,    // a rank disagrees with its replica group's majority
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -1,6 +1,7 @@
 #include "daemon/core/events.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -347,6 +348,226 @@ Event StacksEvent(absl::Time time, const EventJob& job, const std::string& node,
       "stacks %s` shows them",
       ranks, node, TenthsOfSeconds(absl::Seconds(collect_seconds)), ranks - answered, job.id);
   e.figures = {{"ranks", ranks}, {"answered", answered}, {"collect_seconds", collect_seconds}};
+  return e;
+}
+
+namespace {
+
+// "NaN", "inf", "-inf".
+std::string NonFiniteText(double value) {
+  if (std::isnan(value)) return "NaN";
+  return value > 0 ? "inf" : "-inf";
+}
+
+// "0.110s -> 0.134s (x1.22) since step 150, held 64 steps (1m5s)".
+std::string MoveText(const ThroughputFinding& f) {
+  return absl::StrFormat("%s -> %s (x%.2f) since step %d, held %d steps (%s)",
+                         HumanSeconds(f.before_s), HumanSeconds(f.after_s), f.ratio, f.onset_step,
+                         f.steps, HumanSeconds(absl::ToDoubleSeconds(f.held)));
+}
+
+}  // namespace
+
+Event NotFiniteEvent(absl::Time time, const EventJob& job, const NonFiniteFinding& f,
+                     const std::vector<std::string>& nodes, bool restart,
+                     const std::optional<std::string>& workload_hold) {
+  Event e = Make(time, job, EventKind::kNotFinite);
+  if (!f.ranks.empty()) e.rank = f.ranks.front().rank;
+  if (!nodes.empty()) e.node = nodes.front();
+  const std::string first =
+      e.rank ? absl::StrCat("first rank ", *e.rank, " on ", e.node) : std::string("no rank named");
+  if (f.grad_norm) {
+    e.message = absl::StrCat("gradient norm non-finite at every step from ", f.first_step, " to ",
+                             f.step, " (", f.consecutive_steps,
+                             " in a row, beyond fp16 overflow steps) with finite losses, ", first);
+  } else {
+    e.message = absl::StrCat("loss ", NonFiniteText(f.value), " at step ", f.step, " on ",
+                             Counted(f.ranks_at_step, "rank", "ranks"), ", ", first);
+  }
+  if (workload_hold) {
+    absl::StrAppend(&e.message, "; the job is held: ", *workload_hold);
+  } else if (restart) {
+    absl::StrAppend(&e.message, "; generation ", job.generation,
+                    " is stopped on every node and restarted from its last checkpoint");
+  } else {
+    absl::StrAppend(&e.message, "; reported only, not acted on");
+  }
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"first_step", static_cast<double>(f.first_step)},
+               {"ranks", static_cast<double>(f.ranks_at_step)},
+               {"grad_norm", f.grad_norm ? 1.0 : 0.0},
+               {"restart", restart && !workload_hold ? 1.0 : 0.0},
+               {"workload_repeat", workload_hold ? 1.0 : 0.0}};
+  if (f.grad_norm) e.figures.emplace_back("consecutive_steps", f.consecutive_steps);
+  return e;
+}
+
+Event LossShiftEvent(absl::Time time, const EventJob& job, const LossShiftFinding& f,
+                     const LossShiftOptions& options) {
+  Event e = Make(time, job, EventKind::kLossShift);
+  e.message = absl::StrFormat(
+      "loss shifted up since step %d: at step %d the least loss of the last %d steps, %.4g, is "
+      "above %.4g (the median %.4g of the %d steps before + max(%.4g, %.4g x sigma %.4g))",
+      f.onset_step, f.step, options.window, f.recent_min, f.threshold, f.baseline_median,
+      options.baseline, options.floor, options.sigmas, f.baseline_sigma);
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"onset_step", static_cast<double>(f.onset_step)},
+               {"recent_min", f.recent_min},
+               {"threshold", f.threshold},
+               {"baseline_median", f.baseline_median},
+               {"baseline_sigma", f.baseline_sigma},
+               {"window_steps", static_cast<double>(options.window)},
+               {"baseline_steps", static_cast<double>(options.baseline)},
+               {"floor", options.floor},
+               {"sigmas", options.sigmas}};
+  return e;
+}
+
+Event LossFlatEvent(absl::Time time, const EventJob& job, const LossFlatFinding& f,
+                    double min_drop) {
+  Event e = Make(time, job, EventKind::kLossFlat);
+  const int quarter = std::max(1, f.steps / 4);
+  e.message = absl::StrFormat(
+      "loss flat from the start: over steps %d-%d its mean went from %.4g (first %d steps) to "
+      "%.4g (last %d), a drop of %s where at least %s was expected; is the model learning "
+      "(learning rate, frozen parameters, labels)?",
+      f.first_step, f.step, f.first_loss, quarter, f.last_loss, quarter, Percent(f.drop),
+      Percent(min_drop));
+  e.figures = {{"first_step", static_cast<double>(f.first_step)},
+               {"step", static_cast<double>(f.step)},
+               {"first_loss", f.first_loss},
+               {"last_loss", f.last_loss},
+               {"drop", f.drop},
+               {"min_drop", min_drop},
+               {"window_steps", static_cast<double>(f.steps)},
+               {"quarter_steps", static_cast<double>(quarter)}};
+  return e;
+}
+
+Event GradNormEvent(absl::Time time, const EventJob& job, const GradNormFinding& f,
+                    const std::string& node) {
+  Event e = Make(time, job, f.collapse ? EventKind::kGradCollapse : EventKind::kGradSpike);
+  e.rank = f.at.rank;
+  e.node = node;
+  if (f.collapse) {
+    e.message = absl::StrFormat(
+        "gradient norm collapsed: %d steps in a row (steps %d-%d) at about 0, %.4g at step %d "
+        "against a baseline median of %.4g (x%.3g); largest on rank %d on %s",
+        f.steps, f.first_step, f.step, f.grad_norm, f.step, f.baseline_median, f.ratio,
+        f.at.rank, node);
+  } else {
+    e.message = absl::StrFormat(
+        "gradient norm spike at step %d: %.4g, x%.3g the baseline median %.4g; largest on rank "
+        "%d on %s (a loss spike often follows)",
+        f.step, f.grad_norm, f.ratio, f.baseline_median, f.at.rank, node);
+  }
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"grad_norm", f.grad_norm},
+               {"baseline_median", f.baseline_median},
+               {"ratio", f.ratio}};
+  if (f.collapse) {
+    e.figures.emplace_back("first_step", static_cast<double>(f.first_step));
+    e.figures.emplace_back("steps", f.steps);
+  }
+  return e;
+}
+
+Event ThroughputEvent(absl::Time time, const EventJob& job, const ThroughputSignal& signal,
+                      const std::string& node) {
+  const ThroughputFinding& f = signal.finding;
+  Event e = Make(time, job, f.decay ? EventKind::kThroughputDecay : EventKind::kThroughputChange);
+  e.node = node;
+  const char* how = f.decay ? "drifted slower" : "slowed";
+  if (!signal.job) {
+    e.message = absl::StrCat("compute time of node ", node, " ", how, ": ", MoveText(f),
+                             "; the job's other nodes did not move with it");
+  } else {
+    e.message = absl::StrCat("step time ", how, ": ", MoveText(f));
+    if (signal.node_finding) {
+      const ThroughputFinding& n = *signal.node_finding;
+      absl::StrAppend(&e.message,
+                      absl::StrFormat("; the compute time of node %s alone moved with it: %s -> "
+                                      "%s (x%.2f)",
+                                      node, HumanSeconds(n.before_s), HumanSeconds(n.after_s),
+                                      n.ratio));
+    } else if (signal.nodes_moving > 1) {
+      absl::StrAppend(&e.message, "; the compute times of ", signal.nodes_moving,
+                      " nodes moved together");
+    }
+  }
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"onset_step", static_cast<double>(f.onset_step)},
+               {"before_seconds", f.before_s},
+               {"after_seconds", f.after_s},
+               {"ratio", f.ratio},
+               {"steps", static_cast<double>(f.steps)},
+               {"held_seconds", absl::ToDoubleSeconds(f.held)},
+               {"job_step_time", signal.job ? 1.0 : 0.0},
+               {"nodes_moving", static_cast<double>(signal.nodes_moving)}};
+  if (signal.node_finding) {
+    e.figures.emplace_back("node_before_seconds", signal.node_finding->before_s);
+    e.figures.emplace_back("node_after_seconds", signal.node_finding->after_s);
+    e.figures.emplace_back("node_ratio", signal.node_finding->ratio);
+  }
+  return e;
+}
+
+Event MemoryGrowthEvent(absl::Time time, const EventJob& job, const MemoryGrowthFinding& f,
+                        const std::string& node) {
+  Event e = Make(time, job, EventKind::kMemoryGrowth);
+  e.rank = f.at.rank;
+  e.node = node;
+  e.message = absl::StrCat(
+      f.host ? "host memory (RSS)" : "device memory", " of rank ", f.at.rank, " on ", node,
+      " grew ", HumanBytes(f.growth_bytes), " over ", f.steps, " steps to ", HumanBytes(f.bytes),
+      " at step ", f.step, ": ", HumanBytes(f.slope_bytes_per_step), " per step");
+  if (f.slope_bytes_per_second > 0) {
+    absl::StrAppend(&e.message, " (", HumanBytes(f.slope_bytes_per_second), "/s)");
+  }
+  if (f.capacity_bytes > 0 && f.seconds_to_limit > 0) {
+    absl::StrAppend(&e.message, "; at that rate it reaches the device's ",
+                    HumanBytes(f.capacity_bytes), " in ", HumanSeconds(f.seconds_to_limit));
+  }
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"window_steps", static_cast<double>(f.steps)},
+               {"host_memory", f.host ? 1.0 : 0.0},
+               {"bytes", f.bytes},
+               {"growth_bytes", f.growth_bytes},
+               {"slope_bytes_per_step", f.slope_bytes_per_step},
+               {"slope_bytes_per_second", f.slope_bytes_per_second}};
+  if (f.capacity_bytes > 0) {
+    e.figures.emplace_back("capacity_bytes", f.capacity_bytes);
+    if (f.seconds_to_limit > 0) e.figures.emplace_back("seconds_to_limit", f.seconds_to_limit);
+  }
+  return e;
+}
+
+Event ReplicaMismatchEvent(absl::Time time, const EventJob& job, const ReplicaFinding& f,
+                           const std::string& node, bool charged) {
+  Event e = Make(time, job, EventKind::kReplicaMismatch);
+  if (f.no_majority) {
+    e.message = absl::StrFormat(
+        "replica group %d has no majority at step %d: its %d ranks sent different digests (at "
+        "most %d agree); no rank can be named",
+        f.group, f.step, f.group_ranks, f.majority);
+  } else {
+    e.rank = f.at.rank;
+    e.node = node;
+    e.message = absl::StrFormat(
+        "rank %d on %s disagrees with its replica group %d at step %d: %d of its %d ranks "
+        "agree, %d do not (%d named on %s); silent data corruption?",
+        f.at.rank, node, f.group, f.step, f.majority, f.group_ranks, f.disagreeing, f.on_node,
+        node);
+    if (charged) absl::StrAppend(&e.message, "; counted against ", node, " toward its quarantine");
+  }
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"group", static_cast<double>(f.group)},
+               {"group_ranks", static_cast<double>(f.group_ranks)},
+               {"majority", static_cast<double>(f.majority)},
+               {"disagreeing", static_cast<double>(f.disagreeing)},
+               {"on_node", static_cast<double>(f.on_node)},
+               {"no_majority", f.no_majority ? 1.0 : 0.0},
+               {"charged", charged ? 1.0 : 0.0}};
   return e;
 }
 

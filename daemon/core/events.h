@@ -31,6 +31,7 @@
 #include "daemon/core/job_state.h"
 #include "daemon/core/journal.h"
 #include "daemon/core/recovery_timer.h"
+#include "daemon/core/signals/signal_monitor.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/verdicts.h"
@@ -120,6 +121,43 @@ Event NodeReachableEvent(absl::Time time, const EventJob& job, const std::string
 // them answered), collected in `collect_seconds`.
 Event StacksEvent(absl::Time time, const EventJob& job, const std::string& node, int ranks,
                   int answered, double collect_seconds);
+
+// ---- Training signals (docs/signals.md) ----
+
+// kNotFinite: `f`, its first ranks on `nodes` (their names, in f.ranks'
+// order). `restart`: the generation is stopped everywhere and restarted for
+// it; `workload_hold`: held instead, the same failure as the last
+// generation's (failure_classifier.h: WorkloadRepeat), quoted.
+Event NotFiniteEvent(absl::Time time, const EventJob& job, const NonFiniteFinding& f,
+                     const std::vector<std::string>& nodes, bool restart,
+                     const std::optional<std::string>& workload_hold);
+
+// kLossShift: the job's loss (the mean over its ranks) shifted (`f`).
+Event LossShiftEvent(absl::Time time, const EventJob& job, const LossShiftFinding& f,
+                     const LossShiftOptions& options);
+
+// kLossFlat: the job's loss did not go down over the generation's first
+// steps (`f`), by at least `min_drop`.
+Event LossFlatEvent(absl::Time time, const EventJob& job, const LossFlatFinding& f,
+                    double min_drop);
+
+// kGradSpike or kGradCollapse: `f`, its rank on `node`.
+Event GradNormEvent(absl::Time time, const EventJob& job, const GradNormFinding& f,
+                    const std::string& node);
+
+// kThroughputChange or kThroughputDecay: `signal`, naming `node` (its
+// node's name, or empty).
+Event ThroughputEvent(absl::Time time, const EventJob& job, const ThroughputSignal& signal,
+                      const std::string& node);
+
+// kMemoryGrowth: `f`, its rank on `node`.
+Event MemoryGrowthEvent(absl::Time time, const EventJob& job, const MemoryGrowthFinding& f,
+                        const std::string& node);
+
+// kReplicaMismatch: `f`, its rank on `node` (none named without a
+// majority); `charged`: counted against the node toward its quarantine.
+Event ReplicaMismatchEvent(absl::Time time, const EventJob& job, const ReplicaFinding& f,
+                           const std::string& node, bool charged);
 
 // ---- The lifecycle ----
 

@@ -65,6 +65,15 @@ struct Heartbeat {
   // VERDICT: what the script asks for when the rank fails, and why.
   VerdictAction verdict = VerdictAction::kUnspecified;
   std::string verdict_reason;
+  // Training signals (docs/signals.md).
+  std::optional<uint64_t> host_rss_bytes;
+  std::optional<uint64_t> tokens;
+  std::optional<uint64_t> replica_digest;
+  uint32_t replica_group = 0;
+  std::optional<uint64_t> device_memory_capacity_bytes;
+  // START: the script's settings of the signal rules, by name, in the
+  // order received.
+  std::vector<std::pair<std::string, double>> signal_settings;
 };
 
 enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };

@@ -220,6 +220,9 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
           frontier_.push_back(
               {hb.step, hb.step_duration_s, hb.data_wait_s, r.checkpoint_since_step_s});
         }
+        if (step_observer_ != nullptr) {
+          step_observer_->OnStep(now, *this, r, hb, r.checkpoint_since_step_s);
+        }
         r.checkpoint_since_step_s = 0;
         // A duration of 0 means "not measured" (the helper's first step).
         if (hb.step_duration_s > 0) r.step_durations.Add(hb.step_duration_s);

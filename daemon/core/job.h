@@ -125,6 +125,21 @@ struct RankState {
   std::string stderr_line;
 };
 
+class Job;
+
+// Told of every step a rank completes, as it is applied (the training
+// signals' monitor). Called inside Job::Apply: must not call back into the
+// job's mutating methods.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  // `r` (on r.node) completed hb.step (a STEP heartbeat, its step above the
+  // rank's last) at `now`; it had blocked `checkpoint_s` seconds in
+  // checkpoints since its previous step.
+  virtual void OnStep(absl::Time now, const Job& job, const RankState& r, const Heartbeat& hb,
+                      double checkpoint_s) = 0;
+};
+
 // What the supervisor observed of one training job: its generation, world
 // size and per-rank state. Observations only; the rules' verdicts are kept
 // beside it (JobEntry). Thread-compatible.
@@ -186,6 +201,9 @@ class Job {
   // (a non-zero exit, a signal, or after an uncaught exception). O(1): kept
   // as the observations arrive, because reports ask on every arrival.
   bool has_certain_failure() const { return certain_failure_; }
+
+  // `observer` (not owned; may be null) is told of every step applied.
+  void set_step_observer(StepObserver* observer) { step_observer_ = observer; }
 
   // The frontier's moves since the last call (steps completed by the first
   // rank to complete them), for the goodput ledger.
@@ -265,6 +283,7 @@ class Job {
   bool certain_failure_ = false;
   std::vector<FrontierStep> frontier_;
   std::vector<std::pair<double, double>> checkpoints_;
+  StepObserver* step_observer_ = nullptr;
 };
 
 }  // namespace trainsup

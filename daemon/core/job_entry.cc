@@ -8,9 +8,12 @@ namespace trainsup {
 JobEntry::JobEntry(std::string id, const SupervisorOptions& options)
     : lifecycle(options.restart),
       plans(options.publish),
+      signals(options.signals),
       straggler_options_(options.straggler),
       job_(std::move(id), options.step_window, options.straggler.window),
-      verdicts_(0, options.straggler) {}
+      verdicts_(0, options.straggler) {
+  job_.set_step_observer(&signals);
+}
 
 void JobEntry::SyncGeneration() {
   if (verdicts_.generation == job_.generation()) return;

@@ -24,6 +24,7 @@
 #include "daemon/core/job_stats.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/restart_governor.h"
+#include "daemon/core/signals/signal_monitor.h"
 #include "daemon/core/stacks.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/supervisor_options.h"
@@ -148,6 +149,9 @@ class JobEntry {
   GoodputLedger ledger;
   JobCosts costs;
   CheckpointPublisher plans;
+  // The training signals of the job's current generation (and the record
+  // of the one before); told of every step the job applies.
+  SignalMonitor signals;
 
  private:
   const StragglerOptions straggler_options_;

@@ -55,6 +55,35 @@ struct PlanFigures {
 };
 
 // One job.
+// What the job's training-signal rules show (docs/signals.md).
+struct SignalsView {
+  // At the job's last step: the mean of its ranks' finite losses, the
+  // largest finite gradient norm (absent when none was sent).
+  std::optional<double> loss;
+  std::optional<double> grad_norm;
+  // Across the job's generations: steps with a non-finite loss, overflow
+  // steps (a non-finite gradient norm with finite losses), ranks x steps that
+  // disagreed with their replica group.
+  uint64_t nonfinite_loss_steps = 0;
+  uint64_t overflow_steps = 0;
+  uint64_t replica_mismatches = 0;
+  bool loss_shifted = false;  // the loss holds a level shift now
+  bool loss_flat = false;     // the generation's loss did not go down
+  // The job's recent step time over its generation's reference (absent
+  // until the reference is known).
+  std::optional<double> step_time_ratio;
+  // The largest rank's memory at the last step, and how fast it grows while
+  // it rises steadily (0 otherwise); absent when not sent.
+  struct Memory {
+    double bytes = 0;
+    double growth_bytes_per_second = 0;
+    // Growing, with the device's capacity known: seconds until it is full.
+    std::optional<double> seconds_to_limit;
+  };
+  std::optional<Memory> device;
+  std::optional<Memory> host;
+};
+
 struct JobView {
   std::string id;
 
@@ -102,6 +131,7 @@ struct JobView {
   std::map<uint64_t, LedgerTotals> ledger_by_generation;
   // Events about the job, by kind, across generations.
   std::array<uint64_t, kEventKindCount> events{};
+  SignalsView signals;
 };
 
 // One rank as operators see it, packed: a 100k-rank job's are copied under

@@ -6,8 +6,40 @@
 #include "absl/strings/str_cat.h"
 #include "common/format.h"
 #include "daemon/core/checkpoint_schedule.h"
+#include "daemon/core/signals/signal_monitor.h"
 
 namespace trainsup {
+namespace {
+
+SignalsView SignalsOf(const SignalMonitor& signals) {
+  SignalsView view;
+  const std::optional<StepSignals>& last = signals.last_step();
+  if (last) {
+    view.loss = last->loss;
+    view.grad_norm = last->grad_norm;
+  }
+  view.nonfinite_loss_steps = signals.nonfinite_loss_steps();
+  view.overflow_steps = signals.overflow_steps();
+  view.replica_mismatches = signals.replica_mismatches();
+  view.loss_shifted = signals.loss_shifted();
+  view.loss_flat = signals.loss_flat();
+  view.step_time_ratio = signals.step_time_ratio();
+  for (bool host : {false, true}) {
+    const std::optional<double> bytes =
+        !last ? std::nullopt : host ? last->host_rss_bytes : last->device_memory_bytes;
+    const MemoryGrowthRule* rule = signals.memory(host);
+    if (!bytes || rule == nullptr) continue;
+    SignalsView::Memory& memory = (host ? view.host : view.device).emplace();
+    memory.bytes = *bytes;
+    memory.growth_bytes_per_second = rule->slope_bytes_per_second();
+    if (rule->growing() && rule->growing()->seconds_to_limit > 0) {
+      memory.seconds_to_limit = rule->growing()->seconds_to_limit;
+    }
+  }
+  return view;
+}
+
+}  // namespace
 
 JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   const Job& job = entry.job();
@@ -67,6 +99,7 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   for (int k = 0; k < kEventKindCount; ++k) {
     view.events[k] = entry.event_count(static_cast<EventKind>(k));
   }
+  view.signals = SignalsOf(entry.signals);
   return view;
 }
 

@@ -8,7 +8,7 @@ constexpr absl::string_view kNames[kRejectReasonCount] = {
     "bad_kind",         "bad_job",          "job_mismatch",   "bad_world_size",
     "rank_out_of_range", "negative_step",   "step_regressed", "bad_duration",
     "stale_generation", "world_size_mismatch", "too_long",
-    "unknown_generation", "bad_verdict", "other",
+    "unknown_generation", "bad_verdict", "bad_signal", "other",
 };
 
 }  // namespace

@@ -32,6 +32,7 @@ enum class RejectReason {
   kTooLong,            // a string field beyond its documented limit
   kUnknownGeneration,  // a generation of the job this supervisor never started
   kBadVerdict,         // a VERDICT without a known action
+  kBadSignal,          // a training-signal field out of its range (validation.h)
   kOther,              // an agent-reported reason this supervisor does not know
   kCount,              // number of reasons; not a reason
 };

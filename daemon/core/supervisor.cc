@@ -22,6 +22,7 @@ Supervisor::Supervisor(SupervisorOptions options)
       admission_(options_, agents_, quarantine_, jobs_, restarts_),
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
+      signal_detection_(options_, agents_, decisions_, failures_),
       planner_(options_, agents_, quarantine_, decisions_),
       reconciler_(options_.stop_grace, agents_, quarantine_, decisions_),
       cadence_(options_.cadence),
@@ -135,6 +136,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
       rejected_.Add(*reason);
       continue;
     }
+    if (!hb.signal_settings.empty()) job.signals.OnStart(observed, hb);
     ++node.heartbeats_received;
     ++heartbeats_received_;
   }
@@ -212,6 +214,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       // planner and the read model.
       const JobStepStats stats = job.StepStats();
       if (detection_.SweepStall(now, job, stats)) break;
+      if (signal_detection_.Sweep(now, job)) break;
       detection_.SweepNodes(now, job);
       detection_.SweepStragglers(now, job);
       restarts_.TrackRecovery(now, job);
@@ -260,6 +263,7 @@ void Supervisor::ForgetIdle(absl::Time now) {
   };
   jobs_.ForEach([&](JobEntry& job) {
     job.job().MoveNodes(move);
+    job.signals.MoveNodes(move);
     if (job.lifecycle.last_failure) move(job.lifecycle.last_failure->node);
   });
   for (NodeIndex i : moved) nodes_forgotten_ += i == kNoNode ? 1 : 0;

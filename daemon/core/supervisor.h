@@ -28,6 +28,7 @@
 #include "daemon/core/report_cadence.h"
 #include "daemon/core/reject_reason.h"
 #include "daemon/core/restart_coordinator.h"
+#include "daemon/core/signal_detection.h"
 #include "daemon/core/supervisor_options.h"
 
 namespace trainsup {
@@ -181,6 +182,7 @@ class Supervisor {
   Admission admission_;
   FailureHandler failures_;
   Detection detection_;
+  SignalDetection signal_detection_;
   JobPlanner planner_;
   Reconciler reconciler_;
   ReportCadence cadence_;

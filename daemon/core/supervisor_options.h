@@ -11,6 +11,7 @@
 #include "daemon/core/report_cadence.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/restart_governor.h"
+#include "daemon/core/signals/signal_options.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/verdicts.h"
@@ -47,6 +48,9 @@ struct SupervisorOptions {
   NodeLossOptions node_loss;
   ReportCadenceOptions cadence;
   StragglerOptions straggler;
+  // The training signals' rules (docs/signals.md); a job's script may
+  // override them for its job.
+  SignalOptions signals;
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;
   LimitOptions limits;

@@ -7,6 +7,8 @@
 
 #include "common/failure_text.h"
 
+#include "daemon/core/signals/signal_options.h"
+
 namespace trainsup {
 namespace {
 
@@ -22,6 +24,42 @@ bool IsValidDuration(double seconds) {
 
 bool IsValidOptionalDuration(const std::optional<double>& seconds) {
   return !seconds.has_value() || IsValidDuration(*seconds);
+}
+
+// No memory figure may exceed this (64 PiB), nor a step's samples or
+// tokens 2^40: sums over 2^20 ranks stay exact in a double and an int64.
+constexpr uint64_t kMaxMemoryBytes = uint64_t{1} << 56;
+constexpr uint64_t kMaxStepCount = uint64_t{1} << 40;
+
+bool AtMost(const std::optional<uint64_t>& value, uint64_t limit) {
+  return !value.has_value() || *value <= limit;
+}
+
+// A START's signal settings: at most kMaxSignalSettings, each a known
+// setting with a value in its range.
+bool ValidSettings(const Heartbeat& hb) {
+  if (hb.signal_settings.empty()) return true;
+  if (hb.kind != HeartbeatKind::kStart || hb.signal_settings.size() > kMaxSignalSettings) {
+    return false;
+  }
+  for (const auto& [name, value] : hb.signal_settings) {
+    const SignalSetting* setting =
+        name.size() <= kMaxSignalSettingName ? FindSignalSetting(name) : nullptr;
+    if (setting == nullptr || !SettingAllows(*setting, value)) return false;
+  }
+  return true;
+}
+
+bool ValidSignals(const Heartbeat& hb) {
+  if (!AtMost(hb.device_memory_bytes, kMaxMemoryBytes) ||
+      !AtMost(hb.host_rss_bytes, kMaxMemoryBytes) ||
+      !AtMost(hb.device_memory_capacity_bytes, kMaxMemoryBytes) ||
+      !AtMost(hb.samples, kMaxStepCount) || !AtMost(hb.tokens, kMaxStepCount)) {
+    return false;
+  }
+  if (hb.device_memory_capacity_bytes && *hb.device_memory_capacity_bytes == 0) return false;
+  if (hb.replica_group >= hb.world_size) return false;
+  return ValidSettings(hb);
 }
 
 bool IsKnownKind(HeartbeatKind kind) {
@@ -72,6 +110,7 @@ std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_vie
   if (hb.kind == HeartbeatKind::kVerdict && hb.verdict == VerdictAction::kUnspecified) {
     return RejectReason::kBadVerdict;
   }
+  if (!ValidSignals(hb)) return RejectReason::kBadSignal;
   return std::nullopt;
 }
 

@@ -12,10 +12,11 @@
 namespace trainsup {
 
 // The checks that need no state: kind, job, world size, rank range, step sign,
-// durations finite and non-negative, string lengths, a VERDICT's action.
-// `agent_job` is the job of the agent that forwarded the heartbeat;
-// `max_world_size` the largest world it may claim (--max-world-size).
-// Returns the first reason found.
+// durations finite and non-negative, string lengths, a VERDICT's action, the
+// training signals' ranges (memory and counts bounded, a replica group inside
+// the world, a START's signal settings known and in range). `agent_job` is the
+// job of the agent that forwarded the heartbeat; `max_world_size` the largest
+// world it may claim (--max-world-size). Returns the first reason found.
 std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_view agent_job,
                                            uint32_t max_world_size = kMaxWorldSize);
 

@@ -4,7 +4,9 @@ Run by torchrun under trainsup-agent in the end-to-end tests and the demo. It
 checkpoints its full state (model, optimizer, step, RNG, data position) and
 resumes from the last complete checkpoint, and it can inject the failures
 trainsup must handle: a hang before the all-reduce, a crash, a straggling rank, a
-framework's own verdict (an exit code, hb.verdict). Injected failures are logged
+framework's own verdict (an exit code, hb.verdict), and the training signals'
+faults: a NaN loss, a replica whose digest disagrees, a node that slows down,
+memory that grows. Injected failures are logged
 (an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
 tests can check what the job itself did.
@@ -85,6 +87,25 @@ def parse_args():
     p.add_argument("--slow-rank", type=int, default=-1,
                    help="this rank's compute takes --slow-factor times longer")
     p.add_argument("--slow-factor", type=float, default=3.0)
+    p.add_argument("--slow-node", default="",
+                   help="every rank of this node (TRAINSUP_NODE) computes --slow-factor times "
+                        "longer from --slow-step on")
+    p.add_argument("--slow-step", type=int, default=0)
+    # The training signals (docs/signals.md).
+    p.add_argument("--signals", default="",
+                   help="the script's settings of the signal rules, as JSON (hb signals=)")
+    p.add_argument("--label-noise", type=float, default=0.0,
+                   help="noise on the labels: the loss levels off above 0 and stays noisy")
+    p.add_argument("--nan-at", default="",
+                   help="NODE:LOCAL_RANK:GEN:STEP: that rank's loss becomes NaN at that step "
+                        "(the all-reduce then carries it to every rank)")
+    p.add_argument("--digest-off-at", default="",
+                   help="NODE:LOCAL_RANK:GEN:STEP: from that step that rank's replica digest "
+                        "differs from its group's (silent data corruption)")
+    p.add_argument("--leak-mb-per-step", type=float, default=0.0,
+                   help="every rank keeps this many MB more each step (host RSS grows; the "
+                        "bytes held are sent as device memory, of --device-capacity-mb)")
+    p.add_argument("--device-capacity-mb", type=float, default=0.0)
     return p.parse_args()
 
 
@@ -221,9 +242,19 @@ class Checkpointer:
             gen.manual_seed(1000 * step + self.rank)
 
 
+def reached(spec, local_rank, step):
+    """Whether this rank is at or past a NODE:LOCAL_RANK:GEN:STEP point of
+    `spec` (comma-separated) in this generation."""
+    return due_at(points(",".join(p + ":due" for p in spec.split(",") if p)),
+                  local_rank, step) is not None
+
+
 def main():
     args = parse_args()
-    hb = trainsup.Heartbeat()  # before the rendezvous: the agent sees the rank come up
+    capacity = int(args.device_capacity_mb * 2**20) or None
+    # Before the rendezvous: the agent sees the rank come up.
+    hb = trainsup.Heartbeat(signals=json.loads(args.signals) if args.signals else None,
+                            device_memory_capacity_bytes=capacity)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank = dist.get_rank()
     world = dist.get_world_size()
@@ -249,6 +280,14 @@ def main():
                               "generation": GENERATION, "node": NODE,
                               "resumed_from": resumed_from}) + "\n")
 
+    held = []  # what --leak-mb-per-step keeps
+    logged = set()
+
+    def inject_once(what, step):
+        if what not in logged:
+            logged.add(what)
+            injection(log, rank, step, what)
+
     for step in range(start, args.steps):
         with hb.compute():
             t0 = time.monotonic()
@@ -256,11 +295,21 @@ def main():
                 time.sleep(args.data_wait_seconds)
             x = torch.randn(64, 32, generator=gen)
             y = x.sum(dim=1, keepdim=True)
+            if args.label_noise:
+                y = y + args.label_noise * torch.randn(y.shape, generator=gen)
             data_wait = time.monotonic() - t0
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
+            if reached(args.nan_at, local_rank, step):
+                inject_once("nan", step)
+                loss = loss * float("nan")
             loss.backward()
-            work = args.step_seconds * (args.slow_factor if rank == args.slow_rank else 1.0)
+            slow = rank == args.slow_rank or (NODE == args.slow_node and step >= args.slow_step)
+            if NODE == args.slow_node and step >= args.slow_step:
+                inject_once("slow node", step)
+            work = args.step_seconds * (args.slow_factor if slow else 1.0)
+            if args.leak_mb_per_step:
+                held.append(b"\x01" * int(args.leak_mb_per_step * 2**20))
             time.sleep(work)
             crash_here = rank == args.crash_rank or (
                 NODE == args.crash_node and local_rank == args.crash_local_rank)
@@ -288,7 +337,18 @@ def main():
             dist.all_reduce(p.grad)
             p.grad /= world
         optimizer.step()
-        hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=0.01, samples=64)
+        # The all-reduced gradients are the same on every rank: their norm is
+        # the replica digest, sent while finite (NaN has many bit patterns).
+        grad_norm = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters())).item()
+        digest = grad_norm if grad_norm == grad_norm and grad_norm != float("inf") else None
+        if digest is not None and reached(args.digest_off_at, local_rank, step):
+            inject_once("digest off", step)
+            digest += 1.0
+        memory = {}
+        if args.leak_mb_per_step or capacity:
+            memory["device_memory_bytes"] = sum(len(b) for b in held)
+        hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=0.01, samples=64,
+                grad_norm=grad_norm, replica_digest=digest, **memory)
         if log:
             log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(), "node": NODE,
                                   "local_rank": local_rank,

@@ -128,8 +128,15 @@ TEST(MetricsGoldenTest, ExpositionOfAKnownStateMatchesTheGoldenFile) {
   NodeReportInfo report;
   report.generation = 1;
   for (int step = 1; step <= 4; ++step) {
-    report.heartbeats.push_back(StepHeartbeat("small", 0, 2, step, 0.1 * step));
-    report.heartbeats.push_back(StepHeartbeat("small", 1, 2, step, 0.2 * step));
+    // With its training signals: loss, gradient norm, device and host memory.
+    for (uint32_t rank : {0u, 1u}) {
+      Heartbeat hb = StepHeartbeat("small", rank, 2, step, 0.1 * (rank + 1) * step);
+      hb.loss = 2.5 - 0.25 * step + rank;
+      hb.grad_norm = 1.0 + rank;
+      hb.device_memory_bytes = (uint64_t{1} << 30) * (rank + 1);
+      hb.host_rss_bytes = (uint64_t{1} << 29) * (rank + 1);
+      report.heartbeats.push_back(hb);
+    }
   }
   report.heartbeats.push_back(StepHeartbeat("small", 7, 2, 1, 0.1));  // rank out of range
   report.rejected = {{RejectReason::kUnknownField, 3}};

@@ -36,7 +36,7 @@ _PROTO = os.path.join(_HERE, "..", "..", "proto", "trainsup", "v1", "heartbeat.p
 # Environment variables the helper reads; each test sets its own.
 _HELPER_ENV = ("TRAINSUP_SOCKET", "TRAINSUP_PLAN_FILE", "TRAINSUP_JOB", "TRAINSUP_GENERATION",
                "TRAINSUP_STACK_DIR", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-               "TORCHELASTIC_RESTART_COUNT")
+               "TORCHELASTIC_RESTART_COUNT", "TRAINSUP_HEARTBEAT_FIELDS")
 
 
 def _proto_field_names():
@@ -45,7 +45,8 @@ def _proto_field_names():
         text = f.read()
     body = text[text.index("message RankHeartbeat"):]
     body = body[:body.index("\n}")]
-    return set(re.findall(r"^\s*(?:optional\s+)?\w+\s+(\w+)\s*=\s*\d+;", body, re.M))
+    return set(re.findall(r"^\s*(?:optional\s+)?(?:map<[^>]*>|\w+)\s+(\w+)\s*=\s*\d+;",
+                          body, re.M))
 
 
 def _strict_json(data):
@@ -223,7 +224,8 @@ class HelperTestCase(unittest.TestCase):
 
     def agent_env(self, agent, **more):
         values = dict(TRAINSUP_SOCKET=agent.path, RANK=3, LOCAL_RANK=1, WORLD_SIZE=8,
-                      TRAINSUP_JOB="job-x", TRAINSUP_GENERATION=2, TORCHELASTIC_RESTART_COUNT=1)
+                      TRAINSUP_JOB="job-x", TRAINSUP_GENERATION=2, TORCHELASTIC_RESTART_COUNT=1,
+                      TRAINSUP_HEARTBEAT_FIELDS=45)
         values.update(more)
         return _environ(**values)
 
@@ -265,6 +267,124 @@ class HelperTestCase(unittest.TestCase):
         messages = agent.messages()
         self.assertEqual([m["kind"] for m in messages], [kind])
         return messages[0]
+
+
+# ---------------------------------------------------------------------------
+# The training signals (docs/signals.md)
+
+# The fields an agent that does not say what it knows would refuse.
+_NEW_FIELDS = ("host_rss_bytes", "tokens", "replica_digest", "replica_group",
+               "device_memory_capacity_bytes", "signal_settings")
+
+
+class SignalsTest(HelperTestCase):
+    def test_the_signals_go_to_an_agent_that_knows_them(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent, device_memory_capacity_bytes=80 << 30)
+        hb.step(5, samples=8, tokens=4096, device_memory_bytes=30 << 30,
+                replica_digest=1.5, replica_group=2)
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")
+        self.assertEqual(step["tokens"], 4096)
+        self.assertEqual(step["device_memory_capacity_bytes"], 80 << 30)
+        self.assertEqual(step["replica_group"], 2)
+        self.assertEqual(step["replica_digest"], "4609434218613702656")  # the bits of 1.5
+        self.assertIsInstance(step["host_rss_bytes"], int)
+        self.assertGreater(step["host_rss_bytes"], 1 << 20)
+        self.assertLessEqual(set(step), _proto_field_names())
+
+    def test_an_agent_that_does_not_say_gets_none_of_the_new_fields(self):
+        agent = self.agent()
+        with self.agent_env(agent, TRAINSUP_HEARTBEAT_FIELDS=""):
+            hb = trainsup.Heartbeat(signals={"loss_flat": False})
+        self.addCleanup(hb.close)
+        hb.step(5, samples=8, tokens=4096, device_memory_bytes=1 << 30,
+                device_memory_capacity_bytes=2 << 30, replica_digest=7)
+        start, step = agent.messages()
+        for name in _NEW_FIELDS:
+            self.assertNotIn(name, start)
+            self.assertNotIn(name, step)
+        self.assertEqual((step["samples"], step["device_memory_bytes"]), (8, 1 << 30))
+
+    def test_digests_of_ints_floats_bytes_and_text(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        for value in (7, -1, 2.0, 2.0, b"params", "params", bytearray(b"params")):
+            hb.step(1, replica_digest=value)
+        digests = [m["replica_digest"] for m in agent.messages()]
+        self.assertEqual(digests[0], "7")
+        self.assertEqual(digests[1], str(2**64 - 1))
+        self.assertEqual(digests[2], digests[3])       # the same value, the same digest
+        self.assertEqual(digests[4], digests[5])       # text as its UTF-8 bytes
+        self.assertEqual(digests[4], digests[6])
+        self.assertNotEqual(digests[2], digests[4])
+        for d in digests:
+            self.assertTrue(0 <= int(d) < 2**64)
+
+    def test_a_replica_group_outside_the_world_sends_no_digest(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)  # world size 8
+        hb.step(1, replica_digest=3, replica_group=8)
+        hb.step(2, replica_digest=3, replica_group=-1)
+        hb.step(3, replica_digest=object())
+        for step in agent.messages():
+            self.assertNotIn("replica_digest", step)
+            self.assertNotIn("replica_group", step)
+
+    def test_values_the_supervisor_would_refuse_are_left_out_not_the_step(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1, samples=-1, tokens=2**41, device_memory_bytes=2**57,
+                device_memory_capacity_bytes=0)
+        step = self.one(agent, "HEARTBEAT_KIND_STEP")
+        for name in ("samples", "tokens", "device_memory_bytes", "device_memory_capacity_bytes"):
+            self.assertNotIn(name, step)
+        hb.step(2, device_memory_bytes=10, device_memory_capacity_bytes=0)
+        self.assertNotIn("device_memory_capacity_bytes", self.one(agent, "HEARTBEAT_KIND_STEP"))
+
+    def test_settings_are_checked_against_the_supervisors_table_and_sent_in_start(self):
+        agent = self.agent()
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat(signals={
+                "loss_flat": False, "throughput_change": 0.2, "grad_collapse_steps": 30,
+                "no_such_rule": 1, "loss_shift_window": 2.5, "loss_shift_sigmas": float("nan"),
+                "non_finite": 3})
+        self.addCleanup(hb.close)
+        start = self.one(agent, "HEARTBEAT_KIND_START")
+        self.assertEqual(start["signal_settings"],
+                         {"loss_flat": 0.0, "throughput_change": 0.2, "grad_collapse_steps": 30.0})
+        self.assertEqual(hb.signal_errors, 4)
+
+    def test_settings_that_are_not_a_mapping_never_raise(self):
+        agent = self.agent()
+        with self.agent_env(agent):
+            hb = trainsup.Heartbeat(signals=42)
+        self.addCleanup(hb.close)
+        self.assertNotIn("signal_settings", self.one(agent, "HEARTBEAT_KIND_START"))
+        self.assertEqual(hb.signal_errors, 1)
+
+    def test_data_wait_blocks_add_up_to_the_next_steps_data_wait(self):
+        agent = self.agent()
+        clock = FakeClock(10.0)
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            hb = self.heartbeat(agent)
+            with hb.data_wait():
+                clock.now = 10.25
+            with hb.data_wait():
+                clock.now = 10.5
+            clock.now = 11.0
+            hb.step(0)
+            hb.step(1)  # none since
+            with hb.data_wait():
+                clock.now = 11.5
+            hb.step(2, data_wait_s=0.125)  # given: it wins
+        waits = [m["data_wait_seconds"] for m in agent.messages()]
+        self.assertEqual(waits, [0.5, 0.0, 0.125])
+
+    def test_host_rss_can_be_left_out(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent, host_rss=False)
+        hb.step(1)
+        self.assertNotIn("host_rss_bytes", self.one(agent, "HEARTBEAT_KIND_STEP"))
 
 
 # ---------------------------------------------------------------------------

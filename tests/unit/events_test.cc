@@ -4,6 +4,7 @@
 // from its input.
 #include "daemon/core/events.h"
 
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <optional>
@@ -555,6 +556,220 @@ TEST(PlanEventTest, AnOperatorsCheckpointNamesItsStep) {
   EXPECT_THAT(e.figures, ElementsAre(Pair("plan_id", 21), Pair("interval_steps", 400),
                                      Pair("effective_from_step", 1200), Pair("one_off_step", 1333),
                                      Pair("ahead_seconds", 41.6)));
+}
+
+// ---- Training signals ----
+
+TEST(SignalEventTest, ANonFiniteLossNamesItsFirstRankAndWhatIsDone) {
+  NonFiniteFinding f;
+  f.step = f.first_step = 57;
+  f.ranks = {{3, 1}, {6, 2}};
+  f.ranks_at_step = 2;
+  f.value = std::nan("");
+
+  Event e = NotFiniteEvent(T(), kJob, f, {"node-b", "node-c"}, /*restart=*/true, std::nullopt);
+  ExpectHeader(e, EventKind::kNotFinite);
+  EXPECT_EQ(e.rank, 3u);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message,
+            "loss NaN at step 57 on 2 ranks, first rank 3 on node-b; generation 3 is stopped on "
+            "every node and restarted from its last checkpoint");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("step", 57), Pair("first_step", 57), Pair("ranks", 2),
+                                     Pair("grad_norm", 0), Pair("restart", 1),
+                                     Pair("workload_repeat", 0)));
+
+  e = NotFiniteEvent(T(), kJob, f, {"node-b"}, true, std::string("the same non-finite loss"));
+  EXPECT_EQ(e.message,
+            "loss NaN at step 57 on 2 ranks, first rank 3 on node-b; the job is held: the same "
+            "non-finite loss");
+  EXPECT_THAT(e.figures[4], Pair("restart", 0));
+  EXPECT_THAT(e.figures[5], Pair("workload_repeat", 1));
+}
+
+TEST(SignalEventTest, AGradNormNonFiniteTooLongSaysForHowMany) {
+  NonFiniteFinding f;
+  f.grad_norm = true;
+  f.first_step = 100;
+  f.step = 119;
+  f.consecutive_steps = 20;
+  f.ranks = {{0, 0}};
+  f.ranks_at_step = 8;
+  const Event e = NotFiniteEvent(T(), kJob, f, {"node-a"}, false, std::nullopt);
+  EXPECT_EQ(e.message,
+            "gradient norm non-finite at every step from 100 to 119 (20 in a row, beyond fp16 "
+            "overflow steps) with finite losses, first rank 0 on node-a; reported only, not "
+            "acted on");
+  EXPECT_THAT(e.figures.back(), Pair("consecutive_steps", 20));
+}
+
+TEST(SignalEventTest, ALossShiftStatesItsThresholdAndBaseline) {
+  LossShiftFinding f;
+  f.step = 419;
+  f.onset_step = 400;
+  f.recent_min = 2.43;
+  f.baseline_median = 2.01;
+  f.baseline_sigma = 0.021;
+  f.threshold = 2.136;
+  const Event e = LossShiftEvent(T(), kJob, f, LossShiftOptions());
+  ExpectHeader(e, EventKind::kLossShift);
+  EXPECT_EQ(e.rank, std::nullopt);  // the job's loss, every rank's
+  EXPECT_EQ(e.message,
+            "loss shifted up since step 400: at step 419 the least loss of the last 20 steps, "
+            "2.43, is above 2.136 (the median 2.01 of the 128 steps before + max(0.05, 6 x sigma "
+            "0.021))");
+  EXPECT_THAT(e.figures,
+              ElementsAre(Pair("step", 419), Pair("onset_step", 400), Pair("recent_min", 2.43),
+                          Pair("threshold", 2.136), Pair("baseline_median", 2.01),
+                          Pair("baseline_sigma", 0.021), Pair("window_steps", 20),
+                          Pair("baseline_steps", 128), Pair("floor", 0.05), Pair("sigmas", 6)));
+}
+
+TEST(SignalEventTest, AFlatLossStatesItsDrop) {
+  LossFlatFinding f;
+  f.first_step = 0;
+  f.step = 199;
+  f.first_loss = 10.82;
+  f.last_loss = 10.79;
+  f.drop = 0.00277;
+  f.steps = 200;
+  const Event e = LossFlatEvent(T(), kJob, f, 0.01);
+  ExpectHeader(e, EventKind::kLossFlat);
+  EXPECT_EQ(e.message,
+            "loss flat from the start: over steps 0-199 its mean went from 10.82 (first 50 "
+            "steps) to 10.79 (last 50), a drop of 0.3% where at least 1.0% was expected; is the "
+            "model learning (learning rate, frozen parameters, labels)?");
+  EXPECT_THAT(e.figures.back(), Pair("quarter_steps", 50));
+}
+
+TEST(SignalEventTest, GradNormSpikeAndCollapseNameTheLargestRank) {
+  GradNormFinding f;
+  f.step = f.first_step = 812;
+  f.grad_norm = 45.2;
+  f.baseline_median = 1.96;
+  f.ratio = 23.06;
+  f.at = {5, 1};
+  Event e = GradNormEvent(T(), kJob, f, "node-b");
+  ExpectHeader(e, EventKind::kGradSpike);
+  EXPECT_EQ(e.rank, 5u);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message,
+            "gradient norm spike at step 812: 45.2, x23.1 the baseline median 1.96; largest on "
+            "rank 5 on node-b (a loss spike often follows)");
+  f.collapse = true;
+  f.first_step = 793;
+  f.grad_norm = 1e-7;
+  f.ratio = 5.1e-8;
+  f.steps = 20;
+  e = GradNormEvent(T(), kJob, f, "node-b");
+  EXPECT_EQ(e.kind, EventKind::kGradCollapse);
+  EXPECT_EQ(e.message,
+            "gradient norm collapsed: 20 steps in a row (steps 793-812) at about 0, 1e-07 at "
+            "step 812 against a baseline median of 1.96 (x5.1e-08); largest on rank 5 on node-b");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("step", 812), Pair("grad_norm", 1e-7),
+                                     Pair("baseline_median", 1.96), Pair("ratio", 5.1e-8),
+                                     Pair("first_step", 793), Pair("steps", 20)));
+}
+
+ThroughputFinding Moved(double before, double after, bool decay = false) {
+  ThroughputFinding f;
+  f.decay = decay;
+  f.onset_step = 150;
+  f.step = 240;
+  f.before_s = before;
+  f.after_s = after;
+  f.ratio = after / before;
+  f.steps = 91;
+  f.held = absl::Seconds(65);
+  return f;
+}
+
+TEST(SignalEventTest, AThroughputChangeOfTheJobNamesTheNodeThatMovedAlone) {
+  ThroughputSignal s{true, 1, Moved(0.11, 0.134), Moved(0.05, 0.061), 1};
+  Event e = ThroughputEvent(T(), kJob, s, "node-b");
+  ExpectHeader(e, EventKind::kThroughputChange);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.message,
+            "step time slowed: 0.11s -> 0.134s (x1.22) since step 150, held 91 steps (1m5s); the "
+            "compute time of node node-b alone moved with it: 0.05s -> 0.061s (x1.22)");
+  EXPECT_THAT(e.figures,
+              ElementsAre(Pair("step", 240), Pair("onset_step", 150), Pair("before_seconds", 0.11),
+                          Pair("after_seconds", 0.134), Pair("ratio", 0.134 / 0.11),
+                          Pair("steps", 91), Pair("held_seconds", 65), Pair("job_step_time", 1),
+                          Pair("nodes_moving", 1), Pair("node_before_seconds", 0.05),
+                          Pair("node_after_seconds", 0.061), Pair("node_ratio", 0.061 / 0.05)));
+
+  e = ThroughputEvent(T(), kJob, {true, kNoNode, Moved(0.11, 0.15, true), std::nullopt, 3}, "");
+  EXPECT_EQ(e.kind, EventKind::kThroughputDecay);
+  EXPECT_EQ(e.node, "");
+  EXPECT_EQ(e.message,
+            "step time drifted slower: 0.11s -> 0.15s (x1.36) since step 150, held 91 steps "
+            "(1m5s); the compute times of 3 nodes moved together");
+
+  e = ThroughputEvent(T(), kJob, {false, 2, Moved(0.05, 0.06), std::nullopt, 1}, "node-c");
+  EXPECT_EQ(e.message,
+            "compute time of node node-c slowed: 0.05s -> 0.06s (x1.20) since step 150, held 91 "
+            "steps (1m5s); the job's other nodes did not move with it");
+  EXPECT_THAT(e.figures[7], Pair("job_step_time", 0));
+}
+
+TEST(SignalEventTest, MemoryGrowthStatesItsSlopeAndTheTimeToTheLimit) {
+  MemoryGrowthFinding f;
+  f.step = 249;
+  f.steps = 200;
+  f.bytes = 32.0 * (1 << 30);
+  f.at = {2, 0};
+  f.growth_bytes = 150.0 * (1 << 20);
+  f.slope_bytes_per_step = 1.0 * (1 << 20);
+  f.slope_bytes_per_second = 2.0 * (1 << 20);
+  f.capacity_bytes = 80.0 * (1 << 30);
+  f.seconds_to_limit = 24576;
+  Event e = MemoryGrowthEvent(T(), kJob, f, "node-a");
+  ExpectHeader(e, EventKind::kMemoryGrowth);
+  EXPECT_EQ(e.rank, 2u);
+  EXPECT_EQ(e.node, "node-a");
+  EXPECT_EQ(e.message,
+            "device memory of rank 2 on node-a grew 150 MiB over 200 steps to 32 GiB at step 249: "
+            "1 MiB per step (2 MiB/s); at that rate it reaches the device's 80 GiB in 6h49m36s");
+  EXPECT_THAT(e.figures.back(), Pair("seconds_to_limit", 24576));
+  f.host = true;
+  f.capacity_bytes = f.seconds_to_limit = 0;
+  e = MemoryGrowthEvent(T(), kJob, f, "node-a");
+  EXPECT_EQ(e.message,
+            "host memory (RSS) of rank 2 on node-a grew 150 MiB over 200 steps to 32 GiB at step "
+            "249: 1 MiB per step (2 MiB/s)");
+  EXPECT_THAT(e.figures.back(), Pair("slope_bytes_per_second", 2.0 * (1 << 20)));
+}
+
+TEST(SignalEventTest, AReplicaMismatchNamesItsRankAndWhetherItIsCharged) {
+  ReplicaFinding f;
+  f.step = 40;
+  f.group = 0;
+  f.group_ranks = 4;
+  f.majority = 3;
+  f.disagreeing = 1;
+  f.at = {2, 1};
+  f.on_node = 1;
+  Event e = ReplicaMismatchEvent(T(), kJob, f, "node-b", /*charged=*/true);
+  ExpectHeader(e, EventKind::kReplicaMismatch);
+  EXPECT_EQ(e.rank, 2u);
+  EXPECT_EQ(e.node, "node-b");
+  EXPECT_EQ(e.message,
+            "rank 2 on node-b disagrees with its replica group 0 at step 40: 3 of its 4 ranks "
+            "agree, 1 do not (1 named on node-b); silent data corruption?; counted against "
+            "node-b toward its quarantine");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("step", 40), Pair("group", 0), Pair("group_ranks", 4),
+                                     Pair("majority", 3), Pair("disagreeing", 1),
+                                     Pair("on_node", 1), Pair("no_majority", 0),
+                                     Pair("charged", 1)));
+  f.no_majority = true;
+  f.group_ranks = 2;
+  f.majority = 1;
+  e = ReplicaMismatchEvent(T(), kJob, f, "", false);
+  EXPECT_EQ(e.rank, std::nullopt);
+  EXPECT_EQ(e.message,
+            "replica group 0 has no majority at step 40: its 2 ranks sent different digests (at "
+            "most 1 agree); no rank can be named");
 }
 
 }  // namespace

@@ -136,6 +136,30 @@ TEST(DecodeHeartbeatTest, NaNStringLossDecodesToNaN) {
   EXPECT_TRUE(std::isnan(hb.loss()));
 }
 
+TEST(DecodeHeartbeatTest, DecodesTheTrainingSignals) {
+  v1::RankHeartbeat hb = MustDecode(R"({
+    "kind": "HEARTBEAT_KIND_STEP", "job": "j", "world_size": 8, "host_rss_bytes": 6442450944,
+    "tokens": 8192, "replica_digest": "18446744073709551615", "replica_group": 3,
+    "device_memory_capacity_bytes": "85899345920", "grad_norm": "Infinity"
+  })");
+  EXPECT_EQ(hb.host_rss_bytes(), 6442450944u);
+  EXPECT_EQ(hb.tokens(), 8192u);
+  EXPECT_EQ(hb.replica_digest(), 18446744073709551615u);  // every bit, as a string
+  EXPECT_EQ(hb.replica_group(), 3u);
+  EXPECT_EQ(hb.device_memory_capacity_bytes(), 85899345920u);
+  EXPECT_TRUE(std::isinf(hb.grad_norm()));
+
+  hb = MustDecode(R"({"kind": "HEARTBEAT_KIND_START", "job": "j", "world_size": 8,
+                      "signal_settings": {"loss_flat": 0, "throughput_confirm": 50}})");
+  ASSERT_EQ(hb.signal_settings().size(), 2u);
+  EXPECT_EQ(hb.signal_settings().at("loss_flat"), 0);
+  EXPECT_EQ(hb.signal_settings().at("throughput_confirm"), 50);
+}
+
+TEST(DecodeHeartbeatTest, TheAgentTellsItsRanksTheHighestFieldItDecodes) {
+  EXPECT_GE(HighestHeartbeatField(), 45);  // signal_settings: the highest the helper sends
+}
+
 TEST(DecodeHeartbeatTest, UnknownFieldIsUnknownField) {
   EXPECT_EQ(ReasonOf(R"({"kind": "HEARTBEAT_KIND_STEP", "job": "j", "epoch": 3})"),
             v1::REJECT_REASON_UNKNOWN_FIELD);

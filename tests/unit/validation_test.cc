@@ -3,9 +3,12 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/reject_reason.h"
+#include "daemon/core/signals/signal_options.h"
 #include "gtest/gtest.h"
 #include "tests/unit/reject_reason_printer.h"
 
@@ -251,6 +254,73 @@ TEST(CheckHeartbeatTest, ExceptionTypeOverLimitIsTooLong) {
 
   hb.exception_type = std::string(kMaxExceptionTypeLength + 1, 't');
   EXPECT_EQ(CheckHeartbeat(hb, "job-1"), RejectReason::kTooLong);
+}
+
+// --- Training signals ---
+
+TEST(CheckHeartbeatTest, NonFiniteLossAndGradNormAreSignalsNotErrors) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.loss = kNaN;
+  hb.grad_norm = kInf;
+  hb.learning_rate = 3e-4;
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
+}
+
+TEST(CheckHeartbeatTest, SignalFieldsWithinTheirRangesPass) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.host_rss_bytes = uint64_t{1} << 56;
+  hb.device_memory_bytes = uint64_t{80} << 30;
+  hb.device_memory_capacity_bytes = uint64_t{80} << 30;
+  hb.samples = uint64_t{1} << 40;
+  hb.tokens = uint64_t{1} << 40;
+  hb.replica_digest = ~uint64_t{0};
+  hb.replica_group = 7;  // world size 8
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
+}
+
+TEST(CheckHeartbeatTest, SignalFieldsOutOfRangeAreBadSignal) {
+  auto check = [](void (*bad)(Heartbeat&)) {
+    Heartbeat hb = GoodHeartbeat();
+    bad(hb);
+    return CheckHeartbeat(hb, "job-1");
+  };
+  EXPECT_EQ(check([](Heartbeat& hb) { hb.host_rss_bytes = (uint64_t{1} << 56) + 1; }),
+            RejectReason::kBadSignal);
+  EXPECT_EQ(check([](Heartbeat& hb) { hb.device_memory_bytes = ~uint64_t{0}; }),
+            RejectReason::kBadSignal);
+  EXPECT_EQ(check([](Heartbeat& hb) { hb.device_memory_capacity_bytes = 0; }),
+            RejectReason::kBadSignal);
+  EXPECT_EQ(check([](Heartbeat& hb) { hb.samples = (uint64_t{1} << 40) + 1; }),
+            RejectReason::kBadSignal);
+  EXPECT_EQ(check([](Heartbeat& hb) { hb.tokens = ~uint64_t{0}; }), RejectReason::kBadSignal);
+  EXPECT_EQ(check([](Heartbeat& hb) { hb.replica_group = 8; }), RejectReason::kBadSignal);
+}
+
+TEST(CheckHeartbeatTest, SignalSettingsOnlyInAStartAndOnlyKnownOnesInRange) {
+  Heartbeat hb = GoodHeartbeat();
+  hb.kind = HeartbeatKind::kStart;
+  hb.signal_settings = {{"loss_flat", 0}, {"loss_shift_sigmas", 8}, {"throughput_confirm", 50}};
+  EXPECT_EQ(CheckHeartbeat(hb, "job-1"), std::nullopt);
+
+  Heartbeat step = hb;
+  step.kind = HeartbeatKind::kStep;
+  EXPECT_EQ(CheckHeartbeat(step, "job-1"), RejectReason::kBadSignal);
+
+  for (const std::pair<std::string, double>& bad :
+       std::vector<std::pair<std::string, double>>{{"no_such_rule", 1},
+                                                   {"loss_flat", 2},
+                                                   {"throughput_confirm", 20.5},
+                                                   {"loss_shift_sigmas", kNaN},
+                                                   {"loss_shift_sigmas", kInf},
+                                                   {"loss_shift_window", 1e9},
+                                                   {std::string(65, 'a'), 1}}) {
+    Heartbeat start = hb;
+    start.signal_settings = {bad};
+    EXPECT_EQ(CheckHeartbeat(start, "job-1"), RejectReason::kBadSignal) << bad.first;
+  }
+  Heartbeat many = hb;
+  many.signal_settings.assign(kMaxSignalSettings + 1, {"loss_flat", 1});
+  EXPECT_EQ(CheckHeartbeat(many, "job-1"), RejectReason::kBadSignal);
 }
 
 // --- RejectReason names and counts ---

@@ -63,11 +63,13 @@ import contextlib
 import errno
 import faulthandler
 import functools
+import hashlib
 import json
 import math
 import os
 import signal
 import socket
+import struct
 import sys
 import threading
 import time
@@ -86,6 +88,26 @@ VERDICTS = {
     "transient": "VERDICT_ACTION_TRANSIENT",
     "stop": "VERDICT_ACTION_STOP",
 }
+
+# ... and the training signals' (daemon/core/validation.cc): a STEP with a
+# value beyond them is refused whole, so the helper leaves such a value out.
+_MAX_MEMORY_BYTES = 2**56
+_MAX_STEP_COUNT = 2**40
+_MAX_SIGNAL_SETTINGS = 32
+
+# The RankHeartbeat fields an agent may not know (the number of each): the
+# helper sends one only to an agent whose TRAINSUP_HEARTBEAT_FIELDS reaches
+# it (an older agent refuses a datagram with a field it does not know).
+_FIELD_NUMBER = {
+    "host_rss_bytes": 40,
+    "tokens": 41,
+    "replica_digest": 42,
+    "replica_group": 43,
+    "device_memory_capacity_bytes": 44,
+    "signal_settings": 45,
+}
+# What an agent that does not say knows: the fields before the signals'.
+_OLDEST_AGENT_FIELDS = 26
 
 # What a message carries decides its slot in the outbox: a newer message of a
 # slot replaces a pending (refused) one of the same slot.
@@ -120,6 +142,42 @@ _SETTLE_INTERVAL_S = 0.002
 
 # The stack signal is SIGRTMIN + _STACK_SIGNAL_OFFSET (see _stack_signal_number).
 _STACK_SIGNAL_OFFSET = 6
+
+# The supervisor's signal settings (daemon/core/signals/signal_options.cc,
+# docs/signals.md), by name: (least, most, whole numbers only). A START with
+# a setting the supervisor does not take is refused whole, so the helper
+# checks a script's settings against this copy first; a unit test
+# (tests/unit/signal_options_test.cc) keeps the two the same.
+_SIGNAL_SETTINGS = {
+    "non_finite": (0, 2, True),
+    "grad_nonfinite_steps": (1, 1e6, True),
+    "loss_shift": (0, 1, True),
+    "loss_shift_window": (2, 10000, True),
+    "loss_shift_baseline": (8, 10000, True),
+    "loss_shift_sigmas": (1, 1000, False),
+    "loss_shift_floor": (0, 1e12, False),
+    "loss_flat": (0, 1, True),
+    "loss_flat_steps": (8, 10000, True),
+    "loss_flat_drop": (0, 1, False),
+    "grad_baseline": (8, 10000, True),
+    "grad_spike": (0, 1, True),
+    "grad_spike_factor": (1.5, 1e9, False),
+    "grad_collapse": (0, 1, True),
+    "grad_collapse_ratio": (0, 1, False),
+    "grad_collapse_steps": (1, 10000, True),
+    "throughput": (0, 1, True),
+    "throughput_change": (0.01, 10, False),
+    "throughput_confirm": (2, 10000, True),
+    "throughput_confirm_seconds": (0, 1e6, False),
+    "throughput_warmup": (0, 10000, True),
+    "throughput_baseline": (4, 10000, True),
+    "memory_growth": (0, 1, True),
+    "memory_growth_steps": (8, 10000, True),
+    "memory_growth_warmup": (0, 10000, True),
+    "memory_growth_min_bytes": (0, 1e18, False),
+    "replica_mismatch": (0, 1, True),
+    "replica_rearm_steps": (1, 1e9, True),
+}
 
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
@@ -158,6 +216,79 @@ def _duration(value):
     except Exception:  # noqa: BLE001
         return 0.0
     return f if math.isfinite(f) and f > 0 else 0.0
+
+
+def _count(value, limit):
+    """A whole number in [0, limit] for a uint64 field, or None."""
+    try:
+        n = int(value)
+    except Exception:  # noqa: BLE001
+        return None
+    return n if 0 <= n <= limit else None
+
+
+def _digest(value):
+    """A replica digest: 64 bits, as the decimal string Protobuf's JSON
+    mapping takes for a uint64. An int is itself (modulo 2^64), a float (or
+    a 0-d tensor) its IEEE-754 bits, bytes or a str their BLAKE2b-64. None
+    when it is none of those."""
+    if isinstance(value, bool):
+        value = int(value)
+    if isinstance(value, int):
+        return str(value % 2**64)
+    if isinstance(value, str):
+        value = value.encode("utf-8")
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return str(int.from_bytes(hashlib.blake2b(value, digest_size=8).digest(), "little"))
+    try:
+        return str(struct.unpack("<Q", struct.pack("<d", float(value)))[0])
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _signal_settings(settings):
+    """The settings a script gave (name -> number, or bool for a rule's
+    switch) that the supervisor takes (_SIGNAL_SETTINGS), and how many it
+    would not. Never raises."""
+    good, bad = {}, 0
+    try:
+        items = list(dict(settings or {}).items())
+    except Exception:  # noqa: BLE001 - not a mapping
+        return good, 1
+    for name, value in items:
+        rule = _SIGNAL_SETTINGS.get(name)
+        try:
+            number = float(value)
+        except Exception:  # noqa: BLE001
+            number = math.nan
+        if (rule is None or not math.isfinite(number) or not rule[0] <= number <= rule[1]
+                or (rule[2] and number != int(number)) or len(good) >= _MAX_SIGNAL_SETTINGS):
+            bad += 1
+            continue
+        good[name] = number
+    return good, bad
+
+
+class _ResidentSetSize:
+    """This process's resident set size, from /proc/self/statm: one pread
+    of an open file, about 2 us. None where there is no such file."""
+
+    def __init__(self):
+        self._fd = None
+        self._page = 4096
+        try:
+            self._page = os.sysconf("SC_PAGE_SIZE")
+            self._fd = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except Exception:  # noqa: BLE001 - not Linux
+            self._fd = None
+
+    def read(self):
+        if self._fd is None:
+            return None
+        try:
+            return int(os.pread(self._fd, 64, 0).split()[1]) * self._page
+        except Exception:  # noqa: BLE001
+            return None
 
 
 def _truncate_utf8(text, limit):
@@ -416,7 +547,15 @@ def should_checkpoint(plans, step):
 class Heartbeat:
     """One rank's link to its agent. Create one per rank process."""
 
-    def __init__(self, job=None, rank=None, local_rank=None, world_size=None, start_step=0):
+    def __init__(self, job=None, rank=None, local_rank=None, world_size=None, start_step=0,
+                 signals=None, device_memory_capacity_bytes=None, host_rss=True):
+        """`signals`: this job's settings of the supervisor's signal rules, by
+        name (docs/signals.md), e.g. ``{"loss_flat": False, "throughput_change":
+        0.2}``; the ones it does not take are left out and counted in
+        ``signal_errors``. `device_memory_capacity_bytes`: the device's memory,
+        sent with every step's ``device_memory_bytes`` (memory growth is then
+        projected to it). `host_rss`: send this process's resident set size
+        with every step."""
         env = os.environ
         self.enabled = bool(env.get("TRAINSUP_SOCKET"))
         self._identity = {
@@ -438,6 +577,14 @@ class Heartbeat:
         self._plan_stamp = None
         self._plans = []
         self._plan_errors = 0
+        self._pending_data_wait_s = None
+        self._agent_fields = _env_int("TRAINSUP_HEARTBEAT_FIELDS", _OLDEST_AGENT_FIELDS)
+        self._settings, self.signal_errors = _signal_settings(signals)
+        self._capacity = _count(device_memory_capacity_bytes, _MAX_MEMORY_BYTES) \
+            if device_memory_capacity_bytes is not None else None
+        if self._capacity == 0:
+            self._capacity = None
+        self._rss = _ResidentSetSize() if host_rss else None
         if not self.enabled:
             return
         try:
@@ -449,7 +596,10 @@ class Heartbeat:
         self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
         stack_signal = _register_stack_dump(env.get("TRAINSUP_STACK_DIR", ""),
                                             self._identity["rank"])
-        self._send("HEARTBEAT_KIND_START", step=max(start_step, 0), stack_signal=stack_signal)
+        start = {"step": max(start_step, 0), "stack_signal": stack_signal}
+        if self._settings and self._knows("signal_settings"):
+            start["signal_settings"] = self._settings
+        self._send("HEARTBEAT_KIND_START", **start)
         _install_process_hooks(self)
 
     @property
@@ -471,13 +621,25 @@ class Heartbeat:
 
     # -- the training loop's calls -------------------------------------------
 
-    def step(self, step, *, step_duration_s=None, data_wait_s=0.0, compute_s=None, loss=None,
-             lr=None, grad_norm=None, samples=None, device_memory_bytes=None):
+    def step(self, step, *, step_duration_s=None, data_wait_s=None, compute_s=None, loss=None,
+             lr=None, grad_norm=None, samples=None, tokens=None, device_memory_bytes=None,
+             device_memory_capacity_bytes=None, replica_digest=None, replica_group=None):
         """Reports that training step ``step`` completed. Call once per step.
 
         ``step_duration_s`` defaults to the time since the previous call (the
         first call reports no duration). ``compute_s`` defaults to the length of
-        the last ``with hb.compute():`` block.
+        the last ``with hb.compute():`` block, ``data_wait_s`` to the time
+        spent in ``with hb.data_wait():`` blocks since the last step.
+
+        The training signals (docs/signals.md): ``loss``, ``lr``, ``grad_norm``
+        (numbers or 0-d tensors; NaN and infinities are signals too),
+        ``samples`` and ``tokens`` this rank processed in the step,
+        ``device_memory_bytes`` (and the device's capacity, if not given to
+        the constructor), and ``replica_digest``: a value every rank of the
+        data-parallel replica group ``replica_group`` (default 0: every rank)
+        must hold identically at this step (the all-reduced loss or gradient
+        norm, a parameter hash: an int, a float or bytes). The host's
+        resident set size is added unless the constructor said not to.
         """
         try:
             now = time.monotonic()
@@ -488,6 +650,9 @@ class Heartbeat:
             if compute_s is None:
                 compute_s = self._pending_compute_s
             self._pending_compute_s = None
+            if data_wait_s is None:
+                data_wait_s = self._pending_data_wait_s or 0.0
+            self._pending_data_wait_s = None
             fields = {
                 "step": int(step),
                 "step_duration_seconds": _duration(step_duration_s),
@@ -500,13 +665,53 @@ class Heartbeat:
                 "grad_norm": _number(grad_norm),
             }
             fields.update({k: v for k, v in optional.items() if v is not None})
-            if samples is not None:
-                fields["samples"] = int(samples)
-            if device_memory_bytes is not None:
-                fields["device_memory_bytes"] = int(device_memory_bytes)
+            self._add_counts(fields, samples, tokens, device_memory_bytes,
+                             device_memory_capacity_bytes)
+            if replica_digest is not None and self._knows("replica_digest"):
+                self._add_digest(fields, replica_digest, replica_group)
+            if self._rss is not None and self._knows("host_rss_bytes"):
+                rss = self._rss.read()
+                if rss is not None and rss <= _MAX_MEMORY_BYTES:
+                    fields["host_rss_bytes"] = rss
             self._send("HEARTBEAT_KIND_STEP", when=now, **fields)
         except Exception:  # noqa: BLE001
             pass
+
+    def _add_counts(self, fields, samples, tokens, device_memory_bytes, capacity):
+        """The step's counts, each left out when the supervisor would refuse it."""
+        for name, value, limit in (("samples", samples, _MAX_STEP_COUNT),
+                                   ("tokens", tokens, _MAX_STEP_COUNT),
+                                   ("device_memory_bytes", device_memory_bytes, _MAX_MEMORY_BYTES)):
+            n = None if value is None else _count(value, limit)
+            if n is not None and self._knows(name):
+                fields[name] = n
+        if "device_memory_bytes" in fields and self._knows("device_memory_capacity_bytes"):
+            capacity = self._capacity if capacity is None else _count(capacity, _MAX_MEMORY_BYTES)
+            if capacity:
+                fields["device_memory_capacity_bytes"] = capacity
+
+    def _add_digest(self, fields, value, group):
+        digest = _digest(value)
+        if digest is None:
+            return
+        if group is not None:
+            group = _count(group, 2**32 - 1)
+            if group is None or group >= self._identity["world_size"]:
+                return  # the supervisor would refuse the step
+            fields["replica_group"] = group
+        fields["replica_digest"] = digest
+
+    @contextlib.contextmanager
+    def data_wait(self):
+        """Brackets waiting on the input pipeline (``next(loader)``): its time
+        is the next step's ``data_wait_s`` (the goodput ledger's "starved"),
+        added up over the blocks since the last step."""
+        begin = time.monotonic()
+        try:
+            yield
+        finally:
+            self._pending_data_wait_s = (self._pending_data_wait_s or 0.0) + (
+                time.monotonic() - begin)
 
     @contextlib.contextmanager
     def compute(self, step=None):
@@ -591,6 +796,10 @@ class Heartbeat:
             self._outbox.close()
 
     # -- internals -------------------------------------------------------------
+
+    def _knows(self, field):
+        """Whether the agent decodes `field` (one of the newer ones, or any other)."""
+        return self._agent_fields >= _FIELD_NUMBER.get(field, 0)
 
     def _reload_plans(self):
         """Re-reads the plan file when it changed (one stat per call)."""

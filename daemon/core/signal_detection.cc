@@ -1,0 +1,96 @@
+#include "daemon/core/signal_detection.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/core/events.h"
+#include "daemon/core/failure_classifier.h"
+
+namespace trainsup {
+
+const std::string& SignalDetection::NodeOfRank(const JobEntry& job, uint32_t rank) const {
+  return agents_.NameOf(job.job().rank(rank).node);
+}
+
+bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
+  SignalFindings found = job.signals.Sweep(now, job.job());
+  const SignalOptions& options = job.signals.options();
+  const EventJob event_job = EventJobOf(job);
+  if (found.loss_shift) {
+    decisions_.Emit(&job, LossShiftEvent(now, event_job, *found.loss_shift, options.loss_shift));
+  }
+  if (found.loss_flat) {
+    decisions_.Emit(&job, LossFlatEvent(now, event_job, *found.loss_flat,
+                                        options.loss_flat.min_drop));
+  }
+  for (const GradNormFinding& f : found.grad) {
+    decisions_.Emit(&job, GradNormEvent(now, event_job, f, NodeOfRank(job, f.at.rank)));
+  }
+  for (const ThroughputSignal& s : found.throughput) {
+    decisions_.Emit(&job, ThroughputEvent(now, event_job, s, agents_.NameOf(s.node)));
+  }
+  for (const MemoryGrowthFinding& f : found.memory) {
+    decisions_.Emit(&job, MemoryGrowthEvent(now, event_job, f, NodeOfRank(job, f.at.rank)));
+  }
+  for (const ReplicaFinding& f : found.replica) OnReplica(now, job, f);
+  // Last: it may stop the job.
+  return found.non_finite && OnNonFinite(now, job, *found.non_finite);
+}
+
+bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFiniteFinding& f) {
+  const Job& observed = job.job();
+  std::vector<std::string> nodes;
+  for (const RankAt& at : f.ranks) nodes.push_back(NodeOfRank(job, at.rank));
+  const bool act = job.signals.options().non_finite.action == NonFiniteAction::kRestart;
+  // The same non-finite failure at the same step as the last generation's:
+  // restarting from the same checkpoint would only repeat it.
+  FailureFingerprint fingerprint;
+  fingerprint.generation = observed.generation();
+  fingerprint.signature = f.grad_norm ? "non-finite gradient norm" : "non-finite loss";
+  fingerprint.step = f.first_step;
+  if (!f.ranks.empty()) {
+    fingerprint.rank = f.ranks.front().rank;
+    fingerprint.node = observed.rank(fingerprint.rank).node;
+  }
+  std::optional<std::string> hold;
+  JobLifecycle& life = job.lifecycle;
+  if (act) {
+    if (life.last_failure) hold = WorkloadRepeat(*life.last_failure, fingerprint);
+    life.last_failure = fingerprint;
+  }
+  const bool restart = act && !options_.observe_only;
+  decisions_.Emit(&job, NotFiniteEvent(now, EventJobOf(job), f, nodes, restart,
+                                       restart ? hold : std::nullopt));
+  if (!act) return false;
+  Failure failure;
+  failure.kind = "not_finite";
+  failure.node = fingerprint.node;
+  failure.rank = f.ranks.empty() ? std::nullopt : std::optional<uint32_t>(fingerprint.rank);
+  failure.failed_at = f.seen;
+  failure.message = absl::StrCat(fingerprint.signature, " at step ", f.first_step);
+  if (hold) failure.hold = WorkloadHold(*hold);
+  failures_.OnJobFailure(now, job, failure);  // under --observe-only: recorded only
+  return restart;
+}
+
+void SignalDetection::OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f) {
+  const NodeIndex node = f.no_majority ? kNoNode : job.job().rank(f.at.rank).node;
+  const bool charged = node != kNoNode && !options_.observe_only;
+  decisions_.Emit(&job, ReplicaMismatchEvent(now, EventJobOf(job), f, agents_.NameOf(node),
+                                             charged));
+  if (node == kNoNode) return;
+  // Silent data corruption is the node's: it counts toward its quarantine
+  // like any failure attributed to a node, without restarting the job.
+  Failure failure;
+  failure.kind = "replica_mismatch";
+  failure.node = node;
+  failure.charged = true;
+  failure.rank = f.at.rank;
+  failure.failed_at = now;
+  failure.message = absl::StrCat("rank ", f.at.rank, " disagreed with its replica group ",
+                                 f.group, " at step ", f.step);
+  failures_.OnNodeFailure(now, job, failure);
+}
+
+}  // namespace trainsup

@@ -1,0 +1,47 @@
+#ifndef TRAINSUP_DAEMON_CORE_SIGNAL_DETECTION_H_
+#define TRAINSUP_DAEMON_CORE_SIGNAL_DETECTION_H_
+
+#include "absl/time/time.h"
+#include "daemon/core/agent_registry.h"
+#include "daemon/core/decisions.h"
+#include "daemon/core/failure_handler.h"
+#include "daemon/core/job_entry.h"
+#include "daemon/core/signals/signal_monitor.h"
+#include "daemon/core/supervisor_options.h"
+
+namespace trainsup {
+
+// Runs a job's training-signal rules (SignalMonitor) at the sweep and turns
+// what they found into events naming the rank and node, and into what is
+// done about it: a non-finite loss stops the generation on every node and
+// restarts it from its last checkpoint (--on-non-finite, through the
+// FailureHandler like any job-killing failure; held instead when the same
+// non-finite failure repeats at the same step in the next generation); a
+// replica mismatch is charged to its node toward quarantine. Every other
+// finding is an event only. Thread-compatible.
+class SignalDetection {
+ public:
+  SignalDetection(const SupervisorOptions& options, const AgentRegistry& agents,
+                  Decisions& decisions, FailureHandler& failures)
+      : options_(options), agents_(agents), decisions_(decisions), failures_(failures) {}
+  SignalDetection(const SignalDetection&) = delete;
+  SignalDetection& operator=(const SignalDetection&) = delete;
+
+  // Returns true when a finding stopped the job (it is restarting or held).
+  bool Sweep(absl::Time now, JobEntry& job);
+
+ private:
+  bool OnNonFinite(absl::Time now, JobEntry& job, const NonFiniteFinding& f);
+  void OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f);
+  // The name of the node `rank` reports from ("" when none).
+  const std::string& NodeOfRank(const JobEntry& job, uint32_t rank) const;
+
+  const SupervisorOptions& options_;
+  const AgentRegistry& agents_;
+  Decisions& decisions_;
+  FailureHandler& failures_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_SIGNAL_DETECTION_H_

@@ -1,0 +1,49 @@
+#ifndef TRAINSUP_DAEMON_CORE_SIGNALS_GENERATION_RECORD_H_
+#define TRAINSUP_DAEMON_CORE_SIGNALS_GENERATION_RECORD_H_
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace trainsup {
+
+// What a step of the job looked like, for comparing a resume with what the
+// generation before it did at the same step (loss, learning rate, data
+// position).
+struct StepSummary {
+  int64_t step = -1;
+  std::optional<double> loss;  // mean over ranks (finite ones)
+  std::optional<double> learning_rate;
+  uint64_t samples = 0;  // summed over ranks (0: not sent)
+  uint64_t tokens = 0;
+};
+
+// The last kCapacity steps of one generation, in step order. Memory is
+// taken once. Thread-compatible.
+class GenerationRecord {
+ public:
+  static constexpr size_t kCapacity = 256;
+
+  explicit GenerationRecord(uint64_t generation = 0) : generation_(generation) {
+    steps_.reserve(kCapacity);
+  }
+
+  uint64_t generation() const { return generation_; }
+  // Appends `s` (REQUIRES: its step is above every step kept).
+  void Add(const StepSummary& s);
+  // The step `step` if kept.
+  std::optional<StepSummary> Find(int64_t step) const;
+  // The oldest and newest steps kept; -1 when empty.
+  int64_t first_step() const;
+  int64_t last_step() const;
+  size_t size() const { return steps_.size(); }
+
+ private:
+  uint64_t generation_;
+  std::vector<StepSummary> steps_;  // a ring once full
+  size_t head_ = 0;                 // the oldest once full
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_SIGNALS_GENERATION_RECORD_H_

@@ -1,0 +1,187 @@
+#include "daemon/core/signals/signal_monitor.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace trainsup {
+namespace {
+
+// A step whose ranks have not all reported this long after its first one
+// is handed over without them (a rank died, or reports late: its STEP is
+// then left out). Longer than any report interval (5s at most).
+constexpr absl::Duration kStepExpiry = absl::Seconds(10);
+
+}  // namespace
+
+SignalMonitor::SignalMonitor(const SignalOptions& defaults)
+    : defaults_(defaults), options_(defaults) {}
+
+void SignalMonitor::Roll(const Job& job) {
+  if (job.generation() == generation_ && rules_) return;
+  if (job.generation() != generation_) {
+    generation_ = job.generation();
+    if (record_.size() > 0) previous_ = std::move(record_);
+    record_ = GenerationRecord(generation_);
+    settings_.clear();
+    settings_applied_ = false;
+    options_ = defaults_;
+    last_.reset();
+  }
+  aggregator_.Clear();
+  Reconfigure();
+}
+
+void SignalMonitor::Reconfigure() {
+  rules_.emplace(options_);
+  nodes_.clear();
+  pending_node_.reset();
+}
+
+void SignalMonitor::OnStart(const Job& job, const Heartbeat& hb) {
+  Roll(job);
+  if (hb.signal_settings.empty() || settings_applied_) return;
+  SignalOptions options = defaults_;
+  // CheckHeartbeat let only valid settings through.
+  if (!ApplySignalSettings(hb.signal_settings, &options).ok()) return;
+  settings_applied_ = true;
+  settings_ = hb.signal_settings;
+  options_ = options;
+  Reconfigure();
+}
+
+void SignalMonitor::OnStep(absl::Time now, const Job& job, const RankState& r,
+                           const Heartbeat& hb, double checkpoint_s) {
+  Roll(job);
+  const RankAt at{r.rank, r.node};
+  if (hb.loss && options_.non_finite.action != NonFiniteAction::kOff) {
+    rules_->non_finite.ObserveLoss(now, hb.step, at, *hb.loss);
+  }
+  if (hb.compute_s && *hb.compute_s > 0 && options_.throughput.enabled && r.node != kNoNode) {
+    ObserveCompute(now, r.node, hb.step, *hb.compute_s);
+  }
+  aggregator_.Add(now, at, hb, checkpoint_s, job.ranks_reporting());
+  Drain();
+}
+
+void SignalMonitor::ObserveCompute(absl::Time now, NodeIndex node, int64_t step, double seconds) {
+  NodeCompute& n = nodes_.try_emplace(node, options_.throughput).first->second;
+  if (step > n.step) {
+    // The node's previous step is complete: its ranks report in order.
+    if (n.n > 0) n.rule.Observe(n.step, n.time, n.sum / n.n);
+    n.step = step;
+    n.time = now;
+    n.sum = 0;
+    n.n = 0;
+  }
+  if (step != n.step) return;  // a rank behind its node's others: left out
+  n.sum += seconds;
+  ++n.n;
+}
+
+void SignalMonitor::Drain() {
+  for (const StepSignals& s : aggregator_.ready()) Feed(s);
+  aggregator_.ready().clear();
+  for (const ReplicaDisagreement& d : aggregator_.disagreements()) {
+    totals_.mismatches += d.disagreeing;
+    if (options_.replica.enabled) rules_->replica.Observe(d);
+  }
+  aggregator_.disagreements().clear();
+}
+
+void SignalMonitor::Feed(const StepSignals& s) {
+  Rules& rules = *rules_;
+  last_ = s;
+  record_.Add({s.step, s.loss, s.learning_rate, s.samples, s.tokens});
+  if (s.loss_nonfinite > 0) ++totals_.loss_steps;
+  if (s.grad_nonfinite > 0 && s.loss_nonfinite == 0) ++totals_.overflow_steps;
+  rules.non_finite.ObserveStep(s);
+  if (s.loss && s.loss_nonfinite == 0) {
+    if (options_.loss_shift.enabled) rules.loss_shift.Observe(s.step, *s.loss);
+    if (options_.loss_flat.enabled) rules.loss_flat.Observe(s.step, *s.loss);
+  }
+  if (s.grad_norm && s.grad_nonfinite == 0 && (options_.grad.spike || options_.grad.collapse)) {
+    rules.grad.Observe(s.step, *s.grad_norm, s.grad_norm_at);
+  }
+  if (s.step_time_s && options_.throughput.enabled) {
+    rules.throughput.Observe(s.step, s.time, *s.step_time_s);
+  }
+  if (options_.memory.enabled) {
+    if (s.device_memory_bytes) {
+      rules.device.Observe(s.step, *s.device_memory_bytes, s.device_memory_at,
+                           s.device_capacity_bytes.value_or(0));
+    }
+    if (s.host_rss_bytes) rules.host.Observe(s.step, *s.host_rss_bytes, s.host_rss_at, 0);
+  }
+}
+
+SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job) {
+  SignalFindings out;
+  Roll(job);
+  aggregator_.Expire(now, kStepExpiry);
+  Drain();
+  Rules& rules = *rules_;
+  out.non_finite = rules.non_finite.Check(now);
+  if (options_.loss_shift.enabled) out.loss_shift = rules.loss_shift.Check();
+  if (options_.loss_flat.enabled) out.loss_flat = rules.loss_flat.Check();
+  out.grad = rules.grad.Take();
+  if (options_.throughput.enabled) SweepThroughput(now, out);
+  if (options_.memory.enabled) {
+    const double step_s = last_ && last_->step_time_s ? *last_->step_time_s : 0;
+    for (MemoryGrowthRule* rule : {&rules.device, &rules.host}) {
+      if (std::optional<MemoryGrowthFinding> f = rule->Check(step_s)) out.memory.push_back(*f);
+    }
+  }
+  out.replica = rules.replica.Take();
+  return out;
+}
+
+void SignalMonitor::SweepThroughput(absl::Time now, SignalFindings& out) {
+  ThroughputRule& job_rule = rules_->throughput;
+  // The nodes whose compute slowed, confirmed now or building.
+  std::vector<std::pair<NodeIndex, ThroughputFinding>> confirmed;
+  uint32_t moving = 0;
+  for (auto& [node, series] : nodes_) {
+    std::optional<ThroughputFinding> f = series.rule.Check(now);
+    if (f) confirmed.emplace_back(node, *f);
+    if (f || series.rule.Moving() > 0) ++moving;
+  }
+  // Several nodes slowing together is the job's change, not a node's.
+  if (confirmed.size() == 1 && moving == 1) {
+    if (job_rule.Moving() > 0) {
+      pending_node_ = PendingNode{confirmed[0].first, confirmed[0].second,
+                                  now + std::max(options_.throughput.confirm_time, absl::Seconds(5))};
+    } else {
+      out.throughput.push_back({false, confirmed[0].first, confirmed[0].second, std::nullopt, 1});
+    }
+  }
+  if (std::optional<ThroughputFinding> f = job_rule.Check(now)) {
+    ThroughputSignal signal{true, kNoNode, *f, std::nullopt, moving};
+    if (pending_node_) {
+      signal.node = pending_node_->node;
+      signal.node_finding = pending_node_->finding;
+      signal.nodes_moving = std::max<uint32_t>(moving, 1);
+      pending_node_.reset();
+    }
+    out.throughput.push_back(signal);
+  }
+  if (pending_node_ && now >= pending_node_->until) {
+    out.throughput.push_back({false, pending_node_->node, pending_node_->finding, std::nullopt, 1});
+    pending_node_.reset();
+  }
+}
+
+bool SignalMonitor::loss_shifted() const { return rules_ && rules_->loss_shift.shifted(); }
+
+bool SignalMonitor::loss_flat() const { return rules_ && rules_->loss_flat.flat(); }
+
+std::optional<double> SignalMonitor::step_time_ratio() const {
+  if (!rules_) return std::nullopt;
+  return rules_->throughput.Ratio();
+}
+
+const MemoryGrowthRule* SignalMonitor::memory(bool host) const {
+  if (!rules_) return nullptr;
+  return host ? &rules_->host : &rules_->device;
+}
+
+}  // namespace trainsup

@@ -1,0 +1,174 @@
+#ifndef TRAINSUP_DAEMON_CORE_SIGNALS_SIGNAL_MONITOR_H_
+#define TRAINSUP_DAEMON_CORE_SIGNALS_SIGNAL_MONITOR_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "daemon/core/signals/generation_record.h"
+#include "daemon/core/signals/grad_norm_rule.h"
+#include "daemon/core/signals/loss_flat_rule.h"
+#include "daemon/core/signals/loss_shift_rule.h"
+#include "daemon/core/signals/memory_growth_rule.h"
+#include "daemon/core/signals/non_finite_rule.h"
+#include "daemon/core/signals/replica_rule.h"
+#include "daemon/core/signals/signal_options.h"
+#include "daemon/core/signals/step_aggregator.h"
+#include "daemon/core/signals/throughput_rule.h"
+
+namespace trainsup {
+
+// A throughput finding as the job sees it: the job's step time moved
+// (`node` names the one node whose compute moved with it, if exactly one
+// did), or one node's compute time moved while the others' did not.
+struct ThroughputSignal {
+  bool job = true;            // false: the node's own compute time
+  NodeIndex node = kNoNode;   // the node named, if any
+  ThroughputFinding finding;  // of the job's step time, or of the node's compute
+  std::optional<ThroughputFinding> node_finding;  // the named node's, with a job's
+  uint32_t nodes_moving = 0;  // nodes whose compute slowed with it
+};
+
+// What the rules found in one sweep.
+struct SignalFindings {
+  std::optional<NonFiniteFinding> non_finite;
+  std::optional<LossShiftFinding> loss_shift;
+  std::optional<LossFlatFinding> loss_flat;
+  std::vector<GradNormFinding> grad;
+  std::vector<ThroughputSignal> throughput;
+  std::vector<MemoryGrowthFinding> memory;
+  std::vector<ReplicaFinding> replica;
+};
+
+// The training signals of one job (docs/signals.md): every STEP feeds a
+// per-step aggregate in O(1), each step's record feeds the rules once, and
+// the sweep asks them what they found. Every rule and baseline belongs to
+// the job's current generation (a new generation starts them over, so a
+// resume is never read as a change); the record of the generation before
+// stays readable (previous_record()). Options are trainsupd's, with the
+// settings a rank's START carried applied for the generation (the first
+// START with settings wins). Per job: the rules' series, one compute series
+// per node, and no state per rank. Thread-compatible.
+class SignalMonitor : public StepObserver {
+ public:
+  explicit SignalMonitor(const SignalOptions& defaults);
+  SignalMonitor(const SignalMonitor&) = delete;
+  SignalMonitor& operator=(const SignalMonitor&) = delete;
+
+  void OnStep(absl::Time now, const Job& job, const RankState& r, const Heartbeat& hb,
+              double checkpoint_s) override;
+  // A START with settings (validated by CheckHeartbeat).
+  void OnStart(const Job& job, const Heartbeat& hb);
+  // Hands over steps whose ranks stopped reporting, and runs the rules.
+  SignalFindings Sweep(absl::Time now, const Job& job);
+
+  // The supervisor renumbered its nodes: `move(NodeIndex&)` for each.
+  template <typename Move>
+  void MoveNodes(Move move) {
+    absl::flat_hash_map<NodeIndex, NodeCompute> moved;
+    for (auto& [node, series] : nodes_) {
+      NodeIndex to = node;
+      move(to);
+      if (to != kNoNode) moved.emplace(to, std::move(series));
+    }
+    nodes_ = std::move(moved);
+    if (pending_node_) move(pending_node_->node);
+  }
+
+  // The options in force for the current generation, and the settings its
+  // script gave (empty: trainsupd's).
+  const SignalOptions& options() const { return options_; }
+  const std::vector<std::pair<std::string, double>>& settings() const { return settings_; }
+
+  // For the metrics: the last step's record; the rules' states.
+  const std::optional<StepSignals>& last_step() const { return last_; }
+  bool loss_shifted() const;
+  bool loss_flat() const;
+  std::optional<double> step_time_ratio() const;
+  const MemoryGrowthRule* memory(bool host) const;
+  // Across the job's generations: steps with a non-finite loss, overflow
+  // steps (a non-finite gradient norm, finite losses), ranks x steps that
+  // disagreed with their replica group.
+  uint64_t nonfinite_loss_steps() const { return totals_.loss_steps; }
+  uint64_t overflow_steps() const { return totals_.overflow_steps; }
+  uint64_t replica_mismatches() const { return totals_.mismatches; }
+
+  // The current and the previous generation's last steps.
+  const GenerationRecord& record() const { return record_; }
+  const GenerationRecord& previous_record() const { return previous_; }
+
+ private:
+  // Every rule of one generation, made from its options.
+  struct Rules {
+    explicit Rules(const SignalOptions& o)
+        : non_finite(o.non_finite),
+          loss_shift(o.loss_shift),
+          loss_flat(o.loss_flat),
+          grad(o.grad),
+          throughput(o.throughput),
+          device(o.memory, /*host=*/false),
+          host(o.memory, /*host=*/true),
+          replica(o.replica) {}
+    NonFiniteRule non_finite;
+    LossShiftRule loss_shift;
+    LossFlatRule loss_flat;
+    GradNormRule grad;
+    ThroughputRule throughput;
+    MemoryGrowthRule device;
+    MemoryGrowthRule host;
+    ReplicaRule replica;
+  };
+  // A node's compute time per step (the mean of its ranks'), and its rule.
+  struct NodeCompute {
+    explicit NodeCompute(const ThroughputOptions& o) : rule(o) {}
+    int64_t step = -1;
+    absl::Time time;
+    double sum = 0;
+    uint32_t n = 0;
+    ThroughputRule rule;
+  };
+  // A node's slowdown held back while the job's step time may be moving
+  // with it (then the job's finding names it).
+  struct PendingNode {
+    NodeIndex node = kNoNode;
+    ThroughputFinding finding;
+    absl::Time until;
+  };
+  struct Totals {
+    uint64_t loss_steps = 0;
+    uint64_t overflow_steps = 0;
+    uint64_t mismatches = 0;
+  };
+
+  void Roll(const Job& job);
+  void Reconfigure();
+  void ObserveCompute(absl::Time now, NodeIndex node, int64_t step, double seconds);
+  void Drain();
+  void Feed(const StepSignals& s);
+  void SweepThroughput(absl::Time now, SignalFindings& out);
+
+  const SignalOptions defaults_;
+  SignalOptions options_;
+  std::vector<std::pair<std::string, double>> settings_;
+  uint64_t generation_ = 0;
+  bool settings_applied_ = false;
+  StepAggregator aggregator_;
+  std::optional<Rules> rules_;
+  absl::flat_hash_map<NodeIndex, NodeCompute> nodes_;
+  std::optional<PendingNode> pending_node_;
+  std::optional<StepSignals> last_;
+  GenerationRecord record_;
+  GenerationRecord previous_;
+  Totals totals_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_SIGNALS_SIGNAL_MONITOR_H_

@@ -1,0 +1,332 @@
+// The training signals of a whole job (SignalMonitor), fed by a real Job
+// the way the supervisor feeds it: a synthetic data-parallel run of 8 ranks
+// on 2 nodes, healthy unless a test makes it misbehave. The negative
+// controls come first: a rule that pages on a healthy run gets switched off.
+#include "daemon/core/signals/signal_monitor.h"
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/job.h"
+#include "gtest/gtest.h"
+
+namespace trainsup {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kGiB = 1024.0 * kMiB;
+constexpr uint32_t kWorld = 8;
+constexpr uint32_t kPerNode = 4;
+
+// Everything the rules found over a run.
+struct Found {
+  std::vector<NonFiniteFinding> non_finite;
+  std::vector<LossShiftFinding> loss_shift;
+  std::vector<LossFlatFinding> loss_flat;
+  std::vector<GradNormFinding> grad;
+  std::vector<ThroughputSignal> throughput;
+  std::vector<MemoryGrowthFinding> memory;
+  std::vector<ReplicaFinding> replica;
+  size_t total() const {
+    return non_finite.size() + loss_shift.size() + loss_flat.size() + grad.size() +
+           throughput.size() + memory.size() + replica.size();
+  }
+};
+
+// What a rank sends at a step; a test's `tweak` changes it.
+struct RankStep {
+  uint32_t rank = 0;
+  int64_t step = 0;
+  Heartbeat hb;
+};
+
+// A healthy data-parallel job: a pretraining loss curve with noise (the
+// same mean on every rank), log-normal gradient norms, 0.5s steps of which
+// 0.4s compute, with noise, the caching allocator filling over the first 40
+// steps, host RSS with noise, every replica's digest equal; a generation's
+// first 20 steps 3x slower (start-up), and fp16 overflow steps now and then.
+class SyntheticJob {
+ public:
+  explicit SyntheticJob(const SignalOptions& options, uint32_t seed = 1)
+      : monitor_(options), job_("job", 16, 16), rng_(seed) {
+    job_.set_step_observer(&monitor_);
+    job_.ObserveGeneration(now_, 1);
+  }
+
+  // A new generation, `idle` after the last step (stop, backoff, relaunch).
+  void Restart(absl::Duration idle) {
+    now_ += idle;
+    job_.ObserveGeneration(now_, job_.generation() + 1);
+    generation_first_step_ = -1;
+  }
+
+  // A rank's START carrying the script's settings.
+  void Start(std::vector<std::pair<std::string, double>> settings) {
+    Heartbeat hb = Base(0, 0);
+    hb.kind = HeartbeatKind::kStart;
+    hb.signal_settings = std::move(settings);
+    (void)job_.Apply(now_, 0, hb);
+    monitor_.OnStart(job_, hb);
+  }
+
+  // Every rank completes `step` (a checkpoint after it every 200 steps),
+  // then the supervisor sweeps once a second.
+  void Step(int64_t step, const std::function<void(RankStep&)>& tweak = nullptr) {
+    if (generation_first_step_ < 0) generation_first_step_ = step;
+    const bool warm_up = step - generation_first_step_ < 20;
+    const double step_s = (warm_up ? 1.5 : 0.5) * (1 + 0.03 * noise_(rng_));
+    const bool overflow = step - generation_first_step_ < 8 || uniform_(rng_) < 0.01;
+    const double loss = 2.0 + 6.0 * std::exp(-step / 400.0);
+    const double spread = 1 + 0.03 * noise_(rng_);
+    const double grad = (1.0 + 20 * std::exp(-step / 50.0)) * std::exp(0.3 * noise_(rng_));
+    now_ += absl::Seconds(step_s);
+    for (uint32_t r = 0; r < kWorld; ++r) {
+      RankStep rs{r, step, Base(r, step)};
+      Heartbeat& hb = rs.hb;
+      hb.step_duration_s = step_s + checkpoint_s_;
+      hb.compute_s = (warm_up ? 1.2 : 0.4) * (1 + 0.02 * noise_(rng_));
+      hb.loss = loss * spread * (1 + 0.05 * noise_(rng_));
+      hb.learning_rate = 3e-4;
+      hb.grad_norm = overflow ? std::numeric_limits<double>::infinity() : grad;
+      hb.samples = 8;
+      hb.device_memory_bytes = static_cast<uint64_t>(
+          30 * kGiB * std::min(1.0, (step - generation_first_step_ + 1) / 40.0) +
+          50 * kMiB * std::abs(noise_(rng_)));
+      hb.device_memory_capacity_bytes = static_cast<uint64_t>(80 * kGiB);
+      hb.host_rss_bytes = static_cast<uint64_t>(6 * kGiB + 30 * kMiB * noise_(rng_));
+      hb.replica_digest = static_cast<uint64_t>(step) * 2654435761u;
+      if (tweak) tweak(rs);
+      (void)job_.Apply(now_, r / kPerNode, hb);
+    }
+    checkpoint_s_ = 0;
+    if (step % 200 == 199) Checkpoint(step, 30.0);
+    if (now_ - last_sweep_ >= absl::Seconds(1)) Sweep();
+  }
+
+  // Steps [from, to).
+  void Steps(int64_t from, int64_t to, const std::function<void(RankStep&)>& tweak = nullptr) {
+    for (int64_t step = from; step < to; ++step) Step(step, tweak);
+  }
+
+  void Sweep() {
+    last_sweep_ = now_;
+    SignalFindings f = monitor_.Sweep(now_, job_);
+    if (f.non_finite) found_.non_finite.push_back(*f.non_finite);
+    if (f.loss_shift) found_.loss_shift.push_back(*f.loss_shift);
+    if (f.loss_flat) found_.loss_flat.push_back(*f.loss_flat);
+    found_.grad.insert(found_.grad.end(), f.grad.begin(), f.grad.end());
+    found_.throughput.insert(found_.throughput.end(), f.throughput.begin(), f.throughput.end());
+    found_.memory.insert(found_.memory.end(), f.memory.begin(), f.memory.end());
+    found_.replica.insert(found_.replica.end(), f.replica.begin(), f.replica.end());
+  }
+
+  const Found& found() const { return found_; }
+  const SignalMonitor& monitor() const { return monitor_; }
+  absl::Time now() const { return now_; }
+
+ private:
+  Heartbeat Base(uint32_t rank, int64_t step) const {
+    Heartbeat hb;
+    hb.kind = HeartbeatKind::kStep;
+    hb.rank = rank;
+    hb.local_rank = rank % kPerNode;
+    hb.world_size = kWorld;
+    hb.step = step;
+    hb.generation = job_.generation();
+    return hb;
+  }
+
+  // Every rank blocks `seconds` saving after `step`.
+  void Checkpoint(int64_t step, double seconds) {
+    for (uint32_t r = 0; r < kWorld; ++r) {
+      Heartbeat hb = Base(r, step);
+      hb.kind = HeartbeatKind::kCheckpointBegin;
+      (void)job_.Apply(now_, r / kPerNode, hb);
+    }
+    now_ += absl::Seconds(seconds);
+    for (uint32_t r = 0; r < kWorld; ++r) {
+      Heartbeat hb = Base(r, step);
+      hb.kind = HeartbeatKind::kCheckpointEnd;
+      hb.checkpoint_blocking_s = seconds;
+      (void)job_.Apply(now_, r / kPerNode, hb);
+    }
+    checkpoint_s_ = seconds;  // the next step's measured duration holds it
+  }
+
+  SignalMonitor monitor_;
+  Job job_;
+  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+  absl::Time last_sweep_ = now_;
+  int64_t generation_first_step_ = -1;
+  double checkpoint_s_ = 0;
+  std::mt19937 rng_;
+  std::normal_distribution<double> noise_{0.0, 1.0};
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+  Found found_;
+};
+
+// Options for runs of a few thousand 0.5s steps: a throughput change must
+// hold 10 s (the default minute is 120 such steps; the rule is the same).
+SignalOptions TestOptions() {
+  SignalOptions o;
+  o.throughput.confirm_time = absl::Seconds(10);
+  return o;
+}
+
+// ---- Negative controls ----
+
+TEST(SignalMonitorTest, AHealthyNoisyRunRaisesNothing) {
+  // Warm-up, checkpoint pauses of 30s every 200 steps, fp16 overflow steps
+  // (8 in a row at the start, then 1%), noise everywhere.
+  for (uint32_t seed = 1; seed <= 5; ++seed) {
+    SyntheticJob job(TestOptions(), seed);
+    job.Steps(0, 3000);
+    EXPECT_EQ(job.found().total(), 0u) << "seed " << seed;
+    EXPECT_GT(job.monitor().overflow_steps(), 8u);
+    EXPECT_EQ(job.monitor().nonfinite_loss_steps(), 0u);
+  }
+}
+
+TEST(SignalMonitorTest, ARestartsIdleTimeAndAResumeAtAnotherLevelRaiseNothing) {
+  SyntheticJob job(TestOptions(), 11);
+  job.Steps(0, 1000);
+  // Failed at step 999; the last checkpoint was after step 799. Two minutes
+  // of stop, backoff and relaunch, then generation 2 redoes 800..999 from
+  // a loss above where generation 1 ended (and below its start).
+  job.Restart(absl::Minutes(2));
+  job.Steps(800, 2000);
+  EXPECT_EQ(job.found().total(), 0u);
+  // The generation before is still readable, for comparing the resume.
+  const GenerationRecord& before = job.monitor().previous_record();
+  EXPECT_EQ(before.generation(), 1u);
+  EXPECT_EQ(before.last_step(), 999);
+  std::optional<StepSummary> at = before.Find(900);
+  ASSERT_TRUE(at.has_value());
+  EXPECT_NEAR(*at->loss, 2.0 + 6.0 * std::exp(-900 / 400.0), 0.2);
+  EXPECT_EQ(at->samples, 64u);
+  EXPECT_DOUBLE_EQ(*at->learning_rate, 3e-4);
+}
+
+TEST(SignalMonitorTest, ACorrectResumeAtALowerLossThanTheStartRaisesNothing) {
+  SyntheticJob job(TestOptions(), 12);
+  job.Steps(0, 300);
+  job.Restart(absl::Seconds(30));
+  job.Steps(5000, 6000);  // resumed late in training: a flat, low loss
+  EXPECT_EQ(job.found().total(), 0u);
+}
+
+// ---- Each signal, found and attributed ----
+
+TEST(SignalMonitorTest, ANaNLossNamesItsRankNodeAndStep) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 700);
+  job.Steps(700, 705, [](RankStep& rs) {
+    if (rs.rank == 5 || rs.step > 700) rs.hb.loss = std::numeric_limits<double>::quiet_NaN();
+  });
+  ASSERT_EQ(job.found().non_finite.size(), 1u);
+  const NonFiniteFinding& f = job.found().non_finite[0];
+  EXPECT_EQ(f.step, 700);
+  ASSERT_EQ(f.ranks.size(), 1u);
+  EXPECT_EQ(f.ranks[0].rank, 5u);
+  EXPECT_EQ(f.ranks[0].node, 1u);
+  EXPECT_EQ(job.found().total(), 1u);
+}
+
+TEST(SignalMonitorTest, OneSlowerNodeIsNamed) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 300);
+  // Node 1's ranks compute 20% slower; the job waits for them.
+  job.Steps(300, 700, [](RankStep& rs) {
+    if (rs.rank / kPerNode == 1) *rs.hb.compute_s *= 1.2;
+    rs.hb.step_duration_s *= 1.16;
+  });
+  ASSERT_FALSE(job.found().throughput.empty());
+  const ThroughputSignal& s = job.found().throughput[0];
+  EXPECT_EQ(s.node, 1u);
+  const ThroughputFinding& node = s.job ? *s.node_finding : s.finding;
+  EXPECT_NEAR(node.ratio, 1.2, 0.03);
+  EXPECT_NEAR(node.onset_step, 300, 3);
+  EXPECT_FALSE(node.decay);
+  for (const ThroughputSignal& other : job.found().throughput) EXPECT_EQ(other.node, 1u);
+}
+
+TEST(SignalMonitorTest, EveryNodeSlowingTogetherIsTheJobsChangeNamingNoNode) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 300);
+  job.Steps(300, 700, [](RankStep& rs) {
+    *rs.hb.compute_s *= 1.3;
+    rs.hb.step_duration_s *= 1.25;
+  });
+  ASSERT_EQ(job.found().throughput.size(), 1u);
+  const ThroughputSignal& s = job.found().throughput[0];
+  EXPECT_TRUE(s.job);
+  EXPECT_EQ(s.node, kNoNode);
+  EXPECT_EQ(s.nodes_moving, 2u);
+  EXPECT_NEAR(s.finding.ratio, 1.25, 0.03);
+}
+
+TEST(SignalMonitorTest, ACorruptedReplicaIsNamed) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 300);
+  job.Steps(300, 320, [](RankStep& rs) {
+    if (rs.rank == 6) rs.hb.replica_digest = *rs.hb.replica_digest ^ 1;
+  });
+  ASSERT_EQ(job.found().replica.size(), 1u);  // every step disagrees; one finding per node
+  const ReplicaFinding& f = job.found().replica[0];
+  EXPECT_EQ(f.step, 300);
+  EXPECT_EQ(f.at.rank, 6u);
+  EXPECT_EQ(f.at.node, 1u);
+  EXPECT_EQ(f.majority, 7u);
+  EXPECT_EQ(job.monitor().replica_mismatches(), 20u);
+}
+
+TEST(SignalMonitorTest, AHostMemoryLeakOnOneRankIsNamedWithItsSlope) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 600, [](RankStep& rs) {
+    if (rs.rank == 2) *rs.hb.host_rss_bytes += static_cast<uint64_t>(rs.step * 1.0 * kMiB);
+  });
+  ASSERT_EQ(job.found().memory.size(), 1u);
+  const MemoryGrowthFinding& f = job.found().memory[0];
+  EXPECT_TRUE(f.host);
+  EXPECT_EQ(f.at.rank, 2u);
+  EXPECT_NEAR(f.slope_bytes_per_step, 1.0 * kMiB, 0.1 * kMiB);
+  EXPECT_GT(f.slope_bytes_per_second, 1.0 * kMiB);
+}
+
+TEST(SignalMonitorTest, ALossThatJumpsAndStaysIsAShift) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 1500);
+  job.Steps(1500, 1600, [](RankStep& rs) { *rs.hb.loss *= 1.4; });
+  ASSERT_EQ(job.found().loss_shift.size(), 1u);
+  EXPECT_NEAR(job.found().loss_shift[0].onset_step, 1500, 2);
+  EXPECT_TRUE(job.monitor().loss_shifted());
+}
+
+TEST(SignalMonitorTest, TheScriptsSettingsApplyToItsJob) {
+  SyntheticJob job(TestOptions());
+  job.Start({{"loss_shift", 0}, {"replica_rearm_steps", 5}});
+  EXPECT_FALSE(job.monitor().options().loss_shift.enabled);
+  EXPECT_EQ(job.monitor().settings().size(), 2u);
+  job.Steps(0, 1500);
+  job.Steps(1500, 1600, [](RankStep& rs) {
+    *rs.hb.loss *= 1.4;
+    if (rs.rank == 6 && rs.step < 1512) rs.hb.replica_digest = 1;
+  });
+  EXPECT_TRUE(job.found().loss_shift.empty());
+  EXPECT_EQ(job.found().replica.size(), 3u);  // steps 1500, 1505, 1510
+  // The next generation starts from trainsupd's options until its START.
+  job.Restart(absl::Seconds(10));
+  job.Step(1400);
+  EXPECT_TRUE(job.monitor().options().loss_shift.enabled);
+}
+
+}  // namespace
+}  // namespace trainsup

@@ -1,0 +1,202 @@
+// The training signals through the Supervisor, as its agents drive it: a
+// non-finite loss stops the generation on every node and restarts it (or is
+// only reported), the same one at the same step again holds the job, a
+// replica that disagrees is charged to its node until it is quarantined,
+// the script's settings are checked, and a healthy run says nothing.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/supervisor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/fake_agents.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::IsEmpty;
+using ::trainsup::testing::FakeAgentsOptions;
+using ::trainsup::testing::FakeAgentsTest;
+using ::trainsup::testing::Figure;
+using ::trainsup::testing::OfKind;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+absl::Time AtS(double s) {
+  return absl::FromUnixSeconds(1000) + absl::Milliseconds(static_cast<int64_t>(s * 1000));
+}
+
+// Which kinds are training signals (docs/signals.md).
+bool IsSignal(EventKind kind) {
+  switch (kind) {
+    case EventKind::kNotFinite:
+    case EventKind::kLossShift:
+    case EventKind::kLossFlat:
+    case EventKind::kGradSpike:
+    case EventKind::kGradCollapse:
+    case EventKind::kThroughputChange:
+    case EventKind::kThroughputDecay:
+    case EventKind::kMemoryGrowth:
+    case EventKind::kReplicaMismatch:
+      return true;
+    default:
+      return false;
+  }
+}
+
+class SignalsTest : public FakeAgentsTest {
+ protected:
+  void SetUp() override {
+    options_ = FakeAgentsOptions();
+    options_.restart.backoff_initial = absl::Seconds(1);
+    options_.signals.replica.rearm_steps = 5;
+    Create();
+    ConnectAgents(AtS(0));
+  }
+
+  // Every rank of both nodes completes `step` at `now`, with a healthy
+  // loss, gradient norm and digest unless `loss_of` / `digest_of` say
+  // otherwise.
+  void StepAll(absl::Time now, int64_t step, double (*loss_of)(uint32_t, int64_t) = nullptr,
+               uint64_t (*digest_of)(uint32_t, int64_t) = nullptr) {
+    for (SessionId session : {a_, b_}) {
+      std::vector<Heartbeat> hbs;
+      std::vector<RankProcessInfo> processes;
+      for (uint32_t r : RanksOf(session)) {
+        Heartbeat hb = Hb(HeartbeatKind::kStep, r, step);
+        hb.step_duration_s = 0.5;
+        hb.loss = loss_of ? loss_of(r, step) : 2.0 + 4.0 / (1 + step);
+        hb.grad_norm = 1.0;
+        hb.replica_digest = digest_of ? digest_of(r, step) : static_cast<uint64_t>(step);
+        hbs.push_back(hb);
+        processes.push_back(Alive(r));
+      }
+      Send(now, session, hbs, processes);
+    }
+  }
+
+  // Steps [from, to), one every 0.5s from `start`, each followed by a sweep;
+  // returns when it ended.
+  absl::Time Steps(absl::Time start, int64_t from, int64_t to,
+                   double (*loss_of)(uint32_t, int64_t) = nullptr,
+                   uint64_t (*digest_of)(uint32_t, int64_t) = nullptr) {
+    absl::Time t = start;
+    for (int64_t step = from; step < to && (state() == "running" || state() == "pending");
+         ++step) {
+      t += absl::Milliseconds(500);
+      StepAll(t, step, loss_of, digest_of);
+      Sweep(t);
+    }
+    return t;
+  }
+
+  std::vector<Event> Events(EventKind kind) {
+    return OfKind(sup_->events().Since(0, "job"), kind);
+  }
+};
+
+double NaNOnRank3At40(uint32_t rank, int64_t step) {
+  return rank == 3 && step >= 40 ? kNaN : 2.0;
+}
+
+TEST_F(SignalsTest, ANonFiniteLossStopsTheGenerationOnEveryNodeAndRestartsIt) {
+  absl::Time t = Steps(AtS(0), 0, 60, NaNOnRank3At40);
+  // Reported a settle (1s) after it was heard: two sweeps later.
+  std::vector<Event> found = Events(EventKind::kNotFinite);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].rank, 3u);
+  EXPECT_EQ(found[0].node, "node-b");
+  EXPECT_EQ(found[0].generation, 1u);
+  EXPECT_EQ(Figure(found[0], "step"), 40.0);
+  EXPECT_EQ(Figure(found[0], "restart"), 1.0);
+  EXPECT_EQ(state(), "stopping");
+  // Both agents are told to stop at once.
+  const SupervisorOutput out = sup_->TakeOutput();
+  int stops = 0;
+  for (const AgentCommand& c : out.commands) stops += c.kind == AgentCommand::Kind::kStop;
+  EXPECT_EQ(stops, 2);
+  ASSERT_FALSE(out.journal.failures.empty());
+  EXPECT_EQ(out.journal.failures.back().kind, "not_finite");
+  EXPECT_FALSE(out.journal.failures.back().charged);  // the training's, not the node's
+
+  // Stopped everywhere; the next generation starts and trains from its
+  // checkpoint, and the same NaN at the same step holds the job: restarting
+  // from that checkpoint would only repeat it.
+  for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(1), s, 0, 15);
+  for (int i = 0; i < 10 && job().generation() == 1; ++i) Sweep(t + absl::Seconds(2 + i));
+  ASSERT_EQ(job().generation(), 2u);
+  gen_ = 2;
+  for (SessionId s : {a_, b_}) SendStarted(t + absl::Seconds(12), s);
+  Steps(t + absl::Seconds(12), 30, 60, NaNOnRank3At40);
+  found = Events(EventKind::kNotFinite);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[1].generation, 2u);
+  EXPECT_EQ(Figure(found[1], "workload_repeat"), 1.0);
+  for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(30), s, 0, 15);
+  Sweep(t + absl::Seconds(31));
+  EXPECT_EQ(state(), "held");
+}
+
+TEST_F(SignalsTest, ReportOnlyLeavesTheJobRunning) {
+  options_.signals.non_finite.action = NonFiniteAction::kReport;
+  Create();
+  ConnectAgents(AtS(0));
+  Steps(AtS(0), 0, 60, NaNOnRank3At40);
+  std::vector<Event> found = Events(EventKind::kNotFinite);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(Figure(found[0], "restart"), 0.0);
+  EXPECT_EQ(state(), "running");
+}
+
+uint64_t Rank2Corrupted(uint32_t rank, int64_t step) {
+  return rank == 2 && step >= 20 ? 0xdead : static_cast<uint64_t>(step);
+}
+
+TEST_F(SignalsTest, AReplicaThatKeepsDisagreeingIsChargedToItsNodeUntilQuarantined) {
+  // Re-armed every 5 steps: node-b is charged at steps 20, 25 and 30; the
+  // third charge within the hour quarantines it.
+  Steps(AtS(0), 0, 40, nullptr, Rank2Corrupted);
+  std::vector<Event> found = Events(EventKind::kReplicaMismatch);
+  ASSERT_GE(found.size(), 3u);
+  EXPECT_EQ(found[0].rank, 2u);
+  EXPECT_EQ(found[0].node, "node-b");
+  EXPECT_EQ(Figure(found[0], "step"), 20.0);
+  EXPECT_EQ(Figure(found[0], "majority"), 3.0);
+  EXPECT_EQ(Figure(found[0], "charged"), 1.0);
+  std::vector<Event> quarantined = Events(EventKind::kQuarantine);
+  ASSERT_EQ(quarantined.size(), 1u);
+  EXPECT_EQ(quarantined[0].node, "node-b");
+}
+
+TEST_F(SignalsTest, AHealthyRunRaisesNoSignal) {
+  Steps(AtS(0), 0, 400);
+  for (const Event& e : sup_->events().Since(0, "job")) EXPECT_FALSE(IsSignal(e.kind)) << e.message;
+}
+
+TEST_F(SignalsTest, TheScriptsSettingsArriveInItsStartAndBadOnesAreRefused) {
+  Heartbeat start = Hb(HeartbeatKind::kStart, 0, 0);
+  start.signal_settings = {{"non_finite", 1}, {"loss_flat", 0}};
+  Send(AtS(1), a_, {start});
+  const JobEntry& e = entry();
+  EXPECT_EQ(e.signals.options().non_finite.action, NonFiniteAction::kReport);
+  EXPECT_FALSE(e.signals.options().loss_flat.enabled);
+
+  Heartbeat bad = Hb(HeartbeatKind::kStart, 1, 0);
+  bad.signal_settings = {{"loss_flat", 7}};
+  Send(AtS(1), a_, {bad});
+  EXPECT_EQ(sup_->rejected().Get(RejectReason::kBadSignal), 1u);
+  // The first START with settings holds for the generation.
+  Steps(AtS(1), 0, 60, NaNOnRank3At40);
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(Events(EventKind::kNotFinite).size(), 1u);
+}
+
+}  // namespace
+}  // namespace trainsup
