@@ -26,6 +26,8 @@ RejectReason FromProto(v1::RejectReason in);
 
 // A core decision -> the message its agent receives.
 v1::SupervisorMessage ToProto(const AgentCommand& command);
+// Where a generation meets, as one agent is told (its welcome or start).
+v1::Rendezvous ToProto(const RendezvousSpec& spec);
 
 }  // namespace trainsup
 

@@ -50,6 +50,10 @@ absl::string_view EventKindName(EventKind kind) {
       return "unfence";
     case EventKind::kVerdict:
       return "verdict";
+    case EventKind::kRendezvous:
+      return "rendezvous";
+    case EventKind::kStartTimeout:
+      return "start_timeout";
     case EventKind::kCount:
       break;
   }

@@ -37,6 +37,8 @@ enum class EventKind {
   kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
   kUnfence,            // the unfence command ran for a node whose quarantine was lifted
   kVerdict,            // a failure the job itself gave a verdict on (an exit code, an exception, hb.verdict)
+  kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
+  kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

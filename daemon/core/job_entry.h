@@ -23,6 +23,7 @@
 #include "daemon/core/job_state.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/recovery_timer.h"
+#include "daemon/core/rendezvous.h"
 #include "daemon/core/restart_governor.h"
 #include "daemon/core/stacks.h"
 #include "daemon/core/straggler_detector.h"
@@ -92,6 +93,8 @@ struct GenerationVerdicts {
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
   uint64_t stall_event_id = 0;  // the stall (or node_lost) event, for its stacks
+  // Start timeout: held until the next generation (acted on at once).
+  bool start_timed_out = false;
   // Straggler streaks, and the ranks flagged now.
   StragglerDetector stragglers;
   StragglerSet straggler_ranks;
@@ -148,6 +151,8 @@ class JobEntry {
   GoodputLedger ledger;
   JobCosts costs;
   CheckpointPublisher plans;
+  // Where each generation meets (the node hosting torchrun's rendezvous).
+  RendezvousPlan rendezvous;
 
  private:
   const StragglerOptions straggler_options_;
