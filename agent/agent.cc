@@ -1,11 +1,14 @@
 #include "agent/agent.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -66,6 +69,24 @@ std::string ReadRange(const std::string& path, int64_t offset, int64_t length) {
   return bytes;
 }
 
+// A TCP port free on every address of this host now (0 when none could be
+// had): the kernel's pick for a socket bound to port 0.
+uint32_t FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t length = sizeof(addr);
+  uint32_t port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
 }  // namespace
 
 void BlockAgentSignals() {
@@ -101,6 +122,24 @@ Agent::Agent(AgentOptions options)
   command_ = std::move(prepared.argv);
   min_nodes_ = options_.min_nodes != 0 ? options_.min_nodes : prepared.min_nodes;
   rank_log_dir_ = prepared.log_dir;
+  if (options_.advertise_address.empty()) return;
+  if (prepared.rendezvous == CommandRendezvous::kNone) {
+    TRAINSUP_LOG_WARN("--advertise-address is set but the command has no rendezvous trainsupd "
+                      "can move (torchrun's c10d or static one): its own arguments apply");
+    return;
+  }
+  const uint32_t port = options_.rendezvous_port != 0 ? options_.rendezvous_port : FreePort();
+  if (port == 0) {
+    TRAINSUP_LOG_WARN("no free port for a rendezvous store on this node: its own arguments apply");
+    return;
+  }
+  rendezvous_kind_ = prepared.rendezvous;
+  rendezvous_offer_.set_kind(prepared.rendezvous == CommandRendezvous::kC10d
+                                 ? v1::RendezvousOffer::KIND_C10D
+                                 : v1::RendezvousOffer::KIND_STATIC);
+  rendezvous_offer_.set_address(options_.advertise_address);
+  rendezvous_offer_.set_port(port);
+  rendezvous_offer_.set_node_rank(prepared.node_rank);
 }
 
 v1::AgentHello Agent::Hello() const {
@@ -115,6 +154,7 @@ v1::AgentHello Agent::Hello() const {
   *hello.mutable_plans() = plans_->plans().plans();
   hello.set_min_nodes(min_nodes_);
   for (const std::string& rule : options_.verdict_rules) hello.add_verdict_rules(rule);
+  if (rendezvous_kind_ != CommandRendezvous::kNone) *hello.mutable_rendezvous() = rendezvous_offer_;
   return hello;
 }
 
@@ -205,8 +245,19 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
   failure_lines_.clear();
   rank_drops_logged_.clear();  // the new ranks count from zero
   PublishProcesses();
+  std::vector<std::string> argv = command_;
+  if (rendezvous_generation_ == generation && rendezvous_kind_ != CommandRendezvous::kNone) {
+    RendezvousArgs args;
+    args.address = rendezvous_.address();
+    args.port = rendezvous_.port();
+    args.is_host = rendezvous_.host_node() == options_.node;
+    args.node_rank = rendezvous_.node_rank();
+    argv = RewriteRendezvous(command_, rendezvous_kind_, args);
+    TRAINSUP_LOG_INFO("generation %d meets on %s (%s:%d)%s", generation, rendezvous_.host_node(),
+                      args.address, args.port, args.is_host ? ": this node hosts the store" : "");
+  }
   absl::Status started = launcher_.Start(
-      command_, {{"TRAINSUP_SOCKET", socket_->path()},
+      argv, {{"TRAINSUP_SOCKET", socket_->path()},
                  {"TRAINSUP_PLAN_FILE", plans_->path()},
                  {"TRAINSUP_STACK_DIR", socket_->directory()},
                  {"TRAINSUP_JOB", options_.job},
@@ -225,6 +276,11 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
                       "outlive it", generation);
   }
   PublishLauncher();
+}
+
+void Agent::NoteRendezvous(uint64_t generation, const v1::Rendezvous& rendezvous) {
+  rendezvous_generation_ = generation;
+  rendezvous_ = rendezvous;
 }
 
 void Agent::OnDatagrams() {
@@ -283,6 +339,9 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
   const absl::Duration now = SteadyNow();
   switch (m.body_case()) {
     case v1::SupervisorMessage::kWelcome:
+      if (m.welcome().has_rendezvous()) {
+        NoteRendezvous(m.welcome().generation(), m.welcome().rendezvous());
+      }
       return Do(state_->OnWelcome(now, m.welcome().launch(), m.welcome().generation(),
                                   m.welcome().restarts()));
     case v1::SupervisorMessage::kStop:
@@ -290,6 +349,7 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
                                absl::Seconds(m.stop().grace_seconds()), m.stop().reason(),
                                m.stop().collect_stacks()));
     case v1::SupervisorMessage::kStart:
+      if (m.start().has_rendezvous()) NoteRendezvous(m.start().generation(), m.start().rendezvous());
       return Do(state_->OnStart(now, m.start().generation(), m.start().reason()));
     case v1::SupervisorMessage::kHold:
       return Do(state_->OnHold(now, m.hold().reason()));

@@ -22,6 +22,7 @@
 #include "agent/report_batcher.h"
 #include "agent/stack_collection.h"
 #include "agent/supervisor_link.h"
+#include "agent/torchrun_args.h"
 
 namespace trainsup {
 
@@ -48,6 +49,15 @@ struct AgentOptions {
   uint32_t min_nodes = 0;
   // The job's own verdict rules (common/verdict_rule.h), before trainsupd's.
   std::vector<std::string> verdict_rules;
+  // The address this node's peers reach it on; set: the supervisor may host
+  // the job's rendezvous on this node, and this agent rewrites torchrun's
+  // rendezvous arguments as the supervisor says for each generation
+  // (docs/recovery.md, "Where a generation meets"). Default: "" (the
+  // command's own rendezvous arguments always apply).
+  std::string advertise_address;
+  // The port a store this node's torchrun hosts listens on; 0: a free port
+  // the agent finds at start. Default: 0.
+  uint32_t rendezvous_port = 0;
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -73,6 +83,9 @@ class Agent {
   // Carries out what the state machine decided.
   void Do(const AgentAction& action);
   void Launch(uint64_t generation, const std::string& why);
+  // Keeps where `generation` meets, as the supervisor told it (a welcome's
+  // or a start's), for its launch.
+  void NoteRendezvous(uint64_t generation, const v1::Rendezvous& rendezvous);
   void OnDatagrams();
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
@@ -120,6 +133,13 @@ class Agent {
   std::vector<std::string> command_;
   uint32_t min_nodes_ = 0;  // the fewest nodes the command runs on (0: unknown)
   std::string rank_log_dir_;  // torchrun's --log_dir, if given (rank_log.h)
+  // The command's rendezvous and what this node offers for hosting it (no
+  // kind: it offers nothing); where the next launch meets, for the
+  // generation told (0: none told, the command as written).
+  CommandRendezvous rendezvous_kind_ = CommandRendezvous::kNone;
+  v1::RendezvousOffer rendezvous_offer_;
+  uint64_t rendezvous_generation_ = 0;
+  v1::Rendezvous rendezvous_;
   // The command failed: its last stderr lines that say why (StderrExcerpt).
   std::vector<std::string> failure_lines_;
   ReportBatcher batcher_;

@@ -93,6 +93,17 @@ int main(int argc, char** argv) {
                   "exception:TYPE=ACTION, ACTION one of restart-elsewhere, transient, stop, "
                   "default; repeatable")
       ->type_name("RULE")->allow_extra_args(false);
+  run->add_option("--advertise-address", options.advertise_address,
+                  "the address this node's peers reach it on: trainsupd then decides where each "
+                  "generation's torchrun rendezvous meets (moving it off a lost node) and the "
+                  "agent rewrites --rdzv_endpoint and is_host (c10d) or --master_addr, "
+                  "--master_port and --node_rank (static) for it; default: the command's own "
+                  "rendezvous arguments always apply")
+      ->type_name("HOST")->envname("TRAINSUP_ADVERTISE_ADDRESS");
+  run->add_option("--rendezvous-port", options.rendezvous_port,
+                  "with --advertise-address: the port a rendezvous store on this node listens on "
+                  "(default: a free port found at start)")
+      ->check(CLI::Range(1, 65535));
   run->add_option("command", options.command, "the command to run, after --")->required();
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;

@@ -189,6 +189,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(PositiveValidator());
   AddDurationOption(app, "--startup-grace", &core.stall.startup_grace,
                     "stall threshold before a generation's first step (imports, rendezvous, loading)");
+  AddDurationOption(app, "--start-timeout", &core.start_timeout,
+                    "a generation whose command runs and of which no rank reported by then (a "
+                    "rendezvous that cannot complete, an import that hangs) is a failure: "
+                    "start_timeout, restarted like any other", DurationBound::kPositive);
   AddDurationOption(app, "--checkpoint-grace", &core.stall.checkpoint_grace,
                     "stall threshold at least this while a rank is blocked in a checkpoint");
   AddDurationOption(app, "--crash-settle", &core.crash.settle,

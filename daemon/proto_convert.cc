@@ -203,6 +203,17 @@ AgentHelloInfo FromProto(const v1::AgentHello& in) {
   }
   out.min_nodes = in.min_nodes();
   out.verdict_rules.assign(in.verdict_rules().begin(), in.verdict_rules().end());
+  // An offer of no kind is none (an agent that leaves the rendezvous alone).
+  if (in.has_rendezvous() && in.rendezvous().kind() != v1::RendezvousOffer::KIND_UNSPECIFIED) {
+    const v1::RendezvousOffer& r = in.rendezvous();
+    RendezvousOffer offer;
+    offer.kind = r.kind() == v1::RendezvousOffer::KIND_STATIC ? RendezvousKind::kStatic
+                                                              : RendezvousKind::kC10d;
+    offer.address = r.address();
+    offer.port = r.port();
+    offer.node_rank = r.node_rank();
+    out.rendezvous = std::move(offer);
+  }
   for (const v1::CheckpointPlan& p : in.plans()) {
     CheckpointPlanSpec spec;
     spec.plan_id = p.plan_id();
@@ -262,6 +273,15 @@ StacksInfo FromProto(const v1::StacksReport& in) {
   return out;
 }
 
+v1::Rendezvous ToProto(const RendezvousSpec& spec) {
+  v1::Rendezvous out;
+  out.set_host_node(spec.host_node);
+  out.set_address(spec.address);
+  out.set_port(spec.port);
+  out.set_node_rank(spec.node_rank);
+  return out;
+}
+
 v1::SupervisorMessage ToProto(const AgentCommand& command) {
   v1::SupervisorMessage out;
   switch (command.kind) {
@@ -276,6 +296,7 @@ v1::SupervisorMessage ToProto(const AgentCommand& command) {
     case AgentCommand::Kind::kStart:
       out.mutable_start()->set_generation(command.generation);
       out.mutable_start()->set_reason(command.reason);
+      if (command.rendezvous) *out.mutable_start()->mutable_rendezvous() = ToProto(*command.rendezvous);
       break;
     case AgentCommand::Kind::kHold:
       out.mutable_hold()->set_reason(command.reason);

@@ -30,6 +30,9 @@ v1::SupervisorMessage ToProto(const AgentCommand& command);
 // A plan as the agents receive it and operators read it (`out` is cleared).
 void ToProto(const CheckpointPlanSpec& plan, v1::CheckpointPlan* out);
 
+// Where a generation meets, as one agent is told (its welcome or start).
+v1::Rendezvous ToProto(const RendezvousSpec& spec);
+
 }  // namespace trainsup
 
 #endif  // TRAINSUP_DAEMON_PROTO_CONVERT_H_

@@ -70,6 +70,9 @@ absl::Status Admission::Check(absl::Time now, const AgentHelloInfo& hello) {
     return absl::InvalidArgumentError(absl::StrCat("job id must be ", kNameRule));
   }
   if (absl::Status bad = CheckJobVerdictRules(hello.verdict_rules); !bad.ok()) return bad;
+  if (hello.rendezvous) {
+    if (absl::Status bad = CheckRendezvousOffer(*hello.rendezvous); !bad.ok()) return bad;
+  }
   if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
   if (absl::Status refused = CheckLimits(hello); !refused.ok()) return refused;
   return CheckJob(hello);
@@ -118,6 +121,10 @@ Admission::Admitted Admission::Admit(absl::Time now, const AgentHelloInfo& hello
   if (admitted.launch && fresh_agent) {
     node.told.start_generation = generation;
     node.member_generation = generation;
+    // It meets where the generation meets; the first to launch hosts it.
+    admitted.rendezvous_decided =
+        job.rendezvous.Join(generation, RendezvousMember{node.name, node.rendezvous});
+    admitted.rendezvous = job.rendezvous.For(generation, node.name);
   }
   // An agent that still runs the current generation (it reconnected) is one
   // of its members; one that runs an older one was cut from this one.

@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_ADMISSION_H_
 
 #include <cstdint>
+#include <optional>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -47,6 +48,10 @@ class Admission {
     // Whether an agent that has not launched yet launches now (false: it
     // waits for a start command).
     bool launch = false;
+    // Where it meets when it launches now (unset: as its command says), and
+    // whether its joining decided where the generation meets.
+    std::optional<RendezvousSpec> rendezvous;
+    bool rendezvous_decided = false;
   };
   // Admits the agent of `hello`, connected now as `node`: creates, adopts or
   // runs its job again, and decides its launch and membership.

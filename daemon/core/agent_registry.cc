@@ -32,6 +32,7 @@ AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHell
   node.last_report = now;
   if (hello.report_interval > absl::ZeroDuration()) node.report_interval = hello.report_interval;
   node.min_nodes = hello.min_nodes;
+  node.rendezvous = hello.rendezvous;
   // Checked before the hello was welcomed (CheckVerdictRules).
   node.verdict_rules = VerdictTable::FromRules(hello.verdict_rules).value_or(VerdictTable());
   node.told = NodeRecord::Told();  // a new stream has been told nothing yet

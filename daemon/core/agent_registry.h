@@ -42,6 +42,9 @@ struct NodeRecord {
   // the job's own verdict rules (verdicts.h), before trainsupd's table.
   uint32_t min_nodes = 0;
   VerdictTable verdict_rules;
+  // From its hello: how it can host its job's rendezvous (unset: it leaves
+  // the rendezvous to its command).
+  std::optional<RendezvousOffer> rendezvous;
   LauncherInfo launcher;
   uint64_t heartbeats_received = 0;
   uint64_t reports_received = 0;

@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_DECISIONS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/journal.h"
+#include "daemon/core/rendezvous.h"
 
 namespace trainsup {
 
@@ -35,6 +37,7 @@ struct AgentCommand {
   bool collect_stacks = false;  // kStop: send the ranks' Python stacks up first
   CheckpointPlanSpec plan;      // kPlan
   absl::Duration report_interval;  // kSettings
+  std::optional<RendezvousSpec> rendezvous;  // kStart: where it meets (unset: as its command says)
 };
 
 // Ask the cluster scheduler to fence a node (the driver runs --fence-command)

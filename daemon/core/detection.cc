@@ -248,6 +248,36 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
   return true;
 }
 
+bool Detection::SweepStart(absl::Time now, JobEntry& job) {
+  GenerationVerdicts& v = job.verdicts();
+  const Job& observed = job.job();
+  // Ranks that report are the stall rule's to judge (its startup grace).
+  if (v.start_timed_out || observed.ranks_reporting() > 0 ||
+      observed.first_progress() != absl::InfinitePast()) {
+    return false;
+  }
+  const absl::Duration waited = now - observed.generation_start();
+  if (waited <= start_timeout_) return false;
+  int running = 0;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (node.generation == observed.generation() && node.running()) ++running;
+  }
+  if (running == 0) return false;  // nothing launched: nothing failed to start
+  v.start_timed_out = true;
+  const std::optional<RendezvousDecision>& met = job.rendezvous.current();
+  const RendezvousDecision* rendezvous =
+      met && met->generation == observed.generation() && !met->as_written ? &*met : nullptr;
+  decisions_.Emit(&job, StartTimeoutEvent(now, EventJobOf(job), waited, start_timeout_, running,
+                                          rendezvous));
+  Failure failure;
+  failure.kind = "start_timeout";
+  failure.failed_at = observed.generation_start();
+  failure.message = absl::StrCat("no first step within ", TenthsOfSeconds(start_timeout_));
+  failures_.OnJobFailure(now, job, failure);
+  return true;
+}
+
 void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdict& verdict,
                                 const absl::flat_hash_set<NodeIndex>& silent) {
   const Job& observed = job.job();

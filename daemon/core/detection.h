@@ -29,6 +29,7 @@ class Detection {
       : crash_(options.crash),
         stall_(options.stall),
         node_loss_(options.node_loss),
+        start_timeout_(options.start_timeout),
         verdict_table_(options.verdicts),
         agents_(agents),
         decisions_(decisions),
@@ -46,6 +47,10 @@ class Detection {
   // Each returns true when it found a job-killing failure (and handed it on).
   bool SweepCrash(absl::Time now, JobEntry& job);
   bool SweepStall(absl::Time now, JobEntry& job, const JobStepStats& stats);
+  // A generation whose command runs on some node, of which no rank
+  // reported and none stepped within --start-timeout of its start:
+  // start_timeout, a failure charged to no node.
+  bool SweepStart(absl::Time now, JobEntry& job);
   void SweepStragglers(absl::Time now, JobEntry& job);
   // Marks the job's nodes that have not been heard for --node-lost-after
   // unreachable (an event; their ranks' liveness becomes unknown). Nothing is
@@ -90,6 +95,7 @@ class Detection {
   const CrashDetector crash_;
   const StallDetector stall_;
   const NodeLossDetector node_loss_;
+  const absl::Duration start_timeout_;
   const VerdictTable& verdict_table_;  // trainsupd's (--verdict, --verdict-table)
   AgentRegistry& agents_;
   Decisions& decisions_;

@@ -68,6 +68,10 @@ absl::string_view EventKindName(EventKind kind) {
       return "memory_growth";
     case EventKind::kReplicaMismatch:
       return "replica_mismatch";
+    case EventKind::kRendezvous:
+      return "rendezvous";
+    case EventKind::kStartTimeout:
+      return "start_timeout";
     case EventKind::kCount:
       break;
   }

@@ -47,6 +47,8 @@ enum class EventKind {
   kThroughputDecay,    // ... or drifted slower
   kMemoryGrowth,       // device memory or host RSS rising steadily
   kReplicaMismatch,    // a rank disagrees with its replica group's majority
+  kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
+  kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

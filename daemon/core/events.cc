@@ -329,6 +329,26 @@ Event NodeUnreachableEvent(absl::Time time, const EventJob& job, const std::stri
   return e;
 }
 
+Event StartTimeoutEvent(absl::Time time, const EventJob& job, absl::Duration waited,
+                        absl::Duration timeout, int nodes_running,
+                        const RendezvousDecision* rendezvous) {
+  Event e = Make(time, job, EventKind::kStartTimeout);
+  const std::string where =
+      rendezvous == nullptr || rendezvous->host.empty()
+          ? "its rendezvous"
+          : absl::StrCat("its rendezvous on ", rendezvous->host, " (", rendezvous->address, ":",
+                         rendezvous->port, ")");
+  e.message = absl::StrCat("generation ", job.generation, " made no first step within ",
+                           TenthsOfSeconds(timeout), " (started ", TenthsOfSeconds(waited),
+                           " ago; no rank reported on the ", nodes_running,
+                           " node(s) running it): ", where,
+                           " did not complete, or its ranks did not start");
+  e.figures = {{"waited_seconds", Seconds(waited)},
+               {"timeout_seconds", Seconds(timeout)},
+               {"nodes_running", static_cast<double>(nodes_running)}};
+  return e;
+}
+
 Event NodeReachableEvent(absl::Time time, const EventJob& job, const std::string& node,
                          absl::Duration silent) {
   Event e = Make(time, job, EventKind::kNodeReachable);
@@ -608,6 +628,25 @@ Event RecoveredEvent(absl::Time time, const EventJob& job, const RecoveryFigures
                {"relaunch_seconds", Seconds(f.relaunch)},
                {"first_step_seconds", Seconds(f.first_step)},
                {"total_seconds", Seconds(f.total)}};
+  return e;
+}
+
+Event RendezvousEvent(absl::Time time, const EventJob& job, const RendezvousDecision& decision) {
+  Event e = Make(time, job, EventKind::kRendezvous);
+  e.node = decision.host;
+  e.message = absl::StrCat("generation ", job.generation, " meets on ", decision.host, " (",
+                           decision.address, ":", decision.port, ")");
+  if (decision.moved()) absl::StrAppend(&e.message, ", moved from ", decision.previous_host);
+  if (decision.kind == RendezvousKind::kStatic && decision.renumbered) {
+    std::vector<std::string> ranks;
+    for (size_t i = 0; i < decision.ranks.size(); ++i) {
+      ranks.push_back(absl::StrCat(decision.ranks[i], "=", i));
+    }
+    absl::StrAppend(&e.message, "; node ranks ", ListSome(ranks));
+  }
+  e.figures = {{"port", static_cast<double>(decision.port)},
+               {"nodes", static_cast<double>(decision.ranks.size())},
+               {"moved", decision.moved() ? 1.0 : 0.0}};
   return e;
 }
 

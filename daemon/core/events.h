@@ -32,6 +32,7 @@
 #include "daemon/core/journal.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/signals/signal_monitor.h"
+#include "daemon/core/rendezvous.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/verdicts.h"
@@ -106,6 +107,13 @@ Event VerdictEvent(absl::Time time, const EventJob& job, std::optional<uint32_t>
 // with `options`.
 Event StragglerEvent(absl::Time time, const EventJob& job, const StragglerChange& change,
                      const std::string& node, const StragglerOptions& options);
+
+// kStartTimeout: the generation started `waited` ago made no first step
+// within `timeout`, and no rank of it reported, on `nodes_running` nodes
+// whose command runs it; `rendezvous`: where it was to meet, if decided.
+Event StartTimeoutEvent(absl::Time time, const EventJob& job, absl::Duration waited,
+                        absl::Duration timeout, int nodes_running,
+                        const RendezvousDecision* rendezvous);
 
 // kNodeUnreachable: `node`'s agent unheard for `unheard`, past `lost_after`;
 // its `ranks` are of unknown liveness.
@@ -183,6 +191,11 @@ Event RestartEvent(absl::Time time, const EventJob& job, const std::vector<std::
 // kRecovered: generation `job.generation` made its first step; `recovery`
 // says where the time from the failure went.
 Event RecoveredEvent(absl::Time time, const EventJob& job, const RecoveryFigures& recovery);
+
+// kRendezvous: where the generation `decision` is for meets (the node that
+// hosts torchrun's store, its address and port, and the node ranks when
+// they were numbered afresh).
+Event RendezvousEvent(absl::Time time, const EventJob& job, const RendezvousDecision& decision);
 
 // kWorldSizeChanged: the generation runs `new_world_size` ranks where the
 // last ran `old_world_size`; the global batches in samples, 0 when unknown.

@@ -22,8 +22,8 @@ namespace trainsup {
 
 // A failure a rule found, as the handler records and acts on it.
 struct Failure {
-  // "crash", "stall", "node_lost", "straggler", or kRestartElsewhereFailure
-  // (verdicts.h).
+  // "crash", "stall", "node_lost", "start_timeout", "straggler", or
+  // kRestartElsewhereFailure (verdicts.h).
   std::string kind;
   NodeIndex node = kNoNode;  // where it happened; kNoNode: nowhere known
   // It counts against `node` toward a quarantine (failure_classifier.h says

@@ -12,6 +12,7 @@
 #include "common/verdict_rule.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/reject_reason.h"
+#include "daemon/core/rendezvous.h"
 
 namespace trainsup {
 
@@ -125,6 +126,9 @@ struct AgentHelloInfo {
   uint32_t min_nodes = 0;
   // The job's own verdict rules, as the agent was given them.
   std::vector<std::string> verdict_rules;
+  // How the node can host its job's rendezvous; unset: its agent leaves the
+  // rendezvous to the command.
+  std::optional<RendezvousOffer> rendezvous;
 };
 
 // A rank's Python stack, as its agent collected it before a stop.

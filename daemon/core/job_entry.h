@@ -23,6 +23,7 @@
 #include "daemon/core/job_state.h"
 #include "daemon/core/job_stats.h"
 #include "daemon/core/recovery_timer.h"
+#include "daemon/core/rendezvous.h"
 #include "daemon/core/restart_governor.h"
 #include "daemon/core/signals/signal_monitor.h"
 #include "daemon/core/stacks.h"
@@ -93,6 +94,8 @@ struct GenerationVerdicts {
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
   uint64_t stall_event_id = 0;  // the stall (or node_lost) event, for its stacks
+  // Start timeout: held until the next generation (acted on at once).
+  bool start_timed_out = false;
   // Straggler streaks, and the ranks flagged now.
   StragglerDetector stragglers;
   StragglerSet straggler_ranks;
@@ -152,6 +155,8 @@ class JobEntry {
   // The training signals of the job's current generation (and the record
   // of the one before); told of every step the job applies.
   SignalMonitor signals;
+  // Where each generation meets (the node hosting torchrun's rendezvous).
+  RendezvousPlan rendezvous;
 
  private:
   const StragglerOptions straggler_options_;

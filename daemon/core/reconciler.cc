@@ -5,7 +5,8 @@
 namespace trainsup {
 
 void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
-                         const std::string& reason, bool collect_stacks) {
+                         const std::string& reason, bool collect_stacks,
+                         std::optional<RendezvousSpec> rendezvous) {
   AgentCommand c;
   c.session = node.session;
   c.node = node.name;
@@ -14,6 +15,7 @@ void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64
   c.reason = reason;
   c.grace = stop_grace_;
   c.collect_stacks = collect_stacks;
+  c.rendezvous = std::move(rendezvous);
   decisions_.Command(std::move(c));
 }
 
@@ -60,7 +62,8 @@ void Reconciler::Reconcile(const JobEntry& job) {
         // waits for the next one (fenced by generation: no split brain).
         if (node.stopped() && node.generation < generation &&
             node.member_generation == generation && node.told.start_generation != generation) {
-          Command(node, AgentCommand::Kind::kStart, generation, life.reason);
+          Command(node, AgentCommand::Kind::kStart, generation, life.reason, false,
+                  job.rendezvous.For(generation, node.name));
           node.told.start_generation = generation;
           node.told.hold = false;
         } else if (node.running() && node.generation < generation &&

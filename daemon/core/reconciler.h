@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_RECONCILER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "daemon/core/agent_registry.h"
@@ -28,7 +29,8 @@ class Reconciler {
 
  private:
   void Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
-               const std::string& reason, bool collect_stacks = false);
+               const std::string& reason, bool collect_stacks = false,
+               std::optional<RendezvousSpec> rendezvous = std::nullopt);
   void SendPlans(const JobEntry& job, NodeRecord& node);
 
   const absl::Duration stop_grace_;

@@ -149,6 +149,12 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   Job& observed = job.job();
   const uint64_t from = observed.generation();
   const uint64_t to = from + 1;
+  // Where it meets: decided before the generation starts, from whether the
+  // last one met (a rank of it reported).
+  std::vector<RendezvousMember> meeting;
+  for (NodeIndex i : members) meeting.push_back({agents_.node(i).name, agents_.node(i).rendezvous});
+  const RendezvousDecision* rendezvous = job.rendezvous.Decide(
+      to, meeting, observed.first_heartbeat() != absl::InfinitePast());
   life.last_world_size = observed.world_size();
   life.last_global_batch = observed.global_batch();
   life.world_size_checked = false;
@@ -163,6 +169,9 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   for (NodeIndex i : members) agents_.mutable_node(i).member_generation = to;
   job.verdicts().left_out = left_out.elsewhere;
   decisions_.Emit(&job, RestartEvent(now, EventJobOf(job), runnable, std::move(left_out), cause));
+  if (rendezvous != nullptr && !rendezvous->as_written) {
+    decisions_.Emit(&job, RendezvousEvent(now, EventJobOf(job), *rendezvous));
+  }
   (void)Transition(now, job, JobState::kRunning, absl::StrCat("generation ", to, " started"));
 }
 

@@ -63,6 +63,11 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   result.launch = admitted.launch;
   result.restarts = !options_.observe_only;
   result.report_interval = cadence_.current();
+  result.rendezvous = admitted.rendezvous;
+  if (admitted.rendezvous_decided) {
+    decisions_.Emit(admitted.job, RendezvousEvent(now, EventJobOf(admitted.job),
+                                                  *admitted.job->rendezvous.current()));
+  }
   detection_.NoticeHeard(now, admitted.job, connection.node);
   reconciler_.Reconcile(*admitted.job);  // e.g. the quarantine notice, or the hold
   return result;
@@ -214,6 +219,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       // planner and the read model.
       const JobStepStats stats = job.StepStats();
       if (detection_.SweepStall(now, job, stats)) break;
+      if (detection_.SweepStart(now, job)) break;
       if (signal_detection_.Sweep(now, job)) break;
       detection_.SweepNodes(now, job);
       detection_.SweepStragglers(now, job);

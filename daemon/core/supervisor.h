@@ -60,6 +60,8 @@ class Supervisor {
     bool restarts = true;
     // How often the agent is to report (zero: as it likes).
     absl::Duration report_interval;
+    // With launch: where the generation meets (unset: as the command says).
+    std::optional<RendezvousSpec> rendezvous;
   };
   // An agent opened a stream and said hello. InvalidArgument on a bad node
   // name or job id; AlreadyExists while another agent (another incarnation)

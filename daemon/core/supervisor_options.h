@@ -63,6 +63,12 @@ struct SupervisorOptions {
   // After sending stop, wait at most this long for every agent to report its
   // command ended before going on without the stragglers. Default: 60s.
   absl::Duration stop_timeout = absl::Seconds(60);
+  // A generation whose command runs but of which no rank has reported and
+  // none stepped this long after it started (a rendezvous that cannot
+  // complete, an import that hangs) is a failure (start_timeout). Ranks that
+  // report before the first step are the stall rule's (its startup grace).
+  // Default: 5m.
+  absl::Duration start_timeout = absl::Minutes(5);
   // The agents' SIGTERM -> SIGKILL grace on a stop. Default: 10s.
   absl::Duration stop_grace = absl::Seconds(10);
 

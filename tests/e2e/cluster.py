@@ -159,7 +159,8 @@ class Cluster:
     # -- agents ----------------------------------------------------------------
 
     def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
-                  master_port=None, elastic=False, first_node=0, supervisors=None, helper=True):
+                  master_port=None, elastic=False, first_node=0, supervisors=None, helper=True,
+                  advertise=False):
         """Starts one agent per node, each wrapping torchrun for its node rank.
 
         Static rendezvous by default (ranks 0-1 on node-a, 2-3 on node-b).
@@ -167,6 +168,9 @@ class Cluster:
         generation can run on fewer nodes (ranks then follow join order).
         `supervisors` maps a node to the address its agent dials (a proxy).
         helper=False leaves the rank helper off PYTHONPATH, as a new user may.
+        advertise=True gives each agent an --advertise-address of its own
+        (127.0.0.1 for node-a, 127.0.0.2 for node-b, ...): trainsupd then
+        decides where each generation meets, whatever the command says.
         """
         master_port = master_port or free_port()
         for node_rank in range(nodes):
@@ -188,7 +192,9 @@ class Cluster:
                 # torch 1.13 on Python 3.11 crashes at start without these.
                 "--redirects=2", "--tee=2",
                 TRAIN_SCRIPT, "--log", self.train_log, *train_args,
-            ], agent_args, supervisor=(supervisors or {}).get(node), helper=helper)
+            ], [*agent_args, *(["--advertise-address", f"127.0.0.{first_node + node_rank + 1}"]
+                               if advertise else [])],
+                supervisor=(supervisors or {}).get(node), helper=helper)
         return list(self.agents)
 
     def start_agent(self, job, node, command, agent_args=(), supervisor=None, helper=True):

@@ -56,8 +56,11 @@ class FakeAgent {
         node_(node),
         job_(job) {}
 
-  bool SayHello(uint64_t incarnation = 7) {
+  // `fields`: more of the hello (the test's node, job, incarnation and
+  // generation 1 are set over them).
+  bool SayHello(uint64_t incarnation = 7, const v1::AgentHello& fields = v1::AgentHello()) {
     v1::AgentMessage m;
+    *m.mutable_hello() = fields;
     m.mutable_hello()->set_node(node_);
     m.mutable_hello()->set_job(job_);
     m.mutable_hello()->set_incarnation(incarnation);
@@ -182,6 +185,48 @@ TEST_F(AgentStreamTest, BadNodeNameIsRefusedAtHello) {
   grpc::Status s = a.AwaitEnd();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("node name"), std::string::npos);
+}
+
+// Where the job meets travels in the welcome: the first agent to launch
+// hosts torchrun's rendezvous store at the address and port it offered,
+// and the next is told to meet there.
+TEST_F(AgentStreamTest, TheWelcomeSaysWhereTheGenerationMeets) {
+  auto offering = [](const std::string& address, uint32_t port) {
+    v1::AgentHello hello;
+    hello.mutable_launcher()->set_state(v1::LauncherStatus::STATE_WAITING);
+    hello.mutable_rendezvous()->set_kind(v1::RendezvousOffer::KIND_C10D);
+    hello.mutable_rendezvous()->set_address(address);
+    hello.mutable_rendezvous()->set_port(port);
+    return hello;
+  };
+  FakeAgent b(server_->grpc_address(), "node-b", "j1");
+  ASSERT_TRUE(b.SayHello(7, offering("127.0.0.2", 4002)));
+  v1::SupervisorMessage welcome_b;
+  ASSERT_TRUE(b.Read(&welcome_b));
+  FakeAgent a(server_->grpc_address(), "node-a", "j1");
+  ASSERT_TRUE(a.SayHello(8, offering("127.0.0.1", 4001)));
+  v1::SupervisorMessage welcome_a;
+  ASSERT_TRUE(a.Read(&welcome_a));
+
+  ASSERT_TRUE(welcome_b.has_welcome() && welcome_a.has_welcome());
+  EXPECT_TRUE(welcome_a.welcome().launch());
+  const v1::Rendezvous& at_b = welcome_b.welcome().rendezvous();
+  const v1::Rendezvous& at_a = welcome_a.welcome().rendezvous();
+  EXPECT_EQ(at_b.host_node(), "node-b");
+  EXPECT_EQ(at_a.host_node(), "node-b");
+  EXPECT_EQ(at_a.address(), "127.0.0.2");
+  EXPECT_EQ(at_a.port(), 4002u);
+  EXPECT_EQ(at_b.node_rank(), 0u);
+  EXPECT_EQ(at_a.node_rank(), 1u);
+
+  // An offer no peer could reach is refused with the hello.
+  FakeAgent c(server_->grpc_address(), "node-c", "j1");
+  ASSERT_TRUE(c.SayHello(9, offering("127.0.0.3", 70000)));
+  grpc::Status refused = c.AwaitEnd();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("rendezvous port 70000"));
+  a.Finish();
+  b.Finish();
 }
 
 TEST_F(AgentStreamTest, BadHeartbeatsAreCountedAndTheStreamLivesOn) {

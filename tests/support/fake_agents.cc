@@ -43,6 +43,7 @@ SupervisorOptions FakeAgentsOptions() {
   o.quarantine.max_fraction = 0.25;
   o.stop_timeout = absl::Seconds(60);
   o.stop_grace = absl::Seconds(10);
+  o.start_timeout = absl::Minutes(5);
   return o;
 }
 

@@ -413,6 +413,48 @@ TEST(LifecycleEventTest, AWorldSizeChangeWithAndWithoutTheBatch) {
             "(report samples= in hb.step to see by how much)");
 }
 
+TEST(LifecycleEventTest, WhereAGenerationMeetsAndWhetherItMoved) {
+  RendezvousDecision d;
+  d.generation = 3;
+  d.host = "node-a";
+  d.address = "10.0.0.1";
+  d.port = 41234;
+  d.ranks = {"node-a", "node-c"};
+  d.previous_host = "node-b";
+  const Event e = RendezvousEvent(T(), kJob, d);
+  ExpectHeader(e, EventKind::kRendezvous);
+  EXPECT_EQ(e.node, "node-a");
+  EXPECT_EQ(e.message, "generation 3 meets on node-a (10.0.0.1:41234), moved from node-b");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("port", 41234), Pair("nodes", 2), Pair("moved", 1)));
+
+  // Static ranks numbered afresh are listed; a host that stays did not move.
+  d.kind = RendezvousKind::kStatic;
+  d.renumbered = true;
+  d.previous_host = "node-a";
+  const Event s = RendezvousEvent(T(), kJob, d);
+  EXPECT_EQ(s.message, "generation 3 meets on node-a (10.0.0.1:41234); node ranks node-a=0, "
+                       "node-c=1");
+  EXPECT_THAT(s.figures, ElementsAre(Pair("port", 41234), Pair("nodes", 2), Pair("moved", 0)));
+}
+
+TEST(LifecycleEventTest, AStartTimeoutSaysWhereTheGenerationWasToMeet) {
+  RendezvousDecision d;
+  d.host = "node-b";
+  d.address = "10.0.0.2";
+  d.port = 4002;
+  const Event e = StartTimeoutEvent(T(), kJob, absl::Seconds(301), absl::Minutes(5), 2, &d);
+  ExpectHeader(e, EventKind::kStartTimeout);
+  EXPECT_EQ(e.node, "");
+  EXPECT_EQ(e.message, "generation 3 made no first step within 300.0s (started 301.0s ago; no "
+                       "rank reported on the 2 node(s) running it): its rendezvous on node-b "
+                       "(10.0.0.2:4002) did not complete, or its ranks did not start");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("waited_seconds", 301), Pair("timeout_seconds", 300),
+                                     Pair("nodes_running", 2)));
+  EXPECT_THAT(StartTimeoutEvent(T(), kJob, absl::Seconds(61), absl::Seconds(60), 1, nullptr)
+                  .message,
+              ::testing::HasSubstr("): its rendezvous did not complete"));
+}
+
 TEST(LifecycleEventTest, AHoldAtTheRestartCapCarriesTheCap) {
   const HoldCause cause = RestartLimitHold(4, absl::Hours(2), 4, "crash on node-a: boom");
   EXPECT_EQ(cause.reason, "restart limit reached: 4 restarts within 2h (--restart-limit 4); last "

@@ -148,5 +148,70 @@ TEST(TorchrunArgsTest, ReadsWhereTorchrunWritesItsRanksOutput) {
   EXPECT_EQ(PrepareCommand({"torchrun", "--redirects=2", "a.py", "--log_dir=x"}).log_dir, "");
 }
 
+TEST(TorchrunArgsTest, ReadsTheRendezvousTheCommandSets) {
+  EXPECT_EQ(PrepareCommand({"torchrun", "--rdzv_backend=c10d", "--rdzv_endpoint=h:1", "a.py"})
+                .rendezvous,
+            CommandRendezvous::kC10d);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--rdzv-backend", "c10d", "a.py"}).rendezvous,
+            CommandRendezvous::kC10d);
+  PreparedCommand stat = PrepareCommand({"torchrun", "--nnodes=2", "--node_rank", "1", "a.py"});
+  EXPECT_EQ(stat.rendezvous, CommandRendezvous::kStatic);
+  EXPECT_EQ(stat.node_rank, 1u);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--standalone", "a.py"}).rendezvous,
+            CommandRendezvous::kNone);
+  EXPECT_EQ(PrepareCommand({"torchrun", "--rdzv_backend=etcd-v2", "a.py"}).rendezvous,
+            CommandRendezvous::kNone);
+  EXPECT_EQ(PrepareCommand({"python3", "train.py"}).rendezvous, CommandRendezvous::kNone);
+}
+
+TEST(TorchrunArgsTest, C10dMeetsAtTheEndpointGivenWithIsHostAndTheOtherConfKeysKept) {
+  const Argv argv = {"torchrun", "--nnodes=1:2", "--rdzv_backend=c10d",
+                     "--rdzv_endpoint=127.0.0.1:29400",
+                     "--rdzv_conf=last_call_timeout=2,is_host=1", "train.py", "--lr", "1"};
+  RendezvousArgs args;
+  args.address = "10.0.0.2";
+  args.port = 41000;
+  args.is_host = false;
+  EXPECT_THAT(RewriteRendezvous(argv, CommandRendezvous::kC10d, args),
+              ElementsAre("torchrun", "--nnodes=1:2", "--rdzv_backend=c10d",
+                          "--rdzv_endpoint=10.0.0.2:41000",
+                          "--rdzv_conf=last_call_timeout=2,is_host=0", "train.py", "--lr", "1"));
+}
+
+TEST(TorchrunArgsTest, C10dOptionsTheCommandLacksAreAddedAndSeparateValuesReplaced) {
+  const Argv argv = {"torchrun", "--rdzv-backend", "c10d", "--rdzv-endpoint", "n1:29400",
+                     "a.py"};
+  RendezvousArgs args;
+  args.address = "fd00::2";
+  args.port = 5000;
+  args.is_host = true;
+  EXPECT_THAT(RewriteRendezvous(argv, CommandRendezvous::kC10d, args),
+              ElementsAre("torchrun", "--rdzv_conf=is_host=1", "--rdzv-backend", "c10d",
+                          "--rdzv-endpoint", "[fd00::2]:5000", "a.py"));
+}
+
+TEST(TorchrunArgsTest, StaticGetsTheHostsAddressAndPortAndAFreshNodeRank) {
+  const Argv argv = {"python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1",
+                     "--master_addr", "old", "a.py", "--master_port=1"};
+  RendezvousArgs args;
+  args.address = "n3";
+  args.port = 29500;
+  args.node_rank = 0;
+  EXPECT_THAT(RewriteRendezvous(argv, CommandRendezvous::kStatic, args),
+              ElementsAre("python3", "-m", "torch.distributed.run", "--master_port=29500",
+                          "--nnodes=2", "--node_rank=0", "--master_addr", "n3", "a.py",
+                          "--master_port=1"));
+}
+
+TEST(TorchrunArgsTest, ACommandTrainsupdDoesNotMoveIsLeftAsItIs) {
+  const Argv argv = {"torchrun", "--standalone", "a.py"};
+  RendezvousArgs args;
+  args.address = "h";
+  args.port = 1;
+  EXPECT_EQ(RewriteRendezvous(argv, CommandRendezvous::kNone, args), argv);
+  EXPECT_EQ(RewriteRendezvous({"python3", "a.py"}, CommandRendezvous::kStatic, args),
+            Argv({"python3", "a.py"}));
+}
+
 }  // namespace
 }  // namespace trainsup
