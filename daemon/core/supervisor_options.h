@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_publisher.h"
 #include "daemon/core/crash_detector.h"
+#include "daemon/core/diagnose.h"
 #include "daemon/core/mtbf_estimator.h"
 #include "daemon/core/node_loss_detector.h"
 #include "daemon/core/report_cadence.h"
@@ -47,6 +48,7 @@ struct SupervisorOptions {
   NodeLossOptions node_loss;
   ReportCadenceOptions cadence;
   StragglerOptions straggler;
+  DiagnoseOptions diagnose;  // `trainsupctl diagnose`
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;
   LimitOptions limits;
