@@ -126,10 +126,10 @@ struct RankView {
   float step_p99 = 0;
   float compute_p50 = 0;
   float compute_p99 = 0;
-  // Of its recent step time (step_shares.h): waiting for data, and outside
-  // compute and data wait (the collective), with that share's trend
-  // (recent minus long; > 0 rising). The last two only with
-  // has_comm_share (the rank measures its compute).
+  // Of its step time (step_shares.h): waiting for data (recent), and
+  // outside compute and data wait (the collective; steady, over about 70
+  // steps) with that share's trend (recent minus steady; > 0 rising). The
+  // last two only with has_comm_share (the rank measures its compute).
   float data_wait_share = 0;
   float comm_share = 0;
   float comm_share_trend = 0;

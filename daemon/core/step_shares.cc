@@ -29,7 +29,7 @@ double StepShares::data_wait_share() const { return Share(wait_, step_); }
 
 std::optional<double> StepShares::comm_share() const {
   if (comm_step_ <= 0) return std::nullopt;
-  return Share(comm_, comm_step_);
+  return Share(long_comm_, long_comm_step_);
 }
 
 std::optional<double> StepShares::comm_share_trend() const {

@@ -11,8 +11,10 @@ namespace trainsup {
 // for slower peers). Kept as exponentially decayed sums over the rank's
 // steps, weighted by step time, so that one share is "of each second of
 // step time", in O(1) memory and time per step:
-//   recent: decay kRecentDecay per step (a half-life of about 7 steps),
-//   long:   decay kLongDecay per step (about 70 steps), for the trend.
+//   recent: decay kRecentDecay per step (a half-life of about 7 steps): the
+//           data-wait share, and the communication share's trend;
+//   long:   decay kLongDecay per step (about 70 steps): the communication
+//           share, a steady state that a scheduling hiccup does not move.
 // Thread-compatible.
 class StepShares {
  public:
@@ -28,7 +30,8 @@ class StepShares {
   bool empty() const { return step_ <= 0; }
   // Recent share of step time waiting for data, in [0, 1]; 0 when empty.
   double data_wait_share() const;
-  // Recent share of step time outside compute and data wait, in [0, 1];
+  // Share of step time outside compute and data wait over the long decay
+  // (a steady state, that a few slow steps do not move), in [0, 1];
   // nullopt when no step carried a compute time.
   std::optional<double> comm_share() const;
   // The recent communication share minus the long one: > 0 rising.

@@ -1,5 +1,7 @@
 #include "daemon/core/step_shares.h"
 
+#include <cmath>
+
 #include "gtest/gtest.h"
 
 namespace trainsup {
@@ -47,8 +49,15 @@ TEST(StepSharesTest, RisingCommunicationHasAPositiveTrend) {
   StepShares s;
   for (int i = 0; i < 300; ++i) s.Add(1.0, 0.0, 0.9);  // 10 % outside compute
   for (int i = 0; i < 20; ++i) s.Add(1.0, 0.0, 0.6);   // now 40 %
-  EXPECT_NEAR(*s.comm_share(), 0.4, 0.05);
-  EXPECT_GT(*s.comm_share_trend(), 0.1);
+  // The long share has moved a fifth of the way; the recent one most of it.
+  EXPECT_NEAR(*s.comm_share(), 0.1 + 0.3 * (1 - std::pow(0.99, 20)), 0.01);
+  EXPECT_NEAR(*s.comm_share() + *s.comm_share_trend(), 0.4, 0.05);
+
+  // A few slow steps barely move the steady share.
+  StepShares steady;
+  for (int i = 0; i < 300; ++i) steady.Add(1.0, 0.0, 0.9);
+  for (int i = 0; i < 3; ++i) steady.Add(1.0, 0.0, 0.1);
+  EXPECT_LT(*steady.comm_share(), 0.13);
 }
 
 TEST(StepSharesTest, PartsAreClampedToTheStep) {
