@@ -4,7 +4,8 @@ Run by torchrun under trainsup-agent in the end-to-end tests and the demo. It
 checkpoints its full state (model, optimizer, step, RNG, data position) and
 resumes from the last complete checkpoint, and it can inject the failures
 trainsup must handle: a hang before the all-reduce, a crash, a straggling rank, a
-framework's own verdict (an exit code, hb.verdict). Injected failures are logged
+framework's own verdict (an exit code, hb.verdict), a data loader slowed on one
+node. Injected failures are logged
 (an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
 tests can check what the job itself did.
@@ -85,6 +86,14 @@ def parse_args():
     p.add_argument("--slow-rank", type=int, default=-1,
                    help="this rank's compute takes --slow-factor times longer")
     p.add_argument("--slow-factor", type=float, default=3.0)
+    p.add_argument("--slow-step", type=int, default=0,
+                   help="--slow-rank is slow from this step on")
+    p.add_argument("--slow-data-node", default="",
+                   help="a slow data loader on this node (TRAINSUP_NODE): each batch of its "
+                        "ranks takes --slow-data-seconds longer to arrive")
+    p.add_argument("--slow-data-seconds", type=float, default=0.1)
+    p.add_argument("--slow-data-step", type=int, default=0,
+                   help="--slow-data-node is slow from this step on")
     return p.parse_args()
 
 
@@ -250,18 +259,27 @@ def main():
                               "resumed_from": resumed_from}) + "\n")
 
     for step in range(start, args.steps):
+        # The batch arrives before the rank's own work begins (as the
+        # helper's example has it): its wait is data wait, not compute.
+        t0 = time.monotonic()
+        wait = args.data_wait_seconds
+        if args.slow_data_node and NODE == args.slow_data_node and step >= args.slow_data_step:
+            if step == max(start, args.slow_data_step):
+                injection(log, rank, step, "slow data")
+            wait += args.slow_data_seconds
+        if wait:
+            time.sleep(wait)
+        x = torch.randn(64, 32, generator=gen)
+        y = x.sum(dim=1, keepdim=True)
+        data_wait = time.monotonic() - t0
         with hb.compute():
-            t0 = time.monotonic()
-            if args.data_wait_seconds:
-                time.sleep(args.data_wait_seconds)
-            x = torch.randn(64, 32, generator=gen)
-            y = x.sum(dim=1, keepdim=True)
-            data_wait = time.monotonic() - t0
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             loss.backward()
-            work = args.step_seconds * (args.slow_factor if rank == args.slow_rank else 1.0)
-            time.sleep(work)
+            slow = rank == args.slow_rank and step >= args.slow_step
+            if slow and step == max(start, args.slow_step):
+                injection(log, rank, step, "slow compute")
+            time.sleep(args.step_seconds * (args.slow_factor if slow else 1.0))
             crash_here = rank == args.crash_rank or (
                 NODE == args.crash_node and local_rank == args.crash_local_rank)
             crash_now = injected(args.crash_generation, step, args.crash_step) or any(
@@ -282,6 +300,7 @@ def main():
                 NODE == args.hang_node and local_rank == args.hang_local_rank)
             if hang_here and injected(args.hang_generation, step, args.hang_step):
                 print(f"rank {rank}: hanging before the all-reduce of step {step}", flush=True)
+                injection(log, rank, step, "hang")
                 while True:
                     time.sleep(3600)
         for p in model.parameters():
