@@ -168,6 +168,14 @@ absl::StatusOr<v1::ActionResponse> OperatorClient::RequestCheckpoint(const std::
   });
 }
 
+absl::StatusOr<v1::DiagnoseResponse> OperatorClient::Diagnose(const std::string& job_id) {
+  v1::DiagnoseRequest request;
+  request.set_job_id(job_id);
+  return Unary<v1::DiagnoseResponse>([&](grpc::ClientContext* c, v1::DiagnoseResponse* r) {
+    return stub_->Diagnose(c, request, r);
+  });
+}
+
 absl::Status OperatorClient::WatchEvents(const std::string& job_id, uint64_t after_id,
                                          const std::function<bool(const v1::Event&)>& on_event) {
   grpc::ClientContext context;

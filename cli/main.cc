@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
+#include "cli/diagnose_render.h"
 #include "cli/render.h"
 #include "cli/top.h"
 #include "common/cli_options.h"
@@ -245,6 +246,11 @@ int main(int argc, char** argv) {
   stacks->add_option("JOB", job_id, "job id")->required();
   stacks->add_option("--generation", stacks_generation, "that generation's (default: the latest)")
       ->check(WholeNumberValidator(1));
+  CLI::App* diagnose = app.add_subcommand(
+      "diagnose", "what is wrong with JOB, as one verdict: is it progressing, input-bound, "
+                  "straggling, communication-bound, showing a training signal, else healthy; "
+                  "each finding with its numbers and the command that shows more");
+  diagnose->add_option("JOB", job_id, "job id")->required();
   std::string node_name;
   std::string reason;
   CLI::App* resume = app.add_subcommand(
@@ -398,6 +404,7 @@ int main(int argc, char** argv) {
     return RunRanks(client, query, json);
   }
   if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
+  if (*diagnose) return Emit(client.Diagnose(job_id), json, RenderDiagnosis);
   if (*stacks) return Emit(client.GetStacks(job_id, stacks_generation), json, RenderStacks);
   auto say = [](const v1::ActionResponse& r) { return r.message() + "\n"; };
   if (*resume) return Emit(client.ResumeJob(job_id), json, say);

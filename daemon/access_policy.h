@@ -29,7 +29,8 @@ struct Caller {
 
 // What a call wants to do.
 enum class Access {
-  kRead,        // ListJobs, GetJob, ListRanks, ListNodes, ListEvents, WatchEvents, GetStacks
+  kRead,        // ListJobs, GetJob, ListRanks, ListNodes, ListEvents, WatchEvents, GetStacks,
+                //   Diagnose
   kMutate,      // QuarantineNode, UnquarantineNode, ResumeJob, RequestCheckpoint
   kAgentHello,  // an agent says hello for a node
 };

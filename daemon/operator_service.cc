@@ -42,6 +42,29 @@ void RenderEvent(const Event& e, v1::Event* out) {
   for (const auto& [name, value] : e.figures) (*out->mutable_figures())[name] = value;
 }
 
+void RenderDiagnosis(const Diagnosis& d, absl::Time as_of, v1::DiagnoseResponse* out) {
+  out->set_job_id(d.job);
+  out->set_verdict(std::string(DiagnosisVerdictName(d.verdict)));
+  out->set_headline(d.headline);
+  out->set_state(std::string(JobStateName(d.state)));
+  for (const Finding& f : d.findings) {
+    v1::Finding* o = out->add_findings();
+    o->set_check(std::string(DiagnosisCheckName(f.check)));
+    o->set_status(std::string(FindingStatusName(f.status)));
+    o->set_summary(f.summary);
+    o->set_fix(f.fix);
+    o->set_command(f.command);
+    if (f.rank) o->set_rank(*f.rank);
+    o->set_node(f.node);
+    for (const auto& [name, value] : f.figures) (*o->mutable_figures())[name] = value;
+    o->set_handling(f.handling);
+    o->set_stack(f.stack);
+    o->set_event_id(f.event_id);
+  }
+  RenderLedger(d.ledger, out->mutable_ledger());
+  SetTimestamp(as_of, out->mutable_as_of());
+}
+
 }  // namespace
 
 grpc::Status OperatorServiceImpl::ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest*,
@@ -192,6 +215,20 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
       out->set_culprit(group.culprit);
     }
     for (uint32_t rank : stacks.unanswered) response->add_unanswered_ranks(rank);
+    return grpc::Status::OK;
+  });
+}
+
+grpc::Status OperatorServiceImpl::Diagnose(grpc::ServerContext* context,
+                                           const v1::DiagnoseRequest* request,
+                                           v1::DiagnoseResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "Diagnose"); !s.ok()) return s;
+  // Under the core's shared lock, like GetStacks: an operator's occasional
+  // read of what the snapshots leave out (the job's stacks and events).
+  return host_->Read([&](const Supervisor& core, absl::Time now) {
+    const absl::StatusOr<Diagnosis> diagnosis = core.Diagnose(request->job_id(), now);
+    if (!diagnosis.ok()) return NoJob(request->job_id());
+    RenderDiagnosis(*diagnosis, now, response);
     return grpc::Status::OK;
   });
 }

@@ -39,6 +39,8 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                       v1::JobDetail* response) override;
   grpc::Status GetStacks(grpc::ServerContext* context, const v1::GetStacksRequest* request,
                          v1::StacksResponse* response) override;
+  grpc::Status Diagnose(grpc::ServerContext* context, const v1::DiagnoseRequest* request,
+                        v1::DiagnoseResponse* response) override;
   grpc::Status RequestCheckpoint(grpc::ServerContext* context,
                                  const v1::RequestCheckpointRequest* request,
                                  v1::ActionResponse* response) override;

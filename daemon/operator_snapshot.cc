@@ -49,15 +49,6 @@ void RenderMtbf(const MtbfEstimate& m, v1::Mtbf* out) {
   out->set_conservative_seconds(m.conservative_seconds);
 }
 
-void RenderLedger(const LedgerTotals& t, v1::LedgerBuckets* out) {
-  out->set_useful_seconds(t.seconds[static_cast<int>(Bucket::kUseful)]);
-  out->set_starved_seconds(t.seconds[static_cast<int>(Bucket::kStarved)]);
-  out->set_checkpoint_blocked_seconds(t.seconds[static_cast<int>(Bucket::kCheckpointBlocked)]);
-  out->set_lost_seconds(t.seconds[static_cast<int>(Bucket::kLost)]);
-  out->set_wall_seconds(t.wall_seconds());
-  out->set_goodput_fraction(t.goodput());
-}
-
 void RenderDetail(const JobView& view, const MtbfEstimate& cluster, v1::JobDetail* response) {
   RenderJob(view, response->mutable_job());
   RenderMtbf(view.mtbf, response->mutable_job_mtbf());
@@ -129,6 +120,15 @@ bool Before(v1::RankSort sort, const RankView& a, const RankView& b) {
 }
 
 }  // namespace
+
+void RenderLedger(const LedgerTotals& t, v1::LedgerBuckets* out) {
+  out->set_useful_seconds(t.seconds[static_cast<int>(Bucket::kUseful)]);
+  out->set_starved_seconds(t.seconds[static_cast<int>(Bucket::kStarved)]);
+  out->set_checkpoint_blocked_seconds(t.seconds[static_cast<int>(Bucket::kCheckpointBlocked)]);
+  out->set_lost_seconds(t.seconds[static_cast<int>(Bucket::kLost)]);
+  out->set_wall_seconds(t.wall_seconds());
+  out->set_goodput_fraction(t.goodput());
+}
 
 void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out) {
   const int64_t nanos = absl::ToUnixNanos(t);

@@ -59,6 +59,7 @@ void RenderRank(const OperatorSnapshot& snapshot, const JobSnapshot& job, const 
                 absl::Time now, v1::Rank* out);
 void RenderNode(const NodeView& row, absl::Time now, v1::Node* out);
 void SetTimestamp(absl::Time t, google::protobuf::Timestamp* out);
+void RenderLedger(const LedgerTotals& totals, v1::LedgerBuckets* out);
 
 }  // namespace trainsup
 

@@ -8,7 +8,7 @@
 
 namespace trainsup {
 
-void FailureHandler::Record(JobEntry& job, const Failure& failure) {
+const FailureRow& FailureHandler::Record(JobEntry& job, const Failure& failure) {
   FailureRow row;
   row.time = failure.failed_at;
   row.job = job.id();
@@ -18,12 +18,12 @@ void FailureHandler::Record(JobEntry& job, const Failure& failure) {
   row.charged = failure.charged && failure.node != kNoNode;
   row.rank = failure.rank;
   row.message = failure.message;
-  decisions_.journal().failures.push_back(std::move(row));
+  return decisions_.journal().failures.emplace_back(std::move(row));
 }
 
 void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure) {
   job.costs.AddFailure();
-  Record(job, failure);
+  job.lifecycle.last_recorded_failure = Record(job, failure);
   if (failure.verdict) return HonourVerdict(now, job, failure);
   if (options_.observe_only) return;  // recorded and reported, nothing done
   // Restart first, so that the restart is about this failure even when the

@@ -104,7 +104,8 @@ class FailureHandler {
   const VerdictCounts& verdicts() const { return verdicts_; }
 
  private:
-  void Record(JobEntry& job, const Failure& failure);
+  // Journals `failure`; returns the row journaled.
+  const FailureRow& Record(JobEntry& job, const Failure& failure);
   // The stop and the restart (or hold) of a job-killing failure.
   void Restart(absl::Time now, JobEntry& job, const Failure& failure,
                const std::optional<HoldCause>& hold);

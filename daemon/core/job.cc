@@ -227,6 +227,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
         // A duration of 0 means "not measured" (the helper's first step).
         if (hb.step_duration_s > 0) r.step_durations.Add(hb.step_duration_s);
         if (hb.compute_s && *hb.compute_s > 0) r.compute_durations.Add(*hb.compute_s);
+        r.shares.Add(hb.step_duration_s, hb.data_wait_s, hb.compute_s);
         if (hb.loss) r.loss = hb.loss;
         if (hb.learning_rate) r.learning_rate = hb.learning_rate;
       }

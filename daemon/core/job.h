@@ -12,6 +12,7 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/rank_table.h"
 #include "daemon/core/reject_reason.h"
+#include "daemon/core/step_shares.h"
 #include "daemon/core/step_window.h"
 
 namespace trainsup {
@@ -75,6 +76,8 @@ struct RankState {
   StepWindow step_durations;
   // The rank's own work per step (hb.compute()), for straggler detection.
   StepWindow compute_durations;
+  // Where its recent step time went: data wait, and outside compute.
+  StepShares shares;
   StepPhase phase = StepPhase::kBetweenSteps;
   bool in_checkpoint = false;
   // Blocking checkpoint seconds since the rank's last step (its next step's

@@ -67,6 +67,9 @@ struct JobLifecycle {
   // The job's last job-killing failure with a culprit rank, to tell one that
   // repeats (the training code's) from one that follows a node.
   std::optional<FailureFingerprint> last_failure;
+  // The last job-killing failure recorded (as journaled; not a straggler's
+  // charge), for the read model: what failed, whether its node was charged.
+  std::optional<FailureRow> last_recorded_failure;
   // Its last command that failed before any rank reported, to tell one that
   // comes again (early_failure.h).
   std::optional<EarlyFailureMemory> last_early_failure;

@@ -17,6 +17,7 @@
 #include "daemon/core/job_costs.h"
 #include "daemon/core/job_state.h"
 #include "daemon/core/job_stats.h"
+#include "daemon/core/journal.h"
 #include "daemon/core/mtbf_estimator.h"
 #include "daemon/core/stacks.h"
 
@@ -117,6 +118,13 @@ struct JobView {
   std::string state_reason;
   absl::Time state_since = absl::InfinitePast();
   uint64_t restarts = 0;
+  // Restarting: when the next generation starts.
+  absl::Time restart_at = absl::InfinitePast();
+  // The last job-killing failure recorded since this supervisor started,
+  // as the state store keeps it: its kind, culprit and node, and whether it
+  // was charged to the node (the node's fault) or not (the training code's,
+  // or the job's own verdict's).
+  std::optional<FailureRow> last_failure;
 
   // Its costs, failure rate, checkpoint plans and goodput.
   MtbfEstimate mtbf;
@@ -150,6 +158,13 @@ struct RankView {
   float step_p99 = 0;
   float compute_p50 = 0;
   float compute_p99 = 0;
+  // Of its step time (step_shares.h): waiting for data (recent), and
+  // outside compute and data wait (the collective; steady, over about 70
+  // steps) with that share's trend (recent minus steady; > 0 rising). The
+  // last two only with has_comm_share (the rank measures its compute).
+  float data_wait_share = 0;
+  float comm_share = 0;
+  float comm_share_trend = 0;
   double loss = 0;
   double learning_rate = 0;
   uint32_t texts = UINT32_MAX;  // index into the job's RankTexts, if any
@@ -159,6 +174,8 @@ struct RankView {
   bool has_learning_rate = false;
   bool has_step_samples = false;     // the step percentiles are of samples
   bool has_compute_samples = false;  // the compute percentiles are of samples
+  bool has_step_shares = false;      // data_wait_share is of steps
+  bool has_comm_share = false;
   bool straggler = false;
   bool stall_culprit = false;  // only while the job is stalled
   bool crash_culprit = false;

@@ -80,6 +80,8 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.state_reason = life.reason;
   view.state_since = life.since;
   view.restarts = life.restarts;
+  view.restart_at = life.restart_at;
+  view.last_failure = life.last_recorded_failure;
 
   view.mtbf = planner_.JobMtbf(entry, now);
   view.checkpoint_cost = planner_.CheckpointCost(entry);
@@ -139,6 +141,13 @@ void ReadModel::RankViewsOf(const JobEntry& entry, std::vector<RankView>* rows,
     row.compute_p99 = static_cast<float>(c.p99);
     row.has_step_samples = !r.step_durations.empty();
     row.has_compute_samples = !r.compute_durations.empty();
+    row.has_step_shares = !r.shares.empty();
+    row.data_wait_share = static_cast<float>(r.shares.data_wait_share());
+    if (const std::optional<double> comm = r.shares.comm_share(); comm) {
+      row.has_comm_share = true;
+      row.comm_share = static_cast<float>(*comm);
+      row.comm_share_trend = static_cast<float>(r.shares.comm_share_trend().value_or(0));
+    }
     row.has_loss = r.loss.has_value();
     row.loss = r.loss.value_or(0);
     row.has_learning_rate = r.learning_rate.has_value();

@@ -347,4 +347,23 @@ absl::StatusOr<std::optional<StacksView>> Supervisor::StacksOf(absl::string_view
   return views_.StacksOf(*job, generation);
 }
 
+absl::StatusOr<Diagnosis> Supervisor::Diagnose(absl::string_view job_id, absl::Time now) const {
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  const JobView view = views_.JobViewOf(*job, now);
+  std::vector<RankView> ranks;
+  std::vector<RankTexts> texts;
+  views_.RankViewsOf(*job, &ranks, &texts);
+  const std::vector<NodeView> nodes = views_.NodeViews();
+  const std::optional<StacksView> stacks = views_.StacksOf(*job, 0);
+  const std::vector<Event> events = decisions_.events().Since(0, job_id);
+  DiagnoseInput input;
+  input.job = &view;
+  input.ranks = &ranks;
+  input.nodes = &nodes;
+  input.stacks = stacks ? &*stacks : nullptr;
+  input.events = &events;
+  return trainsup::Diagnose(input, now, options_.diagnose);
+}
+
 }  // namespace trainsup

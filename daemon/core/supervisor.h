@@ -23,6 +23,7 @@
 #include "daemon/core/job_view.h"
 #include "daemon/core/journal.h"
 #include "daemon/core/quarantine_policy.h"
+#include "daemon/core/diagnose.h"
 #include "daemon/core/read_model.h"
 #include "daemon/core/reconciler.h"
 #include "daemon/core/report_cadence.h"
@@ -128,6 +129,12 @@ class Supervisor {
   // has none.
   absl::StatusOr<std::optional<StacksView>> StacksOf(absl::string_view job_id,
                                                      uint64_t generation) const;
+
+  // `trainsupctl diagnose`: the triage of `job_id` as of `now`
+  // (diagnose.h), over its views, stacks and kept events. NotFound when
+  // there is no such job. Walks the job's ranks and the nodes once: for an
+  // operator's occasional call, not for every snapshot.
+  absl::StatusOr<Diagnosis> Diagnose(absl::string_view job_id, absl::Time now) const;
 
   // The core's own state, for its tests and the fuzzers (adapters read the
   // views above). Pointers stay valid until the next mutating call.

@@ -6,6 +6,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/checkpoint_publisher.h"
 #include "daemon/core/crash_detector.h"
+#include "daemon/core/diagnose.h"
 #include "daemon/core/mtbf_estimator.h"
 #include "daemon/core/node_loss_detector.h"
 #include "daemon/core/report_cadence.h"
@@ -51,6 +52,7 @@ struct SupervisorOptions {
   // The training signals' rules (docs/signals.md); a job's script may
   // override them for its job.
   SignalOptions signals;
+  DiagnoseOptions diagnose;  // `trainsupctl diagnose`
   // Events kept in memory for `trainsupctl events`. Default: 10000.
   size_t event_log_size = 10000;
   LimitOptions limits;

@@ -4,9 +4,9 @@ Run by torchrun under trainsup-agent in the end-to-end tests and the demo. It
 checkpoints its full state (model, optimizer, step, RNG, data position) and
 resumes from the last complete checkpoint, and it can inject the failures
 trainsup must handle: a hang before the all-reduce, a crash, a straggling rank, a
-framework's own verdict (an exit code, hb.verdict), and the training signals'
-faults: a NaN loss, a replica whose digest disagrees, a node that slows down,
-memory that grows. Injected failures are logged
+framework's own verdict (an exit code, hb.verdict), a data loader slowed on one
+node, and the training signals' faults: a NaN loss, a replica whose digest
+disagrees, a node that slows down, memory that grows. Injected failures are logged
 (an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
 tests can check what the job itself did.
@@ -90,7 +90,14 @@ def parse_args():
     p.add_argument("--slow-node", default="",
                    help="every rank of this node (TRAINSUP_NODE) computes --slow-factor times "
                         "longer from --slow-step on")
-    p.add_argument("--slow-step", type=int, default=0)
+    p.add_argument("--slow-step", type=int, default=0,
+                   help="--slow-rank and --slow-node are slow from this step on")
+    p.add_argument("--slow-data-node", default="",
+                   help="a slow data loader on this node (TRAINSUP_NODE): each batch of its "
+                        "ranks takes --slow-data-seconds longer to arrive")
+    p.add_argument("--slow-data-seconds", type=float, default=0.1)
+    p.add_argument("--slow-data-step", type=int, default=0,
+                   help="--slow-data-node is slow from this step on")
     # The training signals (docs/signals.md).
     p.add_argument("--signals", default="",
                    help="the script's settings of the signal rules, as JSON (hb signals=)")
@@ -289,24 +296,34 @@ def main():
             injection(log, rank, step, what)
 
     for step in range(start, args.steps):
+        # The batch arrives before the rank's own work begins (as the
+        # helper's example has it): its wait is data wait, not compute.
+        t0 = time.monotonic()
+        wait = args.data_wait_seconds
+        if args.slow_data_node and NODE == args.slow_data_node and step >= args.slow_data_step:
+            if step == max(start, args.slow_data_step):
+                injection(log, rank, step, "slow data")
+            wait += args.slow_data_seconds
+        if wait:
+            time.sleep(wait)
+        x = torch.randn(64, 32, generator=gen)
+        y = x.sum(dim=1, keepdim=True)
+        if args.label_noise:
+            y = y + args.label_noise * torch.randn(y.shape, generator=gen)
+        data_wait = time.monotonic() - t0
         with hb.compute():
-            t0 = time.monotonic()
-            if args.data_wait_seconds:
-                time.sleep(args.data_wait_seconds)
-            x = torch.randn(64, 32, generator=gen)
-            y = x.sum(dim=1, keepdim=True)
-            if args.label_noise:
-                y = y + args.label_noise * torch.randn(y.shape, generator=gen)
-            data_wait = time.monotonic() - t0
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             if reached(args.nan_at, local_rank, step):
                 inject_once("nan", step)
                 loss = loss * float("nan")
             loss.backward()
-            slow = rank == args.slow_rank or (NODE == args.slow_node and step >= args.slow_step)
-            if NODE == args.slow_node and step >= args.slow_step:
+            slow_node = NODE == args.slow_node and step >= args.slow_step
+            slow = slow_node or (rank == args.slow_rank and step >= args.slow_step)
+            if slow_node:
                 inject_once("slow node", step)
+            elif slow and step == max(start, args.slow_step):
+                injection(log, rank, step, "slow compute")
             work = args.step_seconds * (args.slow_factor if slow else 1.0)
             if args.leak_mb_per_step:
                 held.append(b"\x01" * int(args.leak_mb_per_step * 2**20))
@@ -331,6 +348,7 @@ def main():
                 NODE == args.hang_node and local_rank == args.hang_local_rank)
             if hang_here and injected(args.hang_generation, step, args.hang_step):
                 print(f"rank {rank}: hanging before the all-reduce of step {step}", flush=True)
+                injection(log, rank, step, "hang")
                 while True:
                     time.sleep(3600)
         for p in model.parameters():

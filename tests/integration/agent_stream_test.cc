@@ -457,5 +457,93 @@ TEST_F(RankListingTest, AReaderThatStopsReadingDoesNotHoldIngestUp) {
   stalled.TryCancel();
 }
 
+// `trainsupctl diagnose` over real gRPC: what two agents reported, judged.
+class DiagnoseRpcTest : public AgentStreamTest {
+ protected:
+  // 30 steps of `step_s` on ranks 0, 1 (node-a) and 2, 3 (node-b),
+  // computing 0.18 s of each; node-b's ranks wait `wait_b` of each step for
+  // data.
+  void Report(double step_s, double wait_b) {
+    a_ = std::make_unique<FakeAgent>(server_->grpc_address(), "node-a", "j1");
+    b_ = std::make_unique<FakeAgent>(server_->grpc_address(), "node-b", "j1");
+    ASSERT_TRUE(a_->SayHello());
+    ASSERT_TRUE(b_->SayHello());
+    for (int64_t step = 1; step <= 30; ++step) {
+      v1::NodeReport ra;
+      v1::NodeReport rb;
+      for (uint32_t r = 0; r < 4; ++r) {
+        v1::RankHeartbeat hb = Step("j1", r, 4, step, step_s);
+        hb.set_compute_seconds(0.18);
+        if (r >= 2) hb.set_data_wait_seconds(wait_b);
+        *(r < 2 ? ra : rb).add_heartbeats() = hb;
+      }
+      ASSERT_TRUE(a_->Send(ra));
+      ASSERT_TRUE(b_->Send(rb));
+    }
+    WaitFor([&] {
+      return server_->host().Read([](const Supervisor& core, absl::Time) {
+        const Job* job = core.FindJob("j1");
+        return job != nullptr && job->heartbeats_received() == 120;
+      });
+    });
+  }
+  grpc::Status Diagnose(const std::string& job, v1::DiagnoseResponse* response) {
+    grpc::ClientContext context;
+    v1::DiagnoseRequest request;
+    request.set_job_id(job);
+    return operator_->Diagnose(&context, request, response);
+  }
+  static const v1::Finding& Check(const v1::DiagnoseResponse& d, const std::string& check) {
+    for (const v1::Finding& f : d.findings()) {
+      if (f.check() == check) return f;
+    }
+    ADD_FAILURE() << "no finding " << check;
+    return d.findings(0);
+  }
+  std::unique_ptr<FakeAgent> a_;
+  std::unique_ptr<FakeAgent> b_;
+};
+
+TEST_F(DiagnoseRpcTest, ANodeWaitingForDataIsInputBound) {
+  Report(/*step_s=*/0.3, /*wait_b=*/0.1);
+  v1::DiagnoseResponse d;
+  ASSERT_TRUE(Diagnose("j1", &d).ok());
+  EXPECT_EQ(d.job_id(), "j1");
+  EXPECT_EQ(d.verdict(), "input_bound") << d.headline();
+  EXPECT_EQ(d.state(), "running");
+  ASSERT_GE(d.findings_size(), 5);
+  EXPECT_EQ(d.findings(0).check(), "progress");
+  EXPECT_EQ(d.findings(0).status(), "ok");
+  const v1::Finding& input = Check(d, "input");
+  EXPECT_EQ(input.status(), "problem");
+  EXPECT_EQ(input.node(), "node-b");
+  EXPECT_NEAR(input.figures().at("node_share"), 0.1 / 0.3, 1e-3);
+  EXPECT_NEAR(input.figures().at("rank_share"), 0.1 / 0.3, 1e-3);
+  EXPECT_EQ(input.figures().at("nodes_over"), 1);
+  // Outside compute and data wait: 0.02 s of node-b's steps, 0.12 s of
+  // node-a's (they wait for node-b in the collective); the lower middle.
+  EXPECT_NEAR(Check(d, "communication").figures().at("comm_share"), 0.02 / 0.3, 1e-3);
+  EXPECT_TRUE(a_->Finish().ok());
+  EXPECT_TRUE(b_->Finish().ok());
+}
+
+TEST_F(DiagnoseRpcTest, ACleanJobIsHealthy) {
+  Report(/*step_s=*/0.2, /*wait_b=*/0.0);
+  v1::DiagnoseResponse d;
+  ASSERT_TRUE(Diagnose("j1", &d).ok());
+  EXPECT_EQ(d.verdict(), "healthy") << d.headline();
+  EXPECT_NEAR(Check(d, "input").figures().at("node_share"), 0.0, 1e-9);
+  EXPECT_NEAR(Check(d, "communication").figures().at("comm_share"), 0.1, 1e-3);
+  EXPECT_TRUE(a_->Finish().ok());
+  EXPECT_TRUE(b_->Finish().ok());
+}
+
+TEST_F(DiagnoseRpcTest, AnUnknownJobIsNotFound) {
+  v1::DiagnoseResponse d;
+  const grpc::Status s = Diagnose("nope", &d);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("nope"));
+}
+
 }  // namespace
 }  // namespace trainsup

@@ -109,6 +109,7 @@ std::vector<std::pair<std::string, Operation>> Operations() {
       {"ListNodes", Unary<v1::ListNodesRequest, v1::ListNodesResponse>(&S::ListNodes)},
       {"ListEvents", Unary<v1::ListEventsRequest, v1::ListEventsResponse>(&S::ListEvents)},
       {"GetStacks", Unary<v1::GetStacksRequest, v1::StacksResponse>(&S::GetStacks, std::function<void(v1::GetStacksRequest*)>(job))},
+      {"Diagnose", Unary<v1::DiagnoseRequest, v1::DiagnoseResponse>(&S::Diagnose, std::function<void(v1::DiagnoseRequest*)>(job))},
       {"WatchEvents",
        [](grpc::Channel* channel) {
          auto stub =
@@ -230,30 +231,30 @@ class SecurityTest : public ::testing::Test {
 };
 std::string* SecurityTest::pki_ = nullptr;
 
-// Columns: hello n1, hello n2, 7 reads, 4 mutations.
+// Columns: hello n1, hello n2, 8 reads, 4 mutations.
 TEST_F(SecurityTest, MutualTlsMatrix) {
   std::unique_ptr<Server> server = Start(/*mutual=*/true, /*token=*/true);
   ASSERT_NE(server, nullptr);
   CheckMatrix("mutual TLS + operator token (--tls-client-ca, --operator-token-file)", *server,
               {
-                  {"no certificate", "", true, "", "uuuuuuuuuuuuu"},
-                  {"token, no certificate", "", true, "good", "uuuuuuuuuuuuu"},
-                  {"no TLS at all", "", false, "", "nnnnnnnnnnnnn"},
-                  {"other CA's operator cert", "stranger", true, "", "nnnnnnnnnnnnn"},
-                  {"expired operator cert", "expired", true, "", "nnnnnnnnnnnnn"},
-                  {"agent n1 (URI)", "agent-n1", true, "", "odoooooooddd" "d"},
-                  {"agent n2 (DNS SAN)", "agent-n2dns", true, "", "doooooooodddd"},
-                  {"operator cert", "operator", true, "", "ddooooooooooo"},
-                  {"reader cert", "reader", true, "", "ddoooooooddd" "d"},
-                  {"reader cert + token", "reader", true, "good", "ddooooooooooo"},
-                  {"agent n1 + wrong token", "agent-n1", true, "bad", "uuuuuuuuuuuuu"},
-                  {"token without TLS", "", false, "good", "ccccccccccccc"},
+                  {"no certificate", "", true, "", "uuuuuuuuuuuuuu"},
+                  {"token, no certificate", "", true, "good", "uuuuuuuuuuuuuu"},
+                  {"no TLS at all", "", false, "", "nnnnnnnnnnnnnn"},
+                  {"other CA's operator cert", "stranger", true, "", "nnnnnnnnnnnnnn"},
+                  {"expired operator cert", "expired", true, "", "nnnnnnnnnnnnnn"},
+                  {"agent n1 (URI)", "agent-n1", true, "", "odoooooooodddd"},
+                  {"agent n2 (DNS SAN)", "agent-n2dns", true, "", "dooooooooodddd"},
+                  {"operator cert", "operator", true, "", "ddoooooooooooo"},
+                  {"reader cert", "reader", true, "", "ddoooooooodddd"},
+                  {"reader cert + token", "reader", true, "good", "ddoooooooooooo"},
+                  {"agent n1 + wrong token", "agent-n1", true, "bad", "uuuuuuuuuuuuuu"},
+                  {"token without TLS", "", false, "good", "cccccccccccccc"},
               });
   // Every refusal that reached trainsupd was counted by its reason.
   const auto refused = server->access().refused();
   EXPECT_GT(refused[static_cast<int>(Refusal::kNotOperator)], 0u);
   EXPECT_GT(refused[static_cast<int>(Refusal::kWrongNode)], 0u);
-  EXPECT_EQ(refused[static_cast<int>(Refusal::kBadToken)], 13u);
+  EXPECT_EQ(refused[static_cast<int>(Refusal::kBadToken)], 14u);
 }
 
 TEST_F(SecurityTest, TokenOnlyMatrix) {
@@ -261,10 +262,10 @@ TEST_F(SecurityTest, TokenOnlyMatrix) {
   ASSERT_NE(server, nullptr);
   CheckMatrix("server TLS + operator token (no client CA: agents are taken on trust)", *server,
               {
-                  {"anonymous over TLS", "", true, "", "oouuuuuuuuuuu"},
-                  {"token over TLS", "", true, "good", "ooooooooooooo"},
-                  {"wrong token over TLS", "", true, "bad", "uuuuuuuuuuuuu"},
-                  {"token without TLS", "", false, "good", "ccccccccccccc"},
+                  {"anonymous over TLS", "", true, "", "oouuuuuuuuuuuu"},
+                  {"token over TLS", "", true, "good", "oooooooooooooo"},
+                  {"wrong token over TLS", "", true, "bad", "uuuuuuuuuuuuuu"},
+                  {"token without TLS", "", false, "good", "cccccccccccccc"},
               });
   EXPECT_GT(server->access().refused()[static_cast<int>(Refusal::kUnauthenticated)], 0u);
 }
