@@ -29,12 +29,15 @@ SignalsView SignalsOf(const SignalMonitor& signals) {
         !last ? std::nullopt : host ? last->host_rss_bytes : last->device_memory_bytes;
     const MemoryGrowthRule* rule = signals.memory(host);
     if (!bytes || rule == nullptr) continue;
-    SignalsView::Memory& memory = (host ? view.host : view.device).emplace();
+    // Built aside and copied in: clang cannot default-construct a nested
+    // struct with member initializers through optional::emplace here.
+    SignalsView::Memory memory;
     memory.bytes = *bytes;
     memory.growth_bytes_per_second = rule->slope_bytes_per_second();
     if (rule->growing() && rule->growing()->seconds_to_limit > 0) {
       memory.seconds_to_limit = rule->growing()->seconds_to_limit;
     }
+    (host ? view.host : view.device) = memory;
   }
   return view;
 }

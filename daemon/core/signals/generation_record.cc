@@ -6,6 +6,7 @@ namespace trainsup {
 
 void GenerationRecord::Add(const StepSummary& s) {
   if (steps_.size() < kCapacity) {
+    if (steps_.empty()) steps_.reserve(kCapacity);
     steps_.push_back(s);
     return;
   }

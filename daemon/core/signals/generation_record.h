@@ -19,14 +19,12 @@ struct StepSummary {
 };
 
 // The last kCapacity steps of one generation, in step order. Memory is
-// taken once. Thread-compatible.
+// taken once, at the first step. Thread-compatible.
 class GenerationRecord {
  public:
   static constexpr size_t kCapacity = 256;
 
-  explicit GenerationRecord(uint64_t generation = 0) : generation_(generation) {
-    steps_.reserve(kCapacity);
-  }
+  explicit GenerationRecord(uint64_t generation = 0) : generation_(generation) {}
 
   uint64_t generation() const { return generation_; }
   // Appends `s` (REQUIRES: its step is above every step kept).

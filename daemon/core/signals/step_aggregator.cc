@@ -6,9 +6,11 @@
 namespace trainsup {
 
 void StepAggregator::Clear() {
-  for (Slot& slot : slots_) {
-    slot.open = false;
-    slot.groups.clear();
+  if (slots_ != nullptr) {
+    for (Slot& slot : *slots_) {
+      slot.open = false;
+      slot.groups.clear();
+    }
   }
   lowest_open_ = highest_open_ = last_final_ = -1;
 }
@@ -25,6 +27,10 @@ void StepAggregator::Add(absl::Time now, RankAt at, const Heartbeat& hb, double 
   // The ring holds kSlots consecutive steps: the oldest goes first.
   while (lowest_open_ >= 0 && step >= lowest_open_ + static_cast<int64_t>(kSlots)) {
     FinalizeLowest();
+  }
+  if (slots_ == nullptr) {
+    slots_ = std::make_unique<std::array<Slot, kSlots>>();
+    ready_.reserve(kSlots);
   }
   Slot& slot = SlotOf(step);
   if (!slot.open) {

@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_SIGNALS_STEP_AGGREGATOR_H_
 
 #include <array>
+#include <memory>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -78,9 +79,7 @@ class StepAggregator {
   // Disagreeing ranks named per digest.
   static constexpr size_t kNamedPerDigest = 4;
 
-  StepAggregator() {
-    ready_.reserve(kSlots);
-  }
+  StepAggregator() = default;
   StepAggregator(const StepAggregator&) = delete;
   StepAggregator& operator=(const StepAggregator&) = delete;
 
@@ -128,7 +127,7 @@ class StepAggregator {
     absl::flat_hash_map<uint32_t, GroupTally> groups;
   };
 
-  Slot& SlotOf(int64_t step) { return slots_[static_cast<size_t>(step) % kSlots]; }
+  Slot& SlotOf(int64_t step) { return (*slots_)[static_cast<size_t>(step) % kSlots]; }
   static void Accumulate(Slot& slot, RankAt at, const Heartbeat& hb, double checkpoint_s);
   static void Tally(Slot& slot, RankAt at, uint64_t digest, uint32_t group);
   // Hands over the lowest open step; the complete ones from the lowest on.
@@ -138,7 +137,9 @@ class StepAggregator {
   void Judge(int64_t step, uint32_t group, const GroupTally& tally);
   void AdvanceLowest();
 
-  std::array<Slot, kSlots> slots_;
+  // Taken at the first STEP, not before: trainsupd holds up to --max-jobs
+  // jobs, most of which may never send one (20 KiB each).
+  std::unique_ptr<std::array<Slot, kSlots>> slots_;
   int64_t lowest_open_ = -1;   // -1: none open
   int64_t highest_open_ = -1;
   int64_t last_final_ = -1;    // the last step handed over
