@@ -102,7 +102,7 @@ class DiagnoseEndToEnd(ClusterTestCase):
         self.assertGreater(d["ledger"]["goodput_fraction"], 0.5)
         print(f"\nmeasured: clean run: healthy {since_first_step:.2f}s after the first step; "
               f"{polls} polls until finished, every one healthy then finished; goodput "
-              f"{d['ledger']['goodput']:.3f}", file=sys.stderr)
+              f"{d['ledger']['goodput_fraction']:.3f}", file=sys.stderr)
 
     def fault(self, job, train_args, what, right, supervisor_args=()):
         """Runs `job` until diagnose says healthy, then until `right(d)` after

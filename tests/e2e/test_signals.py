@@ -91,7 +91,7 @@ class SignalsEndToEnd(ClusterTestCase):
         events = c.events(job, "not_finite")
         self.assertEqual(len(events), 1, events)
         e = events[0]
-        self.assertEqual((e["rank"], e["node"], e["generation"]), (3, "node-b", "1"))
+        self.assertEqual((e["rank"], e["node"], e["generation"]), (3, "node-b", 1))
         self.assertEqual(e["figures"]["first_step"], 21)
         self.assertEqual(e["figures"]["restart"], 1)
         restarts = c.events(job, "restart")

@@ -85,9 +85,10 @@ class StateEndToEnd(ClusterTestCase):
             series: float(value)
             for series, _, value in (line.rpartition(" ") for line in c.metrics().splitlines()
                                      if not line.startswith("#"))
-            if f'job_id="{job}"' in series or series.startswith(("trainsup_nodes",
-                                                                 "trainsup_node_",
-                                                                 "trainsup_cluster_mtbf"))}
+            if (f'job_id="{job}"' in series or series.startswith(("trainsup_nodes",
+                                                                  "trainsup_node_",
+                                                                  "trainsup_cluster_mtbf")))
+            and not series.startswith(SIGNAL_GAUGES)}
         return shown
 
     def test_a_finished_job_shows_after_a_restart_all_it_showed_before(self):
@@ -126,6 +127,14 @@ class StateEndToEnd(ClusterTestCase):
         restored = [line for line in c.supervisor.output().splitlines() if "state restored" in line]
         self.assertIn("1 jobs (1 ended), 2 nodes (0 quarantined)", restored[0])
         self.assertIn("(1 job-killing failures, what the MTBF counts)", restored[0])
+
+
+# The training signals' view of a job's last step (docs/signals.md) is not
+# journaled: after a restart an ended job shows its signal counters, not
+# these gauges of its last step.
+SIGNAL_GAUGES = ("trainsup_job_loss{", "trainsup_job_grad_norm{", "trainsup_job_memory_",
+                 "trainsup_job_step_time_ratio{", "trainsup_job_loss_shifted{",
+                 "trainsup_job_loss_flat{")
 
 
 def dated(value, now):

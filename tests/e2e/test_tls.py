@@ -85,13 +85,13 @@ class TlsEndToEnd(ClusterTestCase):
 
         # SIGHUP: certificates re-read, the agent's stream untouched.
         before = self.ctl("-o", "json", "nodes", identity="alice")[1]
-        incarnation = re.search(r'"agent_incarnation":\s*"(\d+)"', before).group(1)
+        incarnation = re.search(r'"agent_incarnation":\s*(\d+)', before).group(1)
         c.supervisor.signal(signal.SIGHUP)
         wait_for(lambda: "certificates re-read" in c.supervisor.output(), 10,
                  what="trainsupd to log the reload")
         code, after, _ = self.ctl("-o", "json", "nodes", identity="alice")
         self.assertEqual(code, 0)
-        self.assertIn(f'"agent_incarnation": "{incarnation}"', after)
+        self.assertIn(f'"agent_incarnation": {incarnation}', after)
         self.assertIn('"connected": true', after)
         self.assertNotIn("stream to the supervisor ended", c.agents["n1"].output())
         # Reads: any certificate the CA signed. Changes: the operator's (last: the

@@ -23,7 +23,7 @@ JOB = "e2e-top"
 # Short straggler windows so that the slow rank is flagged within seconds.
 FAST = ["--straggler-window", "20", "--straggler-windows", "3", "--sweep-interval", "250ms",
         "--observe-only"]
-ROW = re.compile(r"^(\d+) +(node-\S+) +\S+ +\S+ +(\S+) ")  # RANK NODE STEP PHASE COMPUTE_P99
+ROW = re.compile(r"^(\d+) +(node-\S+) +\S+ +\S+ +\S+ +(\S+) ")  # RANK NODE PID STEP PHASE COMPUTE_P99
 
 
 def seconds(text):
@@ -101,7 +101,7 @@ class TopEndToEnd(unittest.TestCase):
         self.assertRegex(screen[0], rf"^job {JOB} +running +generation 1 +step \d+ .*goodput")
         self.assertRegex(screen[1], r"^ranks 4/4 heard: alive 4")
         self.assertRegex(screen[3], r"the 4 slowest of 4 ranks by compute p99")
-        self.assertRegex(screen[4], r"^RANK +NODE +STEP +PHASE +COMPUTE_P99")
+        self.assertRegex(screen[4], r"^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99")
         rows = self.rank_rows(screen)
         p99s = [seconds(r.group(3)) for r in rows]
         self.assertEqual(p99s, sorted(p99s, reverse=True), screen)
@@ -129,7 +129,7 @@ class TopEndToEnd(unittest.TestCase):
 
         # The supervisor goes away: top says so and keeps going.
         c.kill_supervisor()
-        wait_for(lambda: any(l.startswith("supervisor unreachable: ") for l in self.tmux.screen()),
+        wait_for(lambda: any(l.startswith("supervisor unreachable") for l in self.tmux.screen()),
                  10, interval=0.2, what="top to say the supervisor is unreachable")
         self.assertEqual(self.tmux.pane("pane_dead"), "0")
 

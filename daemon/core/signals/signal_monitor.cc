@@ -26,6 +26,7 @@ void SignalMonitor::Roll(const Job& job) {
     settings_applied_ = false;
     options_ = defaults_;
     last_.reset();
+    last_step_time_s_ = 0;
   }
   aggregator_.Clear();
   Reconfigure();
@@ -91,6 +92,7 @@ void SignalMonitor::Drain() {
 void SignalMonitor::Feed(const StepSignals& s) {
   Rules& rules = *rules_;
   last_ = s;
+  if (s.step_time_s && *s.step_time_s > 0) last_step_time_s_ = *s.step_time_s;
   record_.Add({s.step, s.loss, s.learning_rate, s.samples, s.tokens});
   if (s.loss_nonfinite > 0) ++totals_.loss_steps;
   if (s.grad_nonfinite > 0 && s.loss_nonfinite == 0) ++totals_.overflow_steps;
@@ -126,7 +128,9 @@ SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job) {
   out.grad = rules.grad.Take();
   if (options_.throughput.enabled) SweepThroughput(now, out);
   if (options_.memory.enabled) {
-    const double step_s = last_ && last_->step_time_s ? *last_->step_time_s : 0;
+    // The last step that measured one: a step whose ranks sent no duration
+    // (a restart's first) must not leave the time to the limit unknown.
+    const double step_s = last_step_time_s_;
     for (MemoryGrowthRule* rule : {&rules.device, &rules.host}) {
       if (std::optional<MemoryGrowthFinding> f = rule->Check(step_s)) out.memory.push_back(*f);
     }

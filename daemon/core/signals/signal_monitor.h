@@ -164,6 +164,7 @@ class SignalMonitor : public StepObserver {
   absl::flat_hash_map<NodeIndex, NodeCompute> nodes_;
   std::optional<PendingNode> pending_node_;
   std::optional<StepSignals> last_;
+  double last_step_time_s_ = 0;  // of the generation's last step that measured one
   GenerationRecord record_;
   GenerationRecord previous_;
   Totals totals_;
