@@ -141,6 +141,16 @@ bool Job::ObserveGeneration(absl::Time now, uint64_t generation) {
 // a stall is timed from the step itself. An agent sends what it reads within
 // an interval (at most 5 s); a heartbeat held longer waited out a broken
 // stream, and is dated no earlier than kMaxQueueCredit before its receipt.
+absl::Time Job::ProgressTime(absl::Time received, const Heartbeat& hb) {
+  constexpr double kMaxQueueCredit = 10.0;
+  return received - absl::Seconds(std::min(hb.queued_s, kMaxQueueCredit));
+}
+
+void Job::NoteProgress(absl::Time now, const Heartbeat& hb, RankState& r) {
+  r.last_progress = std::max(r.last_progress, ProgressTime(now, hb));
+  last_progress_ = std::max(last_progress_, r.last_progress);
+}
+
 void Job::PlaceInStep(absl::Time now, const Heartbeat& hb, RankState& r, StepPhase phase) {
   r.phase = phase;
   if (hb.step - 1 <= r.step) return;
@@ -151,13 +161,7 @@ void Job::PlaceInStep(absl::Time now, const Heartbeat& hb, RankState& r, StepPha
   // hang it only waits on. No step duration was measured: the frontier and
   // the ledger wait for the other ranks' STEPs.
   r.step = hb.step - 1;
-  r.last_progress = std::max(r.last_progress, ProgressTime(now, hb));
-  last_progress_ = std::max(last_progress_, r.last_progress);
-}
-
-absl::Time Job::ProgressTime(absl::Time received, const Heartbeat& hb) {
-  constexpr double kMaxQueueCredit = 10.0;
-  return received - absl::Seconds(std::min(hb.queued_s, kMaxQueueCredit));
+  NoteProgress(now, hb, r);
 }
 
 std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Heartbeat& hb) {
@@ -211,8 +215,7 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       if (hb.step > r.step) {
         r.step = hb.step;
         r.phase = StepPhase::kBetweenSteps;
-        r.last_progress = std::max(r.last_progress, ProgressTime(now, hb));
-        last_progress_ = std::max(last_progress_, r.last_progress);
+        NoteProgress(now, hb, r);
         if (first_progress_ == absl::InfinitePast()) first_progress_ = now;
         if (hb.samples) r.samples = hb.samples;
         if (hb.step > max_step_) {

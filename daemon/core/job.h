@@ -249,6 +249,8 @@ class Job {
 
  private:
   static absl::Time ProgressTime(absl::Time received, const Heartbeat& hb);
+  // r made progress with `hb`: its and the job's last progress move on.
+  void NoteProgress(absl::Time now, const Heartbeat& hb, RankState& r);
   // A COMPUTE_BEGIN/END of a step after r's last completed one.
   void PlaceInStep(absl::Time now, const Heartbeat& hb, RankState& r, StepPhase phase);
   void Resize(uint32_t world_size);
