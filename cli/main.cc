@@ -11,6 +11,7 @@
 #include "cli/client.h"
 #include "cli/diagnose_render.h"
 #include "cli/render.h"
+#include "cli/search_budget_render.h"
 #include "cli/top.h"
 #include "common/cli_options.h"
 #include "common/limits.h"
@@ -346,15 +347,53 @@ int main(int argc, char** argv) {
   double useful = 0;
   CLI::Option* useful_option = budget->add_option(
       "--useful-gpu-hours", useful, "GPU-hours of pure compute the run needs");
+  SearchBudgetInputs search_flags;
+  CLI::App* search = app.add_subcommand(
+      "search-budget", "offline: grid, random search or successive halving for a GPU-hour "
+                       "budget, by seeded Monte Carlo (no supervisor contacted)");
+  search->add_option("--budget-gpu-hours", search_flags.budget_gpu_hours,
+                     "GPU-hours for the whole search")
+      ->capture_default_str();
+  search->add_option("--run-gpu-hours", search_flags.run_gpu_hours, "GPU-hours of one full run")
+      ->capture_default_str();
+  search->add_option("--dimensions", search_flags.dimensions,
+                     "hyperparameters searched, of which one matters")
+      ->capture_default_str();
+  search->add_option("--reduction-factor", search_flags.reduction_factor,
+                     "successive halving keeps 1 configuration in this many per rung")
+      ->capture_default_str();
+  search->add_option("--rungs", search_flags.rungs,
+                     "successive halving's rungs, the last one of full runs")
+      ->capture_default_str();
+  search->add_option("--early-noise", search_flags.early_noise,
+                     "how badly short runs rank configurations (0: perfectly)")
+      ->capture_default_str();
+  search->add_option("--seed", search_flags.seed, "the Monte Carlo's seed")->capture_default_str();
+  search->add_option("--trials", search_flags.trials, "Monte Carlo trials")->capture_default_str();
+  double search_mtbf = 0;
+  CLI::Option* search_mtbf_option = search->add_option(
+      "--mtbf", search_mtbf,
+      "a run's mean time between job-killing failures, hours: GPU-hours then include "
+      "checkpoints, re-done work and restarts");
+  search->add_option("--restart-cost", search_flags.restart_seconds,
+                     "with --mtbf: seconds from a failure to the next first step")
+      ->capture_default_str();
+  search->add_option("--checkpoint-cost", search_flags.checkpoint_seconds,
+                     "with --mtbf: seconds one checkpoint blocks training")
+      ->capture_default_str();
   // `trainsupctl plan -o json` works as well as `trainsupctl -o json plan`.
   plan->fallthrough();
   budget->fallthrough();
+  search->fallthrough();
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
 
   const bool json = output == "json";
-  if (*plan || *budget) {
+  if (*plan || *budget || *search) {
     absl::StatusOr<std::string> text;
-    if (*plan) {
+    if (*search) {
+      if (*search_mtbf_option) search_flags.mtbf_hours = search_mtbf;
+      text = RunSearchBudgetCommand(search_flags, json);
+    } else if (*plan) {
       if (*async_snapshot) plan_flags.async_snapshot_seconds = async_snapshot_seconds;
       if (*run) plan_flags.run_hours = run_hours;
       text = RunPlanCommand(plan_flags, json);
