@@ -398,10 +398,23 @@ def wait_ready(server, address):
     wait_for(ready, 60, what=f"{server.name} to be ready")
 
 
+# The training-signal events (docs/signals.md), for the census below.
+SIGNAL_KINDS = frozenset((
+    "not_finite", "loss_shift", "loss_flat", "grad_spike", "grad_collapse",
+    "throughput_change", "throughput_decay", "memory_growth", "replica_mismatch",
+    "resume_spike", "lr_mismatch", "data_position_mismatch", "resumed_behind",
+))
+
+
 class ClusterTestCase(unittest.TestCase):
     """A test that runs one Cluster in its own scratch directory (self.scratch;
     self.cluster once a test makes it): on failure the cluster's logs are
-    printed, and it is always closed."""
+    printed, and it is always closed.
+
+    With TRAINSUP_E2E_SIGNAL_CENSUS=FILE in the environment, each test also
+    appends the training-signal events its trainsupd raised to FILE, one JSON
+    line a test: scripts/signal_census.py counts the false alarms of a whole
+    suite's run from it."""
 
     def setUp(self):
         self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
@@ -412,7 +425,22 @@ class ClusterTestCase(unittest.TestCase):
             return
         if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
+        self._signal_census()
         self.cluster.close()
+
+    def _signal_census(self):
+        path = os.environ.get("TRAINSUP_E2E_SIGNAL_CENSUS")
+        supervisor = self.cluster.supervisor
+        if not path or supervisor is None or supervisor.poll() is not None:
+            return
+        try:
+            events = self.cluster.events()
+        except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
+            return  # e.g. a TLS-only trainsupd: this test is not counted
+        signals = [{"kind": e["kind"], "job": e.get("job_id", ""), "message": e.get("message", "")}
+                   for e in events if e["kind"] in SIGNAL_KINDS]
+        with open(path, "a") as f:
+            f.write(json.dumps({"test": self.id(), "signals": signals}) + "\n")
 
 
 def has_failed(testcase):
