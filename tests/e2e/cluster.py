@@ -437,7 +437,8 @@ class ClusterTestCase(unittest.TestCase):
             events = self.cluster.events()
         except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
             return  # e.g. a TLS-only trainsupd: this test is not counted
-        signals = [{"kind": e["kind"], "job": e.get("job_id", ""), "message": e.get("message", "")}
+        signals = [{"kind": e["kind"], "job": e.get("job_id", ""),
+                    "message": e.get("message", "")}
                    for e in events if e["kind"] in SIGNAL_KINDS]
         with open(path, "a") as f:
             f.write(json.dumps({"test": self.id(), "signals": signals}) + "\n")
