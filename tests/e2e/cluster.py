@@ -108,6 +108,14 @@ class Process:
         return "\n".join(self.output().splitlines()[-lines:])
 
 
+# The training-signal events (docs/signals.md), for Cluster's signal census.
+SIGNAL_KINDS = frozenset((
+    "not_finite", "loss_shift", "loss_flat", "grad_spike", "grad_collapse",
+    "throughput_change", "throughput_decay", "memory_growth", "replica_mismatch",
+    "resume_spike", "lr_mismatch", "data_position_mismatch", "resumed_behind",
+))
+
+
 class Cluster:
     """trainsupd plus agents on loopback, in a scratch directory."""
 
@@ -373,6 +381,7 @@ rule_files: ["{rules}"]
         return "\n".join(parts)
 
     def close(self):
+        self._signal_census()
         for agent in self.agents.values():
             agent.stop()
         if self.supervisor is not None:
@@ -382,6 +391,36 @@ rule_files: ["{rules}"]
                 server.kill_group()
         # torchrun and ranks whose agent was killed outright.
         subprocess.run(["pkill", "-KILL", "-f", self.workdir], check=False)
+
+
+    def _signal_census(self):
+        """With TRAINSUP_E2E_SIGNAL_CENSUS=FILE in the environment, appends
+        the training-signal events this trainsupd raised to FILE, one JSON
+        line per cluster, named by the test that closes it:
+        scripts/signal_census.py counts a whole run's false alarms."""
+        path = os.environ.get("TRAINSUP_E2E_SIGNAL_CENSUS")
+        if not path or self.supervisor is None or self.supervisor.poll() is not None:
+            return
+        try:
+            events = self.events()
+        except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
+            return  # e.g. a TLS-only trainsupd: not counted
+        signals = [{"kind": e["kind"], "job": e.get("job_id", ""),
+                    "message": e.get("message", "")}
+                   for e in events if e["kind"] in SIGNAL_KINDS]
+        with open(path, "a") as f:
+            f.write(json.dumps({"test": _calling_test(), "signals": signals}) + "\n")
+
+
+def _calling_test():
+    """The id of the unittest.TestCase up the stack (its method or tearDown)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, unittest.TestCase):
+            return candidate.id()
+        frame = frame.f_back
+    return "unknown"
 
 
 def wait_ready(server, address):
@@ -398,23 +437,10 @@ def wait_ready(server, address):
     wait_for(ready, 60, what=f"{server.name} to be ready")
 
 
-# The training-signal events (docs/signals.md), for the census below.
-SIGNAL_KINDS = frozenset((
-    "not_finite", "loss_shift", "loss_flat", "grad_spike", "grad_collapse",
-    "throughput_change", "throughput_decay", "memory_growth", "replica_mismatch",
-    "resume_spike", "lr_mismatch", "data_position_mismatch", "resumed_behind",
-))
-
-
 class ClusterTestCase(unittest.TestCase):
     """A test that runs one Cluster in its own scratch directory (self.scratch;
     self.cluster once a test makes it): on failure the cluster's logs are
-    printed, and it is always closed.
-
-    With TRAINSUP_E2E_SIGNAL_CENSUS=FILE in the environment, each test also
-    appends the training-signal events its trainsupd raised to FILE, one JSON
-    line a test: scripts/signal_census.py counts the false alarms of a whole
-    suite's run from it."""
+    printed, and it is always closed."""
 
     def setUp(self):
         self.scratch = tempfile.mkdtemp(prefix="trainsup-e2e-")
@@ -425,23 +451,7 @@ class ClusterTestCase(unittest.TestCase):
             return
         if has_failed(self):
             print(self.cluster.diagnostics(), file=sys.stderr)
-        self._signal_census()
         self.cluster.close()
-
-    def _signal_census(self):
-        path = os.environ.get("TRAINSUP_E2E_SIGNAL_CENSUS")
-        supervisor = self.cluster.supervisor
-        if not path or supervisor is None or supervisor.poll() is not None:
-            return
-        try:
-            events = self.cluster.events()
-        except (RuntimeError, ValueError, OSError, subprocess.SubprocessError):
-            return  # e.g. a TLS-only trainsupd: this test is not counted
-        signals = [{"kind": e["kind"], "job": e.get("job_id", ""),
-                    "message": e.get("message", "")}
-                   for e in events if e["kind"] in SIGNAL_KINDS]
-        with open(path, "a") as f:
-            f.write(json.dumps({"test": self.id(), "signals": signals}) + "\n")
 
 
 def has_failed(testcase):
