@@ -68,6 +68,9 @@ absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& o
   std::unique_ptr<HaServer> s(new HaServer(options, ha, clock));
   absl::StatusOr<std::unique_ptr<Server>> server = s->StartServer();
   if (!server.ok()) return server.status();
+  // A server started again (after a lost election) binds the same ports.
+  s->options_.listen = (*server)->grpc_address();
+  if (!options.metrics_listen.empty()) s->options_.metrics_listen = (*server)->metrics_address();
   EtcdElectionOptions etcd = ha.etcd;
   etcd.value = absl::StrCat(ha.instance, " ", (*server)->grpc_address());
   absl::StatusOr<std::unique_ptr<EtcdElection>> election = EtcdElection::Start(etcd, clock);
@@ -108,7 +111,7 @@ bool HaServer::Apply(const ElectionState& state, bool* led) {
   const std::string leader = state.leader.empty() ? "unknown" : state.leader;
   switch (state.role) {
     case Leadership::Role::kLeader:
-      if (absl::Status s = server_->Lead(); !s.ok()) {
+      if (absl::Status s = server_->Lead(&election_->acting_deadline()); !s.ok()) {
         // The state store cannot be read: do not lead without it.
         TRAINSUP_LOG_ERROR("elected, but cannot restore the state store: %s; resigning",
                            s.message());

@@ -52,7 +52,7 @@ class HaServer {
   bool Apply(const ElectionState& state, bool* led) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Server>> StartServer();
 
-  const ServerOptions options_;
+  ServerOptions options_;  // the addresses as first bound, once started
   const HaOptions ha_;
   const Clock* const clock_;
   std::unique_ptr<EtcdElection> election_;

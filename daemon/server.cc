@@ -351,7 +351,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   return server;
 }
 
-absl::Status Server::Lead() {
+absl::Status Server::Lead(const ActingDeadline* deadline) {
   {
     absl::MutexLock lock(&lead_mu_);
     if (!restored_) {
@@ -360,7 +360,7 @@ absl::Status Server::Lead() {
       restored_ = true;
     }
   }
-  gate_.Open();
+  gate_.Open(deadline);
   return absl::OkStatus();
 }
 

@@ -105,7 +105,8 @@ class Server {
   // first time) and starts acting. StandBy(): stops acting at once (calls
   // refused with `why`, sweeps skipped, agent streams ended at their next
   // message); the state in memory is kept for a Lead() that follows.
-  absl::Status Lead();
+  // `deadline` (not owned; null: none) bounds the acting in time.
+  absl::Status Lead(const ActingDeadline* deadline = nullptr);
   void StandBy(std::string why);
   bool acting() const { return gate_.acting(); }
   // Adds `collectable` to /metrics (when served), and keeps it.

@@ -7,24 +7,40 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/synchronization/mutex.h"
+#include "daemon/ha/acting_deadline.h"
 
 namespace trainsup {
 
 // Whether this trainsupd acts: serves agents and operators and runs its
 // sweeps. Open unless an election (docs/ha.md) says this instance does not
-// lead. Closed, every call is answered UNAVAILABLE with why (the leader's
+// lead; opened under an election, it acts only until the lease's deadline
+// too. Closed, every call is answered UNAVAILABLE with why (the leader's
 // name and address when known), so that a client can go there.
-// Thread-safe; acting() is one atomic load, cheap enough per message.
+// Thread-safe; acting() is an atomic load (and a clock read under an
+// election), cheap enough per message.
 class ServingGate {
  public:
-  bool acting() const { return acting_.load(std::memory_order_acquire); }
+  bool acting() const {
+    if (!acting_.load(std::memory_order_acquire)) return false;
+    const ActingDeadline* deadline = deadline_.load(std::memory_order_acquire);
+    return deadline == nullptr || deadline->Allows();
+  }
   // OK while acting, else the refusal.
   grpc::Status Check() const {
     if (acting()) return grpc::Status::OK;
+    if (acting_.load(std::memory_order_acquire)) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "suspended: this trainsupd's leadership lease is past its renewal "
+                          "deadline; retry");
+    }
     absl::MutexLock lock(&mu_);
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, why_);
   }
-  void Open() { acting_.store(true, std::memory_order_release); }
+  // Acts from now on, while `deadline` (not owned; null: always) allows.
+  void Open(const ActingDeadline* deadline = nullptr) {
+    deadline_.store(deadline, std::memory_order_release);
+    acting_.store(true, std::memory_order_release);
+  }
   void Close(std::string why) {
     {
       absl::MutexLock lock(&mu_);
@@ -35,6 +51,7 @@ class ServingGate {
 
  private:
   std::atomic<bool> acting_{true};
+  std::atomic<const ActingDeadline*> deadline_{nullptr};
   mutable absl::Mutex mu_;
   std::string why_ ABSL_GUARDED_BY(mu_);
 };

@@ -97,6 +97,7 @@ EtcdElection::EtcdElection(const EtcdElectionOptions& options, const Clock* cloc
       name_(options.key_prefix + "leader"),
       lease_stub_(etcdserverpb::Lease::NewStub(channel)),
       election_stub_(v3electionpb::Election::NewStub(channel)),
+      acting_deadline_(clock),
       leadership_(MarginOf(options)) {}
 
 EtcdElection::~EtcdElection() { Resign(); }
@@ -124,7 +125,14 @@ absl::Duration EtcdElection::last_renew_latency() const {
   return renew_latency_;
 }
 
+void EtcdElection::SyncDeadlineLocked() {
+  acting_deadline_.Set(leadership_.role() == Leadership::Role::kLeader
+                           ? leadership_.lease_valid_until()
+                           : absl::InfinitePast());
+}
+
 void EtcdElection::PublishLocked(const std::string& reason, bool force) {
+  SyncDeadlineLocked();
   const Leadership::Role role = leadership_.role();
   const int64_t epoch = leadership_.epoch();
   if (!force && role == state_.role && epoch == state_.epoch) return;
@@ -187,6 +195,7 @@ void EtcdElection::KeepAliveLoop() {
           lease_gone_ = true;
         } else {
           leadership_.Renewed(sent, absl::Seconds(*ttl));
+          SyncDeadlineLocked();
           renew_latency_ = answered - sent;
           ++renewals_;
           TRAINSUP_LOG_DEBUG("etcd: lease %x renewed: TTL %ds, round trip %.1fms", lease, *ttl,
@@ -213,6 +222,7 @@ absl::Status EtcdElection::GrantLease() {
   lease_ = response.id();
   lease_gone_ = false;
   leadership_.NewLease(sent, absl::Seconds(response.ttl()));
+  SyncDeadlineLocked();
   TRAINSUP_LOG_INFO("etcd: lease %x granted (TTL %ds)", lease_, response.ttl());
   return absl::OkStatus();
 }

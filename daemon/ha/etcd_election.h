@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "daemon/ha/acting_deadline.h"
 #include "daemon/ha/election.h"
 #include "daemon/ha/leadership.h"
 #include "etcd/etcdserver/api/v3election/v3electionpb/v3election.grpc.pb.h"
@@ -67,6 +68,9 @@ class EtcdElection : public Election {
 
   // The last keepalive's round trip (zero before the first).
   absl::Duration last_renew_latency() const;
+  // Until when this instance may act: moved with every renewal while it
+  // leads, the infinite past otherwise. Lives as long as the election.
+  const ActingDeadline& acting_deadline() const { return acting_deadline_; }
   // The election's name (its keys' prefix).
   const std::string& election_name() const { return name_; }
 
@@ -93,6 +97,8 @@ class EtcdElection : public Election {
   // Publishes leadership_'s role if it changed (or `force`).
   void PublishLocked(const std::string& reason, bool force = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // acting_deadline_ from leadership_: its lease's deadline while it leads.
+  void SyncDeadlineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits up to `d` (or until stopping); false when stopping.
   bool Pause(absl::Duration d) ABSL_LOCKS_EXCLUDED(mu_);
   std::chrono::system_clock::time_point Deadline(absl::Duration d) const;
@@ -103,6 +109,7 @@ class EtcdElection : public Election {
   std::unique_ptr<etcdserverpb::Lease::Stub> lease_stub_;
   std::unique_ptr<v3electionpb::Election::Stub> election_stub_;
 
+  ActingDeadline acting_deadline_;
   mutable absl::Mutex mu_;
   Leadership leadership_ ABSL_GUARDED_BY(mu_);
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;  // 0: none

@@ -7,6 +7,8 @@ lease TTL 2s (etcd's floor) so that the suite is quick:
   naming the leader;
 - SIGKILL of the leader: the standby leads within TTL + 1.5s, at a higher epoch;
 - SIGTERM of the leader: the standby leads within 1s (the lease is revoked);
+- SIGSTOP of the leader past its lease: the standby leads; after SIGCONT the
+  old leader does not act (its first answer says so) and becomes a standby;
 - etcd loses its quorum: the leader stops acting before its lease could have
   expired (TTL after the kill), no one leads while there is no quorum, and
   one instance leads again once the quorum is back.
@@ -96,6 +98,30 @@ class ElectionTest(unittest.TestCase):
         took = standby.seen(r"leading \(epoch", after=stopped) - stopped
         print(f"\nSIGTERM -> new leader: {took * 1000:.0f}ms", file=sys.stderr)
         self.assertEqual(leader.proc.wait(timeout=15), 0)
+
+    def test_a_leader_paused_past_its_lease_does_not_act_when_it_resumes(self):
+        leader, standby = self.pair()
+        leader.signal(signal.SIGSTOP)
+        try:
+            wait_for(standby.leads, TTL + 1.5, "the standby to lead")
+        finally:
+            leader.signal(signal.SIGCONT)
+        # Its first answer after SIGCONT already says it does not act: the
+        # gate checks the lease's deadline itself, before any thread of the
+        # election has run.
+        self.assertEqual(leader.metrics().get("trainsup_leader"), 0)
+        refused = self.ctl(leader, "jobs")
+        self.assertNotEqual(refused.returncode, 0, refused.stdout)
+        # It learns that it lost, and starts over as a standby of the new leader.
+        leader.wait_line("no longer the leader", 10)
+        wait_for(lambda: leader.seen(f"the leader is {standby.name} "), 10,
+                 "the old leader to name the new one")
+        # Its server is built afresh (its memory may be stale): once up, it
+        # refuses calls naming the new leader.
+        wait_for(lambda: f"standby: the leader is {standby.name}" in self.ctl(leader, "jobs").stderr,
+                 10, "the old leader to refuse calls naming the new one\n" + leader.log(),
+                 interval=0.2)
+        self.assertTrue(standby.leads())
 
 
 class QuorumLossTest(unittest.TestCase):
