@@ -193,6 +193,9 @@ void EtcdElection::KeepAliveLoop() {
           TRAINSUP_LOG_DEBUG("etcd: lease %x not renewed: %s", lease, ttl.status().message());
         } else if (*ttl <= 0) {
           lease_gone_ = true;
+          // A campaign on a lease that expired waits in a line its key has
+          // left: end it, and campaign again on a new lease.
+          if (campaign_call_ != nullptr) campaign_call_->TryCancel();
         } else {
           leadership_.Renewed(sent, absl::Seconds(*ttl));
           SyncDeadlineLocked();
@@ -396,7 +399,7 @@ void EtcdElection::CampaignLoop() {
       lease_gone_ = true;
       continue;
     }
-    if (!absl::IsDeadlineExceeded(s)) {
+    if (!absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s)) {
       TRAINSUP_LOG_DEBUG("etcd: %s", s.message());
       auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
       mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(500));

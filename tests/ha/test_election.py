@@ -7,6 +7,8 @@ lease TTL 2s (etcd's floor) so that the suite is quick:
   naming the leader;
 - SIGKILL of the leader: the standby leads within TTL + 1.5s, at a higher epoch;
 - SIGTERM of the leader: the standby leads within 1s (the lease is revoked);
+- a standby paused past its lease campaigns again on a new one, and takes
+  over when the leader is killed;
 - SIGSTOP of the leader past its lease: the standby leads; after SIGCONT the
   old leader does not act (its first answer says so) and becomes a standby;
 - etcd loses its quorum: the leader stops acting before its lease could have
@@ -122,6 +124,29 @@ class ElectionTest(unittest.TestCase):
                  10, "the old leader to refuse calls naming the new one\n" + leader.log(),
                  interval=0.2)
         self.assertTrue(standby.leads())
+
+    def test_a_standby_whose_lease_expired_campaigns_again_and_takes_over(self):
+        leader, standby = self.pair()
+        standby.signal(signal.SIGSTOP)
+        try:
+            # Past its lease: etcd deletes its key from the line.
+            wait_for(lambda: not self.candidates_include(standby), TTL + 3,
+                     "the paused standby's key to expire", interval=0.1)
+        finally:
+            standby.signal(signal.SIGCONT)
+        wait_for(lambda: self.candidates_include(standby), 10,
+                 "the standby to campaign again on a new lease", interval=0.1)
+        killed = time.monotonic()
+        leader.signal(signal.SIGKILL)
+        wait_for(standby.leads, TTL + 1.5, "the standby to lead")
+        print(f"\nSIGKILL -> new leader: {time.monotonic() - killed:.2f}s", file=sys.stderr)
+
+    def candidates_include(self, instance):
+        """Whether `instance` has a key in the election's line (etcdctl)."""
+        out = subprocess.run(["etcdctl", "--endpoints", self.etcd.endpoints, "get", "--prefix",
+                              "/trainsup/default/leader", "--print-value-only"],
+                             capture_output=True, text=True, timeout=10).stdout
+        return f"{instance.name} {instance.grpc}" in out.splitlines()
 
 
 class QuorumLossTest(unittest.TestCase):
