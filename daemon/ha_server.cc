@@ -107,7 +107,7 @@ absl::Status HaServer::ReloadCertificates() {
   return server_->ReloadCertificates();
 }
 
-bool HaServer::Apply(const ElectionState& state, bool* led) {
+bool HaServer::Apply(const ElectionState& state) {
   const std::string leader = state.leader.empty() ? "unknown" : state.leader;
   switch (state.role) {
     case Leadership::Role::kLeader:
@@ -118,18 +118,21 @@ bool HaServer::Apply(const ElectionState& state, bool* led) {
         election_->Resign();
         return true;
       }
-      *led = true;
+      led_ = true;
       TRAINSUP_LOG_INFO("leading (epoch %d): %s; acting", state.epoch, state.reason);
+      server_->host().LeadershipChanged("leader", state.epoch, state.reason);
       return true;
     case Leadership::Role::kSuspended:
       server_->StandBy(absl::StrCat("suspended: this trainsupd (epoch ", state.epoch,
                                     ") cannot reach etcd to renew its leadership; retry"));
       TRAINSUP_LOG_WARN("stopped acting (epoch %d): %s", state.epoch, state.reason);
+      if (led_) server_->host().LeadershipChanged("suspended", state.epoch, state.reason);
       return true;
     case Leadership::Role::kStandby:
       server_->StandBy(absl::StrCat("standby: the leader is ", leader));
-      if (*led) {
+      if (led_) {
         TRAINSUP_LOG_WARN("no longer the leader: %s; starting over as a standby", state.reason);
+        server_->host().LeadershipChanged("standby", 0, state.reason);
         return false;
       }
       return true;
@@ -139,7 +142,6 @@ bool HaServer::Apply(const ElectionState& state, bool* led) {
 
 void HaServer::Follow() {
   uint64_t seen = 0;
-  bool led = false;
   for (;;) {
     const ElectionState state = election_->Await(seen, absl::Milliseconds(500));
     absl::MutexLock lock(&mu_);
@@ -152,12 +154,12 @@ void HaServer::Follow() {
       continue;
     }
     seen = state.changes;
-    if (Apply(state, &led)) continue;
+    if (Apply(state)) continue;
     // Lost for good: the core's state may be stale (another instance acted
     // since). A fresh server reads the store again when it next leads.
     server_->Shutdown();
     server_.reset();
-    led = false;
+    led_ = false;
     for (int attempt = 1; !stopping_; ++attempt) {
       absl::StatusOr<std::unique_ptr<Server>> fresh = StartServer();
       if (fresh.ok()) {
@@ -179,7 +181,10 @@ void HaServer::Shutdown() {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
     stopping_ = true;
-    if (server_ != nullptr) server_->StandBy("shutting down");
+    if (server_ != nullptr) {
+      server_->StandBy("shutting down");
+      if (led_) server_->host().LeadershipChanged("standby", 0, "resigned: shutting down");
+    }
     server = std::move(server_);
   }
   // Not acting any more: hand over at once.

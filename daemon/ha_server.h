@@ -49,7 +49,7 @@ class HaServer {
       : options_(options), ha_(ha), clock_(clock) {}
   void Follow();  // the thread that applies the election's state
   // Applies `state` to the server; false when it must be rebuilt.
-  bool Apply(const ElectionState& state, bool* led) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Apply(const ElectionState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Server>> StartServer();
 
   ServerOptions options_;  // the addresses as first bound, once started
@@ -59,6 +59,7 @@ class HaServer {
   mutable absl::Mutex mu_;
   std::unique_ptr<Server> server_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool led_ ABSL_GUARDED_BY(mu_) = false;  // server_ has acted (its state is its own)
   std::thread follower_;
 };
 

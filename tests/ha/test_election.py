@@ -89,8 +89,12 @@ class ElectionTest(unittest.TestCase):
         wait_for(standby.leads, TTL + 1.5, "the standby to lead")
         took = standby.seen(r"leading \(epoch", after=killed) - killed
         print(f"\nSIGKILL -> new leader: {took:.2f}s (TTL {TTL:g}s)", file=sys.stderr)
-        self.assertGreater(standby.metrics()["trainsup_leader_epoch"], epoch)
-        self.assertEqual(self.ctl(standby, "jobs").returncode, 0)
+        new_epoch = standby.metrics()["trainsup_leader_epoch"]
+        self.assertGreater(new_epoch, epoch)
+        events = self.ctl(standby, "events")
+        self.assertEqual(events.returncode, 0, events.stderr)
+        self.assertIn("leadership", events.stdout)
+        self.assertIn(f"leader (epoch {new_epoch:.0f}): won the election", events.stdout)
 
     def test_sigterm_of_the_leader_hands_over_at_once(self):
         leader, standby = self.pair()
