@@ -7,6 +7,7 @@ arrive. Used by test_election.py and bench/takeover.py. Waits are on
 conditions with deadlines (wait_for), never sleeps.
 """
 
+import calendar
 import os
 import re
 import shutil
@@ -37,6 +38,13 @@ def wait_for(predicate, timeout, what="the condition", interval=0.02):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def log_time(line):
+    """The timestamp trainsupd's log line starts with (2026-12-01T22:53:41.757Z)."""
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z", line)
+    y, mo, d, h, mi, s, ms = (int(g) for g in m.groups())
+    return calendar.timegm((y, mo, d, h, mi, s)) + ms / 1000
 
 
 class EtcdCluster:
@@ -126,15 +134,25 @@ class Instance:
                     return t
         return None
 
-    def last_renewal_sent(self, before):
-        """When the last lease renewal answered before `before` was sent (its
-        debug line's arrival less its round trip; needs --verbose)."""
-        sent = None
+    def logged_at(self, pattern, after=0.0):
+        """trainsupd's own timestamp (seconds since the epoch) of the first
+        line matching `pattern` that arrived after `after`, or None."""
         with self.lock:
             for t, line in self.lines:
+                if t >= after and re.search(pattern, line):
+                    return log_time(line)
+        return None
+
+    def last_renewal_sent(self, before):
+        """When (trainsupd's clock, seconds since the epoch) the last lease
+        renewal logged before `before` (same clock) was sent: its debug
+        line's timestamp less its round trip. Needs --verbose."""
+        sent = None
+        with self.lock:
+            for _, line in self.lines:
                 m = re.search(r"renewed: TTL \d+s, round trip ([\d.]+)ms", line)
-                if m and t < before:
-                    sent = t - float(m.group(1)) / 1000
+                if m and log_time(line) < before:
+                    sent = log_time(line) - float(m.group(1)) / 1000
         return sent
 
     def wait_line(self, pattern, timeout, after=0.0):
