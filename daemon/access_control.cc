@@ -57,6 +57,7 @@ Caller AccessControl::CallerOf(const grpc::ServerContextBase& context) const {
 
 grpc::Status AccessControl::Check(const Caller& caller, const std::string& peer, Access access,
                                   absl::string_view what, absl::string_view node) {
+  if (grpc::Status serving = Serving(); !serving.ok()) return serving;
   AccessDecision decision = policy_.Decide(caller, access, node);
   if (decision.allowed()) return grpc::Status::OK;
   refused_[static_cast<int>(decision.refusal)].fetch_add(1, std::memory_order_relaxed);

@@ -10,6 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "daemon/access_policy.h"
+#include "daemon/serving_gate.h"
 
 namespace trainsup {
 
@@ -35,6 +36,12 @@ class AccessControl {
 
   bool open() const { return policy_.open(); }
 
+  // Calls are refused while `gate` (not owned; may be null) is closed: a
+  // standby under an election serves no one (docs/ha.md).
+  void set_gate(const ServingGate* gate) { gate_ = gate; }
+  // OK while this instance acts, else the gate's refusal (also per message).
+  grpc::Status Serving() const { return gate_ == nullptr ? grpc::Status::OK : gate_->Check(); }
+
   // Refused calls so far, indexed by Refusal.
   static constexpr int kRefusalKinds = static_cast<int>(Refusal::kWrongNode) + 1;
   std::array<uint64_t, kRefusalKinds> refused() const;
@@ -44,6 +51,7 @@ class AccessControl {
 
   const AccessPolicy policy_;
   const std::string operator_token_;
+  const ServingGate* gate_ = nullptr;
   std::array<std::atomic<uint64_t>, kRefusalKinds> refused_{};
 };
 

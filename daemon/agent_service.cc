@@ -142,6 +142,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   // Only a caller whose identity allows it may say hello for a node; the
   // rest of the stream is the session that hello opened.
   grpc::Status Handle(const v1::AgentMessage& message) {
+    // A leader that stops acting (docs/ha.md) ends every stream at its next
+    // message: nothing an agent says reaches the core then.
+    if (grpc::Status s = access_->Serving(); !s.ok()) return s;
     if (message.has_hello() && session_ == 0) {
       const v1::AgentHello& h = message.hello();
       if (grpc::Status s = access_->Check(

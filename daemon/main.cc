@@ -19,6 +19,7 @@
 #include "daemon/core/verdicts.h"
 #include "daemon/descriptors.h"
 #include "daemon/grpc_log.h"
+#include "daemon/ha_server.h"
 #include "daemon/server.h"
 
 namespace {
@@ -140,6 +141,42 @@ absl::Status AddVerdictRules(const std::string& file, const std::vector<std::str
   for (const VerdictRule& rule : table->rules()) in_force.push_back(rule.ToString());
   TRAINSUP_LOG_INFO("verdicts: %s", in_force.empty() ? "none" : absl::StrJoin(in_force, ", "));
   return absl::OkStatus();
+}
+
+// Waits for SIGTERM or SIGINT, re-reading the TLS certificates on SIGHUP
+// through `reload`; returns the signal that ended the wait.
+template <typename Reload>
+int AwaitTermination(sigset_t* signals, Reload reload) {
+  int signal_number = 0;
+  while (sigwait(signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    absl::Status reloaded = reload();
+    if (reloaded.ok()) {
+      TRAINSUP_LOG_INFO("SIGHUP: TLS certificates re-read; new connections use them");
+    } else {
+      TRAINSUP_LOG_ERROR("SIGHUP: %s; serving the previous certificates", reloaded.message());
+    }
+  }
+  TRAINSUP_LOG_INFO("%s received; shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  return signal_number;
+}
+
+// trainsupd under an election (--etcd-endpoints, --instance): a standby
+// until elected; on SIGTERM it stops acting and resigns before it stops.
+int RunElected(const trainsup::ServerOptions& options, const trainsup::HaOptions& ha,
+               const trainsup::Clock* clock, sigset_t* signals) {
+  using namespace trainsup;
+  absl::StatusOr<std::unique_ptr<HaServer>> server = HaServer::Start(options, ha, clock);
+  if (!server.ok()) {
+    std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
+    return ExitCodeForStart(server.status());
+  }
+  TRAINSUP_LOG_INFO("listening grpc=%s metrics=%s (standby until elected)",
+                    (*server)->grpc_address(),
+                    (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());
+  AwaitTermination(signals, [&] { return (*server)->ReloadCertificates(); });
+  (*server)->Shutdown();
+  TRAINSUP_LOG_INFO("stopped");
+  return kExitOk;
 }
 
 }  // namespace
@@ -334,11 +371,27 @@ int main(int argc, char** argv) {
                  "Defaults: exit:16=restart-elsewhere, exit:17=transient (Megatron-LM), "
                  "exception:LossSpikeError=stop, exception:HighLossError=stop (llm-foundry)")
       ->type_name("RULE")->allow_extra_args(false);
+  // Leader election through etcd (docs/ha.md).
+  HaOptions ha;
+  app.add_option("--etcd-endpoints", ha.etcd.endpoints,
+                 "etcd's client addresses, HOST:PORT,...: campaign for leadership with the other "
+                 "trainsupd of the same etcd, and act only while leading (needs --instance)")
+      ->delimiter(',')->type_name("ADDRS");
+  app.add_option("--instance", ha.instance,
+                 "this trainsupd's name in the election (with --etcd-endpoints)")
+      ->type_name("NAME");
+  AddDurationOption(app, "--etcd-lease-ttl", &ha.etcd.ttl,
+                    "the election lease's TTL (at least 2s): a standby takes over within about "
+                    "this long after the leader dies; renewed every TTL/3");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   if (absl::Status table = AddVerdictRules(verdict_table, verdict_rules, &core.verdicts);
       !table.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(table.message()).c_str());
+    return kExitUsage;
+  }
+  if (ha.etcd.endpoints.empty() != ha.instance.empty()) {
+    std::fprintf(stderr, "error: --etcd-endpoints and --instance go together\n");
     return kExitUsage;
   }
   options.core.step_window = static_cast<size_t>(step_window);
@@ -349,6 +402,7 @@ int main(int argc, char** argv) {
 
   sigset_t signals = BlockHandledSignals();
   MonotonicClock clock;
+  if (!ha.instance.empty()) return RunElected(options, ha, &clock, &signals);
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, &clock);
   if (!server.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(server.status().message()).c_str());
@@ -358,16 +412,7 @@ int main(int argc, char** argv) {
                     (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());
   if (!options.state_path.empty()) TRAINSUP_LOG_INFO("state store %s", options.state_path);
 
-  int signal_number = 0;
-  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    absl::Status reloaded = (*server)->ReloadCertificates();
-    if (reloaded.ok()) {
-      TRAINSUP_LOG_INFO("SIGHUP: TLS certificates re-read; new connections use them");
-    } else {
-      TRAINSUP_LOG_ERROR("SIGHUP: %s; serving the previous certificates", reloaded.message());
-    }
-  }
-  TRAINSUP_LOG_INFO("%s received; shutting down", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  AwaitTermination(&signals, [&] { return (*server)->ReloadCertificates(); });
   (*server)->Shutdown();
   TRAINSUP_LOG_INFO("stopped");
   return kExitOk;

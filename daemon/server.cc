@@ -151,7 +151,7 @@ void Server::SweepLoop() {
   auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(stop_mu_) { return stopping_; };
   while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stopping), sweep_interval_)) {
     stop_mu_.Unlock();
-    host_.Sweep();
+    if (gate_.acting()) host_.Sweep();
     PruneHistory();
     stop_mu_.Lock();
   }
@@ -301,8 +301,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
         });
     server->host_.set_fence_runner(server->fence_.get());
   }
-  // After the fence runner: the fences the store kept as pending run again.
-  if (absl::Status s = server->host_.Restore(); !s.ok()) return s;
+  server->access_->set_gate(&server->gate_);
+  if (options.standby) {
+    server->gate_.Close("standby: no leader elected yet");
+  } else if (absl::Status s = server->Lead(); !s.ok()) {
+    return s;
+  }
 
   int port = 0;
   std::unique_ptr<Listener> listener = server->BuildListener(options.listen, &port);
@@ -345,6 +349,27 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
   server->sweeper_ = std::thread([s = server.get()] { s->SweepLoop(); });
   server->listener_watcher_ = std::thread([s = server.get()] { s->ListenerLoop(); });
   return server;
+}
+
+absl::Status Server::Lead(const ActingDeadline* deadline) {
+  {
+    absl::MutexLock lock(&lead_mu_);
+    if (!restored_) {
+      // After the fence runner: the fences the store kept as pending run again.
+      if (absl::Status s = host_.Restore(); !s.ok()) return s;
+      restored_ = true;
+    }
+  }
+  gate_.Open(deadline);
+  return absl::OkStatus();
+}
+
+void Server::StandBy(std::string why) { gate_.Close(std::move(why)); }
+
+void Server::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
+  // The exposer holds collectables weakly.
+  if (exposer_ != nullptr) exposer_->RegisterCollectable(collectable);
+  added_collectables_.push_back(std::move(collectable));
 }
 
 absl::Status Server::ReloadCertificates() {

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <grpcpp/grpcpp.h>
 
@@ -17,10 +18,12 @@
 #include "daemon/metrics.h"
 #include "daemon/operator_service.h"
 #include "daemon/security_metrics.h"
+#include "daemon/serving_gate.h"
 #include "daemon/supervisor_host.h"
 #include "daemon/tls_server.h"
 
 namespace prometheus {
+class Collectable;
 class Exposer;
 }
 
@@ -35,6 +38,9 @@ struct ServerOptions {
   // gRPC address of AgentService and OperatorService. Port 0: any free port.
   // Default: loopback only.
   std::string listen = "127.0.0.1:7411";
+  // Start as a standby (docs/ha.md): serve no one, decide nothing and leave
+  // the state store unread until Lead(). Default: false (act at once).
+  bool standby = false;
   // Prometheus exposition at /metrics. Empty: no metrics endpoint.
   std::string metrics_listen = "127.0.0.1:9741";
   // SQLite state store (WAL). Empty: nothing survives a restart.
@@ -95,6 +101,17 @@ class Server {
   // Times the gRPC listener was rebuilt.
   uint64_t listener_restarts() const { return listener_restarts_.load(); }
 
+  // Under an election (docs/ha.md). Lead(): restores the state store (the
+  // first time) and starts acting. StandBy(): stops acting at once (calls
+  // refused with `why`, sweeps skipped, agent streams ended at their next
+  // message); the state in memory is kept for a Lead() that follows.
+  // `deadline` (not owned; null: none) bounds the acting in time.
+  absl::Status Lead(const ActingDeadline* deadline = nullptr);
+  void StandBy(std::string why);
+  bool acting() const { return gate_.acting(); }
+  // Adds `collectable` to /metrics (when served), and keeps it.
+  void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
+
   // Stops accepting work, ends open streams (waiting up to `grace` for RPCs
   // in flight) and stops the metrics endpoint. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
@@ -115,6 +132,7 @@ class Server {
   void PruneHistory();
 
   std::unique_ptr<StateStore> store_;  // before host_: the host uses it
+  ServingGate gate_;  // before access_, which reads it
   std::unique_ptr<AccessControl> access_;  // before the services: they use it
   std::unique_ptr<ServerCertificates> certificates_;
   std::shared_ptr<SecurityCollector> security_collector_;
@@ -128,6 +146,7 @@ class Server {
   std::unique_ptr<Listener> listener_ ABSL_GUARDED_BY(listener_mu_);
   std::atomic<uint64_t> listener_restarts_{0};
   std::thread listener_watcher_;
+  std::vector<std::shared_ptr<prometheus::Collectable>> added_collectables_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::string grpc_address_;
   std::string metrics_address_;
@@ -138,6 +157,8 @@ class Server {
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
   bool shut_down_ = false;
+  absl::Mutex lead_mu_;
+  bool restored_ ABSL_GUARDED_BY(lead_mu_) = false;
 };
 
 }  // namespace trainsup

@@ -242,6 +242,14 @@ absl::StatusOr<std::string> SupervisorHost::RequestCheckpoint(const std::string&
       [&](Supervisor& core, absl::Time now) { return core.RequestCheckpoint(now, job); });
 }
 
+void SupervisorHost::LeadershipChanged(absl::string_view role, int64_t epoch,
+                                       const std::string& reason) {
+  MutateAndPublish([&](Supervisor& core, absl::Time now) {
+    core.LeadershipChanged(now, role, epoch, reason);
+    return 0;
+  });
+}
+
 void SupervisorHost::FenceDone(const FenceRequest& request, bool ok, const std::string& detail) {
   if (request.action == FenceAction::kUnfence) {
     ++(ok ? unfences_succeeded_ : unfences_failed_);

@@ -85,6 +85,8 @@ class SupervisorHost {
                                          bool force = false);
   absl::StatusOr<std::string> Unquarantine(const std::string& node);
   absl::StatusOr<std::string> RequestCheckpoint(const std::string& job);
+  // Under an election (docs/ha.md): this instance's role changed (an event).
+  void LeadershipChanged(absl::string_view role, int64_t epoch, const std::string& reason);
   // The fence runner's report: `request`'s command ended.
   void FenceDone(const FenceRequest& request, bool ok, const std::string& detail);
 

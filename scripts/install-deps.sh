@@ -30,7 +30,32 @@ PACKAGES=(
   # tests/e2e/test_slurm.py: a real Slurm cluster on loopback (munged, slurmctld,
   # two slurmd) that trainsup's fence and unfence commands drain and resume
   slurmctld slurmd slurm-client munge
+  # trainsupd's election (docs/ha.md) and its tests: a real etcd on loopback,
+  # and etcdctl to look at it
+  etcd-server etcd-client
 )
+
+# etcd's .proto files, from which the build generates trainsupd's etcd client
+# (proto/etcd/). Debian ships them in golang-etcd-server-dev, which as an
+# installed package pulls ~145 others (systemd among them): take just its files.
+ETCD_PROTO_DIR=/usr/local/share/trainsup/etcd-proto
+fetch_etcd_protos() {
+  [ -f "$ETCD_PROTO_DIR/etcd/etcdserver/etcdserverpb/rpc.proto" ] && return 0
+  [ -f /usr/share/gocode/src/go.etcd.io/etcd/etcdserver/etcdserverpb/rpc.proto ] && return 0
+  local tmp
+  tmp=$(mktemp -d)
+  chmod 755 "$tmp"  # apt-get download writes as _apt where it can
+  echo "install-deps: fetching etcd's .proto files (golang-etcd-server-dev)" >&2
+  if ! (cd "$tmp" && $SUDO apt-get download -qq golang-etcd-server-dev >/dev/null 2>&1); then
+    $SUDO apt-get update -qq >/dev/null
+    (cd "$tmp" && $SUDO apt-get download -qq golang-etcd-server-dev >/dev/null 2>&1)
+  fi
+  $SUDO dpkg-deb -x "$tmp"/golang-etcd-server-dev_*.deb "$tmp/x"
+  $SUDO mkdir -p "$ETCD_PROTO_DIR"
+  $SUDO cp -r "$tmp/x/usr/share/gocode/src/go.etcd.io/etcd" "$ETCD_PROTO_DIR/"
+  $SUDO find "$ETCD_PROTO_DIR" -type f ! -name '*.proto' -delete
+  $SUDO rm -rf "$tmp"
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -38,9 +63,13 @@ for p in "${PACKAGES[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
 SUDO=""
+if [ ${#missing[@]} -eq 0 ]; then
+  if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
+  fetch_etcd_protos
+  exit 0
+fi
+
 if [ "$(id -u)" -ne 0 ]; then
   command -v sudo >/dev/null || { echo "error: install-deps.sh needs root (missing: ${missing[*]})" >&2; exit 1; }
   SUDO=sudo
@@ -49,3 +78,4 @@ echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fetch_etcd_protos

@@ -72,6 +72,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "rendezvous";
     case EventKind::kStartTimeout:
       return "start_timeout";
+    case EventKind::kLeadership:
+      return "leadership";
     case EventKind::kCount:
       break;
   }

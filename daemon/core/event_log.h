@@ -49,6 +49,7 @@ enum class EventKind {
   kReplicaMismatch,    // a rank disagrees with its replica group's majority
   kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
   kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
+  kLeadership,         // under an election (docs/ha.md): this trainsupd began or stopped acting
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -763,6 +763,15 @@ Event FenceEvent(absl::Time time, const EventJob& job, FenceAction action,
   return e;
 }
 
+Event LeadershipEvent(absl::Time time, absl::string_view role, int64_t epoch,
+                      const std::string& reason) {
+  Event e = Make(time, EventJob{}, EventKind::kLeadership);
+  e.message = epoch > 0 ? absl::StrFormat("%s (epoch %d): %s", role, epoch, reason)
+                        : absl::StrFormat("%s: %s", role, reason);
+  e.figures = {{"epoch", static_cast<double>(epoch)}};
+  return e;
+}
+
 Event PersistFailedEvent(absl::Time time, const EventJob& job, const std::string& node,
                          const std::string& what) {
   Event e = Make(time, job, EventKind::kPersistFailed);

@@ -258,6 +258,12 @@ Event QuarantineSkippedEvent(absl::Time time, const EventJob& job, const std::st
 Event FenceEvent(absl::Time time, const EventJob& job, FenceAction action,
                  const std::string& node, bool ok, const std::string& detail);
 
+// kLeadership: under an election (docs/ha.md) this trainsupd's `role` is
+// now "leader", "suspended" or "standby", at `epoch` (the election key's
+// revision; 0: not elected), because of `reason`. About no job.
+Event LeadershipEvent(absl::Time time, absl::string_view role, int64_t epoch,
+                      const std::string& reason);
+
 // kPersistFailed: the state store refused a commit (`what`), about `node`
 // when it names one.
 Event PersistFailedEvent(absl::Time time, const EventJob& job, const std::string& node,

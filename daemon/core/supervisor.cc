@@ -314,6 +314,11 @@ void Supervisor::PersistFailed(absl::Time now, const std::string& node, const st
   decisions_.Emit(job, PersistFailedEvent(now, EventJobOf(job), node, what));
 }
 
+void Supervisor::LeadershipChanged(absl::Time now, absl::string_view role, int64_t epoch,
+                                   const std::string& reason) {
+  decisions_.Emit(nullptr, LeadershipEvent(now, role, epoch, reason));
+}
+
 void Supervisor::Restore(absl::Time now, const PersistedState& state) {
   RestoreState(now, state, options_, agents_, quarantine_, jobs_, decisions_);
   // The read model shows what the sweep measured; a job read back must show

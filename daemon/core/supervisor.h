@@ -107,6 +107,9 @@ class Supervisor {
   // (`what` says which commands and fences, and why); `node` is the first
   // node concerned, if any.
   void PersistFailed(absl::Time now, const std::string& node, const std::string& what);
+  // Under an election (docs/ha.md): the driver's role changed; an event.
+  void LeadershipChanged(absl::Time now, absl::string_view role, int64_t epoch,
+                         const std::string& reason);
 
   // Takes what was decided since the last call.
   SupervisorOutput TakeOutput() { return decisions_.Take(); }

@@ -529,6 +529,18 @@ TEST(NodeEventTest, APersistFailureQuotesWhatFailed) {
   EXPECT_TRUE(e.figures.empty());
 }
 
+TEST(LeadershipEventTest, SaysTheRoleTheEpochAndWhyAboutNoJob) {
+  const Event led = LeadershipEvent(T(), "leader", 42, "won the election (epoch 42)");
+  EXPECT_EQ(led.kind, EventKind::kLeadership);
+  EXPECT_EQ(led.time, T());
+  EXPECT_EQ(led.job, "");
+  EXPECT_EQ(led.generation, 0u);
+  EXPECT_EQ(led.message, "leader (epoch 42): won the election (epoch 42)");
+  EXPECT_THAT(led.figures, ElementsAre(Pair("epoch", 42)));
+  EXPECT_EQ(LeadershipEvent(T(), "standby", 0, "the lease expired").message,
+            "standby: the lease expired");
+}
+
 // ---- Checkpoint plans ----
 
 CheckpointPlanSpec Plan(uint64_t id, int64_t interval, int64_t from) {

@@ -1,0 +1,196 @@
+#include "daemon/ha_server.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/log.h"
+#include "daemon/metric_family.h"
+#include "prometheus/collectable.h"
+
+namespace trainsup {
+namespace {
+
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// trainsup_leader and the election's figures, read at scrape time.
+class LeaderCollector : public prometheus::Collectable {
+ public:
+  LeaderCollector(const EtcdElection* election, const Server* server)
+      : election_(election), server_(server) {}
+
+  std::vector<MetricFamily> Collect() const override {
+    const ElectionState state = election_->Current();
+    MetricFamily leader = Family(
+        "trainsup_leader",
+        "1 while this trainsupd leads and acts, 0 as a standby or while it cannot be sure it "
+        "still leads (docs/ha.md).",
+        MetricType::Gauge);
+    AddSample(leader, {}, server_->acting() ? 1 : 0);
+    MetricFamily epoch = Family(
+        "trainsup_leader_epoch",
+        "The election key's revision while this trainsupd is elected (the fencing token), else 0.",
+        MetricType::Gauge);
+    AddSample(epoch, {}, static_cast<double>(state.epoch));
+    MetricFamily won = Family("trainsup_leader_elections_won_total",
+                              "Elections this trainsupd won.", MetricType::Counter);
+    AddSample(won, {}, static_cast<double>(state.elections_won));
+    MetricFamily changes = Family(
+        "trainsup_leader_changes_total",
+        "Changes of this trainsupd's role (standby, leader, suspended).", MetricType::Counter);
+    AddSample(changes, {}, static_cast<double>(state.changes));
+    MetricFamily renew = Family("trainsup_etcd_lease_renew_seconds",
+                                "Round trip of the last renewal of the election lease.",
+                                MetricType::Gauge);
+    AddSample(renew, {}, absl::ToDoubleSeconds(election_->last_renew_latency()));
+    return {std::move(leader), std::move(epoch), std::move(won), std::move(changes),
+            std::move(renew)};
+  }
+
+ private:
+  const EtcdElection* const election_;
+  const Server* const server_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> HaServer::StartServer() {
+  ServerOptions options = options_;
+  options.standby = true;
+  return Server::Start(options, clock_);
+}
+
+absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& options,
+                                                          const HaOptions& ha,
+                                                          const Clock* clock) {
+  if (ha.instance.empty()) return absl::InvalidArgumentError("--instance: empty");
+  std::unique_ptr<HaServer> s(new HaServer(options, ha, clock));
+  absl::StatusOr<std::unique_ptr<Server>> server = s->StartServer();
+  if (!server.ok()) return server.status();
+  // A server started again (after a lost election) binds the same ports.
+  s->options_.listen = (*server)->grpc_address();
+  if (!options.metrics_listen.empty()) s->options_.metrics_listen = (*server)->metrics_address();
+  EtcdElectionOptions etcd = ha.etcd;
+  etcd.value = absl::StrCat(ha.instance, " ", (*server)->grpc_address());
+  absl::StatusOr<std::unique_ptr<EtcdElection>> election = EtcdElection::Start(etcd, clock);
+  if (!election.ok()) return election.status();
+  (*server)->AddCollectable(
+      std::make_shared<LeaderCollector>(election->get(), server->get()));
+  s->election_ = *std::move(election);
+  {
+    absl::MutexLock lock(&s->mu_);
+    s->server_ = *std::move(server);
+  }
+  TRAINSUP_LOG_INFO("standby as %s: campaigning in election %s of etcd at %s", ha.instance,
+                    s->election_->election_name(),
+                    absl::StrJoin(ha.etcd.endpoints, ","));
+  s->follower_ = std::thread([p = s.get()] { p->Follow(); });
+  return s;
+}
+
+HaServer::~HaServer() { Shutdown(); }
+
+std::string HaServer::grpc_address() const {
+  absl::MutexLock lock(&mu_);
+  return server_ == nullptr ? "" : server_->grpc_address();
+}
+
+std::string HaServer::metrics_address() const {
+  absl::MutexLock lock(&mu_);
+  return server_ == nullptr ? "" : server_->metrics_address();
+}
+
+absl::Status HaServer::ReloadCertificates() {
+  absl::MutexLock lock(&mu_);
+  if (server_ == nullptr) return absl::UnavailableError("no server");
+  return server_->ReloadCertificates();
+}
+
+bool HaServer::Apply(const ElectionState& state) {
+  const std::string leader = state.leader.empty() ? "unknown" : state.leader;
+  switch (state.role) {
+    case Leadership::Role::kLeader:
+      if (absl::Status s = server_->Lead(&election_->acting_deadline()); !s.ok()) {
+        // The state store cannot be read: do not lead without it.
+        TRAINSUP_LOG_ERROR("elected, but cannot restore the state store: %s; resigning",
+                           s.message());
+        election_->Resign();
+        return true;
+      }
+      led_ = true;
+      TRAINSUP_LOG_INFO("leading (epoch %d): %s; acting", state.epoch, state.reason);
+      server_->host().LeadershipChanged("leader", state.epoch, state.reason);
+      return true;
+    case Leadership::Role::kSuspended:
+      server_->StandBy(absl::StrCat("suspended: this trainsupd (epoch ", state.epoch,
+                                    ") cannot reach etcd to renew its leadership; retry"));
+      TRAINSUP_LOG_WARN("stopped acting (epoch %d): %s", state.epoch, state.reason);
+      if (led_) server_->host().LeadershipChanged("suspended", state.epoch, state.reason);
+      return true;
+    case Leadership::Role::kStandby:
+      server_->StandBy(absl::StrCat("standby: the leader is ", leader));
+      if (led_) {
+        TRAINSUP_LOG_WARN("no longer the leader: %s; starting over as a standby", state.reason);
+        server_->host().LeadershipChanged("standby", 0, state.reason);
+        return false;
+      }
+      return true;
+  }
+  return true;
+}
+
+void HaServer::Follow() {
+  uint64_t seen = 0;
+  for (;;) {
+    const ElectionState state = election_->Await(seen, absl::Milliseconds(500));
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    if (state.changes == seen) {
+      // A standby's refusal names the leader as the election learns it.
+      if (state.role == Leadership::Role::kStandby && !state.leader.empty()) {
+        server_->StandBy(absl::StrCat("standby: the leader is ", state.leader));
+      }
+      continue;
+    }
+    seen = state.changes;
+    if (Apply(state)) continue;
+    // Lost for good: the core's state may be stale (another instance acted
+    // since). A fresh server reads the store again when it next leads.
+    server_->Shutdown();
+    server_.reset();
+    led_ = false;
+    for (int attempt = 1; !stopping_; ++attempt) {
+      absl::StatusOr<std::unique_ptr<Server>> fresh = StartServer();
+      if (fresh.ok()) {
+        server_ = *std::move(fresh);
+        server_->AddCollectable(std::make_shared<LeaderCollector>(election_.get(), server_.get()));
+        break;
+      }
+      TRAINSUP_LOG_ERROR("restarting as a standby (attempt %d): %s", attempt,
+                         fresh.status().message());
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(1));
+    }
+    seen = 0;  // apply the current state to the fresh server
+  }
+}
+
+void HaServer::Shutdown() {
+  std::unique_ptr<Server> server;
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    stopping_ = true;
+    if (server_ != nullptr) {
+      server_->StandBy("shutting down");
+      if (led_) server_->host().LeadershipChanged("standby", 0, "resigned: shutting down");
+    }
+    server = std::move(server_);
+  }
+  // Not acting any more: hand over at once.
+  if (election_ != nullptr) election_->Resign();
+  if (follower_.joinable()) follower_.join();
+  if (server != nullptr) server->Shutdown();
+}
+
+}  // namespace trainsup

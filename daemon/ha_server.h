@@ -1,0 +1,68 @@
+#ifndef TRAINSUP_DAEMON_HA_SERVER_H_
+#define TRAINSUP_DAEMON_HA_SERVER_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "daemon/ha/election.h"
+#include "daemon/ha/etcd_election.h"
+#include "daemon/server.h"
+
+namespace trainsup {
+
+struct HaOptions {
+  // This instance's name, unique among the instances of one election.
+  std::string instance;
+  EtcdElectionOptions etcd;  // its `value` is filled in: "NAME ADDRESS"
+};
+
+// trainsupd under an election (docs/ha.md): a standby Server (listening,
+// refusing every call with the leader's address, deciding nothing) until the
+// election names this instance; then it restores its state and acts, until
+// it cannot be sure it still leads. A suspended leader acts again when the
+// election confirms it; one that lost the election for good starts over as a
+// fresh standby (its state in memory may be stale by then).
+// Thread-safe.
+class HaServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<HaServer>> Start(const ServerOptions& options,
+                                                         const HaOptions& ha,
+                                                         const Clock* clock);
+  ~HaServer();
+
+  HaServer(const HaServer&) = delete;
+  HaServer& operator=(const HaServer&) = delete;
+
+  std::string grpc_address() const;
+  std::string metrics_address() const;
+  absl::Status ReloadCertificates();
+  // Stops acting, resigns (another instance takes over at once), then shuts
+  // the server down. Idempotent.
+  void Shutdown();
+
+ private:
+  HaServer(const ServerOptions& options, const HaOptions& ha, const Clock* clock)
+      : options_(options), ha_(ha), clock_(clock) {}
+  void Follow();  // the thread that applies the election's state
+  // Applies `state` to the server; false when it must be rebuilt.
+  bool Apply(const ElectionState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<Server>> StartServer();
+
+  ServerOptions options_;  // the addresses as first bound, once started
+  const HaOptions ha_;
+  const Clock* const clock_;
+  std::unique_ptr<EtcdElection> election_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<Server> server_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool led_ ABSL_GUARDED_BY(mu_) = false;  // server_ has acted (its state is its own)
+  std::thread follower_;
+};
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_HA_SERVER_H_
