@@ -49,6 +49,11 @@ enum class EventKind {
   kReplicaMismatch,    // a rank disagrees with its replica group's majority
   kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
   kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
+  // Resume verification (docs/signals.md, "Resume").
+  kResumedBehind,         // a generation resumed from before the last checkpoint seen complete
+  kLrMismatch,            // ... with another learning rate than before at the same steps
+  kDataPositionMismatch,  // ... with other samples/tokens per step than before
+  kResumeSpike,           // ... with a loss far above the loss before at the same steps
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);
