@@ -171,6 +171,15 @@ struct Families {
   MetricFamily job_replica_mismatches = Family("trainsup_job_replica_mismatches_total",
       "Ranks found disagreeing with their replica group's majority, one per rank and step.",
       MetricType::Counter);
+  MetricFamily job_resume_findings = Family("trainsup_job_resume_findings_total",
+      "Resumes found wrong, by check: resumed_behind, lr_mismatch, data_position_mismatch, "
+      "resume_spike (docs/signals.md, Resume).", MetricType::Counter);
+  MetricFamily job_resume_repeated_steps = Family("trainsup_job_resume_repeated_steps_total",
+      "Steps re-done because a generation resumed from before the last checkpoint seen complete.",
+      MetricType::Counter);
+  MetricFamily job_last_checkpoint_step = Family("trainsup_job_last_checkpoint_step",
+      "The step of the checkpoint last seen complete (every rank reporting ended it).",
+      MetricType::Gauge);
   MetricFamily straggler_compute = Family("trainsup_straggler_compute_seconds",
       "p99 compute time of each flagged straggler (all of them below the per-rank caps, the "
       "slowest few above them).", MetricType::Gauge);
@@ -209,6 +218,7 @@ struct Families {
           &job_stall_threshold, &job_stragglers, &job_events, &job_loss, &job_grad_norm,
           &job_nonfinite_steps, &job_loss_shifted, &job_loss_flat, &job_step_time_ratio,
           &job_memory, &job_memory_growth, &job_memory_to_limit, &job_replica_mismatches,
+          &job_resume_findings, &job_resume_repeated_steps, &job_last_checkpoint_step,
           &straggler_compute,
           &job_step_duration, &rank_step, &rank_step_duration, &rank_compute_duration,
           &rank_datagrams_dropped, &rank_series_omitted}) {
@@ -328,6 +338,14 @@ void CollectSignals(const JobView& job, Families& f) {
     if (memory->seconds_to_limit) AddSample(f.job_memory_to_limit, id, *memory->seconds_to_limit);
   }
   AddSample(f.job_replica_mismatches, id, static_cast<double>(signals.replica_mismatches));
+  for (const auto& [check, count] : signals.resume_findings) {
+    AddSample(f.job_resume_findings, {{"job_id", job.id}, {"check", check}},
+              static_cast<double>(count));
+  }
+  AddSample(f.job_resume_repeated_steps, id, static_cast<double>(signals.resume_repeated_steps));
+  if (signals.last_checkpoint_step >= 0) {
+    AddSample(f.job_last_checkpoint_step, id, static_cast<double>(signals.last_checkpoint_step));
+  }
 }
 
 void CollectJob(const Supervisor& core, const JobView& job, const MetricsOptions& options,

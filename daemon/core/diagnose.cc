@@ -52,6 +52,18 @@ constexpr SignalKind kSignalKinds[] = {
     {EventKind::kReplicaMismatch,
      "a rank disagrees with its replicas: silent data corruption on its node; the node is "
      "charged toward quarantine"},
+    {EventKind::kResumedBehind,
+     "the generation resumed from before the last complete checkpoint: check which checkpoint "
+     "the script loads (the newest complete one) and that saving it finished"},
+    {EventKind::kLrMismatch,
+     "the learning rate differs from before at the same steps: save and load the LR "
+     "scheduler's state with the checkpoint"},
+    {EventKind::kDataPositionMismatch,
+     "the data read per step differs from before at the same steps: save and load the "
+     "sampler's or loader's position with the checkpoint"},
+    {EventKind::kResumeSpike,
+     "the loss after the resume is far above the loss before at the same steps: the checkpoint "
+     "may be incomplete (optimizer state, RNG, data position); check what it saves and loads"},
 };
 
 using Figures = std::vector<std::pair<std::string, double>>;

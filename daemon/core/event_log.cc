@@ -74,6 +74,14 @@ absl::string_view EventKindName(EventKind kind) {
       return "start_timeout";
     case EventKind::kLeadership:
       return "leadership";
+    case EventKind::kResumedBehind:
+      return "resumed_behind";
+    case EventKind::kLrMismatch:
+      return "lr_mismatch";
+    case EventKind::kDataPositionMismatch:
+      return "data_position_mismatch";
+    case EventKind::kResumeSpike:
+      return "resume_spike";
     case EventKind::kCount:
       break;
   }

@@ -50,6 +50,11 @@ enum class EventKind {
   kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
   kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
   kLeadership,         // under an election (docs/ha.md): this trainsupd began or stopped acting
+  // Resume verification (docs/signals.md, "Resume").
+  kResumedBehind,         // a generation resumed from before the last checkpoint seen complete
+  kLrMismatch,            // ... with another learning rate than before at the same steps
+  kDataPositionMismatch,  // ... with other samples/tokens per step than before
+  kResumeSpike,           // ... with a loss far above the loss before at the same steps
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -591,6 +591,82 @@ Event ReplicaMismatchEvent(absl::Time time, const EventJob& job, const ReplicaFi
   return e;
 }
 
+Event ResumedBehindEvent(absl::Time time, const EventJob& job, const ResumeBehindFinding& f) {
+  Event e = Make(time, job, EventKind::kResumedBehind);
+  e.message = absl::StrFormat(
+      "resumed after step %d, behind the last checkpoint seen complete (step %d): %d steps "
+      "done again for nothing (booked lost); did it load an older checkpoint, or none?",
+      f.resumed_step, f.checkpoint_step, f.repeated_steps);
+  e.figures = {{"first_step", static_cast<double>(f.first_step)},
+               {"resumed_step", static_cast<double>(f.resumed_step)},
+               {"checkpoint_step", static_cast<double>(f.checkpoint_step)},
+               {"repeated_steps", static_cast<double>(f.repeated_steps)}};
+  return e;
+}
+
+Event LrMismatchEvent(absl::Time time, const EventJob& job, const LrMismatchFinding& f,
+                      const ResumeOptions& options) {
+  Event e = Make(time, job, EventKind::kLrMismatch);
+  e.message = absl::StrFormat(
+      "learning rate at step %d is %.6g, it was %.6g at that step before the restart (%s off; "
+      "%d of %d steps compared differ by more than %s): the LR scheduler's state did not "
+      "restore",
+      f.step, f.lr_after, f.lr_before, Percent(f.relative), f.differing, f.compared,
+      Percent(options.lr_tolerance));
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"lr_before", f.lr_before},
+               {"lr_after", f.lr_after},
+               {"relative", f.relative},
+               {"compared_steps", static_cast<double>(f.compared)},
+               {"differing_steps", static_cast<double>(f.differing)},
+               {"judged_step", static_cast<double>(f.judged_step)},
+               {"tolerance", options.lr_tolerance}};
+  return e;
+}
+
+Event DataPositionMismatchEvent(absl::Time time, const EventJob& job,
+                                const DataPositionFinding& f, const ResumeOptions& options) {
+  Event e = Make(time, job, EventKind::kDataPositionMismatch);
+  e.message = absl::StrFormat(
+      "step %d read %d samples and %d tokens, it read %d and %d before the restart (%d of %d "
+      "steps compared differ): the data position (sampler, loader) did not restore",
+      f.step, f.samples_after, f.tokens_after, f.samples_before, f.tokens_before, f.differing,
+      f.compared);
+  e.figures = {{"step", static_cast<double>(f.step)},
+               {"samples_before", static_cast<double>(f.samples_before)},
+               {"samples_after", static_cast<double>(f.samples_after)},
+               {"tokens_before", static_cast<double>(f.tokens_before)},
+               {"tokens_after", static_cast<double>(f.tokens_after)},
+               {"compared_steps", static_cast<double>(f.compared)},
+               {"differing_steps", static_cast<double>(f.differing)},
+               {"judged_step", static_cast<double>(f.judged_step)},
+               {"tolerance", options.data_tolerance}};
+  return e;
+}
+
+Event ResumeSpikeEvent(absl::Time time, const EventJob& job, const ResumeSpikeFinding& f,
+                       const ResumeOptions& options) {
+  Event e = Make(time, job, EventKind::kResumeSpike);
+  e.message = absl::StrFormat(
+      "loss after resuming from step %d is %.4g over steps %d-%d, it was %.4g at those steps "
+      "before the restart: a median rise of %.4g, above %.4g (max(%.4g, %.4g x sigma %.4g)); "
+      "the checkpoint may be incomplete (optimizer state, RNG, data position)",
+      f.resumed_step, f.loss_after, f.first_step, f.step, f.loss_before, f.excess, f.threshold,
+      options.spike_floor, options.spike_sigmas, f.sigma);
+  e.figures = {{"resumed_step", static_cast<double>(f.resumed_step)},
+               {"first_step", static_cast<double>(f.first_step)},
+               {"step", static_cast<double>(f.step)},
+               {"peak_step", static_cast<double>(f.peak_step)},
+               {"peak_excess", f.peak_excess},
+               {"loss_before", f.loss_before},
+               {"loss_after", f.loss_after},
+               {"excess", f.excess},
+               {"sigma", f.sigma},
+               {"threshold", f.threshold},
+               {"compared_steps", static_cast<double>(f.compared)}};
+  return e;
+}
+
 Event StateChangeEvent(absl::Time time, const EventJob& job, JobState from, JobState to,
                        const std::string& reason) {
   Event e = Make(time, job, EventKind::kStateChange);

@@ -167,6 +167,19 @@ Event MemoryGrowthEvent(absl::Time time, const EventJob& job, const MemoryGrowth
 Event ReplicaMismatchEvent(absl::Time time, const EventJob& job, const ReplicaFinding& f,
                            const std::string& node, bool charged);
 
+// What a generation's first steps showed of its resume (docs/signals.md,
+// "Resume"). kResumedBehind: `f`.
+Event ResumedBehindEvent(absl::Time time, const EventJob& job, const ResumeBehindFinding& f);
+// kLrMismatch: `f`, judged with `options`.
+Event LrMismatchEvent(absl::Time time, const EventJob& job, const LrMismatchFinding& f,
+                      const ResumeOptions& options);
+// kDataPositionMismatch: `f`, judged with `options`.
+Event DataPositionMismatchEvent(absl::Time time, const EventJob& job,
+                                const DataPositionFinding& f, const ResumeOptions& options);
+// kResumeSpike: `f`, judged with `options`.
+Event ResumeSpikeEvent(absl::Time time, const EventJob& job, const ResumeSpikeFinding& f,
+                       const ResumeOptions& options);
+
 // ---- The lifecycle ----
 
 // kStateChange: the job moved `from` -> `to` for `reason`.

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -68,6 +69,12 @@ struct SignalsView {
   uint64_t nonfinite_loss_steps = 0;
   uint64_t overflow_steps = 0;
   uint64_t replica_mismatches = 0;
+  // Resume verification: findings by check (resumed_behind, lr_mismatch,
+  // data_position_mismatch, resume_spike) and the steps re-done behind the
+  // last checkpoint; the step of the checkpoint last seen complete (-1: none).
+  std::vector<std::pair<std::string, uint64_t>> resume_findings;
+  uint64_t resume_repeated_steps = 0;
+  int64_t last_checkpoint_step = -1;
   bool loss_shifted = false;  // the loss holds a level shift now
   bool loss_flat = false;     // the generation's loss did not go down
   // The job's recent step time over its generation's reference (absent

@@ -21,6 +21,13 @@ SignalsView SignalsOf(const SignalMonitor& signals) {
   view.nonfinite_loss_steps = signals.nonfinite_loss_steps();
   view.overflow_steps = signals.overflow_steps();
   view.replica_mismatches = signals.replica_mismatches();
+  const SignalMonitor::ResumeCounts& resume = signals.resume_counts();
+  view.resume_findings = {{"resumed_behind", resume.behind},
+                          {"lr_mismatch", resume.lr},
+                          {"data_position_mismatch", resume.data},
+                          {"resume_spike", resume.spike}};
+  view.resume_repeated_steps = resume.repeated_steps;
+  view.last_checkpoint_step = signals.last_checkpoint_step();
   view.loss_shifted = signals.loss_shifted();
   view.loss_flat = signals.loss_flat();
   view.step_time_ratio = signals.step_time_ratio();

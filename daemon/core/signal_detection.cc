@@ -34,6 +34,15 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
     decisions_.Emit(&job, MemoryGrowthEvent(now, event_job, f, NodeOfRank(job, f.at.rank)));
   }
   for (const ReplicaFinding& f : found.replica) OnReplica(now, job, f);
+  const ResumeFindings& resume = found.resume;
+  if (resume.behind) decisions_.Emit(&job, ResumedBehindEvent(now, event_job, *resume.behind));
+  if (resume.lr) decisions_.Emit(&job, LrMismatchEvent(now, event_job, *resume.lr, options.resume));
+  if (resume.data) {
+    decisions_.Emit(&job, DataPositionMismatchEvent(now, event_job, *resume.data, options.resume));
+  }
+  if (resume.spike) {
+    decisions_.Emit(&job, ResumeSpikeEvent(now, event_job, *resume.spike, options.resume));
+  }
   // Last: it may stop the job.
   return found.non_finite && OnNonFinite(now, job, *found.non_finite);
 }

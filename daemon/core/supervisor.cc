@@ -142,6 +142,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
       continue;
     }
     if (!hb.signal_settings.empty()) job.signals.OnStart(observed, hb);
+    if (hb.kind == HeartbeatKind::kCheckpointEnd) job.signals.OnCheckpoint(observed, hb);
     ++node.heartbeats_received;
     ++heartbeats_received_;
   }

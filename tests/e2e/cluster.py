@@ -293,12 +293,16 @@ class Cluster:
 
     def metric(self, name, **labels):
         """The value of one series in /metrics, or None."""
-        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        want = sorted(f'{k}="{v}"' for k, v in labels.items())
         for line in self.metrics().splitlines():
             if line.startswith("#"):
                 continue
             series, _, value = line.rpartition(" ")
-            if series == name or series == f"{name}{{{want}}}":
+            if series == name and not want:
+                return float(value)
+            # The labels in any order (values here hold no commas).
+            if series.startswith(name + "{") and series.endswith("}") and \
+                    sorted(series[len(name) + 1:-1].split(",")) == want:
                 return float(value)
         return None
 

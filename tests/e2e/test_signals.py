@@ -40,7 +40,8 @@ FAST_SIGNALS = ["--loss-shift-window", "10", "--loss-shift-baseline", "30",
                 "--throughput-confirm", "10", "--throughput-confirm-seconds", "1",
                 "--memory-growth-steps", "40", "--memory-growth-warmup", "10"]
 SIGNAL_KINDS = ("not_finite", "loss_shift", "loss_flat", "grad_spike", "grad_collapse",
-                "throughput_change", "throughput_decay", "memory_growth", "replica_mismatch")
+                "throughput_change", "throughput_decay", "memory_growth", "replica_mismatch",
+                "resumed_behind", "lr_mismatch", "data_position_mismatch", "resume_spike")
 
 
 def event_time(e):

@@ -6,7 +6,8 @@ resumes from the last complete checkpoint, and it can inject the failures
 trainsup must handle: a hang before the all-reduce, a crash, a straggling rank, a
 framework's own verdict (an exit code, hb.verdict), a data loader slowed on one
 node, and the training signals' faults: a NaN loss, a replica whose digest
-disagrees, a node that slows down, memory that grows. Injected failures are logged
+disagrees, a node that slows down, memory that grows, and a resume that does not
+restore the optimizer's or the learning-rate scheduler's state. Injected failures are logged
 (an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
 tests can check what the job itself did.
@@ -113,6 +114,17 @@ def parse_args():
                    help="every rank keeps this many MB more each step (host RSS grows; the "
                         "bytes held are sent as device memory, of --device-capacity-mb)")
     p.add_argument("--device-capacity-mb", type=float, default=0.0)
+    # The optimizer and its schedule, and a resume that misses part of them.
+    p.add_argument("--optimizer", default="sgd", choices=["sgd", "adam"])
+    p.add_argument("--lr", type=float, default=0.01, help="the initial learning rate")
+    p.add_argument("--lr-decay", type=float, default=1.0,
+                   help="the LR scheduler multiplies the initial learning rate by this per step")
+    p.add_argument("--resume-drop-optimizer", action="store_true",
+                   help="at a resume, do not load the optimizer's state (Adam's moments start "
+                        "over: the loss jumps)")
+    p.add_argument("--resume-drop-scheduler", action="store_true",
+                   help="at a resume, do not load the LR scheduler's state (the learning rate "
+                        "starts over from --lr)")
     return p.parse_args()
 
 
@@ -222,10 +234,11 @@ class Checkpointer:
         except (OSError, ValueError):
             return None
 
-    def save(self, step, model, optimizer, gen):
+    def save(self, step, model, optimizer, scheduler, gen):
         if self.rank == 0:
             self._atomic_save({"step": step, "model": model.state_dict(),
-                               "optimizer": optimizer.state_dict()}, f"model-{step}.pt")
+                               "optimizer": optimizer.state_dict(),
+                               "scheduler": scheduler.state_dict()}, f"model-{step}.pt")
         self._atomic_save({"step": step, "generator": gen.get_state(),
                            "python_random": random.getstate()}, f"rank{self.rank}-{step}.pt")
         dist.barrier()
@@ -236,10 +249,18 @@ class Checkpointer:
             os.replace(tmp, self._path("latest"))
         dist.barrier()
 
-    def load(self, step, model, optimizer, gen):
+    def load(self, step, model, optimizer, scheduler, gen, drop=()):
+        """Loads the checkpoint of `step`, but for the parts named in `drop`
+        ("optimizer", "scheduler"): a checkpoint restored incompletely."""
         state = torch.load(self._path(f"model-{step}.pt"))
         model.load_state_dict(state["model"])
-        optimizer.load_state_dict(state["optimizer"])
+        if "optimizer" not in drop:
+            optimizer.load_state_dict(state["optimizer"])
+        if "scheduler" not in drop:
+            scheduler.load_state_dict(state["scheduler"])
+        # The learning rate the next step uses is the scheduler's.
+        for group, lr in zip(optimizer.param_groups, scheduler.get_last_lr()):
+            group["lr"] = lr
         own = self._path(f"rank{self.rank}-{step}.pt")
         if os.path.exists(own):
             mine = torch.load(own)
@@ -268,14 +289,21 @@ def main():
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.manual_seed(1234)  # the same initial model on every rank
     model = torch.nn.Linear(32, 1)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    if args.optimizer == "adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                  lambda epoch: args.lr_decay ** epoch)
     gen = torch.Generator().manual_seed(rank)
     random.seed(rank)
     checkpointer = Checkpointer(args.checkpoint_dir, rank)
     start = 0
     resumed_from = checkpointer.latest_step() if args.checkpoint_dir else None
+    dropped = [part for part, flag in (("optimizer", args.resume_drop_optimizer),
+                                       ("scheduler", args.resume_drop_scheduler)) if flag]
     if resumed_from is not None:
-        checkpointer.load(resumed_from, model, optimizer, gen)
+        checkpointer.load(resumed_from, model, optimizer, scheduler, gen, drop=dropped)
         start = resumed_from + 1
     crash_points = [tuple(int(v) for v in point.split(":"))
                     for point in args.crash_at.split(",") if point]
@@ -294,6 +322,10 @@ def main():
         if what not in logged:
             logged.add(what)
             injection(log, rank, step, what)
+
+    if resumed_from is not None:
+        for part in dropped:
+            inject_once(f"{part} state dropped", start)
 
     for step in range(start, args.steps):
         # The batch arrives before the rank's own work begins (as the
@@ -354,7 +386,9 @@ def main():
         for p in model.parameters():
             dist.all_reduce(p.grad)
             p.grad /= world
+        lr = optimizer.param_groups[0]["lr"]  # the one this step used
         optimizer.step()
+        scheduler.step()
         # The all-reduced gradients are the same on every rank: their norm is
         # the replica digest, sent while finite (NaN has many bit patterns).
         grad_norm = torch.sqrt(sum(p.grad.pow(2).sum() for p in model.parameters())).item()
@@ -365,20 +399,20 @@ def main():
         memory = {}
         if args.leak_mb_per_step or capacity:
             memory["device_memory_bytes"] = sum(len(b) for b in held)
-        hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=0.01, samples=64,
+        hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=lr, samples=64,
                 grad_norm=grad_norm, replica_digest=digest, **memory)
         if log:
             log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(), "node": NODE,
                                   "local_rank": local_rank,
                                   "generation": GENERATION, "world_size": world,
-                                  "loss": loss.item(), "time": time.time()}) + "\n")
+                                  "loss": loss.item(), "lr": lr, "time": time.time()}) + "\n")
         if args.planned_checkpoints:
             due = hb.should_checkpoint(step)
         else:
             due = args.checkpoint_every and (step + 1) % args.checkpoint_every == 0
         if due:
             with hb.checkpointing(step):
-                checkpointer.save(step, model, optimizer, gen)
+                checkpointer.save(step, model, optimizer, scheduler, gen)
                 time.sleep(args.checkpoint_extra_seconds)
             if log:
                 log.write(json.dumps({"event": "checkpoint", "rank": rank, "step": step,

@@ -678,6 +678,62 @@ TEST(SignalEventTest, ALossShiftStatesItsThresholdAndBaseline) {
                           Pair("baseline_steps", 128), Pair("floor", 0.05), Pair("sigmas", 6)));
 }
 
+TEST(SignalEventTest, ResumeFindingsStateTheirStepsAndValues) {
+  ResumeBehindFinding behind{600, 599, 799, 200};
+  Event e = ResumedBehindEvent(T(), kJob, behind);
+  ExpectHeader(e, EventKind::kResumedBehind);
+  EXPECT_EQ(e.message,
+            "resumed after step 599, behind the last checkpoint seen complete (step 799): 200 "
+            "steps done again for nothing (booked lost); did it load an older checkpoint, or "
+            "none?");
+  EXPECT_THAT(e.figures, ElementsAre(Pair("first_step", 600), Pair("resumed_step", 599),
+                                     Pair("checkpoint_step", 799), Pair("repeated_steps", 200)));
+
+  LrMismatchFinding lr{800, 1.5e-4, 3e-4, 1.0, 8, 8, 807};
+  e = LrMismatchEvent(T(), kJob, lr, ResumeOptions());
+  ExpectHeader(e, EventKind::kLrMismatch);
+  EXPECT_EQ(e.message,
+            "learning rate at step 800 is 0.0003, it was 0.00015 at that step before the restart "
+            "(100.0% off; 8 of 8 steps compared differ by more than 0.1%): the LR scheduler's "
+            "state did not restore");
+  EXPECT_THAT(e.figures.front(), Pair("step", 800));
+  EXPECT_THAT(e.figures[6], Pair("judged_step", 807));
+  EXPECT_THAT(e.figures.back(), Pair("tolerance", 1e-3));
+
+  DataPositionFinding data{800, 64, 64, 131000, 130500, 8, 7, 807};
+  e = DataPositionMismatchEvent(T(), kJob, data, ResumeOptions());
+  ExpectHeader(e, EventKind::kDataPositionMismatch);
+  EXPECT_THAT(e.figures[3], Pair("tokens_before", 131000));
+  EXPECT_THAT(e.figures[4], Pair("tokens_after", 130500));
+  EXPECT_THAT(e.figures[6], Pair("differing_steps", 7));
+
+  ResumeSpikeFinding spike;
+  spike.generation = 2;
+  spike.resumed_step = 399;
+  spike.first_step = 400;
+  spike.step = 407;
+  spike.peak_step = 402;
+  spike.peak_excess = 1.4;
+  spike.loss_before = 2.1;
+  spike.loss_after = 3.3;
+  spike.excess = 1.2;
+  spike.sigma = 0.02;
+  spike.threshold = 0.12;
+  spike.compared = 8;
+  e = ResumeSpikeEvent(T(), kJob, spike, ResumeOptions());
+  ExpectHeader(e, EventKind::kResumeSpike);
+  EXPECT_EQ(e.message,
+            "loss after resuming from step 399 is 3.3 over steps 400-407, it was 2.1 at those "
+            "steps before the restart: a median rise of 1.2, above 0.12 (max(0.05, 6 x sigma "
+            "0.02)); the checkpoint may be incomplete (optimizer state, RNG, data position)");
+  EXPECT_THAT(e.figures,
+              ElementsAre(Pair("resumed_step", 399), Pair("first_step", 400), Pair("step", 407),
+                          Pair("peak_step", 402), Pair("peak_excess", 1.4),
+                          Pair("loss_before", 2.1), Pair("loss_after", 3.3), Pair("excess", 1.2),
+                          Pair("sigma", 0.02), Pair("threshold", 0.12),
+                          Pair("compared_steps", 8)));
+}
+
 TEST(SignalEventTest, AFlatLossStatesItsDrop) {
   LossFlatFinding f;
   f.first_step = 0;

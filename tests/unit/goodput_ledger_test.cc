@@ -158,6 +158,19 @@ TEST(GoodputLedgerTest, StepsReDoneAfterAFailureAreLost) {
   ExpectConsistent(ledger);
 }
 
+TEST(GoodputLedgerTest, AResumeBehindTheLastCheckpointLosesEveryStepItRepeats) {
+  // Checkpoints after steps 4 and 8, failure after 10; generation 2 loaded
+  // step 4's, not 8's (resumed_behind): steps 6..8, which the checkpoint
+  // it should have loaded held, are lost with the others it re-does.
+  GoodputLedger ledger;
+  for (int s = 1; s <= 10; ++s) ledger.Advance(AtS(s), 1, {Step(s, 1)});
+  ledger.Advance(AtS(40), 2, {Step(5, 1)});
+  for (int s = 6; s <= 12; ++s) ledger.Advance(AtS(40 + (s - 5)), 2, {Step(s, 1)});
+  EXPECT_NEAR(Lost(ledger.totals()), 30 + 5, kEps);  // the restart, then 6..10
+  EXPECT_NEAR(Useful(ledger.totals()), 9 + 2, kEps);
+  ExpectConsistent(ledger);
+}
+
 TEST(GoodputLedgerTest, StepAtTheHighWaterMarkIsLostToo) {
   GoodputLedger ledger;
   ledger.Advance(AtS(0), 1, {Step(1, 1)});

@@ -35,9 +35,10 @@ struct Found {
   std::vector<ThroughputSignal> throughput;
   std::vector<MemoryGrowthFinding> memory;
   std::vector<ReplicaFinding> replica;
+  std::vector<ResumeFindings> resume;
   size_t total() const {
     return non_finite.size() + loss_shift.size() + loss_flat.size() + grad.size() +
-           throughput.size() + memory.size() + replica.size();
+           throughput.size() + memory.size() + replica.size() + resume.size();
   }
 };
 
@@ -126,6 +127,17 @@ class SyntheticJob {
     found_.throughput.insert(found_.throughput.end(), f.throughput.begin(), f.throughput.end());
     found_.memory.insert(found_.memory.end(), f.memory.begin(), f.memory.end());
     found_.replica.insert(found_.replica.end(), f.replica.begin(), f.replica.end());
+    if (f.resume.any()) found_.resume.push_back(f.resume);
+  }
+
+  // `ranks` of the job's ranks end a checkpoint of `step` (no blocking time).
+  void EndCheckpoint(int64_t step, uint32_t ranks) {
+    for (uint32_t r = 0; r < ranks; ++r) {
+      Heartbeat hb = Base(r, step);
+      hb.kind = HeartbeatKind::kCheckpointEnd;
+      (void)job_.Apply(now_, r / kPerNode, hb);
+      monitor_.OnCheckpoint(job_, hb);
+    }
   }
 
   const Found& found() const { return found_; }
@@ -157,6 +169,7 @@ class SyntheticJob {
       hb.kind = HeartbeatKind::kCheckpointEnd;
       hb.checkpoint_blocking_s = seconds;
       (void)job_.Apply(now_, r / kPerNode, hb);
+      monitor_.OnCheckpoint(job_, hb);  // as the supervisor tells it
     }
     checkpoint_s_ = seconds;  // the next step's measured duration holds it
   }
@@ -197,22 +210,39 @@ TEST(SignalMonitorTest, AHealthyNoisyRunRaisesNothing) {
 
 TEST(SignalMonitorTest, ARestartsIdleTimeAndAResumeAtAnotherLevelRaiseNothing) {
   SyntheticJob job(TestOptions(), 11);
-  job.Steps(0, 1000);
-  // Failed at step 999; the last checkpoint was after step 799. Two minutes
-  // of stop, backoff and relaunch, then generation 2 redoes 800..999 from
-  // a loss above where generation 1 ended (and below its start).
+  job.Steps(0, 990);
+  // Failed at step 989; the last checkpoint was after step 799. Two minutes
+  // of stop, backoff and relaunch, then generation 2 redoes 800..989 from
+  // a loss above where generation 1 ended (and below its start), correctly
+  // restored: no resume finding either.
   job.Restart(absl::Minutes(2));
   job.Steps(800, 2000);
   EXPECT_EQ(job.found().total(), 0u);
+  EXPECT_EQ(job.monitor().last_checkpoint_step(), 1999);
   // The generation before is still readable, for comparing the resume.
   const GenerationRecord& before = job.monitor().previous_record();
   EXPECT_EQ(before.generation(), 1u);
-  EXPECT_EQ(before.last_step(), 999);
+  EXPECT_EQ(before.last_step(), 989);
   std::optional<StepSummary> at = before.Find(900);
   ASSERT_TRUE(at.has_value());
   EXPECT_NEAR(*at->loss, 2.0 + 6.0 * std::exp(-900 / 400.0), 0.2);
   EXPECT_EQ(at->samples, 64u);
+  EXPECT_EQ(at->ranks, kWorld);
   EXPECT_DOUBLE_EQ(*at->learning_rate, 3e-4);
+}
+
+TEST(SignalMonitorTest, RestartsThatNeverStepRaiseNoResumeFinding) {
+  // Two generations that fail before their first step (idle: launched,
+  // nothing done), then one that resumes correctly from the checkpoint of
+  // step 399: it is compared with generation 1, the last that stepped.
+  SyntheticJob job(TestOptions(), 13);
+  job.Steps(0, 450);
+  job.Restart(absl::Minutes(1));
+  job.Restart(absl::Minutes(1));
+  job.Restart(absl::Minutes(1));
+  job.Steps(400, 600);
+  EXPECT_EQ(job.found().total(), 0u);
+  EXPECT_EQ(job.monitor().previous_record().generation(), 1u);
 }
 
 TEST(SignalMonitorTest, ACorrectResumeAtALowerLossThanTheStartRaisesNothing) {
@@ -224,6 +254,69 @@ TEST(SignalMonitorTest, ACorrectResumeAtALowerLossThanTheStartRaisesNothing) {
 }
 
 // ---- Each signal, found and attributed ----
+
+TEST(SignalMonitorTest, AResumeFromAnOlderCheckpointIsBehindTheLastComplete) {
+  SyntheticJob job(TestOptions(), 14);
+  job.Steps(0, 450);  // checkpoints after steps 199 and 399
+  EXPECT_EQ(job.monitor().last_checkpoint_step(), 399);
+  job.Restart(absl::Minutes(1));
+  job.Steps(200, 260);  // loaded 199's
+  ASSERT_EQ(job.found().resume.size(), 1u);
+  const ResumeFindings& f = job.found().resume[0];
+  ASSERT_TRUE(f.behind);
+  EXPECT_EQ(f.behind->resumed_step, 199);
+  EXPECT_EQ(f.behind->checkpoint_step, 399);
+  EXPECT_EQ(f.behind->repeated_steps, 200);
+  EXPECT_FALSE(f.lr || f.data || f.spike);
+  EXPECT_EQ(job.monitor().resume_counts().behind, 1u);
+  EXPECT_EQ(job.monitor().resume_counts().repeated_steps, 200u);
+  EXPECT_EQ(job.found().total(), 1u);
+}
+
+TEST(SignalMonitorTest, ACheckpointIsCompleteOnlyWhenEveryRankEndedIt) {
+  SyntheticJob job(TestOptions(), 15);
+  job.Steps(0, 250);
+  EXPECT_EQ(job.monitor().last_checkpoint_step(), 199);
+  job.EndCheckpoint(249, kWorld - 1);  // one rank never finished saving
+  EXPECT_EQ(job.monitor().last_checkpoint_step(), 199);
+  job.Restart(absl::Minutes(1));
+  job.Steps(200, 260);  // from 199's, the last complete one: correct
+  EXPECT_EQ(job.found().total(), 0u);
+}
+
+TEST(SignalMonitorTest, ALossSpikeAtTheResumeIsAFactNamingTheCheckpointLoaded) {
+  SyntheticJob job(TestOptions(), 16);
+  job.Steps(0, 450);
+  job.Restart(absl::Minutes(1));
+  // The optimizer state did not load: from the second step the loss is 1.5
+  // above the same steps', decaying; the learning rate restarted too.
+  job.Steps(400, 460, [](RankStep& rs) {
+    if (rs.step > 400) *rs.hb.loss += 1.5 * std::exp(-(rs.step - 401) / 20.0);
+    rs.hb.learning_rate = 1e-3;
+  });
+  ASSERT_EQ(job.found().resume.size(), 1u);
+  const ResumeFindings& f = job.found().resume[0];
+  ASSERT_TRUE(f.spike);
+  ASSERT_TRUE(f.lr);
+  EXPECT_FALSE(f.behind || f.data);
+  EXPECT_EQ(f.lr->step, 400);
+  const std::optional<ResumeSpikeFinding>& fact = job.monitor().resume_spike();
+  ASSERT_TRUE(fact.has_value());
+  EXPECT_EQ(fact->generation, 2u);
+  EXPECT_EQ(fact->resumed_step, 399);
+  EXPECT_EQ(fact->step, 407);
+  EXPECT_EQ(job.monitor().resume_counts().spike, 1u);
+  EXPECT_EQ(job.monitor().resume_counts().lr, 1u);
+}
+
+TEST(SignalMonitorTest, TheScriptCanSwitchTheResumeChecksOff) {
+  SyntheticJob job(TestOptions(), 17);
+  job.Steps(0, 450);
+  job.Restart(absl::Minutes(1));
+  job.Start({{"resumed_behind", 0}, {"lr_mismatch", 0}});
+  job.Steps(200, 260, [](RankStep& rs) { rs.hb.learning_rate = 1e-3; });
+  EXPECT_EQ(job.found().total(), 0u);
+}
 
 TEST(SignalMonitorTest, ANaNLossNamesItsRankNodeAndStep) {
   SyntheticJob job(TestOptions());

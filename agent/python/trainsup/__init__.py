@@ -177,6 +177,15 @@ _SIGNAL_SETTINGS = {
     "memory_growth_min_bytes": (0, 1e18, False),
     "replica_mismatch": (0, 1, True),
     "replica_rearm_steps": (1, 1e9, True),
+    "resumed_behind": (0, 1, True),
+    "lr_mismatch": (0, 1, True),
+    "data_position_mismatch": (0, 1, True),
+    "resume_spike": (0, 1, True),
+    "resume_steps": (1, 1000, True),
+    "resume_lr_tolerance": (0, 10, False),
+    "resume_data_tolerance": (0, 10, False),
+    "resume_spike_sigmas": (1, 1000, False),
+    "resume_spike_floor": (0, 1e12, False),
 }
 
 # Deadlines use the real clock even where a test fakes time.monotonic.

@@ -16,6 +16,7 @@ struct StepSummary {
   std::optional<double> learning_rate;
   uint64_t samples = 0;  // summed over ranks (0: not sent)
   uint64_t tokens = 0;
+  uint32_t ranks = 0;  // STEPs counted
 };
 
 // The last kCapacity steps of one generation, in step order. Memory is
@@ -35,6 +36,11 @@ class GenerationRecord {
   int64_t first_step() const;
   int64_t last_step() const;
   size_t size() const { return steps_.size(); }
+  // Calls `f(const StepSummary&)` for each step kept, in step order.
+  template <typename F>
+  void ForEach(F f) const {
+    for (size_t i = 0; i < steps_.size(); ++i) f(steps_[(head_ + i) % steps_.size()]);
+  }
 
  private:
   uint64_t generation_;

@@ -11,6 +11,10 @@ namespace {
 // then left out). Longer than any report interval (5s at most).
 constexpr absl::Duration kStepExpiry = absl::Seconds(10);
 
+// Checkpoints of a generation followed at once until they complete (a
+// script that checkpoints on some ranks only never completes one).
+constexpr size_t kOpenCheckpoints = 8;
+
 }  // namespace
 
 SignalMonitor::SignalMonitor(const SignalOptions& defaults)
@@ -20,6 +24,8 @@ void SignalMonitor::Roll(const Job& job) {
   if (job.generation() == generation_ && rules_) return;
   if (job.generation() != generation_) {
     generation_ = job.generation();
+    resume_.reset();  // before previous_ moves: it points there
+    checkpoint_ends_.clear();
     if (record_.size() > 0) previous_ = std::move(record_);
     record_ = GenerationRecord(generation_);
     settings_.clear();
@@ -48,6 +54,25 @@ void SignalMonitor::OnStart(const Job& job, const Heartbeat& hb) {
   settings_ = hb.signal_settings;
   options_ = options;
   Reconfigure();
+}
+
+void SignalMonitor::OnCheckpoint(const Job& job, const Heartbeat& hb) {
+  Roll(job);
+  uint32_t& ended = checkpoint_ends_[hb.step];
+  if (++ended < std::max<uint32_t>(1, job.ranks_reporting())) {
+    if (checkpoint_ends_.size() > kOpenCheckpoints) {
+      auto oldest = checkpoint_ends_.begin();
+      for (auto it = checkpoint_ends_.begin(); it != checkpoint_ends_.end(); ++it) {
+        if (it->first < oldest->first) oldest = it;
+      }
+      checkpoint_ends_.erase(oldest);
+    }
+    return;
+  }
+  // The last one seen complete, a newer or an older step (a generation that
+  // resumed from an older one checkpoints below the last).
+  last_checkpoint_step_ = hb.step;
+  checkpoint_ends_.erase(hb.step);
 }
 
 void SignalMonitor::OnStep(absl::Time now, const Job& job, const RankState& r,
@@ -93,7 +118,10 @@ void SignalMonitor::Feed(const StepSignals& s) {
   Rules& rules = *rules_;
   last_ = s;
   if (s.step_time_s && *s.step_time_s > 0) last_step_time_s_ = *s.step_time_s;
-  record_.Add({s.step, s.loss, s.learning_rate, s.samples, s.tokens});
+  const StepSummary summary{s.step, s.loss, s.learning_rate, s.samples, s.tokens, s.ranks};
+  if (!resume_) resume_.emplace(options_.resume, generation_, &previous_, last_checkpoint_step_);
+  resume_->Observe(summary);
+  record_.Add(summary);
   if (s.loss_nonfinite > 0) ++totals_.loss_steps;
   if (s.grad_nonfinite > 0 && s.loss_nonfinite == 0) ++totals_.overflow_steps;
   rules.non_finite.ObserveStep(s);
@@ -136,6 +164,18 @@ SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job) {
     }
   }
   out.replica = rules.replica.Take();
+  if (resume_) {
+    out.resume = resume_->Take();
+    Totals& t = totals_;
+    if (out.resume.behind) {
+      ++t.resume.behind;
+      t.resume.repeated_steps += static_cast<uint64_t>(out.resume.behind->repeated_steps);
+    }
+    t.resume.lr += out.resume.lr ? 1 : 0;
+    t.resume.data += out.resume.data ? 1 : 0;
+    t.resume.spike += out.resume.spike ? 1 : 0;
+    if (out.resume.spike) resume_spike_ = out.resume.spike;
+  }
   return out;
 }
 

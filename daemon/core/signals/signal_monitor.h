@@ -19,6 +19,7 @@
 #include "daemon/core/signals/memory_growth_rule.h"
 #include "daemon/core/signals/non_finite_rule.h"
 #include "daemon/core/signals/replica_rule.h"
+#include "daemon/core/signals/resume_rule.h"
 #include "daemon/core/signals/signal_options.h"
 #include "daemon/core/signals/step_aggregator.h"
 #include "daemon/core/signals/throughput_rule.h"
@@ -45,6 +46,8 @@ struct SignalFindings {
   std::vector<ThroughputSignal> throughput;
   std::vector<MemoryGrowthFinding> memory;
   std::vector<ReplicaFinding> replica;
+  // What the generation's first steps showed of its resume.
+  ResumeFindings resume;
 };
 
 // The training signals of one job (docs/signals.md): every STEP feeds a
@@ -66,6 +69,9 @@ class SignalMonitor : public StepObserver {
               double checkpoint_s) override;
   // A START with settings (validated by CheckHeartbeat).
   void OnStart(const Job& job, const Heartbeat& hb);
+  // A CHECKPOINT_END applied: the checkpoint of hb.step is complete once
+  // every rank reporting in the generation has ended it.
+  void OnCheckpoint(const Job& job, const Heartbeat& hb);
   // Hands over steps whose ranks stopped reporting, and runs the rules.
   SignalFindings Sweep(absl::Time now, const Job& job);
 
@@ -99,6 +105,20 @@ class SignalMonitor : public StepObserver {
   uint64_t nonfinite_loss_steps() const { return totals_.loss_steps; }
   uint64_t overflow_steps() const { return totals_.overflow_steps; }
   uint64_t replica_mismatches() const { return totals_.mismatches; }
+  // The step of the checkpoint last seen complete (any generation's; -1:
+  // none), and the resume findings so far, by check.
+  int64_t last_checkpoint_step() const { return last_checkpoint_step_; }
+  struct ResumeCounts {
+    uint64_t behind = 0;
+    uint64_t lr = 0;
+    uint64_t data = 0;
+    uint64_t spike = 0;
+    uint64_t repeated_steps = 0;  // of resumed_behind's, summed
+  };
+  const ResumeCounts& resume_counts() const { return totals_.resume; }
+  // The job's latest resume spike (any generation's): which checkpoint was
+  // loaded (resumed_step), in which generation, and how many steps after.
+  const std::optional<ResumeSpikeFinding>& resume_spike() const { return resume_spike_; }
 
   // The current and the previous generation's last steps.
   const GenerationRecord& record() const { return record_; }
@@ -145,6 +165,7 @@ class SignalMonitor : public StepObserver {
     uint64_t loss_steps = 0;
     uint64_t overflow_steps = 0;
     uint64_t mismatches = 0;
+    ResumeCounts resume;
   };
 
   void Roll(const Job& job);
@@ -167,6 +188,13 @@ class SignalMonitor : public StepObserver {
   double last_step_time_s_ = 0;  // of the generation's last step that measured one
   GenerationRecord record_;
   GenerationRecord previous_;
+  // Made at the generation's first step, against previous_ (so not
+  // remade when a START's settings arrive after it).
+  std::optional<ResumeRule> resume_;
+  std::optional<ResumeSpikeFinding> resume_spike_;
+  int64_t last_checkpoint_step_ = -1;
+  // The generation's checkpoints not yet complete: step -> ranks that ended it.
+  absl::flat_hash_map<int64_t, uint32_t> checkpoint_ends_;
   Totals totals_;
 };
 

@@ -106,6 +106,37 @@ struct ReplicaOptions {
   int rearm_steps = 100;
 };
 
+struct ResumeOptions {
+  // Each check's switch: the step resumed from against the last checkpoint
+  // seen complete (resumed_behind), the learning rate (lr_mismatch), the
+  // samples and tokens per step (data_position_mismatch), the loss
+  // (resume_spike).
+  bool behind = true;
+  bool lr = true;
+  bool data = true;
+  bool spike = true;
+  // The first `steps` steps of a generation are compared with the same
+  // steps of the generation before (those it kept). Default: 8 (a spike
+  // check needs a median over several; the report comes that many steps
+  // after the resume).
+  int steps = 8;
+  // lr_mismatch: most compared steps' learning rates differ by more than
+  // this fraction of the one before. Default: 1e-3 (a schedule is
+  // deterministic: a restored one gives the same value to the bit; one that
+  // started over is off by far more).
+  double lr_tolerance = 1e-3;
+  // data_position_mismatch: most compared steps' samples or tokens (summed
+  // over the ranks) differ by more than this fraction. Default: 0 (the same
+  // step over the same data reads the same counts).
+  double data_tolerance = 0;
+  // resume_spike: the median over the compared steps of (loss after - loss
+  // before) is above max(floor, sigmas x 1.4826 x the MAD of the generation
+  // before's step-to-step loss changes). Defaults: 6, 0.05 (the loss shift
+  // rule's).
+  double spike_sigmas = 6;
+  double spike_floor = 0.05;
+};
+
 // Every signal rule's options (docs/signals.md). trainsupd's flags set the
 // defaults; a job's script may override them for its job (START's
 // signal_settings), by the names of SignalSettings().
@@ -117,6 +148,7 @@ struct SignalOptions {
   ThroughputOptions throughput;
   MemoryGrowthOptions memory;
   ReplicaOptions replica;
+  ResumeOptions resume;
 };
 
 // One setting a script (or trainsupd's flags) may change: its name, its
