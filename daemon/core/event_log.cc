@@ -72,6 +72,12 @@ absl::string_view EventKindName(EventKind kind) {
       return "rendezvous";
     case EventKind::kStartTimeout:
       return "start_timeout";
+    case EventKind::kCheckpointSuspect:
+      return "checkpoint_suspect";
+    case EventKind::kCheckpointFallback:
+      return "checkpoint_fallback";
+    case EventKind::kSpikeRollback:
+      return "spike_rollback";
     case EventKind::kCount:
       break;
   }

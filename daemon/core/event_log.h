@@ -49,6 +49,9 @@ enum class EventKind {
   kReplicaMismatch,    // a rank disagrees with its replica group's majority
   kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
   kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
+  kCheckpointSuspect,  // a checkpoint failed soon after its load in two generations in a row
+  kCheckpointFallback, // the next generations load the checkpoint before a suspect one
+  kSpikeRollback,      // a loss spike: restart before it, skipping its batches
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);
