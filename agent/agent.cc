@@ -256,14 +256,27 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
     TRAINSUP_LOG_INFO("generation %d meets on %s (%s:%d)%s", generation, rendezvous_.host_node(),
                       args.address, args.port, args.is_host ? ": this node hosts the store" : "");
   }
-  absl::Status started = launcher_.Start(
-      argv, {{"TRAINSUP_SOCKET", socket_->path()},
-                 {"TRAINSUP_PLAN_FILE", plans_->path()},
-                 {"TRAINSUP_STACK_DIR", socket_->directory()},
-                 {"TRAINSUP_JOB", options_.job},
-                 {"TRAINSUP_NODE", options_.node},
-                 {"TRAINSUP_GENERATION", absl::StrCat(generation)},
-                 {"TRAINSUP_HEARTBEAT_FIELDS", absl::StrCat(HighestHeartbeatField())}});
+  Launcher::EnvVars env = {
+      {"TRAINSUP_SOCKET", socket_->path()},
+      {"TRAINSUP_PLAN_FILE", plans_->path()},
+      {"TRAINSUP_STACK_DIR", socket_->directory()},
+      {"TRAINSUP_JOB", options_.job},
+      {"TRAINSUP_NODE", options_.node},
+      {"TRAINSUP_GENERATION", absl::StrCat(generation)},
+      {"TRAINSUP_HEARTBEAT_FIELDS", absl::StrCat(HighestHeartbeatField())}};
+  // Where the supervisor says to resume (hb.resume_limit(), hb.skip_range()).
+  if (resume_generation_ == generation && resume_.has_limit()) {
+    env.emplace_back("TRAINSUP_RESUME_LIMIT", absl::StrCat(resume_.limit()));
+    TRAINSUP_LOG_INFO("generation %d loads the newest checkpoint at or below step %d", generation,
+                      resume_.limit());
+  }
+  if (resume_generation_ == generation && resume_.has_skip_first() && resume_.has_skip_last()) {
+    env.emplace_back("TRAINSUP_SKIP_RANGE",
+                     absl::StrCat(resume_.skip_first(), ",", resume_.skip_last()));
+    TRAINSUP_LOG_INFO("generation %d skips the batches of steps %d to %d", generation,
+                      resume_.skip_first(), resume_.skip_last());
+  }
+  absl::Status started = launcher_.Start(argv, env);
   if (!started.ok()) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
     return;
@@ -342,6 +355,8 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
       if (m.welcome().has_rendezvous()) {
         NoteRendezvous(m.welcome().generation(), m.welcome().rendezvous());
       }
+      resume_generation_ = m.welcome().generation();
+      resume_ = m.welcome().resume();
       return Do(state_->OnWelcome(now, m.welcome().launch(), m.welcome().generation(),
                                   m.welcome().restarts()));
     case v1::SupervisorMessage::kStop:
@@ -350,6 +365,8 @@ void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
                                m.stop().collect_stacks()));
     case v1::SupervisorMessage::kStart:
       if (m.start().has_rendezvous()) NoteRendezvous(m.start().generation(), m.start().rendezvous());
+      resume_generation_ = m.start().generation();
+      resume_ = m.start().resume();
       return Do(state_->OnStart(now, m.start().generation(), m.start().reason()));
     case v1::SupervisorMessage::kHold:
       return Do(state_->OnHold(now, m.hold().reason()));

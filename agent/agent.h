@@ -140,6 +140,10 @@ class Agent {
   v1::RendezvousOffer rendezvous_offer_;
   uint64_t rendezvous_generation_ = 0;
   v1::Rendezvous rendezvous_;
+  // Which checkpoint generation `resume_generation_` loads, which batches it
+  // skips (the welcome's or the start's; empty: the script's own choice).
+  uint64_t resume_generation_ = 0;
+  v1::ResumeAdvice resume_;
   // The command failed: its last stderr lines that say why (StderrExcerpt).
   std::vector<std::string> failure_lines_;
   ReportBatcher batcher_;

@@ -63,7 +63,8 @@ void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
 void AddSignalOptions(CLI::App& app, trainsup::SignalOptions& signals) {
   using namespace trainsup;
   for (const SignalSetting& setting : SignalSettings()) {
-    if (setting.rule_switch) continue;
+    // Switches are --signals-off's; the spike action is --on-loss-spike.
+    if (setting.rule_switch || absl::string_view(setting.name) == "on_loss_spike") continue;
     const SignalSetting* s = &setting;
     app.add_option_function<double>(
            "--" + absl::StrReplaceAll(s->name, {{"_", "-"}}),
@@ -92,6 +93,16 @@ void AddSignalOptions(CLI::App& app, trainsup::SignalOptions& signals) {
          "checkpoint), report (an event only), off")
       ->check(CLI::IsMember({"restart", "report", "off"}))
       ->default_str("restart");
+  app.add_option_function<std::string>(
+         "--on-loss-spike",
+         [&signals](const std::string& action) {
+           signals.fallback.on_loss_spike =
+               action == "rollback" ? LossSpikeAction::kRollback : LossSpikeAction::kReport;
+         },
+         "a loss level shift: report (an event only), rollback (restart from the newest "
+         "checkpoint before it, hand the script the batches to skip: hb.skip_range())")
+      ->check(CLI::IsMember({"report", "rollback"}))
+      ->default_str("report");
   app.add_option_function<std::string>(
          "--signals-off",
          [&signals](const std::string& names) {

@@ -282,6 +282,16 @@ v1::Rendezvous ToProto(const RendezvousSpec& spec) {
   return out;
 }
 
+v1::ResumeAdvice ToProto(const ResumeAdvice& advice) {
+  v1::ResumeAdvice out;
+  if (advice.limit) out.set_limit(*advice.limit);
+  if (advice.skip_first && advice.skip_last) {
+    out.set_skip_first(*advice.skip_first);
+    out.set_skip_last(*advice.skip_last);
+  }
+  return out;
+}
+
 v1::SupervisorMessage ToProto(const AgentCommand& command) {
   v1::SupervisorMessage out;
   switch (command.kind) {
@@ -297,6 +307,7 @@ v1::SupervisorMessage ToProto(const AgentCommand& command) {
       out.mutable_start()->set_generation(command.generation);
       out.mutable_start()->set_reason(command.reason);
       if (command.rendezvous) *out.mutable_start()->mutable_rendezvous() = ToProto(*command.rendezvous);
+      if (!command.resume.empty()) *out.mutable_start()->mutable_resume() = ToProto(command.resume);
       break;
     case AgentCommand::Kind::kHold:
       out.mutable_hold()->set_reason(command.reason);

@@ -32,6 +32,8 @@ void ToProto(const CheckpointPlanSpec& plan, v1::CheckpointPlan* out);
 
 // Where a generation meets, as one agent is told (its welcome or start).
 v1::Rendezvous ToProto(const RendezvousSpec& spec);
+// Which checkpoint a generation loads, which batches it skips.
+v1::ResumeAdvice ToProto(const ResumeAdvice& advice);
 
 }  // namespace trainsup
 

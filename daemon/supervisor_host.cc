@@ -177,6 +177,9 @@ absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
     welcome.mutable_welcome()->set_generation(result->generation);
     welcome.mutable_welcome()->set_launch(result->launch);
     welcome.mutable_welcome()->set_restarts(result->restarts);
+    if (!result->resume.empty()) {
+      *welcome.mutable_welcome()->mutable_resume() = ToProto(result->resume);
+    }
     if (result->rendezvous) {
       *welcome.mutable_welcome()->mutable_rendezvous() = ToProto(*result->rendezvous);
     }

@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/time/time.h"
 #include "daemon/core/agent_registry.h"
+#include "daemon/core/checkpoint_fallback.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/journal.h"
@@ -38,6 +39,7 @@ struct AgentCommand {
   CheckpointPlanSpec plan;      // kPlan
   absl::Duration report_interval;  // kSettings
   std::optional<RendezvousSpec> rendezvous;  // kStart: where it meets (unset: as its command says)
+  ResumeAdvice resume;  // kStart: which checkpoint to load, which batches to skip
 };
 
 // Ask the cluster scheduler to fence a node (the driver runs --fence-command)

@@ -82,6 +82,12 @@ absl::string_view EventKindName(EventKind kind) {
       return "data_position_mismatch";
     case EventKind::kResumeSpike:
       return "resume_spike";
+    case EventKind::kCheckpointSuspect:
+      return "checkpoint_suspect";
+    case EventKind::kCheckpointFallback:
+      return "checkpoint_fallback";
+    case EventKind::kSpikeRollback:
+      return "spike_rollback";
     case EventKind::kCount:
       break;
   }

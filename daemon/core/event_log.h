@@ -55,6 +55,9 @@ enum class EventKind {
   kLrMismatch,            // ... with another learning rate than before at the same steps
   kDataPositionMismatch,  // ... with other samples/tokens per step than before
   kResumeSpike,           // ... with a loss far above the loss before at the same steps
+  kCheckpointSuspect,  // a checkpoint failed soon after its load in two generations in a row
+  kCheckpointFallback, // the next generations load the checkpoint before a suspect one
+  kSpikeRollback,      // a loss spike: restart before it, skipping its batches
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -764,6 +764,13 @@ HoldCause WorkloadHold(std::string why) {
   return HoldCause{std::move(why), {{"workload_repeat", 1}}};
 }
 
+HoldCause FallbackHold(const FallbackDecision& decision) {
+  return HoldCause{decision.reason,
+                   {{"checkpoint", static_cast<double>(decision.checkpoint)},
+                    {"rollbacks", static_cast<double>(decision.rollbacks)},
+                    {"cap", static_cast<double>(decision.cap)}}};
+}
+
 HoldCause EarlyFailureHold(std::string why) {
   return HoldCause{std::move(why), {{"early_failure", 1}}};
 }
@@ -904,6 +911,48 @@ Event CheckpointRequestedEvent(absl::Time time, const EventJob& job,
   e.figures.insert(e.figures.end(), {{"one_off_step", static_cast<double>(step)},
                                      {"ahead_seconds", ahead_seconds}});
   return e;
+}
+
+namespace {
+
+// The figures of a fallback decision: the checkpoint, what the next
+// generation is told, and the count against the cap.
+Event FallbackEvent(absl::Time time, const EventJob& job, EventKind kind,
+                    const FallbackDecision& d) {
+  Event e = Make(time, job, kind);
+  e.message = d.reason;
+  e.figures = {{"checkpoint", static_cast<double>(d.checkpoint)},
+               {"rollbacks", static_cast<double>(d.rollbacks)},
+               {"cap", static_cast<double>(d.cap)}};
+  if (d.advice.limit) e.figures.emplace_back("resume_limit", *d.advice.limit);
+  if (d.resume_at) e.figures.emplace_back("resume_at", *d.resume_at);
+  if (d.advice.skip_first) {
+    e.figures.emplace_back("skip_first", *d.advice.skip_first);
+    e.figures.emplace_back("skip_last", *d.advice.skip_last);
+  }
+  return e;
+}
+
+}  // namespace
+
+Event CheckpointSuspectEvent(absl::Time time, const EventJob& job, const FallbackDecision& d) {
+  Event e = FallbackEvent(time, job, EventKind::kCheckpointSuspect, d);
+  e.message = absl::StrCat(CheckpointName(d.checkpoint), " is suspect: ", d.reason);
+  return e;
+}
+
+Event CheckpointFallbackEvent(absl::Time time, const EventJob& job, const FallbackDecision& d) {
+  Event e = FallbackEvent(time, job, EventKind::kCheckpointFallback, d);
+  e.message = absl::StrCat("falling back from ", CheckpointName(d.checkpoint),
+                           ": generation ", job.generation + 1,
+                           " loads the newest checkpoint at or below step ", *d.advice.limit,
+                           d.resume_at ? absl::StrCat(" (step ", *d.resume_at, ")")
+                                       : std::string(" (none seen: a fresh start)"));
+  return e;
+}
+
+Event SpikeRollbackEvent(absl::Time time, const EventJob& job, const FallbackDecision& d) {
+  return FallbackEvent(time, job, EventKind::kSpikeRollback, d);
 }
 
 }  // namespace trainsup

@@ -32,6 +32,7 @@
 #include "daemon/core/journal.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/signals/signal_monitor.h"
+#include "daemon/core/checkpoint_fallback.h"
 #include "daemon/core/rendezvous.h"
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
@@ -234,6 +235,9 @@ HoldCause WorkloadHold(std::string why);
 HoldCause EarlyFailureHold(std::string why);
 // The job's own `verdict` on `failure` on `node` is stop.
 HoldCause VerdictHold(const Verdict& verdict, const std::string& failure, const std::string& node);
+// A checkpoint failed soon after every load past the fallback cap, or loss
+// spikes came in a row past the spike rollback cap (checkpoint_fallback.h).
+HoldCause FallbackHold(const FallbackDecision& decision);
 // kHold: the job is held for `cause`.
 Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause);
 
@@ -310,6 +314,19 @@ Event PlanRevokedEvent(absl::Time time, const EventJob& job, const CheckpointPla
 // `ahead_seconds` ahead.
 Event CheckpointRequestedEvent(absl::Time time, const EventJob& job,
                                const CheckpointPlanSpec& plan, double ahead_seconds);
+
+// ---- Bad checkpoints and spike rollback (checkpoint_fallback.h) ----
+
+// kCheckpointSuspect: `decision.checkpoint` failed soon after its load in two
+// generations in a row (a fallback or a hold follows).
+Event CheckpointSuspectEvent(absl::Time time, const EventJob& job,
+                             const FallbackDecision& decision);
+// kCheckpointFallback: the next generations load the newest checkpoint at or
+// below the decision's limit.
+Event CheckpointFallbackEvent(absl::Time time, const EventJob& job,
+                              const FallbackDecision& decision);
+// kSpikeRollback: restart from the decision's checkpoint, skipping its range.
+Event SpikeRollbackEvent(absl::Time time, const EventJob& job, const FallbackDecision& decision);
 
 }  // namespace trainsup
 

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/core/checkpoint_fallback.h"
 #include "daemon/core/checkpoint_publisher.h"
 #include "daemon/core/early_failure.h"
 #include "daemon/core/event_log.h"
@@ -160,6 +161,8 @@ class JobEntry {
   SignalMonitor signals;
   // Where each generation meets (the node hosting torchrun's rendezvous).
   RendezvousPlan rendezvous;
+  // Which checkpoint its generations must load (a suspect one, a spike's).
+  CheckpointFallback fallback;
 
  private:
   const StragglerOptions straggler_options_;

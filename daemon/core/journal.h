@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "calc/checkpoint_planner.h"
+#include "daemon/core/checkpoint_fallback.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"
@@ -182,6 +183,13 @@ struct FenceRow {
   FenceAction action = FenceAction::kFence;
 };
 
+// Which checkpoint a job's generations must load, and what it found
+// suspect (checkpoint_fallback.h; the latest row of a job wins).
+struct FallbackRow {
+  std::string job;
+  FallbackState state;
+};
+
 struct Journal {
   std::vector<NodeRecordRow> nodes;
   std::vector<FailureRow> failures;
@@ -194,11 +202,13 @@ struct Journal {
   std::vector<EndedJobRow> ended_jobs;
   std::vector<EndedNodeRow> ended_nodes;
   std::vector<EndedRankRow> ended_ranks;
+  std::vector<FallbackRow> fallbacks;
 
   bool empty() const {
     return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() &&
            measures.empty() && events.empty() && stacks.empty() && fences.empty() &&
-           ended_jobs.empty() && ended_nodes.empty() && ended_ranks.empty();
+           ended_jobs.empty() && ended_nodes.empty() && ended_ranks.empty() &&
+           fallbacks.empty();
   }
 };
 

@@ -6,7 +6,7 @@ namespace trainsup {
 
 void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
                          const std::string& reason, bool collect_stacks,
-                         std::optional<RendezvousSpec> rendezvous) {
+                         std::optional<RendezvousSpec> rendezvous, ResumeAdvice resume) {
   AgentCommand c;
   c.session = node.session;
   c.node = node.name;
@@ -16,6 +16,7 @@ void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64
   c.grace = stop_grace_;
   c.collect_stacks = collect_stacks;
   c.rendezvous = std::move(rendezvous);
+  c.resume = std::move(resume);
   decisions_.Command(std::move(c));
 }
 
@@ -63,7 +64,7 @@ void Reconciler::Reconcile(const JobEntry& job) {
         if (node.stopped() && node.generation < generation &&
             node.member_generation == generation && node.told.start_generation != generation) {
           Command(node, AgentCommand::Kind::kStart, generation, life.reason, false,
-                  job.rendezvous.For(generation, node.name));
+                  job.rendezvous.For(generation, node.name), job.fallback.advice());
           node.told.start_generation = generation;
           node.told.hold = false;
         } else if (node.running() && node.generation < generation &&

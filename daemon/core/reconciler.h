@@ -30,7 +30,8 @@ class Reconciler {
  private:
   void Command(const NodeRecord& node, AgentCommand::Kind kind, uint64_t generation,
                const std::string& reason, bool collect_stacks = false,
-               std::optional<RendezvousSpec> rendezvous = std::nullopt);
+               std::optional<RendezvousSpec> rendezvous = std::nullopt,
+               ResumeAdvice resume = {});
   void SendPlans(const JobEntry& job, NodeRecord& node);
 
   const absl::Duration stop_grace_;

@@ -43,8 +43,10 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   if (resume.spike) {
     decisions_.Emit(&job, ResumeSpikeEvent(now, event_job, *resume.spike, options.resume));
   }
-  // Last: it may stop the job.
-  return found.non_finite && OnNonFinite(now, job, *found.non_finite);
+  // Last: they may stop the job.
+  if (found.non_finite && OnNonFinite(now, job, *found.non_finite)) return true;
+  if (resume.spike && OnResumeSpike(now, job, resume.spike->peak_step)) return true;
+  return found.loss_shift && OnLossSpike(now, job, *found.loss_shift);
 }
 
 bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFiniteFinding& f) {
@@ -64,10 +66,24 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
   }
   std::optional<std::string> hold;
   JobLifecycle& life = job.lifecycle;
+  FallbackDecision fallback;
   if (act) {
     if (life.last_failure) hold = WorkloadRepeat(*life.last_failure, fingerprint);
     life.last_failure = fingerprint;
+    if (!f.grad_norm && !options_.observe_only) {
+      fallback = job.fallback.OnLoadFailure(observed.generation(), f.first_step,
+                                            LoadFailureKind::kNonFinite,
+                                            job.signals.options().fallback);
+    }
   }
+  // Soon after loading the same checkpoint as the generation before, it is
+  // the checkpoint's: the next generation loads the one before it (a repeat
+  // is no bug of the training code then), or, past the cap, the job is held
+  // naming it. A first such failure changes nothing: a repeat of the last
+  // generation's failure that loaded no checkpoint is the step's, not a
+  // checkpoint's, and older checkpoints would only replay it.
+  if (fallback.kind == FallbackDecision::Kind::kFallBack) hold.reset();
+  if (fallback.kind == FallbackDecision::Kind::kHold) hold = fallback.reason;
   const bool restart = act && !options_.observe_only;
   decisions_.Emit(&job, NotFiniteEvent(now, EventJobOf(job), f, nodes, restart,
                                        restart ? hold : std::nullopt));
@@ -79,8 +95,70 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
   failure.failed_at = f.seen;
   failure.message = absl::StrCat(fingerprint.signature, " at step ", f.first_step);
   if (hold) failure.hold = WorkloadHold(*hold);
+  ActOnFallback(now, job, fallback, failure);
   failures_.OnJobFailure(now, job, failure);  // under --observe-only: recorded only
   return restart;
+}
+
+void SignalDetection::ActOnFallback(absl::Time now, JobEntry& job, const FallbackDecision& d,
+                                    Failure& failure) {
+  using Kind = FallbackDecision::Kind;
+  if (d.kind == Kind::kNone) return;
+  decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
+  const EventJob event_job = EventJobOf(job);
+  switch (d.kind) {
+    case Kind::kFallBack:
+      decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, d));
+      decisions_.Emit(&job, CheckpointFallbackEvent(now, event_job, d));
+      break;
+    case Kind::kHold:
+      if (d.checkpoint >= 0) decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, d));
+      failure.hold = FallbackHold(d);
+      break;
+    case Kind::kRollBack:
+      decisions_.Emit(&job, SpikeRollbackEvent(now, event_job, d));
+      break;
+    case Kind::kRetry:
+    case Kind::kNone:
+      break;
+  }
+}
+
+bool SignalDetection::OnLossSpike(absl::Time now, JobEntry& job, const LossShiftFinding& f) {
+  const FallbackOptions& options = job.signals.options().fallback;
+  // Under --observe-only nothing is decided for a later generation either.
+  if (options.on_loss_spike != LossSpikeAction::kRollback || options_.observe_only) return false;
+  FallbackDecision d =
+      job.fallback.OnLossSpike(job.job().generation(), f.onset_step, f.step, options);
+  if (d.kind == FallbackDecision::Kind::kNone) {
+    decisions_.Emit(&job, SpikeRollbackEvent(now, EventJobOf(job), d));
+    return false;
+  }
+  Failure failure;
+  failure.kind = "loss_spike";
+  failure.failed_at = now;
+  failure.message = absl::StrCat("loss shifted up from step ", f.onset_step);
+  ActOnFallback(now, job, d, failure);
+  failures_.OnJobFailure(now, job, failure);
+  return true;
+}
+
+bool SignalDetection::OnResumeSpike(absl::Time now, JobEntry& job, int64_t step) {
+  if (options_.observe_only) return false;
+  FallbackDecision d = job.fallback.OnLoadFailure(
+      job.job().generation(), step, LoadFailureKind::kResumeSpike, job.signals.options().fallback);
+  if (d.kind == FallbackDecision::Kind::kNone) return false;
+  if (d.kind == FallbackDecision::Kind::kRetry) {  // remembered; the job goes on
+    decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
+    return false;
+  }
+  Failure failure;
+  failure.kind = "resume_spike";
+  failure.failed_at = now;
+  failure.message = absl::StrCat("resume spike at step ", step);
+  ActOnFallback(now, job, d, failure);
+  failures_.OnJobFailure(now, job, failure);
+  return true;
 }
 
 void SignalDetection::OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f) {

@@ -17,8 +17,10 @@ namespace trainsup {
 // restarts it from its last checkpoint (--on-non-finite, through the
 // FailureHandler like any job-killing failure; held instead when the same
 // non-finite failure repeats at the same step in the next generation); a
-// replica mismatch is charged to its node toward quarantine. Every other
-// finding is an event only. Thread-compatible.
+// replica mismatch is charged to its node toward quarantine. A non-finite
+// loss soon after a load counts against the checkpoint loaded, and a loss
+// shift rolls back with on_loss_spike=rollback (checkpoint_fallback.h). Every
+// other finding is an event only. Thread-compatible.
 class SignalDetection {
  public:
   SignalDetection(const SupervisorOptions& options, const AgentRegistry& agents,
@@ -32,6 +34,17 @@ class SignalDetection {
 
  private:
   bool OnNonFinite(absl::Time now, JobEntry& job, const NonFiniteFinding& f);
+  // With on_loss_spike=rollback: the job restarts before the spike,
+  // skipping its batches, or is held past the cap (checkpoint_fallback.h).
+  bool OnLossSpike(absl::Time now, JobEntry& job, const LossShiftFinding& f);
+  // The hook for a resume spike at `step` (a loss at resume far above the
+  // loss before the failure): it counts against the checkpoint the
+  // generation loaded, as a non-finite loss does; only the second in a row
+  // (a fallback, or the hold past the cap) stops the job. Returns true when
+  // it did.
+  bool OnResumeSpike(absl::Time now, JobEntry& job, int64_t step);
+  // The events and the hold of a fallback decision, and its state journaled.
+  void ActOnFallback(absl::Time now, JobEntry& job, const FallbackDecision& d, Failure& failure);
   void OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f);
   // The name of the node `rank` reports from ("" when none).
   const std::string& NodeOfRank(const JobEntry& job, uint32_t rank) const;

@@ -40,6 +40,9 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     job->ledger = GoodputLedger::FromState(row.ledger);
     job->costs.RestoreSamples({row.checkpoint_costs, row.checkpoint_async, row.restart_costs});
   }
+  for (const FallbackRow& row : state.fallbacks) {
+    if (JobEntry* job = jobs.Find(row.job); job != nullptr) job->fallback.Restore(row.state);
+  }
   for (const StackRow& row : state.stacks) {  // oldest first
     JobEntry* job = jobs.Find(row.job);
     if (job == nullptr) continue;

@@ -15,7 +15,8 @@ namespace trainsup {
 // quarantined nodes, the failures that still count toward a quarantine, each
 // job's lifecycle state, MTBF exposure and failures, its restarts (their
 // count, and the recent ones for the restart cap, with any operator resume),
-// its events by kind, what an ended job showed when it ended (ended_job.h),
+// its events by kind, which checkpoint its generations must load
+// (checkpoint_fallback.h), what an ended job showed when it ended (ended_job.h),
 // the recent events, and the fences still pending (decided again, to be run
 // again). A restart
 // that was under way goes on from where it was; the time this supervisor was

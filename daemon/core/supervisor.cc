@@ -12,6 +12,22 @@
 #include "daemon/core/validation.h"
 
 namespace trainsup {
+namespace {
+
+// Tells `fallback` of a step or a completed checkpoint of `generation`;
+// true when its state to persist changed.
+bool ObserveForFallback(CheckpointFallback& fallback, uint64_t generation, const Heartbeat& hb) {
+  switch (hb.kind) {
+    case HeartbeatKind::kStep:
+      return fallback.OnStep(generation, hb.step);
+    case HeartbeatKind::kCheckpointEnd:
+      return fallback.OnCheckpoint(generation, hb.step);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 
 Supervisor::Supervisor(SupervisorOptions options)
     : options_(std::move(options)),
@@ -64,6 +80,7 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   result.restarts = !options_.observe_only;
   result.report_interval = cadence_.current();
   result.rendezvous = admitted.rendezvous;
+  if (admitted.launch) result.resume = admitted.job->fallback.advice();
   if (admitted.rendezvous_decided) {
     decisions_.Emit(admitted.job, RendezvousEvent(now, EventJobOf(admitted.job),
                                                   *admitted.job->rendezvous.current()));
@@ -143,6 +160,9 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     }
     if (!hb.signal_settings.empty()) job.signals.OnStart(observed, hb);
     if (hb.kind == HeartbeatKind::kCheckpointEnd) job.signals.OnCheckpoint(observed, hb);
+    if (ObserveForFallback(job.fallback, observed.generation(), hb)) {
+      decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
+    }
     ++node.heartbeats_received;
     ++heartbeats_received_;
   }

@@ -63,6 +63,8 @@ class Supervisor {
     absl::Duration report_interval;
     // With launch: where the generation meets (unset: as the command says).
     std::optional<RendezvousSpec> rendezvous;
+    // With launch: which checkpoint to load, which batches to skip.
+    ResumeAdvice resume;
   };
   // An agent opened a stream and said hello. InvalidArgument on a bad node
   // name or job id; AlreadyExists while another agent (another incarnation)

@@ -6,8 +6,10 @@ resumes from the last complete checkpoint, and it can inject the failures
 trainsup must handle: a hang before the all-reduce, a crash, a straggling rank, a
 framework's own verdict (an exit code, hb.verdict), a data loader slowed on one
 node, and the training signals' faults: a NaN loss, a replica whose digest
-disagrees, a node that slows down, memory that grows, and a resume that does not
-restore the optimizer's or the learning-rate scheduler's state. Injected failures are logged
+disagrees, a node that slows down, memory that grows, a resume that does not
+restore the optimizer's or the learning-rate scheduler's state; a checkpoint that gives
+a NaN loss soon after every load, and batches that make the loss spike. It resumes where
+the supervisor says (hb.resume_limit(), hb.skip_range()). Injected failures are logged
 (an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
 tests can check what the job itself did.
@@ -125,6 +127,14 @@ def parse_args():
     p.add_argument("--resume-drop-scheduler", action="store_true",
                    help="at a resume, do not load the LR scheduler's state (the learning rate "
                         "starts over from --lr)")
+    # Bad checkpoints and spike rollback (docs/recovery.md).
+    p.add_argument("--poison-checkpoint", default="",
+                   help="STEP:K:GEN: the checkpoint of step STEP that generation GEN saves gives "
+                        "a NaN loss K steps after every load of it (Megatron-LM#5281); saved "
+                        "again by another generation, it is sound")
+    p.add_argument("--bad-batches", default="",
+                   help="FIRST:LAST: the batches of these steps have labels 100x too large (a "
+                        "loss spike that lasts while the model recovers), unless skipped")
     return p.parse_args()
 
 
@@ -234,11 +244,31 @@ class Checkpointer:
         except (OSError, ValueError):
             return None
 
-    def save(self, step, model, optimizer, scheduler, gen):
+    def complete_steps(self):
+        """The steps of every checkpoint that completed on every rank."""
+        try:
+            names = os.listdir(self.directory)
+        except OSError:
+            return []
+        return sorted(int(n[len("done-"):]) for n in names
+                      if n.startswith("done-") and n[len("done-"):].isdigit())
+
+    def resume_step(self, limit):
+        """The checkpoint to resume from: the latest, or with a limit (the
+        supervisor's hb.resume_limit()) the newest complete one at or below it."""
+        if limit is None:
+            return self.latest_step()
+        below = [s for s in self.complete_steps() if s <= limit]
+        return max(below) if below else None
+
+    def save(self, step, model, optimizer, scheduler, gen, poison=None):
         if self.rank == 0:
-            self._atomic_save({"step": step, "model": model.state_dict(),
-                               "optimizer": optimizer.state_dict(),
-                               "scheduler": scheduler.state_dict()}, f"model-{step}.pt")
+            state = {"step": step, "model": model.state_dict(),
+                     "optimizer": optimizer.state_dict(),
+                     "scheduler": scheduler.state_dict()}
+            if poison is not None:
+                state["poison"] = poison
+            self._atomic_save(state, f"model-{step}.pt")
         self._atomic_save({"step": step, "generator": gen.get_state(),
                            "python_random": random.getstate()}, f"rank{self.rank}-{step}.pt")
         dist.barrier()
@@ -247,11 +277,13 @@ class Checkpointer:
             with open(tmp, "w") as f:
                 f.write(str(step))
             os.replace(tmp, self._path("latest"))
+            open(self._path(f"done-{step}"), "w").close()
         dist.barrier()
 
     def load(self, step, model, optimizer, scheduler, gen, drop=()):
         """Loads the checkpoint of `step`, but for the parts named in `drop`
-        ("optimizer", "scheduler"): a checkpoint restored incompletely."""
+        ("optimizer", "scheduler"): a checkpoint restored incompletely.
+        Returns the checkpoint's poison (steps to a NaN), if any."""
         state = torch.load(self._path(f"model-{step}.pt"))
         model.load_state_dict(state["model"])
         if "optimizer" not in drop:
@@ -268,6 +300,7 @@ class Checkpointer:
             random.setstate(mine["python_random"])
         else:  # a rank that did not exist before (the world grew): a fresh stream
             gen.manual_seed(1000 * step + self.rank)
+        return state.get("poison")
 
 
 def reached(spec, local_rank, step):
@@ -299,12 +332,23 @@ def main():
     random.seed(rank)
     checkpointer = Checkpointer(args.checkpoint_dir, rank)
     start = 0
-    resumed_from = checkpointer.latest_step() if args.checkpoint_dir else None
+    # Where the supervisor wants the job to resume (None: as the script likes).
+    resume_limit = hb.resume_limit()
+    skip = hb.skip_range()
+    resumed_from = checkpointer.resume_step(resume_limit) if args.checkpoint_dir else None
+    nan_from = None  # a poisoned checkpoint's NaN step
     dropped = [part for part, flag in (("optimizer", args.resume_drop_optimizer),
                                        ("scheduler", args.resume_drop_scheduler)) if flag]
     if resumed_from is not None:
-        checkpointer.load(resumed_from, model, optimizer, scheduler, gen, drop=dropped)
+        poison = checkpointer.load(resumed_from, model, optimizer, scheduler, gen, drop=dropped)
         start = resumed_from + 1
+        if poison is not None:
+            nan_from = resumed_from + poison
+    poison_step, poison_k, poison_gen = (
+        (int(v) for v in args.poison_checkpoint.split(":")) if args.poison_checkpoint
+        else (-1, 0, -1))
+    bad_first, bad_last = ((int(v) for v in args.bad_batches.split(":")) if args.bad_batches
+                           else (-1, -2))
     crash_points = [tuple(int(v) for v in point.split(":"))
                     for point in args.crash_at.split(",") if point]
     exit_points = points(args.exit_at)
@@ -313,7 +357,8 @@ def main():
     if log:
         log.write(json.dumps({"event": "start", "rank": rank, "world_size": world,
                               "generation": GENERATION, "node": NODE,
-                              "resumed_from": resumed_from}) + "\n")
+                              "resumed_from": resumed_from, "resume_limit": resume_limit,
+                              "skip_range": skip}) + "\n")
 
     held = []  # what --leak-mb-per-step keeps
     logged = set()
@@ -343,11 +388,23 @@ def main():
         if args.label_noise:
             y = y + args.label_noise * torch.randn(y.shape, generator=gen)
         data_wait = time.monotonic() - t0
+        if skip is not None and skip[0] <= step <= skip[1]:
+            # The supervisor's skip range: the batch is drawn (the data
+            # position moves on) and not trained on.
+            inject_once("skipped", step)
+            hb.step(step, data_wait_s=data_wait)
+            continue
+        if bad_first <= step <= bad_last:
+            inject_once("bad batch", step)
+            y = y * 100.0
         with hb.compute():
             optimizer.zero_grad()
             loss = torch.nn.functional.mse_loss(model(x), y)
             if reached(args.nan_at, local_rank, step):
                 inject_once("nan", step)
+                loss = loss * float("nan")
+            if nan_from is not None and step >= nan_from:
+                inject_once("poisoned checkpoint", step)
                 loss = loss * float("nan")
             loss.backward()
             slow_node = NODE == args.slow_node and step >= args.slow_step
@@ -411,8 +468,9 @@ def main():
         else:
             due = args.checkpoint_every and (step + 1) % args.checkpoint_every == 0
         if due:
+            poison = poison_k if (step, GENERATION) == (poison_step, poison_gen) else None
             with hb.checkpointing(step):
-                checkpointer.save(step, model, optimizer, scheduler, gen)
+                checkpointer.save(step, model, optimizer, scheduler, gen, poison)
                 time.sleep(args.checkpoint_extra_seconds)
             if log:
                 log.write(json.dumps({"event": "checkpoint", "rank": rank, "step": step,

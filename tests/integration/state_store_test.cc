@@ -412,6 +412,54 @@ TEST_F(StateStoreTest, PendingFencesSurviveReopenUntilCleared) {
   EXPECT_EQ(state.fences[0].node, "node-b");
 }
 
+TEST_F(StateStoreTest, ACheckpointFallbackSurvivesReopenAndTheLatestRowWins) {
+  FallbackState first;
+  first.generation = 3;
+  first.first_step = 40;
+  first.checkpoints = {9, 19, 29, 39};
+  first.last_load_failure = LoadFailure{2, 39};
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    Journal journal;
+    journal.fallbacks.push_back({"llama", first});
+    FallbackState latest = first;
+    latest.suspects = {39};
+    latest.advice.limit = 38;
+    latest.advice.skip_first = 30;
+    latest.advice.skip_last = 45;
+    latest.advice_generation = 3;
+    latest.rollbacks = 1;
+    latest.spike_rollbacks = 2;
+    journal.fallbacks.push_back({"llama", latest});
+    journal.fallbacks.push_back({"tiny", FallbackState()});
+    ASSERT_TRUE(store->Apply(journal).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.fallbacks.size(), 2u);
+  const FallbackState& s = state.fallbacks[0].state;
+  EXPECT_EQ(state.fallbacks[0].job, "llama");
+  EXPECT_EQ(s.generation, 3u);
+  EXPECT_EQ(s.first_step, 40);
+  EXPECT_THAT(s.checkpoints, ::testing::ElementsAre(9, 19, 29, 39));
+  EXPECT_THAT(s.suspects, ::testing::ElementsAre(39));
+  ASSERT_TRUE(s.last_load_failure.has_value());
+  EXPECT_EQ(s.last_load_failure->generation, 2u);
+  EXPECT_EQ(s.last_load_failure->checkpoint, 39);
+  EXPECT_EQ(s.advice.limit, 38);
+  EXPECT_EQ(s.advice.skip_first, 30);
+  EXPECT_EQ(s.advice.skip_last, 45);
+  EXPECT_EQ(s.advice_generation, 3u);
+  EXPECT_EQ(s.rollbacks, 1);
+  EXPECT_EQ(s.spike_rollbacks, 2);
+  const FallbackState& none = state.fallbacks[1].state;
+  EXPECT_TRUE(none.advice.empty());
+  EXPECT_FALSE(none.last_load_failure.has_value());
+  EXPECT_EQ(none.first_step, -1);
+}
+
 TEST_F(StateStoreTest, APendingUnfenceReplacesTheNodesFenceAndKeepsItsAction) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);
@@ -977,7 +1025,13 @@ std::string OlderSchemaWithRows(int version) {
                   "CREATE TABLE jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
                   "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
                   "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0",
-                  version >= 2 ? ", restarts_forgiven_before REAL" : "", ");");
+                  version >= 2 ? ", restarts_forgiven_before REAL" : "",
+                  // Version 6: its restarts and failures over its life (as
+                  // the migration counts them from this history: 1 and 1).
+                  version >= 6 ? ", restarts INTEGER NOT NULL DEFAULT 0,"
+                                 "  failures INTEGER NOT NULL DEFAULT 0"
+                               : "",
+                  ");");
   // Version 3: whether a failure is charged; measures and stacks.
   absl::StrAppend(&sql,
                   "CREATE TABLE failures (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
@@ -1017,6 +1071,30 @@ std::string OlderSchemaWithRows(int version) {
                     "INSERT INTO pending_fences (node, reason, decided) VALUES ('node-a',"
                     "  'bad GPU 3', 1800000000);");
   }
+  // Version 6: what ended jobs showed.
+  if (version >= 6) {
+    absl::StrAppend(
+        &sql,
+        "CREATE TABLE ended_jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
+        "  world_size INTEGER NOT NULL, heartbeats INTEGER NOT NULL, plans TEXT NOT NULL,"
+        "  plan_checkpoint_seconds REAL, plan_mtbf_seconds REAL, plan_restart_seconds REAL,"
+        "  plan_async_write_seconds REAL, plan_run_seconds REAL);"
+        "CREATE TABLE ended_job_nodes (job TEXT NOT NULL, node TEXT NOT NULL,"
+        "  generation INTEGER NOT NULL, incarnation INTEGER NOT NULL, last_report REAL,"
+        "  heartbeats INTEGER NOT NULL, launcher_state TEXT NOT NULL,"
+        "  launcher_pid INTEGER NOT NULL, exit_code INTEGER NOT NULL, signal INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, node)) WITHOUT ROWID;"
+        "CREATE TABLE ended_job_ranks (job TEXT NOT NULL, rank INTEGER NOT NULL,"
+        "  node TEXT NOT NULL, local_rank INTEGER NOT NULL, pid INTEGER NOT NULL,"
+        "  step INTEGER NOT NULL, last_heartbeat REAL, last_progress REAL,"
+        "  heartbeats INTEGER NOT NULL, step_p50 REAL NOT NULL, step_p99 REAL NOT NULL,"
+        "  compute_p50 REAL NOT NULL, compute_p99 REAL NOT NULL, phase TEXT NOT NULL,"
+        "  liveness TEXT NOT NULL, death_time REAL, exit_known INTEGER NOT NULL,"
+        "  exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, exception_type TEXT NOT NULL,"
+        "  exception_message TEXT NOT NULL, loss REAL, learning_rate REAL, samples INTEGER,"
+        "  datagrams_dropped INTEGER NOT NULL, straggler INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, rank)) WITHOUT ROWID;");
+  }
   absl::StrAppend(
       &sql, "INSERT INTO meta VALUES ('schema_version', ", version, ");",
       "INSERT INTO nodes VALUES ('node-a', 1, 'bad GPU 3', 1800000000, 'operator');"
@@ -1030,7 +1108,8 @@ std::string OlderSchemaWithRows(int version) {
       "INSERT INTO failures (time, job, generation, kind, node, rank, message) VALUES"
       "  (1800000000, 'llama', 2, 'crash', 'node-a', 0, 'crash of rank 0');"
       "INSERT INTO failures (time, job, generation, kind, node, rank, message) VALUES"
-      "  (1800000001, 'llama', 3, 'straggler', 'node-b', 5, 'straggling rank 5 (1.9x)');");
+      "  (1800000001, 'llama', 3, 'straggler', 'node-b', 5, 'straggling rank 5 (1.9x)');",
+      version >= 6 ? "UPDATE jobs SET restarts = 1, failures = 1;" : "");
   return sql;
 }
 

@@ -34,7 +34,7 @@ _HELPER_PATH = os.path.dirname(os.path.dirname(os.path.abspath(trainsup.__file__
 _PROTO = os.path.join(_HERE, "..", "..", "proto", "trainsup", "v1", "heartbeat.proto")
 
 # Environment variables the helper reads; each test sets its own.
-_HELPER_ENV = ("TRAINSUP_SOCKET", "TRAINSUP_PLAN_FILE", "TRAINSUP_JOB", "TRAINSUP_GENERATION",
+_HELPER_ENV = ("TRAINSUP_RESUME_LIMIT", "TRAINSUP_SKIP_RANGE", "TRAINSUP_SOCKET", "TRAINSUP_PLAN_FILE", "TRAINSUP_JOB", "TRAINSUP_GENERATION",
                "TRAINSUP_STACK_DIR", "RANK", "LOCAL_RANK", "WORLD_SIZE",
                "TORCHELASTIC_RESTART_COUNT", "TRAINSUP_HEARTBEAT_FIELDS")
 
@@ -1547,6 +1547,31 @@ class PlanTest(HelperTestCase):
                     hb = trainsup.Heartbeat()
                 got = [s for s in range(-5, end) if hb.should_checkpoint(s)]
                 self.assertEqual(got, expected)
+
+
+class ResumeAdviceTest(unittest.TestCase):
+    """hb.resume_limit() and hb.skip_range(): what the agent's environment
+    says, None when it says nothing or nonsense, never an exception."""
+
+    def test_outside_an_agent_there_is_no_advice(self):
+        with _environ():
+            hb = trainsup.Heartbeat()
+            self.assertIsNone(hb.resume_limit())
+            self.assertIsNone(hb.skip_range())
+
+    def test_the_agent_s_advice(self):
+        with _environ(TRAINSUP_RESUME_LIMIT="38", TRAINSUP_SKIP_RANGE="50,60"):
+            hb = trainsup.Heartbeat()
+            self.assertEqual(hb.resume_limit(), 38)
+            self.assertEqual(hb.skip_range(), (50, 60))
+
+    def test_nonsense_is_no_advice(self):
+        for limit, skip in (("x", "1"), ("", "5,4"), ("1.5", "a,b"), (" ", "1,2,3")):
+            with self.subTest(limit=limit, skip=skip):
+                with _environ(TRAINSUP_RESUME_LIMIT=limit, TRAINSUP_SKIP_RANGE=skip):
+                    hb = trainsup.Heartbeat()
+                    self.assertIsNone(hb.resume_limit())
+                    self.assertIsNone(hb.skip_range())
 
 
 if __name__ == "__main__":

@@ -455,6 +455,35 @@ TEST(LifecycleEventTest, AStartTimeoutSaysWhereTheGenerationWasToMeet) {
               ::testing::HasSubstr("): its rendezvous did not complete"));
 }
 
+TEST(LifecycleEventTest, AFallbackNamesTheSuspectCheckpointAndWhereTheNextGenerationResumes) {
+  FallbackDecision d;
+  d.kind = FallbackDecision::Kind::kFallBack;
+  d.checkpoint = 39;
+  d.advice.limit = 38;
+  d.resume_at = 29;
+  d.rollbacks = 1;
+  d.cap = 2;
+  d.reason = "why";
+  const Event suspect = CheckpointSuspectEvent(T(), kJob, d);
+  ExpectHeader(suspect, EventKind::kCheckpointSuspect);
+  EXPECT_EQ(suspect.message, "checkpoint step 39 is suspect: why");
+  const Event fallback = CheckpointFallbackEvent(T(), kJob, d);
+  ExpectHeader(fallback, EventKind::kCheckpointFallback);
+  EXPECT_EQ(fallback.message, "falling back from checkpoint step 39: generation 4 loads the "
+                              "newest checkpoint at or below step 38 (step 29)");
+  EXPECT_THAT(fallback.figures, ElementsAre(Pair("checkpoint", 39), Pair("rollbacks", 1),
+                                            Pair("cap", 2), Pair("resume_limit", 38),
+                                            Pair("resume_at", 29)));
+  d.kind = FallbackDecision::Kind::kRollBack;
+  d.advice.skip_first = 30;
+  d.advice.skip_last = 45;
+  const Event rollback = SpikeRollbackEvent(T(), kJob, d);
+  ExpectHeader(rollback, EventKind::kSpikeRollback);
+  EXPECT_EQ(rollback.message, "why");
+  EXPECT_THAT(rollback.figures, ::testing::Contains(Pair("skip_last", 45)));
+  EXPECT_EQ(FallbackHold(d).reason, "why");
+}
+
 TEST(LifecycleEventTest, AHoldAtTheRestartCapCarriesTheCap) {
   const HoldCause cause = RestartLimitHold(4, absl::Hours(2), 4, "crash on node-a: boom");
   EXPECT_EQ(cause.reason, "restart limit reached: 4 restarts within 2h (--restart-limit 4); last "

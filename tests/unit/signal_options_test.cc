@@ -48,6 +48,24 @@ TEST(SignalSettingsTest, SettingsApplyInOrder) {
   EXPECT_EQ(options.memory.min_bytes, 1e9);
 }
 
+TEST(SignalSettingsTest, TheScriptMayAskForSpikeRollbackAndSetTheFallbackCaps) {
+  SignalOptions options;
+  EXPECT_EQ(options.fallback.on_loss_spike, LossSpikeAction::kReport);
+  ASSERT_TRUE(ApplySignalSettings({{"on_loss_spike", 1},
+                                   {"fallback_load_steps", 5},
+                                   {"fallback_max_rollbacks", 3},
+                                   {"spike_skip_steps", 200},
+                                   {"spike_max_rollbacks", 1}},
+                                  &options)
+                  .ok());
+  EXPECT_EQ(options.fallback.on_loss_spike, LossSpikeAction::kRollback);
+  EXPECT_EQ(options.fallback.load_steps, 5);
+  EXPECT_EQ(options.fallback.max_rollbacks, 3);
+  EXPECT_EQ(options.fallback.spike_skip_steps, 200);
+  EXPECT_EQ(options.fallback.max_spike_rollbacks, 1);
+  EXPECT_FALSE(ApplySignalSettings({{"on_loss_spike", 2}}, &options).ok());
+}
+
 TEST(SignalSettingsTest, AnUnknownNameOrAValueOutOfRangeIsRefusedAndSaysWhich) {
   SignalOptions options;
   absl::Status s = ApplySignalSettings({{"loss_shift_windw", 5}}, &options);

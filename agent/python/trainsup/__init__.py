@@ -17,6 +17,11 @@ Standard library only. Two lines in a training script::
             with hb.checkpointing(step):
                 save_checkpoint(...)
 
+At start, ``hb.resume_limit()`` (load the newest checkpoint at or below that
+step; None: the newest) and ``hb.skip_range()`` (skip those steps' batches)
+say where the supervisor wants the job to resume after a bad checkpoint or a
+loss spike.
+
 Guarantees: it never blocks the training loop for more than about a
 millisecond (one non-blocking datagram per event), never raises into it, and
 is a silent no-op when the process does not run under ``trainsup-agent`` (no
@@ -186,6 +191,11 @@ _SIGNAL_SETTINGS = {
     "resume_data_tolerance": (0, 10, False),
     "resume_spike_sigmas": (1, 1000, False),
     "resume_spike_floor": (0, 1e12, False),
+    "on_loss_spike": (0, 1, True),
+    "fallback_load_steps": (1, 10000, True),
+    "fallback_max_rollbacks": (0, 100, True),
+    "spike_skip_steps": (0, 1e6, True),
+    "spike_max_rollbacks": (0, 100, True),
 }
 
 # Deadlines use the real clock even where a test fakes time.monotonic.
@@ -197,6 +207,27 @@ def _env_int(name, default=0):
         return int(os.environ.get(name, default))
     except (TypeError, ValueError):
         return default
+
+
+def _resume_limit():
+    """TRAINSUP_RESUME_LIMIT as an int, or None."""
+    try:
+        text = os.environ.get("TRAINSUP_RESUME_LIMIT", "")
+        return int(text) if text else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _skip_range():
+    """TRAINSUP_SKIP_RANGE ("FIRST,LAST") as (first, last), or None."""
+    try:
+        text = os.environ.get("TRAINSUP_SKIP_RANGE", "")
+        if not text:
+            return None
+        first, last = (int(v) for v in text.split(","))
+        return (first, last) if first <= last else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _number(value):
@@ -758,6 +789,23 @@ class Heartbeat:
             return should_checkpoint(self._plans, int(step))
         except Exception:  # noqa: BLE001
             return False
+
+    def resume_limit(self):
+        """The newest step this generation may resume from, or None.
+
+        Load the newest checkpoint at or below it: the supervisor found a
+        later one suspect (it failed soon after every load), or rolled the
+        job back before a loss spike (docs/recovery.md, "Bad checkpoints and
+        spike rollback"). None: resume from the newest, as usual, and outside
+        an agent. Never raises.
+        """
+        return _resume_limit()
+
+    def skip_range(self):
+        """(first, last): skip the batches of these steps (inclusive), the
+        ones that led into a loss spike the job was rolled back from; None
+        when there are none, and outside an agent. Never raises."""
+        return _skip_range()
 
     @contextlib.contextmanager
     def checkpointing(self, step, async_seconds=0.0):

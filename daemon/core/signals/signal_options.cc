@@ -110,6 +110,25 @@ const std::vector<SignalSetting>* const kSettings = new std::vector<SignalSettin
                     "spike: median rise above sigmas x the noise of the loss before"),
     TRAINSUP_NUMBER("resume_spike_floor", 0, 1e12, false, resume.spike_floor,
                     "the least median rise of the loss that counts, in its own units"),
+    SignalSetting{
+        "on_loss_spike", 0, 1, true, false,
+        "a loss level shift: 0 report (an event), 1 rollback (restart from the newest checkpoint "
+        "before it and skip the batches that led into it)",
+        [](const SignalOptions& o) -> double {
+          return static_cast<double>(o.fallback.on_loss_spike);
+        },
+        [](SignalOptions& o, double v) {
+          o.fallback.on_loss_spike = static_cast<LossSpikeAction>(static_cast<int>(v));
+        }},
+    TRAINSUP_NUMBER("fallback_load_steps", 1, kMaxWindow, true, fallback.load_steps,
+                    "a non-finite loss this many steps or fewer after loading a checkpoint counts "
+                    "against the checkpoint"),
+    TRAINSUP_NUMBER("fallback_max_rollbacks", 0, 100, true, fallback.max_rollbacks,
+                    "suspect checkpoints a job may fall back from before it is held"),
+    TRAINSUP_NUMBER("spike_skip_steps", 0, 1e6, true, fallback.spike_skip_steps,
+                    "spike rollback: steps before the spike's onset whose batches are skipped"),
+    TRAINSUP_NUMBER("spike_max_rollbacks", 0, 100, true, fallback.max_spike_rollbacks,
+                    "spike rollbacks in a row before the next spike holds the job"),
 };
 
 #undef TRAINSUP_SWITCH

@@ -135,6 +135,32 @@ struct ResumeOptions {
   // rule's).
   double spike_sigmas = 6;
   double spike_floor = 0.05;
+// What is done about a loss level shift (LossShiftRule).
+enum class LossSpikeAction : int {
+  kReport = 0,    // an event only
+  kRollback = 1,  // restart from the newest checkpoint before it, skipping its batches
+};
+
+// Falling back from a checkpoint that fails every time it is loaded, and
+// rolling back from a loss spike (checkpoint_fallback.h; docs/recovery.md,
+// "Bad checkpoints and spike rollback").
+struct FallbackOptions {
+  // A non-finite loss (or a resume spike) within this many steps after a
+  // generation loaded a checkpoint counts against that checkpoint. Default:
+  // 20 (Megatron-LM#5281's came 3 steps after every load).
+  int load_steps = 20;
+  // Checkpoints a job may fall back from; the next suspect holds the job.
+  // Default: 2.
+  int max_rollbacks = 2;
+  // Default: kReport.
+  LossSpikeAction on_loss_spike = LossSpikeAction::kReport;
+  // Spike rollback: the batches of up to this many steps before the spike's
+  // onset are skipped with it. Default: 100 (PaLM went back about 100 steps).
+  int spike_skip_steps = 100;
+  // Spike rollbacks in a row (no checkpoint completed past the last skipped
+  // range in between) before the next spike holds the job instead.
+  // Default: 2 (llm-foundry's KillLossSpike stops without retry).
+  int max_spike_rollbacks = 2;
 };
 
 // Every signal rule's options (docs/signals.md). trainsupd's flags set the
@@ -149,6 +175,7 @@ struct SignalOptions {
   MemoryGrowthOptions memory;
   ReplicaOptions replica;
   ResumeOptions resume;
+  FallbackOptions fallback;
 };
 
 // One setting a script (or trainsupd's flags) may change: its name, its

@@ -1,0 +1,139 @@
+#ifndef TRAINSUP_DAEMON_CORE_CHECKPOINT_FALLBACK_H_
+#define TRAINSUP_DAEMON_CORE_CHECKPOINT_FALLBACK_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "daemon/core/signals/signal_options.h"
+
+namespace trainsup {
+
+// What the next generations of a job are told about where to resume
+// (hb.resume_limit(), hb.skip_range()); empty: the script's own choice.
+struct ResumeAdvice {
+  // Load the newest checkpoint at or below this step.
+  std::optional<int64_t> limit;
+  // Skip the batches of steps first..last (inclusive).
+  std::optional<int64_t> skip_first;
+  std::optional<int64_t> skip_last;
+
+  bool empty() const { return !limit && !skip_first; }
+  bool operator==(const ResumeAdvice& o) const {
+    return limit == o.limit && skip_first == o.skip_first && skip_last == o.skip_last;
+  }
+};
+
+// A failure soon after a generation loaded a checkpoint.
+struct LoadFailure {
+  uint64_t generation = 0;
+  int64_t checkpoint = 0;  // the step it resumed from
+};
+
+// Everything CheckpointFallback keeps, as the state store keeps it.
+struct FallbackState {
+  // The current generation and the least step it reported (-1: none yet).
+  uint64_t generation = 0;
+  int64_t first_step = -1;
+  // Checkpoints seen completed (a CHECKPOINT_END), ascending, the newest
+  // CheckpointFallback::kMaxCheckpoints.
+  std::vector<int64_t> checkpoints;
+  // Checkpoints found suspect, in the order found.
+  std::vector<int64_t> suspects;
+  std::optional<LoadFailure> last_load_failure;
+  // The advice in force, and the generation it was decided in (the
+  // generations after it follow it until a checkpoint past it completes).
+  ResumeAdvice advice;
+  uint64_t advice_generation = 0;
+  int rollbacks = 0;        // checkpoints fallen back from, over the job's life
+  int spike_rollbacks = 0;  // spike rollbacks in a row
+};
+
+// What kind of failure counts against the checkpoint a generation loaded.
+enum class LoadFailureKind {
+  kNonFinite,    // a NaN/Inf loss (signals/non_finite_rule.h)
+  kResumeSpike,  // a loss at resume far above the loss before the failure
+};
+
+// What is done about a failure soon after a load, or about a loss spike.
+struct FallbackDecision {
+  enum class Kind {
+    kNone,      // not the checkpoint's: as without this rule
+    kRetry,     // the first such failure on this checkpoint: as without this rule
+    kFallBack,  // the checkpoint is suspect: restart from the one before it
+    kRollBack,  // a loss spike: restart before it, skipping its batches
+    kHold,      // past the cap: hold the job
+  };
+  Kind kind = Kind::kNone;
+  // The checkpoint the failure is about (kRetry, kFallBack, kHold after a
+  // load failure), or the one rolled back to (kRollBack).
+  int64_t checkpoint = -1;
+  // kFallBack, kRollBack: what the next generation is told; and the newest
+  // checkpoint seen at or below its limit (nullopt: none seen).
+  ResumeAdvice advice;
+  std::optional<int64_t> resume_at;
+  int rollbacks = 0;  // counted so far, this decision included
+  int cap = 0;
+  std::string reason;  // for people: what was found and what is done
+};
+
+// Which checkpoint a job's generations must load (docs/recovery.md, "Bad
+// checkpoints and spike rollback"). A non-finite loss (or a resume spike)
+// within `load_steps` of loading the same checkpoint in two generations in a
+// row makes that checkpoint suspect: the next generations are told to load
+// the newest checkpoint at or below the step before it, until one of them
+// completes a checkpoint past that limit; after `max_rollbacks` the job is
+// held, naming the checkpoint. A loss spike (with on_loss_spike=rollback)
+// rolls back to the newest checkpoint before its onset and skips the
+// batches that led into it; `max_spike_rollbacks` in a row hold the job.
+// Pure; fed by the job's heartbeats (steps and completed checkpoints).
+// Thread-compatible.
+class CheckpointFallback {
+ public:
+  static constexpr size_t kMaxCheckpoints = 64;
+
+  CheckpointFallback() = default;
+  CheckpointFallback(const CheckpointFallback&) = delete;
+  CheckpointFallback& operator=(const CheckpointFallback&) = delete;
+
+  // A STEP of `generation` at `step`. O(1). Returns true when the state to
+  // persist changed (a new generation's first step).
+  bool OnStep(uint64_t generation, int64_t step);
+  // A CHECKPOINT_END of `generation` at `step`: the checkpoint completed.
+  // O(kMaxCheckpoints) for a new one, O(1) for one seen. Returns true when
+  // the state to persist changed (a new checkpoint; advice lifted).
+  bool OnCheckpoint(uint64_t generation, int64_t step);
+
+  // A failure of `kind` at `step` of `generation`.
+  FallbackDecision OnLoadFailure(uint64_t generation, int64_t step, LoadFailureKind kind,
+                                 const FallbackOptions& options);
+  // A loss spike that began at `onset_step`, found at `step`, in
+  // `generation`, when on_loss_spike is rollback.
+  FallbackDecision OnLossSpike(uint64_t generation, int64_t onset_step, int64_t step,
+                               const FallbackOptions& options);
+
+  // The step the current generation resumed from: its first step - 1 (0: a
+  // fresh start); nullopt before its first step.
+  std::optional<int64_t> resumed_from() const;
+  // The newest checkpoint seen at or below `step`.
+  std::optional<int64_t> NewestAtOrBelow(int64_t step) const;
+  // What the next generation is told.
+  const ResumeAdvice& advice() const { return state_.advice; }
+  const FallbackState& state() const { return state_; }
+  // Puts back what the state store kept.
+  void Restore(FallbackState state) { state_ = std::move(state); }
+
+ private:
+  void Advise(uint64_t generation, ResumeAdvice advice);
+
+  FallbackState state_;
+};
+
+// "checkpoint step 40"; "a fresh start" for 0.
+std::string CheckpointName(int64_t step);
+
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_CORE_CHECKPOINT_FALLBACK_H_

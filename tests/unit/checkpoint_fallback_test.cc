@@ -1,0 +1,159 @@
+#include "daemon/core/checkpoint_fallback.h"
+
+#include "gtest/gtest.h"
+
+namespace trainsup {
+namespace {
+
+using Kind = FallbackDecision::Kind;
+
+// A generation that resumed from `checkpoint` (its first step the next) and
+// reported up to `last`.
+void RunGeneration(CheckpointFallback& f, uint64_t generation, int64_t checkpoint, int64_t last) {
+  for (int64_t step = checkpoint + 1; step <= last; ++step) f.OnStep(generation, step);
+}
+
+class CheckpointFallbackTest : public ::testing::Test {
+ protected:
+  CheckpointFallbackTest() {
+    // Generation 1 trains from scratch and saves at 9, 19, 29, 39.
+    RunGeneration(f_, 1, -1, 45);
+    for (int64_t s : {9, 19, 29, 39}) f_.OnCheckpoint(1, s);
+  }
+  CheckpointFallback f_;
+  FallbackOptions options_;
+};
+
+TEST_F(CheckpointFallbackTest, TwoLoadsInARowOfTheSameCheckpointFallBackToTheOneBefore) {
+  // Megatron-LM#5281: NaN three steps after every load of 39.
+  RunGeneration(f_, 2, 39, 42);
+  FallbackDecision first = f_.OnLoadFailure(2, 42, LoadFailureKind::kNonFinite, options_);
+  EXPECT_EQ(first.kind, Kind::kRetry);
+  EXPECT_EQ(first.checkpoint, 39);
+  EXPECT_TRUE(f_.advice().empty());
+
+  RunGeneration(f_, 3, 39, 42);
+  FallbackDecision second = f_.OnLoadFailure(3, 42, LoadFailureKind::kNonFinite, options_);
+  EXPECT_EQ(second.kind, Kind::kFallBack);
+  EXPECT_EQ(second.checkpoint, 39);
+  EXPECT_EQ(second.advice.limit, 38);
+  EXPECT_EQ(second.resume_at, 29);
+  EXPECT_EQ(second.rollbacks, 1);
+  EXPECT_EQ(f_.advice().limit, 38);
+  EXPECT_EQ(f_.state().suspects, std::vector<int64_t>{39});
+  EXPECT_NE(second.reason.find("checkpoint step 39"), std::string::npos) << second.reason;
+
+  // Generation 4 loads 29 and trains past 39: a new checkpoint there lifts
+  // the limit; the next generation resumes as it likes.
+  RunGeneration(f_, 4, 29, 50);
+  EXPECT_FALSE(f_.OnCheckpoint(4, 29 + 0));  // seen before: nothing new
+  EXPECT_EQ(f_.advice().limit, 38);
+  EXPECT_TRUE(f_.OnCheckpoint(4, 39));
+  EXPECT_TRUE(f_.advice().empty());
+}
+
+TEST_F(CheckpointFallbackTest, PastTheCapTheJobIsHeldNamingTheCheckpoint) {
+  options_.max_rollbacks = 1;
+  RunGeneration(f_, 2, 39, 42);
+  f_.OnLoadFailure(2, 42, LoadFailureKind::kNonFinite, options_);
+  RunGeneration(f_, 3, 39, 42);
+  EXPECT_EQ(f_.OnLoadFailure(3, 42, LoadFailureKind::kNonFinite, options_).kind, Kind::kFallBack);
+  // 29 is bad too.
+  RunGeneration(f_, 4, 29, 31);
+  EXPECT_EQ(f_.OnLoadFailure(4, 31, LoadFailureKind::kResumeSpike, options_).kind, Kind::kRetry);
+  RunGeneration(f_, 5, 29, 31);
+  FallbackDecision held = f_.OnLoadFailure(5, 31, LoadFailureKind::kResumeSpike, options_);
+  EXPECT_EQ(held.kind, Kind::kHold);
+  EXPECT_EQ(held.checkpoint, 29);
+  EXPECT_NE(held.reason.find("checkpoint step 29"), std::string::npos) << held.reason;
+  EXPECT_NE(held.reason.find("resume spike"), std::string::npos) << held.reason;
+  EXPECT_EQ(f_.state().suspects, (std::vector<int64_t>{39, 29}));
+}
+
+TEST_F(CheckpointFallbackTest, NegativeControls) {
+  // A fresh start is no checkpoint's.
+  CheckpointFallback fresh;
+  RunGeneration(fresh, 1, -1, 3);
+  EXPECT_EQ(fresh.OnLoadFailure(1, 3, LoadFailureKind::kNonFinite, options_).kind, Kind::kNone);
+  // A failure long after the load is not the checkpoint's.
+  RunGeneration(f_, 2, 39, 80);
+  EXPECT_EQ(f_.OnLoadFailure(2, 80, LoadFailureKind::kNonFinite, options_).kind, Kind::kNone);
+  // Failures after loading different checkpoints, or not in a row.
+  RunGeneration(f_, 3, 39, 41);
+  EXPECT_EQ(f_.OnLoadFailure(3, 41, LoadFailureKind::kNonFinite, options_).kind, Kind::kRetry);
+  RunGeneration(f_, 4, 29, 31);
+  EXPECT_EQ(f_.OnLoadFailure(4, 31, LoadFailureKind::kNonFinite, options_).kind, Kind::kRetry);
+  RunGeneration(f_, 5, 29, 60);  // a generation that failed otherwise
+  RunGeneration(f_, 6, 29, 31);
+  EXPECT_EQ(f_.OnLoadFailure(6, 31, LoadFailureKind::kNonFinite, options_).kind, Kind::kRetry);
+  EXPECT_TRUE(f_.advice().empty());
+  EXPECT_TRUE(f_.state().suspects.empty());
+  // A failure of a generation whose first step was never seen.
+  EXPECT_EQ(f_.OnLoadFailure(7, 31, LoadFailureKind::kNonFinite, options_).kind, Kind::kNone);
+}
+
+TEST_F(CheckpointFallbackTest, SpikeRollsBackBeforeItsOnsetAndSkipsItsBatches) {
+  options_.spike_skip_steps = 5;
+  RunGeneration(f_, 2, 39, 70);
+  f_.OnCheckpoint(2, 49);
+  FallbackDecision d = f_.OnLossSpike(2, /*onset_step=*/52, /*step=*/60, options_);
+  EXPECT_EQ(d.kind, Kind::kRollBack);
+  EXPECT_EQ(d.checkpoint, 49);
+  EXPECT_EQ(d.advice.limit, 51);
+  EXPECT_EQ(d.advice.skip_first, 50);  // not before the checkpoint
+  EXPECT_EQ(d.advice.skip_last, 60);
+  EXPECT_EQ(f_.advice(), d.advice);
+
+  // Checkpoints of the spiking generation itself lift nothing.
+  f_.OnCheckpoint(2, 59);
+  EXPECT_EQ(f_.advice(), d.advice);
+  // The next generation saves inside the skipped range: the limit is
+  // lifted, the range still skipped; past it, both.
+  RunGeneration(f_, 3, 49, 75);
+  f_.OnCheckpoint(3, 54);
+  EXPECT_FALSE(f_.advice().limit);
+  EXPECT_EQ(f_.advice().skip_first, 50);
+  f_.OnCheckpoint(3, 69);
+  EXPECT_TRUE(f_.advice().empty());
+  EXPECT_EQ(f_.state().spike_rollbacks, 0);
+}
+
+TEST_F(CheckpointFallbackTest, SpikesInARowHoldTheJob) {
+  options_.max_spike_rollbacks = 2;
+  options_.spike_skip_steps = 100;
+  EXPECT_EQ(f_.OnLossSpike(1, 42, 44, options_).kind, Kind::kRollBack);
+  EXPECT_EQ(f_.advice().skip_first, 40);
+  RunGeneration(f_, 2, 39, 50);
+  EXPECT_EQ(f_.OnLossSpike(2, 48, 50, options_).kind, Kind::kRollBack);
+  RunGeneration(f_, 3, 39, 60);
+  FallbackDecision held = f_.OnLossSpike(3, 55, 58, options_);
+  EXPECT_EQ(held.kind, Kind::kHold);
+  EXPECT_NE(held.reason.find("2 spike rollback(s) in a row"), std::string::npos) << held.reason;
+  // No checkpoint before the onset: reported only.
+  CheckpointFallback none;
+  RunGeneration(none, 1, -1, 30);
+  EXPECT_EQ(none.OnLossSpike(1, 20, 30, options_).kind, Kind::kNone);
+}
+
+TEST_F(CheckpointFallbackTest, KeepsTheNewestCheckpointsOnly) {
+  for (int64_t s = 100; s < 100 + 2 * static_cast<int64_t>(CheckpointFallback::kMaxCheckpoints);
+       ++s) {
+    f_.OnCheckpoint(1, s);
+  }
+  EXPECT_EQ(f_.state().checkpoints.size(), CheckpointFallback::kMaxCheckpoints);
+  EXPECT_EQ(f_.state().checkpoints.front(),
+            100 + static_cast<int64_t>(CheckpointFallback::kMaxCheckpoints));
+}
+
+TEST_F(CheckpointFallbackTest, RestoredStateGoesOn) {
+  RunGeneration(f_, 2, 39, 42);
+  f_.OnLoadFailure(2, 42, LoadFailureKind::kNonFinite, options_);
+  CheckpointFallback restored;
+  restored.Restore(f_.state());
+  RunGeneration(restored, 3, 39, 42);
+  EXPECT_EQ(restored.OnLoadFailure(3, 42, LoadFailureKind::kNonFinite, options_).kind,
+            Kind::kFallBack);
+}
+
+}  // namespace
+}  // namespace trainsup

@@ -1,0 +1,223 @@
+// Bad checkpoints and spike rollback through the Supervisor, as its agents
+// drive it: a checkpoint that gives a NaN loss soon after every load is
+// fallen back from (the next generation's start carries the resume limit),
+// and the job trains on; past the cap it is held naming the checkpoint; a
+// loss spike with on_loss_spike=rollback restarts before it with the range
+// to skip; a trainsupd restart keeps the limit in force.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "daemon/core/event_log.h"
+#include "daemon/core/heartbeat.h"
+#include "daemon/core/supervisor.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
+
+namespace trainsup {
+namespace {
+
+using ::testing::HasSubstr;
+using ::trainsup::testing::FakeAgentsOptions;
+using ::trainsup::testing::FakeAgentsTest;
+using ::trainsup::testing::Figure;
+using ::trainsup::testing::OfKind;
+
+using ::trainsup::testing::AtS;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+class FallbackTest : public FakeAgentsTest {
+ protected:
+  void SetUp() override {
+    options_ = FakeAgentsOptions();
+    options_.restart.backoff_initial = absl::Seconds(1);
+    options_.restart.limit = 20;
+    Create();
+    ConnectAgents(AtS(0));
+  }
+
+  // Every rank completes steps [from, to) from `t`, one every 0.5s, with a
+  // loss of `loss(step)`, each followed by a sweep; every rank ends a
+  // checkpoint after each step s with (s + 1) % 10 == 0. Stops early when
+  // the job stops running. Returns when it ended.
+  absl::Time Steps(absl::Time t, int64_t from, int64_t to, double (*loss)(int64_t)) {
+    for (int64_t step = from; step < to && (state() == "running" || state() == "pending");
+         ++step) {
+      t += absl::Milliseconds(500);
+      for (SessionId session : {a_, b_}) {
+        std::vector<Heartbeat> hbs;
+        for (uint32_t r : RanksOf(session)) {
+          Heartbeat hb = Hb(HeartbeatKind::kStep, r, step);
+          hb.step_duration_s = 0.5;
+          hb.loss = loss(step);
+          hbs.push_back(hb);
+          if ((step + 1) % 10 == 0) hbs.push_back(Hb(HeartbeatKind::kCheckpointEnd, r, step));
+        }
+        std::vector<RankProcessInfo> processes;
+        for (uint32_t r : RanksOf(session)) processes.push_back(Alive(r));
+        Send(t, session, hbs, processes);
+      }
+      Sweep(t);
+    }
+    return t;
+  }
+
+  // The job stops everywhere and its next generation starts; returns the
+  // start commands and when it started.
+  std::vector<AgentCommand> NextGeneration(absl::Time& t) {
+    for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(1), s, 0, 15);
+    const uint64_t from = job().generation();
+    for (int i = 0; i < 20 && job().generation() == from; ++i) Sweep(t + absl::Seconds(2 + i));
+    t += absl::Seconds(25);
+    gen_ = job().generation();
+    std::vector<AgentCommand> starts;
+    for (const AgentCommand& c : sup_->TakeOutput().commands) {
+      if (c.kind == AgentCommand::Kind::kStart) starts.push_back(c);
+    }
+    for (SessionId s : {a_, b_}) SendStarted(t, s);
+    return starts;
+  }
+
+  std::vector<Event> Events(EventKind kind) {
+    return OfKind(sup_->events().Since(0, "job"), kind);
+  }
+
+  // Megatron-LM#5281 (loss functions below): generation 1 saves 9..39 and
+  // fails at 45 by itself; generations 2 and 3 load 39 and fail at 42.
+  absl::Time LoadThePoisonedCheckpointTwice();
+};
+
+double Healthy(int64_t step) { return 2.0 + 4.0 / (1 + step); }
+double NaNAt45(int64_t step) { return step >= 45 ? kNaN : Healthy(step); }
+// Checkpoint 39 is poisoned: NaN three steps after it is loaded.
+double NaNAt42(int64_t step) { return step >= 42 ? kNaN : Healthy(step); }
+
+absl::Time FallbackTest::LoadThePoisonedCheckpointTwice() {
+  absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);
+  NextGeneration(t);
+  t = Steps(t, 40, 60, NaNAt42);
+  NextGeneration(t);
+  return Steps(t, 40, 60, NaNAt42);
+}
+
+TEST_F(FallbackTest, ACheckpointThatFailsAfterEveryLoadIsFallenBackFromAndTheJobTrainsOn) {
+  absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);  // generation 1: saves 9..39, NaN at 45
+  ASSERT_EQ(state(), "stopping");
+  ASSERT_TRUE(NextGeneration(t)[0].resume.empty());
+  t = Steps(t, 40, 60, NaNAt42);  // generation 2 loads 39: NaN at 42
+  ASSERT_EQ(state(), "stopping");
+  EXPECT_TRUE(Events(EventKind::kCheckpointSuspect).empty());
+  ASSERT_TRUE(NextGeneration(t)[0].resume.empty());
+  t = Steps(t, 40, 60, NaNAt42);  // generation 3 loads 39 again: suspect
+  ASSERT_EQ(state(), "stopping");
+  std::vector<Event> suspect = Events(EventKind::kCheckpointSuspect);
+  ASSERT_EQ(suspect.size(), 1u);
+  EXPECT_EQ(suspect[0].generation, 3u);
+  EXPECT_EQ(Figure(suspect[0], "checkpoint"), 39.0);
+  std::vector<Event> fallback = Events(EventKind::kCheckpointFallback);
+  ASSERT_EQ(fallback.size(), 1u);
+  EXPECT_EQ(Figure(fallback[0], "resume_limit"), 38.0);
+  EXPECT_EQ(Figure(fallback[0], "resume_at"), 29.0);
+  EXPECT_THAT(fallback[0].message, HasSubstr("checkpoint step 39"));
+
+  // Not held: generation 4 is told to load at or below 38, on every node.
+  std::vector<AgentCommand> starts = NextGeneration(t);
+  ASSERT_EQ(starts.size(), 2u);
+  for (const AgentCommand& c : starts) EXPECT_EQ(c.resume.limit, 38);
+  EXPECT_TRUE(Events(EventKind::kHold).empty());
+  t = Steps(t, 30, 80, Healthy);  // loads 29 and trains on, saving 39 anew
+  EXPECT_EQ(state(), "running");
+  EXPECT_TRUE(entry().fallback.advice().empty());
+  EXPECT_EQ(job().max_step(), 79);
+}
+
+TEST_F(FallbackTest, PastTheCapTheJobIsHeldNamingTheCheckpoint) {
+  options_.signals.fallback.max_rollbacks = 0;
+  Create();
+  ConnectAgents(AtS(0));
+  absl::Time t = LoadThePoisonedCheckpointTwice();
+  for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(1), s, 0, 15);
+  Sweep(t + absl::Seconds(2));
+  EXPECT_EQ(state(), "held");
+  std::vector<Event> held = Events(EventKind::kHold);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_THAT(held[0].message, HasSubstr("checkpoint step 39"));
+  EXPECT_EQ(Events(EventKind::kCheckpointSuspect).size(), 1u);
+  EXPECT_TRUE(Events(EventKind::kCheckpointFallback).empty());
+}
+
+TEST_F(FallbackTest, TheSameNaNAtTheSameStepWithoutALoadIsStillTheTrainingCodes) {
+  // Generation 1 fails at 45 itself; generation 2 loads 39 and fails at 45
+  // again: the step's, not the checkpoint's (an older one replays it).
+  absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);
+  NextGeneration(t);
+  t = Steps(t, 40, 60, NaNAt45);
+  for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(1), s, 0, 15);
+  Sweep(t + absl::Seconds(2));
+  EXPECT_EQ(state(), "held");
+  EXPECT_TRUE(Events(EventKind::kCheckpointSuspect).empty());
+}
+
+// A loss that shifts up from step 150 and stays there.
+double ShiftAt150(int64_t step) { return step >= 150 ? 9.0 + 0.01 * (step % 3) : 2.0 + 0.01 * (step % 3); }
+
+TEST_F(FallbackTest, ALossSpikeRollsBackBeforeItsOnsetWithTheBatchesToSkip) {
+  options_.signals.fallback.on_loss_spike = LossSpikeAction::kRollback;
+  options_.signals.fallback.spike_skip_steps = 20;
+  options_.signals.loss_flat.enabled = false;
+  Create();
+  ConnectAgents(AtS(0));
+  absl::Time t = Steps(AtS(0), 0, 200, ShiftAt150);
+  ASSERT_EQ(state(), "stopping");
+  std::vector<Event> rollback = Events(EventKind::kSpikeRollback);
+  ASSERT_EQ(rollback.size(), 1u);
+  EXPECT_EQ(Figure(rollback[0], "checkpoint"), 149.0);
+  EXPECT_EQ(Figure(rollback[0], "resume_limit"), 149.0);
+  EXPECT_EQ(Figure(rollback[0], "skip_first"), 150.0);  // not before the checkpoint
+  std::vector<AgentCommand> starts = NextGeneration(t);
+  ASSERT_EQ(starts.size(), 2u);
+  EXPECT_EQ(starts[0].resume.limit, 149);
+  EXPECT_EQ(starts[0].resume.skip_first, 150);
+  EXPECT_EQ(starts[0].resume.skip_last, Figure(rollback[0], "skip_last"));
+}
+
+TEST_F(FallbackTest, ReportOnlyByDefault) {
+  options_.signals.loss_flat.enabled = false;
+  Create();
+  ConnectAgents(AtS(0));
+  Steps(AtS(0), 0, 200, ShiftAt150);
+  EXPECT_EQ(state(), "running");
+  EXPECT_EQ(Events(EventKind::kLossShift).size(), 1u);
+  EXPECT_TRUE(Events(EventKind::kSpikeRollback).empty());
+}
+
+TEST_F(FallbackTest, ATrainsupdRestartKeepsTheLimitInForce) {
+  absl::Time t = LoadThePoisonedCheckpointTwice();
+  ASSERT_EQ(entry().fallback.advice().limit, 38);
+  // What the store holds is the last journaled row of the job.
+  PersistedState stored;
+  std::optional<FallbackRow> last;
+  for (const FallbackRow& row : sup_->TakeOutput().journal.fallbacks) last = row;
+  ASSERT_TRUE(last.has_value());
+  stored.fallbacks.push_back(*last);
+  JobRow job_row;
+  job_row.job = "job";
+  job_row.generation = 3;
+  job_row.state = "stopping";
+  stored.jobs.push_back(job_row);
+  Create();
+  sup_->Restore(t, stored);
+  EXPECT_EQ(entry().fallback.advice().limit, 38);
+  EXPECT_EQ(entry().fallback.state().suspects, std::vector<int64_t>{39});
+  EXPECT_EQ(entry().fallback.state().rollbacks, 1);
+}
+
+}  // namespace
+}  // namespace trainsup
