@@ -135,6 +135,8 @@ struct ResumeOptions {
   // rule's).
   double spike_sigmas = 6;
   double spike_floor = 0.05;
+};
+
 // What is done about a loss level shift (LossShiftRule).
 enum class LossSpikeAction : int {
   kReport = 0,    // an event only
