@@ -2,7 +2,9 @@
 // non-finite loss stops the generation on every node and restarts it (or is
 // only reported), the same one at the same step again holds the job, a
 // replica that disagrees is charged to its node until it is quarantined,
-// the script's settings are checked, and a healthy run says nothing.
+// a resume behind the last complete checkpoint is reported (its repeated
+// steps lost), the script's settings are checked, and a healthy run says
+// nothing.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -45,6 +47,10 @@ bool IsSignal(EventKind kind) {
     case EventKind::kThroughputDecay:
     case EventKind::kMemoryGrowth:
     case EventKind::kReplicaMismatch:
+    case EventKind::kResumedBehind:
+    case EventKind::kLrMismatch:
+    case EventKind::kDataPositionMismatch:
+    case EventKind::kResumeSpike:
       return true;
     default:
       return false;
@@ -95,6 +101,15 @@ class SignalsTest : public FakeAgentsTest {
       Sweep(t);
     }
     return t;
+  }
+
+  // Every rank of both nodes ends a checkpoint of `step` at `now`.
+  void CheckpointAll(absl::Time now, int64_t step) {
+    for (SessionId session : {a_, b_}) {
+      std::vector<Heartbeat> hbs;
+      for (uint32_t r : RanksOf(session)) hbs.push_back(Hb(HeartbeatKind::kCheckpointEnd, r, step));
+      Send(now, session, hbs);
+    }
   }
 
   std::vector<Event> Events(EventKind kind) {
@@ -173,6 +188,41 @@ TEST_F(SignalsTest, AReplicaThatKeepsDisagreeingIsChargedToItsNodeUntilQuarantin
   std::vector<Event> quarantined = Events(EventKind::kQuarantine);
   ASSERT_EQ(quarantined.size(), 1u);
   EXPECT_EQ(quarantined[0].node, "node-b");
+}
+
+TEST_F(SignalsTest, AResumeBehindTheLastCompleteCheckpointIsReportedAndItsRepeatsLost) {
+  // Checkpoints after steps 19 (complete) and 29 (every rank ended it); a
+  // NaN at 40 restarts; generation 2 resumes after step 19, not 29.
+  absl::Time t = Steps(AtS(0), 0, 20, NaNOnRank3At40);
+  CheckpointAll(t, 19);
+  t = Steps(t, 20, 30, NaNOnRank3At40);
+  CheckpointAll(t, 29);
+  t = Steps(t, 30, 60, NaNOnRank3At40);
+  ASSERT_EQ(state(), "stopping");
+  EXPECT_EQ(entry().signals.last_checkpoint_step(), 29);
+  for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(1), s, 0, 15);
+  for (int i = 0; i < 10 && job().generation() == 1; ++i) Sweep(t + absl::Seconds(2 + i));
+  ASSERT_EQ(job().generation(), 2u);
+  gen_ = 2;
+  for (SessionId s : {a_, b_}) SendStarted(t + absl::Seconds(12), s);
+  const double lost_before = entry().ledger.totals().seconds[static_cast<int>(Bucket::kLost)];
+  Steps(t + absl::Seconds(12), 20, 40, NaNOnRank3At40);  // the same losses, up to the NaN
+  std::vector<Event> found = Events(EventKind::kResumedBehind);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].generation, 2u);
+  EXPECT_EQ(Figure(found[0], "resumed_step"), 19.0);
+  EXPECT_EQ(Figure(found[0], "checkpoint_step"), 29.0);
+  EXPECT_EQ(Figure(found[0], "repeated_steps"), 10.0);
+  // The same loss, learning rate and data as before at the same steps.
+  EXPECT_THAT(Events(EventKind::kLrMismatch), IsEmpty());
+  EXPECT_THAT(Events(EventKind::kResumeSpike), IsEmpty());
+  EXPECT_EQ(entry().signals.resume_counts().repeated_steps, 10u);
+  // Steps 20..39 were done before: lost, and the ledger's identity holds.
+  const LedgerTotals& totals = entry().ledger.totals();
+  EXPECT_GT(totals.seconds[static_cast<int>(Bucket::kLost)], lost_before);
+  EXPECT_NEAR(totals.wall_seconds(), absl::ToDoubleSeconds(entry().ledger.last_step_time() -
+                                                           entry().ledger.first_step_time()),
+              1e-9);
 }
 
 TEST_F(SignalsTest, AHealthyRunRaisesNoSignal) {
