@@ -35,7 +35,14 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   }
   for (const ReplicaFinding& f : found.replica) OnReplica(now, job, f);
   const ResumeFindings& resume = found.resume;
-  if (resume.behind) decisions_.Emit(&job, ResumedBehindEvent(now, event_job, *resume.behind));
+  // A generation that resumed where trainsupd told it to (a fallback from a
+  // suspect checkpoint, a spike rollback) is behind on purpose.
+  const ResumeAdvice& advice = job.fallback.advice();
+  const bool as_advised =
+      resume.behind && advice.limit && resume.behind->resumed_step <= *advice.limit;
+  if (resume.behind && !as_advised) {
+    decisions_.Emit(&job, ResumedBehindEvent(now, event_job, *resume.behind));
+  }
   if (resume.lr) decisions_.Emit(&job, LrMismatchEvent(now, event_job, *resume.lr, options.resume));
   if (resume.data) {
     decisions_.Emit(&job, DataPositionMismatchEvent(now, event_job, *resume.data, options.resume));
