@@ -20,7 +20,7 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, ClusterTestCase, train_log, train_steps  # noqa: E402
+from cluster import Cluster, ClusterTestCase, train_log, train_steps, wait_for  # noqa: E402
 
 STARTUP = 60
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "5s", "--restart-backoff", "1s",
@@ -86,7 +86,9 @@ class FallbackEndToEnd(ClusterTestCase):
         self.assertEqual({(s["resume_limit"], s["resumed_from"]) for s in g4}, {(38, 19)})
         steps = train_steps(c.train_log)
         self.assertEqual(max(s["step"] for s in steps if s["generation"] == 4), 79)
-        self.assertEqual(c.ctl_json("jobs")["jobs"][0]["state"], "finished")
+        # The agents exited 0; trainsupd marks the job finished at its next sweep.
+        wait_for(lambda: c.ctl_json("jobs")["jobs"][0]["state"] == "finished", 10,
+                 what="the job to be finished")
 
         # Figures: the generations from the first load of the bad checkpoint
         # to training again, and the GPU time against the loop.
