@@ -72,6 +72,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "rendezvous";
     case EventKind::kStartTimeout:
       return "start_timeout";
+    case EventKind::kKilledByCriterion:
+      return "killed_by_criterion";
     case EventKind::kCount:
       break;
   }

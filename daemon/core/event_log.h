@@ -49,6 +49,7 @@ enum class EventKind {
   kReplicaMismatch,    // a rank disagrees with its replica group's majority
   kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
   kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
+  kKilledByCriterion,  // a kill criterion was met: the job is stopped, not restarted (docs/kill-criteria.md)
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

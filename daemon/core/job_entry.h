@@ -22,6 +22,7 @@
 #include "daemon/core/job_costs.h"
 #include "daemon/core/job_state.h"
 #include "daemon/core/job_stats.h"
+#include "daemon/core/kill_criteria.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/rendezvous.h"
 #include "daemon/core/restart_governor.h"
@@ -64,6 +65,9 @@ struct JobLifecycle {
   // restarting it (its failure is the training code's own, or the job's own
   // verdict is stop).
   std::optional<HoldCause> hold_after_stop;
+  // Stopping: the job is killed once stopped (a kill criterion was met),
+  // for this reason, instead of restarted.
+  std::optional<std::string> kill_after_stop;
   // The job's last job-killing failure with a culprit rank, to tell one that
   // repeats (the training code's) from one that follows a node.
   std::optional<FailureFingerprint> last_failure;
@@ -160,6 +164,8 @@ class JobEntry {
   SignalMonitor signals;
   // Where each generation meets (the node hosting torchrun's rendezvous).
   RendezvousPlan rendezvous;
+  // When to stop the run for good (the script's and the operator's criteria).
+  KillCriteria kill;
 
  private:
   const StragglerOptions straggler_options_;

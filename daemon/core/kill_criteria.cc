@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/core/job_stats.h"
 
@@ -226,6 +227,28 @@ std::vector<CriterionStatus> KillCriteria::Status() const {
   if (!s->curve.empty()) out.push_back(Judge(*s, KillCriterionKind::kReferenceCurve));
   if (s->spikes > 0) out.push_back(Judge(*s, KillCriterionKind::kLossSpikes));
   return out;
+}
+
+std::optional<KillCriteriaView> ViewOf(const std::string& job, absl::string_view state,
+                                       const KillCriteria& criteria) {
+  const KillCriteriaSpec* spec = criteria.spec();
+  if (spec == nullptr) return std::nullopt;
+  KillCriteriaView view;
+  view.job = job;
+  view.state = std::string(state);
+  view.source = std::string(criteria.source());
+  view.spec = *spec;
+  view.status = criteria.Status();
+  view.fired = criteria.fired();
+  return view;
+}
+
+std::string KillReason(KillCriterionKind kind, int64_t step) {
+  return absl::StrCat("kill criterion ", KillCriterionName(kind), " met at step ", step);
+}
+
+bool IsKillReason(absl::string_view reason) {
+  return absl::StartsWith(reason, "kill criterion ");
 }
 
 double GpuSecondsSaved(std::optional<int64_t> total_steps, int64_t step, double step_seconds,

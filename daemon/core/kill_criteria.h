@@ -131,6 +131,9 @@ class KillCriteria {
   // The first criterion met since the last call that has not fired yet.
   // Judged only on new steps, with a full window of the generation's own.
   std::optional<KillFiring> Check();
+  // The generation observed last, and its last step (-1: none).
+  uint64_t generation() const { return generation_; }
+  int64_t last_step() const { return losses_.size() > 0 ? losses_.back_step() : -1; }
   // Whether a criterion fired (and was not rearmed).
   bool fired() const { return fired_; }
   // After an operator's resume: the criteria may fire again.
@@ -161,6 +164,24 @@ class KillCriteria {
   int64_t shift_step_ = -1;  // the step the last shift was found at
   mutable std::vector<double> scratch_;
 };
+
+// One job's kill criteria as `trainsupctl kill-criteria list` shows them.
+struct KillCriteriaView {
+  std::string job;
+  std::string state;   // the job's lifecycle state (JobStateName)
+  std::string source;  // "script" or "operator"
+  KillCriteriaSpec spec;
+  std::vector<CriterionStatus> status;  // KillCriteria::Status()
+  bool fired = false;
+};
+// `job`'s view, as of its criteria in force; nullopt when none is.
+std::optional<KillCriteriaView> ViewOf(const std::string& job, absl::string_view state,
+                                       const KillCriteria& criteria);
+
+// The reason a job is stopped (and killed) for criterion `kind` met at
+// `step`; IsKillReason tells such a reason from any other.
+std::string KillReason(KillCriterionKind kind, int64_t step);
+bool IsKillReason(absl::string_view reason);
 
 // The GPU-seconds a kill at `step` saves: the steps left of `total_steps`
 // at `step_seconds` each, on `gpus` ranks. 0 when any is unknown.

@@ -19,6 +19,7 @@ const std::vector<const TableCodec*>& Tables() {
       &NodesTable(),       &FailuresTable(),  &RestartsTable(),
       &JobsTable(),        &EventsTable(),    &JobMeasuresTable(),
       &StacksTable(),      &PendingFencesTable(), &EndedJobsTable(),
+      &KillCriteriaTable(),
   };
   return *kTables;
 }

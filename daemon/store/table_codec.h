@@ -56,6 +56,7 @@ const TableCodec& JobMeasuresTable();
 const TableCodec& StacksTable();
 const TableCodec& PendingFencesTable();
 const TableCodec& EndedJobsTable();
+const TableCodec& KillCriteriaTable();
 
 }  // namespace store
 }  // namespace trainsup

@@ -412,6 +412,46 @@ TEST_F(StateStoreTest, PendingFencesSurviveReopenUntilCleared) {
   EXPECT_EQ(state.fences[0].node, "node-b");
 }
 
+TEST_F(StateStoreTest, KillCriteriaSurviveReopenByJobAndSourceUntilCleared) {
+  KillCriteriaSpec op;
+  op.loss_above = 4.25;
+  op.at_step = 2000;
+  op.curve = {{100, 3.1000000000000001}, {5000, 2.6}};
+  op.band = 0.15;
+  op.spikes = 3;
+  op.total_steps = 20000;
+  op.observe_only = true;
+  KillCriteriaSpec script;
+  script.curve = {{0, 0.5}};
+  script.band = 0.2;
+  script.band_absolute = true;
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    Journal set;
+    set.jobs.push_back({"llama", 1, "running", "", 16, kT0});
+    set.kill_criteria.push_back({"llama", "script", script, kT0});
+    set.kill_criteria.push_back({"llama", "operator", op, kT0 + absl::Seconds(1)});
+    ASSERT_TRUE(store->Apply(set, JournalSink::Sync::kFull).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.kill_criteria.size(), 2u);
+  EXPECT_EQ(state.kill_criteria[0].source, "operator");
+  ASSERT_TRUE(state.kill_criteria[0].spec.has_value());
+  EXPECT_TRUE(*state.kill_criteria[0].spec == op);
+  EXPECT_EQ(state.kill_criteria[1].source, "script");
+  EXPECT_TRUE(*state.kill_criteria[1].spec == script);
+
+  Journal cleared;
+  cleared.kill_criteria.push_back({"llama", "operator", std::nullopt, kT0 + absl::Seconds(2)});
+  ASSERT_TRUE(store->Apply(cleared).ok());
+  state = LoadAll(*store);
+  ASSERT_EQ(state.kill_criteria.size(), 1u);
+  EXPECT_EQ(state.kill_criteria[0].source, "script");
+}
+
 TEST_F(StateStoreTest, APendingUnfenceReplacesTheNodesFenceAndKeepsItsAction) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);
@@ -977,7 +1017,12 @@ std::string OlderSchemaWithRows(int version) {
                   "CREATE TABLE jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
                   "  state TEXT NOT NULL, reason TEXT NOT NULL, world_size INTEGER NOT NULL,"
                   "  changed REAL, exposure_seconds REAL NOT NULL DEFAULT 0",
-                  version >= 2 ? ", restarts_forgiven_before REAL" : "", ");");
+                  version >= 2 ? ", restarts_forgiven_before REAL" : "",
+                  // Version 6: restarts and failures over the job's life.
+                  version >= 6 ? ", restarts INTEGER NOT NULL DEFAULT 0,"
+                                 " failures INTEGER NOT NULL DEFAULT 0"
+                               : "",
+                  ");");
   // Version 3: whether a failure is charged; measures and stacks.
   absl::StrAppend(&sql,
                   "CREATE TABLE failures (seq INTEGER PRIMARY KEY AUTOINCREMENT, time REAL,"
@@ -1016,6 +1061,30 @@ std::string OlderSchemaWithRows(int version) {
                                  : "",
                     "INSERT INTO pending_fences (node, reason, decided) VALUES ('node-a',"
                     "  'bad GPU 3', 1800000000);");
+  }
+  // Version 6: what ended jobs showed.
+  if (version >= 6) {
+    absl::StrAppend(
+        &sql,
+        "CREATE TABLE ended_jobs (job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
+        "  world_size INTEGER NOT NULL, heartbeats INTEGER NOT NULL, plans TEXT NOT NULL,"
+        "  plan_checkpoint_seconds REAL, plan_mtbf_seconds REAL, plan_restart_seconds REAL,"
+        "  plan_async_write_seconds REAL, plan_run_seconds REAL);"
+        "CREATE TABLE ended_job_nodes (job TEXT NOT NULL, node TEXT NOT NULL,"
+        "  generation INTEGER NOT NULL, incarnation INTEGER NOT NULL, last_report REAL,"
+        "  heartbeats INTEGER NOT NULL, launcher_state TEXT NOT NULL,"
+        "  launcher_pid INTEGER NOT NULL, exit_code INTEGER NOT NULL, signal INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, node)) WITHOUT ROWID;"
+        "CREATE TABLE ended_job_ranks (job TEXT NOT NULL, rank INTEGER NOT NULL,"
+        "  node TEXT NOT NULL, local_rank INTEGER NOT NULL, pid INTEGER NOT NULL,"
+        "  step INTEGER NOT NULL, last_heartbeat REAL, last_progress REAL,"
+        "  heartbeats INTEGER NOT NULL, step_p50 REAL NOT NULL, step_p99 REAL NOT NULL,"
+        "  compute_p50 REAL NOT NULL, compute_p99 REAL NOT NULL, phase TEXT NOT NULL,"
+        "  liveness TEXT NOT NULL, death_time REAL, exit_known INTEGER NOT NULL,"
+        "  exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, exception_type TEXT NOT NULL,"
+        "  exception_message TEXT NOT NULL, loss REAL, learning_rate REAL, samples INTEGER,"
+        "  datagrams_dropped INTEGER NOT NULL, straggler INTEGER NOT NULL,"
+        "  PRIMARY KEY (job, rank)) WITHOUT ROWID;");
   }
   absl::StrAppend(
       &sql, "INSERT INTO meta VALUES ('schema_version', ", version, ");",
@@ -1082,9 +1151,11 @@ TEST_P(OlderSchemaTest, IsMigratedToTheNewestColumnsKeepingItsRows) {
     EXPECT_EQ(state.jobs[0].generation, 3u);
     EXPECT_EQ(state.jobs[0].exposure_seconds, 42.5);
     EXPECT_EQ(state.jobs[0].restarts_forgiven_before, absl::InfinitePast());
-    // Its restarts and job-killing failures, counted from its history.
-    EXPECT_EQ(state.jobs[0].restarts, 1u);
-    EXPECT_EQ(state.jobs[0].failures, 1u);
+    // Its restarts and job-killing failures, counted from its history when
+    // migrated to version 6; a version-6 store keeps them as written (its
+    // row here leaves them at their default).
+    EXPECT_EQ(state.jobs[0].restarts, version >= 6 ? 0u : 1u);
+    EXPECT_EQ(state.jobs[0].failures, version >= 6 ? 0u : 1u);
     ASSERT_EQ(state.failures.size(), 2u);
     EXPECT_TRUE(state.failures[0].charged);  // all were, before version 3
     ASSERT_EQ(state.restarts.size(), 1u);

@@ -35,6 +35,14 @@ class GenerationRecord {
   int64_t first_step() const;
   int64_t last_step() const;
   size_t size() const { return steps_.size(); }
+  // Calls fn(const StepSummary&) for each step kept after `step`, in order.
+  template <typename Fn>
+  void ForEachAfter(int64_t step, Fn fn) const {
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      const StepSummary& s = steps_[(head_ + i) % steps_.size()];
+      if (s.step > step) fn(s);
+    }
+  }
 
  private:
   uint64_t generation_;
