@@ -122,6 +122,30 @@ absl::StatusOr<v1::ActionResponse> OperatorClient::ResumeJob(const std::string& 
   });
 }
 
+absl::StatusOr<v1::ActionResponse> OperatorClient::SetKillCriteria(
+    const std::string& job_id, const std::optional<v1::KillCriteria>& criteria) {
+  v1::SetKillCriteriaRequest request;
+  request.set_job_id(job_id);
+  if (criteria) {
+    *request.mutable_criteria() = *criteria;
+  } else {
+    request.set_clear(true);
+  }
+  return Unary<v1::ActionResponse>([&](grpc::ClientContext* c, v1::ActionResponse* r) {
+    return stub_->SetKillCriteria(c, request, r);
+  });
+}
+
+absl::StatusOr<v1::ListKillCriteriaResponse> OperatorClient::ListKillCriteria(
+    const std::string& job_id) {
+  v1::ListKillCriteriaRequest request;
+  request.set_job_id(job_id);
+  return Unary<v1::ListKillCriteriaResponse>(
+      [&](grpc::ClientContext* c, v1::ListKillCriteriaResponse* r) {
+        return stub_->ListKillCriteria(c, request, r);
+      });
+}
+
 absl::StatusOr<v1::ActionResponse> OperatorClient::QuarantineNode(const std::string& node,
                                                                   const std::string& reason,
                                                                   bool force) {

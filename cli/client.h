@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,10 @@ class OperatorClient {
   absl::StatusOr<v1::ListEventsResponse> ListEvents(const std::string& job_id,
                                                     uint64_t after_id = 0);
   absl::StatusOr<v1::ActionResponse> ResumeJob(const std::string& job_id);
+  // `criteria` nullopt: clear the operator's.
+  absl::StatusOr<v1::ActionResponse> SetKillCriteria(
+      const std::string& job_id, const std::optional<v1::KillCriteria>& criteria);
+  absl::StatusOr<v1::ListKillCriteriaResponse> ListKillCriteria(const std::string& job_id);
   // `force`: even past the supervisor's --quarantine-max-fraction.
   absl::StatusOr<v1::ActionResponse> QuarantineNode(const std::string& node,
                                                     const std::string& reason, bool force = false);

@@ -1,12 +1,15 @@
 // trainsupctl: the operator's view of trainsupd.
 #include <algorithm>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
 #include "cli/diagnose_render.h"
@@ -184,6 +187,45 @@ int FollowEvents(OperatorClient& client, EventsQuery query) {
   }
 }
 
+// `trainsupctl kill-criteria JOB set`'s flags.
+struct KillFlags {
+  std::optional<double> loss_above;
+  int64_t at_step = 0;
+  std::string reference;
+  double band = 0.1;
+  bool band_absolute = false;
+  uint32_t spikes = 5;
+  std::optional<int64_t> total_steps;
+  bool observe_only = false;
+  bool all = false;
+};
+
+// The criteria the flags say; InvalidArgument for a --reference that is not
+// STEP:LOSS pairs. trainsupd checks the rest.
+absl::StatusOr<v1::KillCriteria> KillCriteriaOf(const KillFlags& f) {
+  v1::KillCriteria c;
+  if (f.loss_above) c.set_loss_above(*f.loss_above);
+  c.set_at_step(f.at_step);
+  for (absl::string_view point : absl::StrSplit(f.reference, ',', absl::SkipEmpty())) {
+    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(point, ':');
+    int64_t step = 0;
+    double loss = 0;
+    if (!absl::SimpleAtoi(parts.first, &step) || !absl::SimpleAtod(parts.second, &loss)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--reference: '", point, "' is not STEP:LOSS"));
+    }
+    v1::ReferencePoint* p = c.add_reference();
+    p->set_step(step);
+    p->set_loss(loss);
+  }
+  c.set_band(f.band);
+  c.set_band_absolute(f.band_absolute);
+  c.set_spikes(f.spikes);
+  if (f.total_steps) c.set_total_steps(*f.total_steps);
+  c.set_observe_only(f.observe_only);
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -270,6 +312,39 @@ int main(int argc, char** argv) {
   bool force = false;
   quarantine->add_flag("--force", force,
                        "even past --quarantine-max-fraction of the nodes (refused without)");
+  KillFlags kill_flags;
+  CLI::App* kill = app.add_subcommand(
+      "kill-criteria",
+      "when to stop JOB for good (docs/kill-criteria.md): set the operator's criteria, list "
+      "every job's (or JOB's) with how close each is to firing, clear the operator's");
+  kill->add_option("JOB", job_id, "job id (list: every job without it)");
+  kill->require_subcommand(1);
+  CLI::App* kill_set = kill->add_subcommand("set", "set JOB's criteria (in force instead of the "
+                                                   "script's)");
+  kill_set->add_option("--loss-above", kill_flags.loss_above,
+                       "stop when the smoothed loss is above this ...");
+  kill_set->add_option("--at-step", kill_flags.at_step, "... from this step on")
+      ->capture_default_str();
+  kill_set->add_option("--reference", kill_flags.reference,
+                       "a good run's loss curve: STEP:LOSS,STEP:LOSS,... (steps increasing)");
+  kill_set->add_option("--band", kill_flags.band,
+                       "the band above the curve: a fraction of it (0.1 = 10 %)")
+      ->capture_default_str();
+  kill_set->add_flag("--band-absolute", kill_flags.band_absolute, "--band in loss units");
+  kill_set->add_option("--spikes", kill_flags.spikes,
+                       "loss shifts in a row with no recovery that stop it (0: off)")
+      ->capture_default_str();
+  kill_set->add_option("--total-steps", kill_flags.total_steps,
+                       "the job's total steps (the GPU-time a kill saves is counted on them)");
+  kill_set->add_flag("--observe-only", kill_flags.observe_only,
+                     "report (a killed_by_criterion event) instead of stopping the job");
+  CLI::App* kill_list = kill->add_subcommand("list", "the criteria and how close each is");
+  kill_list->add_flag("--all", kill_flags.all, "every job's (the same as no JOB)");
+  CLI::App* kill_clear = kill->add_subcommand("clear", "forget JOB's operator criteria");
+  kill_set->fallthrough();
+  kill_list->fallthrough();
+  kill_clear->fallthrough();
+  kill->fallthrough();
   CLI::App* job = app.add_subcommand(
       "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
   job->add_option("JOB", job_id, "job id")->required();
@@ -447,6 +522,23 @@ int main(int argc, char** argv) {
   if (*stacks) return Emit(client.GetStacks(job_id, stacks_generation), json, RenderStacks);
   auto say = [](const v1::ActionResponse& r) { return r.message() + "\n"; };
   if (*resume) return Emit(client.ResumeJob(job_id), json, say);
+  if (*kill) {
+    if (*kill_list) {
+      return Emit(client.ListKillCriteria(kill_flags.all ? "" : job_id), json,
+                  RenderKillCriteriaTable);
+    }
+    if (job_id.empty()) {
+      std::fprintf(stderr, "error: kill-criteria %s needs a JOB\n", *kill_set ? "set" : "clear");
+      return kExitUsage;
+    }
+    if (*kill_clear) return Emit(client.SetKillCriteria(job_id, std::nullopt), json, say);
+    absl::StatusOr<v1::KillCriteria> criteria = KillCriteriaOf(kill_flags);
+    if (!criteria.ok()) {
+      std::fprintf(stderr, "error: %s\n", std::string(criteria.status().message()).c_str());
+      return kExitUsage;
+    }
+    return Emit(client.SetKillCriteria(job_id, *criteria), json, say);
+  }
   if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);
   if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);
   if (*quarantine) return Emit(client.QuarantineNode(node_name, reason, force), json, say);

@@ -331,6 +331,36 @@ std::string RenderNodesTable(const v1::ListNodesResponse& response) {
   return table.Render();
 }
 
+std::string RenderKillCriteriaTable(const v1::ListKillCriteriaResponse& response) {
+  if (response.jobs_size() == 0) return "no kill criteria set\n";
+  Table table({"JOB", "STATE", "SOURCE", "CRITERION", "RULE", "NOW", "RATIO", "ACTION"});
+  for (const v1::JobKillCriteria& job : response.jobs()) {
+    const v1::KillCriteria& c = job.criteria();
+    const std::string action = c.observe_only() ? "report" : "stop";
+    for (const v1::KillCriterionStatus& s : job.status()) {
+      std::string rule;
+      std::string now = "-";
+      if (s.criterion() == "loss_above") {
+        rule = absl::StrFormat("loss > %g from step %d", c.loss_above(), c.at_step());
+      } else if (s.criterion() == "reference_curve") {
+        rule = absl::StrFormat("curve of %d points + %g%s", c.reference_size(),
+                               c.band_absolute() ? c.band() : c.band() * 100,
+                               c.band_absolute() ? "" : "%");
+      } else {
+        rule = absl::StrFormat("%d loss shifts in a row", c.spikes());
+        now = absl::StrCat(s.spikes(), " in a row");
+      }
+      if (s.criterion() != "loss_spikes" && s.judged()) {
+        now = absl::StrFormat("%.4g vs %.4g at step %d", s.loss(), s.limit(), s.step());
+      }
+      table.AddRow({job.job_id(), job.state(), job.source(), s.criterion(), rule, now,
+                    s.judged() ? absl::StrFormat("%.2f", s.ratio()) : "-",
+                    job.fired() && job.state() == "killed" ? "killed" : action});
+    }
+  }
+  return table.Render();
+}
+
 std::string RenderStacks(const v1::StacksResponse& s) {
   size_t ranks = 0;
   for (const v1::StackGroup& g : s.groups()) ranks += g.ranks_size();

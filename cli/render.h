@@ -34,6 +34,8 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response);
 // leaves out: "showing the top 20 of 100000 by compute p99 (--all: every rank)".
 std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std::string& shown);
 std::string RenderNodesTable(const v1::ListNodesResponse& response);
+// `trainsupctl kill-criteria list`: one row per criterion of each job.
+std::string RenderKillCriteriaTable(const v1::ListKillCriteriaResponse& response);
 std::string RenderEventsTable(const v1::ListEventsResponse& response);
 // `trainsupctl stacks JOB`: the groups of ranks with the same Python stack,
 // the smallest first, the culprit's marked.

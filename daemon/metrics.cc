@@ -153,6 +153,10 @@ struct Families {
       "steps: a non-finite gradient norm with finite losses).", MetricType::Counter);
   MetricFamily job_loss_shifted = Family("trainsup_job_loss_shifted",
       "1 while the job's loss holds a level shift (loss_shift event), else 0.", MetricType::Gauge);
+  MetricFamily job_kill_ratio = Family("trainsup_job_kill_criterion_ratio",
+      "How close a kill criterion in force is to firing, by criterion (loss_above, "
+      "reference_curve: the median loss / limit over the window; loss_spikes: shifts in a row / "
+      "the count): at 1 or above it fires (docs/kill-criteria.md).", MetricType::Gauge);
   MetricFamily job_loss_flat = Family("trainsup_job_loss_flat",
       "1 when the generation's loss did not go down from the start (loss_flat event), else 0.",
       MetricType::Gauge);
@@ -216,7 +220,7 @@ struct Families {
           &job_datagrams_dropped,
           &job_heartbeats, &job_stalled, &job_stall_culprit,
           &job_stall_threshold, &job_stragglers, &job_events, &job_loss, &job_grad_norm,
-          &job_nonfinite_steps, &job_loss_shifted, &job_loss_flat, &job_step_time_ratio,
+          &job_nonfinite_steps, &job_loss_shifted, &job_kill_ratio, &job_loss_flat, &job_step_time_ratio,
           &job_memory, &job_memory_growth, &job_memory_to_limit, &job_replica_mismatches,
           &job_resume_findings, &job_resume_repeated_steps, &job_last_checkpoint_step,
           &straggler_compute,
@@ -327,6 +331,11 @@ void CollectSignals(const JobView& job, Families& f) {
             static_cast<double>(signals.nonfinite_loss_steps));
   AddSample(f.job_loss_shifted, id, signals.loss_shifted ? 1 : 0);
   AddSample(f.job_loss_flat, id, signals.loss_flat ? 1 : 0);
+  for (const CriterionStatus& c : job.kill_criteria) {
+    if (!c.judged) continue;
+    AddSample(f.job_kill_ratio,
+              {{"criterion", std::string(KillCriterionName(c.kind))}, {"job_id", job.id}}, c.ratio);
+  }
   if (signals.step_time_ratio) AddSample(f.job_step_time_ratio, id, *signals.step_time_ratio);
   for (bool host : {false, true}) {
     const std::optional<SignalsView::Memory>& memory = host ? signals.host : signals.device;

@@ -8,6 +8,7 @@
 #include "common/grpc_util.h"
 #include "common/format.h"
 #include "daemon/operator_snapshot.h"
+#include "daemon/proto_convert.h"
 
 namespace trainsup {
 namespace {
@@ -261,6 +262,50 @@ grpc::Status OperatorServiceImpl::UnquarantineNode(grpc::ServerContext* context,
                                                    v1::ActionResponse* response) {
   if (grpc::Status s = access_->Check(*context, Access::kMutate, "UnquarantineNode"); !s.ok()) return s;
   return Answer(host_->Unquarantine(request->node()), response);
+}
+
+grpc::Status OperatorServiceImpl::SetKillCriteria(grpc::ServerContext* context,
+                                                  const v1::SetKillCriteriaRequest* request,
+                                                  v1::ActionResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kMutate, "SetKillCriteria"); !s.ok()) {
+    return s;
+  }
+  std::optional<KillCriteriaSpec> spec;
+  if (!request->clear()) spec = FromProto(request->criteria());
+  return Answer(host_->SetKillCriteria(request->job_id(), spec), response);
+}
+
+grpc::Status OperatorServiceImpl::ListKillCriteria(grpc::ServerContext* context,
+                                                   const v1::ListKillCriteriaRequest* request,
+                                                   v1::ListKillCriteriaResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "ListKillCriteria"); !s.ok()) {
+    return s;
+  }
+  // Under the core's shared lock: an operator's occasional read.
+  return host_->Read([&](const Supervisor& core, absl::Time) {
+    const absl::StatusOr<std::vector<KillCriteriaView>> views =
+        core.KillCriteriaOf(request->job_id());
+    if (!views.ok()) return NoJob(request->job_id());
+    for (const KillCriteriaView& view : *views) {
+      v1::JobKillCriteria* out = response->add_jobs();
+      out->set_job_id(view.job);
+      out->set_state(view.state);
+      out->set_source(view.source);
+      ToProto(view.spec, out->mutable_criteria());
+      out->set_fired(view.fired);
+      for (const CriterionStatus& s : view.status) {
+        v1::KillCriterionStatus* status = out->add_status();
+        status->set_criterion(std::string(KillCriterionName(s.kind)));
+        status->set_judged(s.judged);
+        status->set_ratio(s.ratio);
+        status->set_loss(s.loss);
+        status->set_limit(s.limit);
+        status->set_step(s.step);
+        status->set_spikes(s.spikes);
+      }
+    }
+    return grpc::Status::OK;
+  });
 }
 
 }  // namespace trainsup

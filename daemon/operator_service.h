@@ -41,6 +41,12 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
                          v1::StacksResponse* response) override;
   grpc::Status Diagnose(grpc::ServerContext* context, const v1::DiagnoseRequest* request,
                         v1::DiagnoseResponse* response) override;
+  grpc::Status SetKillCriteria(grpc::ServerContext* context,
+                               const v1::SetKillCriteriaRequest* request,
+                               v1::ActionResponse* response) override;
+  grpc::Status ListKillCriteria(grpc::ServerContext* context,
+                                const v1::ListKillCriteriaRequest* request,
+                                v1::ListKillCriteriaResponse* response) override;
   grpc::Status RequestCheckpoint(grpc::ServerContext* context,
                                  const v1::RequestCheckpointRequest* request,
                                  v1::ActionResponse* response) override;

@@ -26,6 +26,8 @@ HeartbeatKind KindFromProto(v1::HeartbeatKind kind) {
       return HeartbeatKind::kExit;
     case v1::HEARTBEAT_KIND_VERDICT:
       return HeartbeatKind::kVerdict;
+    case v1::HEARTBEAT_KIND_KILL_CRITERIA:
+      return HeartbeatKind::kKillCriteria;
     default:
       return HeartbeatKind::kUnspecified;
   }
@@ -160,6 +162,36 @@ void FromProto(const v1::RankHeartbeat& in, Heartbeat* heartbeat) {
   for (const auto& [name, value] : in.signal_settings()) {
     out.signal_settings.emplace_back(name, value);
   }
+  out.kill_criteria.reset();
+  if (in.has_kill_criteria()) out.kill_criteria = FromProto(in.kill_criteria());
+}
+
+KillCriteriaSpec FromProto(const v1::KillCriteria& in) {
+  KillCriteriaSpec out;
+  if (in.has_loss_above()) out.loss_above = in.loss_above();
+  out.at_step = in.at_step();
+  for (const v1::ReferencePoint& p : in.reference()) out.curve.push_back({p.step(), p.loss()});
+  if (in.has_band()) out.band = in.band();
+  out.band_absolute = in.band_absolute();
+  if (in.has_spikes()) out.spikes = in.spikes();
+  if (in.has_total_steps()) out.total_steps = in.total_steps();
+  out.observe_only = in.observe_only();
+  return out;
+}
+
+void ToProto(const KillCriteriaSpec& in, v1::KillCriteria* out) {
+  if (in.loss_above) out->set_loss_above(*in.loss_above);
+  out->set_at_step(in.at_step);
+  for (const CurvePoint& p : in.curve) {
+    v1::ReferencePoint* point = out->add_reference();
+    point->set_step(p.step);
+    point->set_loss(p.loss);
+  }
+  out->set_band(in.band);
+  out->set_band_absolute(in.band_absolute);
+  out->set_spikes(in.spikes);
+  if (in.total_steps) out->set_total_steps(*in.total_steps);
+  out->set_observe_only(in.observe_only);
 }
 
 LauncherInfo FromProto(const v1::LauncherStatus& in) {

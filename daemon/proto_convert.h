@@ -15,6 +15,8 @@ Heartbeat FromProto(const v1::RankHeartbeat& in);
 void FromProto(const v1::RankHeartbeat& in, Heartbeat* out);
 LauncherInfo FromProto(const v1::LauncherStatus& in);
 RankProcessInfo FromProto(const v1::RankProcess& in);
+KillCriteriaSpec FromProto(const v1::KillCriteria& in);
+void ToProto(const KillCriteriaSpec& in, v1::KillCriteria* out);
 AgentHelloInfo FromProto(const v1::AgentHello& in);
 NodeReportInfo FromProto(const v1::NodeReport& in);
 // Into `out`, reusing its vectors and strings: a stream converts each report

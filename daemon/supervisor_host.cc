@@ -225,6 +225,12 @@ std::vector<Event> SupervisorHost::Sweep() {
   return Mutate([](Supervisor& core, absl::Time now) { return core.Sweep(now); });
 }
 
+absl::StatusOr<std::string> SupervisorHost::SetKillCriteria(
+    const std::string& job, const std::optional<KillCriteriaSpec>& spec) {
+  return MutateAndPublish(
+      [&](Supervisor& core, absl::Time now) { return core.SetKillCriteria(now, job, spec); });
+}
+
 absl::StatusOr<std::string> SupervisorHost::Resume(const std::string& job) {
   return MutateAndPublish([&](Supervisor& core, absl::Time now) { return core.Resume(now, job); });
 }

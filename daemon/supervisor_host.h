@@ -81,6 +81,8 @@ class SupervisorHost {
 
   // Operator actions (see Supervisor).
   absl::StatusOr<std::string> Resume(const std::string& job);
+  absl::StatusOr<std::string> SetKillCriteria(const std::string& job,
+                                              const std::optional<KillCriteriaSpec>& spec);
   absl::StatusOr<std::string> Quarantine(const std::string& node, const std::string& reason,
                                          bool force = false);
   absl::StatusOr<std::string> Unquarantine(const std::string& node);

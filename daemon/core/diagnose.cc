@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "common/format.h"
 #include "daemon/core/job_stats.h"
+#include "daemon/core/kill_criteria.h"
 
 namespace trainsup {
 namespace {
@@ -148,12 +149,36 @@ std::string CulpritStack(const DiagnoseInput& in, const Event* failure, size_t m
   return ClipText(shown->stack, max_bytes);
 }
 
+// A job a kill criterion stopped: the criterion, its evidence, the saving.
+Finding Killed(const DiagnoseInput& in, Finding f) {
+  const JobView& job = *in.job;
+  f.summary = absl::StrCat(JobStateName(job.state), ": ", job.state_reason);
+  f.figures = {{"step", static_cast<double>(job.step)},
+               {"generation", static_cast<double>(job.generation)}};
+  const Event* kill = Latest(*in.events, [](const Event& e) {
+    return e.kind == EventKind::kKilledByCriterion;
+  });
+  if (kill != nullptr) {
+    f.event_id = kill->id;
+    MergeFigures(kill->figures, &f.figures);
+    if (std::optional<double> saved = FigureOf(*kill, "gpu_seconds_saved"); saved) {
+      absl::StrAppend(&f.summary, "; ", HumanSeconds(*saved), " of GPU time saved");
+    }
+  }
+  f.handling = absl::StrCat("killed: stopped on every node and not restarted until `trainsupctl "
+                            "resume ", job.id, "`");
+  f.command = absl::StrCat("trainsupctl kill-criteria ", job.id, " list");
+  f.fix = absl::StrCat("the run has lost against its criteria: give its allocation back, or fix "
+                       "it (data, learning rate) and `trainsupctl resume ", job.id, "`");
+  return f;
+}
+
 Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOptions& o) {
   const JobView& job = *in.job;
   Finding f = NewFinding(DiagnosisCheck::kProgress, absl::StrCat("trainsupctl events ", job.id));
   const bool failing = job.stalled || job.state == JobState::kStopping ||
                        job.state == JobState::kRestarting || job.state == JobState::kHeld ||
-                       job.state == JobState::kFailed;
+                       job.state == JobState::kFailed || job.state == JobState::kKilled;
   if (!failing) {
     if (job.state == JobState::kFinished) {
       f.summary = absl::StrCat("finished at step ", job.step, " (generation ", job.generation,
@@ -186,6 +211,10 @@ Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOpt
   }
 
   f.status = FindingStatus::kProblem;
+  if (job.state == JobState::kKilled ||
+      (job.state == JobState::kStopping && IsKillReason(job.state_reason))) {
+    return Killed(in, std::move(f));
+  }
   const Event* failure = Latest(*in.events, IsFailureEvent);
   const Event* hold = job.state == JobState::kHeld
                           ? Latest(*in.events, [](const Event& e) { return e.kind == EventKind::kHold; })

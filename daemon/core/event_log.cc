@@ -88,6 +88,8 @@ absl::string_view EventKindName(EventKind kind) {
       return "checkpoint_fallback";
     case EventKind::kSpikeRollback:
       return "spike_rollback";
+    case EventKind::kKilledByCriterion:
+      return "killed_by_criterion";
     case EventKind::kCount:
       break;
   }

@@ -58,6 +58,7 @@ enum class EventKind {
   kCheckpointSuspect,  // a checkpoint failed soon after its load in two generations in a row
   kCheckpointFallback, // the next generations load the checkpoint before a suspect one
   kSpikeRollback,      // a loss spike: restart before it, skipping its batches
+  kKilledByCriterion,  // a kill criterion was met: the job is stopped, not restarted (docs/kill-criteria.md)
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -955,4 +955,58 @@ Event SpikeRollbackEvent(absl::Time time, const EventJob& job, const FallbackDec
   return FallbackEvent(time, job, EventKind::kSpikeRollback, d);
 }
 
+Event KilledByCriterionEvent(absl::Time time, const EventJob& job, const KillFiring& f,
+                             absl::string_view source, bool observe_only,
+                             const KillSaving& saving) {
+  Event e = Make(time, job, EventKind::kKilledByCriterion);
+  const absl::string_view name = KillCriterionName(f.kind);
+  e.message = absl::StrCat("kill criterion ", name, " (", source, ") met at step ", f.step, ": ");
+  e.figures = {{"criterion", static_cast<double>(f.kind)},
+               {"step", static_cast<double>(f.step)},
+               {"onset_step", static_cast<double>(f.onset_step)}};
+  if (f.kind == KillCriterionKind::kLossSpikes) {
+    absl::StrAppend(&e.message, f.shifts.size(), " loss shifts in a row with no recovery (at steps");
+    constexpr size_t kShown = 10;
+    for (size_t i = 0; i < f.shifts.size() && i < kShown; ++i) {
+      absl::StrAppend(&e.message, i == 0 ? " " : ", ", f.shifts[i].step,
+                      absl::StrFormat(" to %.4g", f.shifts[i].loss));
+      e.figures.emplace_back(absl::StrCat("shift_step_", i + 1),
+                             static_cast<double>(f.shifts[i].step));
+      e.figures.emplace_back(absl::StrCat("shift_loss_", i + 1), f.shifts[i].loss);
+    }
+    absl::StrAppend(&e.message, ")");
+    e.figures.emplace_back("shifts", static_cast<double>(f.shifts.size()));
+  } else {
+    absl::StrAppend(&e.message,
+                    absl::StrFormat("the median loss of steps %d-%d, %.4g, is above %.4g "
+                                    "(ratio %.3g); above it since step %d",
+                                    f.first_step, f.step, f.loss, f.limit, f.ratio, f.onset_step));
+    e.figures.insert(e.figures.end(), {{"first_step", static_cast<double>(f.first_step)},
+                                       {"window_steps", static_cast<double>(f.window)},
+                                       {"loss", f.loss},
+                                       {"limit", f.limit},
+                                       {"ratio", f.ratio}});
+  }
+  e.figures.emplace_back("observe_only", observe_only ? 1 : 0);
+  if (saving.total_steps) {
+    const int64_t left = std::max<int64_t>(0, *saving.total_steps - f.step);
+    absl::StrAppend(&e.message,
+                    absl::StrFormat("; %d of %d steps left at %.3gs on %d ranks: %.4g GPU-seconds %s",
+                                    left, *saving.total_steps, saving.step_seconds, saving.gpus,
+                                    saving.gpu_seconds,
+                                    observe_only ? "it would save" : "saved"));
+    e.figures.insert(e.figures.end(),
+                     {{"total_steps", static_cast<double>(*saving.total_steps)},
+                      {"remaining_steps", static_cast<double>(left)},
+                      {"step_seconds", saving.step_seconds},
+                      {"gpus", static_cast<double>(saving.gpus)},
+                      {"gpu_seconds_saved", saving.gpu_seconds}});
+  }
+  absl::StrAppend(&e.message, observe_only
+                                  ? "; not acted on (observe-only)"
+                                  : "; the job is stopped on every node and not restarted "
+                                    "(`trainsupctl resume` undoes it)");
+  return e;
+}
+
 }  // namespace trainsup

@@ -30,6 +30,7 @@
 #include "daemon/core/job.h"
 #include "daemon/core/job_state.h"
 #include "daemon/core/journal.h"
+#include "daemon/core/kill_criteria.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/signals/signal_monitor.h"
 #include "daemon/core/checkpoint_fallback.h"
@@ -327,6 +328,25 @@ Event CheckpointFallbackEvent(absl::Time time, const EventJob& job,
                               const FallbackDecision& decision);
 // kSpikeRollback: restart from the decision's checkpoint, skipping its range.
 Event SpikeRollbackEvent(absl::Time time, const EventJob& job, const FallbackDecision& decision);
+
+// ---- Kill criteria (docs/kill-criteria.md) ----
+
+// What stopping a job for a kill criterion saves: the steps left of the
+// total the script told, at the generation's step time, on every rank.
+struct KillSaving {
+  std::optional<int64_t> total_steps;
+  double step_seconds = 0;  // the median rank's median step time
+  uint32_t gpus = 0;        // the job's world size
+  double gpu_seconds = 0;   // GpuSecondsSaved(...)
+};
+// kKilledByCriterion: criterion `f` (set by `source`: "script" or
+// "operator") was met; `observe_only`: reported only, the job goes on;
+// else it is stopped on every node and not restarted. Its figures: the
+// criterion (0 loss_above, 1 reference_curve, 2 loss_spikes), the steps and
+// values, observe_only (0/1) and the saving.
+Event KilledByCriterionEvent(absl::Time time, const EventJob& job, const KillFiring& f,
+                             absl::string_view source, bool observe_only,
+                             const KillSaving& saving);
 
 }  // namespace trainsup
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/core/kill_criteria.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/verdict_rule.h"
@@ -31,6 +32,7 @@ enum class HeartbeatKind {
   kStart = 7,
   kExit = 8,
   kVerdict = 9,
+  kKillCriteria = 20,
 };
 
 struct Heartbeat {
@@ -75,6 +77,8 @@ struct Heartbeat {
   // START: the script's settings of the signal rules, by name, in the
   // order received.
   std::vector<std::pair<std::string, double>> signal_settings;
+  // KILL_CRITERIA: the script's kill criteria (kill_criteria.h).
+  std::optional<KillCriteriaSpec> kill_criteria;
 };
 
 enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };

@@ -279,6 +279,8 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     case HeartbeatKind::kStart:
       r.stack_signal = hb.stack_signal;
       break;
+    case HeartbeatKind::kKillCriteria:  // the job's, not the rank's (Supervisor)
+      break;
     case HeartbeatKind::kUnspecified:
       break;
   }

@@ -9,6 +9,7 @@ JobEntry::JobEntry(std::string id, const SupervisorOptions& options)
     : lifecycle(options.restart),
       plans(options.publish),
       signals(options.signals),
+      kill(options.signals.loss_shift.window),
       straggler_options_(options.straggler),
       job_(std::move(id), options.step_window, options.straggler.window),
       verdicts_(0, options.straggler) {

@@ -23,6 +23,7 @@
 #include "daemon/core/job_costs.h"
 #include "daemon/core/job_state.h"
 #include "daemon/core/job_stats.h"
+#include "daemon/core/kill_criteria.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/rendezvous.h"
 #include "daemon/core/restart_governor.h"
@@ -65,6 +66,9 @@ struct JobLifecycle {
   // restarting it (its failure is the training code's own, or the job's own
   // verdict is stop).
   std::optional<HoldCause> hold_after_stop;
+  // Stopping: the job is killed once stopped (a kill criterion was met),
+  // for this reason, instead of restarted.
+  std::optional<std::string> kill_after_stop;
   // The job's last job-killing failure with a culprit rank, to tell one that
   // repeats (the training code's) from one that follows a node.
   std::optional<FailureFingerprint> last_failure;
@@ -163,6 +167,8 @@ class JobEntry {
   RendezvousPlan rendezvous;
   // Which checkpoint its generations must load (a suspect one, a spike's).
   CheckpointFallback fallback;
+  // When to stop the run for good (the script's and the operator's criteria).
+  KillCriteria kill;
 
  private:
   const StragglerOptions straggler_options_;

@@ -6,7 +6,7 @@ namespace trainsup {
 namespace {
 
 constexpr std::array<absl::string_view, kJobStateCount> kNames = {
-    "pending", "running", "stopping", "restarting", "held", "finished", "failed"};
+    "pending", "running", "stopping", "restarting", "held", "finished", "failed", "killed"};
 
 using S = JobState;
 struct Transition {
@@ -30,6 +30,8 @@ constexpr Transition kAllowed[] = {
     {S::kRestarting, S::kFailed},    // no node left to start on
     {S::kHeld, S::kRestarting},      // operator resume
     {S::kHeld, S::kFailed},          // no node left
+    {S::kStopping, S::kKilled},      // stopped for a kill criterion
+    {S::kKilled, S::kRestarting},    // operator resume
     {S::kFinished, S::kPending},     // the same job id run again
     {S::kFailed, S::kPending},       // the same job id run again
     {S::kFailed, S::kRestarting},    // operator resume

@@ -12,8 +12,10 @@ namespace trainsup {
 //   pending ──> running ──> stopping ──> restarting ──> running ...
 //      │           │            │             │
 //      │           │            └──> held <───┘     (restart cap hit)
-//      │           │                  │
-//      │           │                  └──> restarting  (operator resume)
+//      │           │            │     │
+//      │           │            │     └──> restarting  (operator resume)
+//      │           │            └──> killed ──> restarting  (a kill criterion;
+//      │           │                                         operator resume)
 //      └───────────┴──> finished | failed
 //
 // finished and failed go back to pending only when the same job id is run
@@ -26,6 +28,9 @@ enum class JobState {
   kHeld,         // restart cap hit: no more restarts until `trainsupctl resume`
   kFinished,     // every node's command exited 0
   kFailed,       // cannot run: no node left to run on
+  // A kill criterion was met (kill_criteria.h): stopped, not restarted until
+  // `trainsupctl resume`.
+  kKilled,
   kCount,        // number of states; not a state
 };
 constexpr int kJobStateCount = static_cast<int>(JobState::kCount);

@@ -147,6 +147,8 @@ struct JobView {
   // Events about the job, by kind, across generations.
   std::array<uint64_t, kEventKindCount> events{};
   SignalsView signals;
+  // How close each kill criterion in force is to firing (kill_criteria.h).
+  std::vector<CriterionStatus> kill_criteria;
 };
 
 // One rank as operators see it, packed: a 100k-rank job's are copied under

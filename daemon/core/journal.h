@@ -13,6 +13,7 @@
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/goodput_ledger.h"
+#include "daemon/core/kill_criteria.h"
 
 namespace trainsup {
 
@@ -190,6 +191,15 @@ struct FallbackRow {
   FallbackState state;
 };
 
+// A job's kill criteria from one source ("script" or "operator"): set, or
+// cleared (no spec). The latest row of a job and source wins.
+struct KillCriteriaRow {
+  std::string job;
+  std::string source;
+  std::optional<KillCriteriaSpec> spec;  // none: cleared
+  absl::Time changed = absl::InfinitePast();
+};
+
 struct Journal {
   std::vector<NodeRecordRow> nodes;
   std::vector<FailureRow> failures;
@@ -203,12 +213,13 @@ struct Journal {
   std::vector<EndedNodeRow> ended_nodes;
   std::vector<EndedRankRow> ended_ranks;
   std::vector<FallbackRow> fallbacks;
+  std::vector<KillCriteriaRow> kill_criteria;
 
   bool empty() const {
     return nodes.empty() && failures.empty() && restarts.empty() && jobs.empty() &&
            measures.empty() && events.empty() && stacks.empty() && fences.empty() &&
            ended_jobs.empty() && ended_nodes.empty() && ended_ranks.empty() &&
-           fallbacks.empty();
+           fallbacks.empty() && kill_criteria.empty();
   }
 };
 

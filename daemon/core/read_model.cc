@@ -112,6 +112,7 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
     view.events[k] = entry.event_count(static_cast<EventKind>(k));
   }
   view.signals = SignalsOf(entry.signals);
+  view.kill_criteria = entry.kill.Status();
   return view;
 }
 

@@ -77,6 +77,7 @@ void Reconciler::Reconcile(const JobEntry& job) {
         }
         break;
       case JobState::kHeld:
+      case JobState::kKilled:
         if (!node.told.hold) {
           Command(node, AgentCommand::Kind::kHold, generation, life.reason);
           node.told.hold = true;

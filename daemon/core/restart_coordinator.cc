@@ -71,6 +71,16 @@ void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time 
   if (!hold) job.recovery.Begin(failed_at, now, cause);
 }
 
+bool RestartCoordinator::BeginKill(absl::Time now, JobEntry& job, const std::string& reason) {
+  JobLifecycle& life = job.lifecycle;
+  if (life.state != JobState::kRunning && life.state != JobState::kPending) return false;
+  if (!Transition(now, job, JobState::kStopping, reason).ok()) return false;
+  life.stop_deadline = now + options_.stop_timeout;
+  life.hold_after_stop.reset();
+  life.kill_after_stop = reason;
+  return true;
+}
+
 void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
   JobLifecycle& life = job.lifecycle;
   int waiting_for = 0;
@@ -90,6 +100,13 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
                        : absl::StrCat(waiting_for, " node(s) did not stop within ",
                                       TenthsOfSeconds(options_.stop_timeout),
                                       "; going on without them");
+  if (life.kill_after_stop) {
+    const std::string reason = *std::move(life.kill_after_stop);
+    life.kill_after_stop.reset();
+    (void)Transition(now, job, JobState::kKilled, reason);
+    job.recovery.Abandon();
+    return;
+  }
   if (life.hold_after_stop) {
     const HoldCause cause = *std::move(life.hold_after_stop);
     life.hold_after_stop.reset();
@@ -242,11 +259,13 @@ void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
 
 absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry& job) {
   JobLifecycle& life = job.lifecycle;
-  if (life.state != JobState::kHeld && life.state != JobState::kFailed) {
+  if (life.state != JobState::kHeld && life.state != JobState::kFailed &&
+      life.state != JobState::kKilled) {
     return absl::StrCat("job ", job.id(), " is not held (it is ", JobStateName(life.state),
                         "); nothing to resume");
   }
   life.governor.Forgive(now);
+  job.kill.Rearm();  // a kill criterion may fire again, on the new generation's steps
   decisions_.Emit(&job, ResumeEvent(now, EventJobOf(job), life.state, life.reason));
   life.restart_at = now;
   absl::Status moved = Transition(now, job, JobState::kRestarting, "resumed by an operator");

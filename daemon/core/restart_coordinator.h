@@ -46,6 +46,10 @@ class RestartCoordinator {
   // this does nothing.
   void BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at, const std::string& cause,
                     const std::optional<HoldCause>& hold = std::nullopt);
+  // A kill criterion was met at `now`: stop the job on every node, then
+  // leave it killed for `reason` (not restarted until an operator resumes
+  // it). Only a pending or running job is stopped; false otherwise.
+  bool BeginKill(absl::Time now, JobEntry& job, const std::string& reason);
   // Stopping: once every agent that can be heard has stopped (or the stop
   // timed out), restart after the governor's backoff, or hold the job (at
   // the restart cap, or when its failure is the training code's own). An
@@ -63,7 +67,7 @@ class RestartCoordinator {
   // Running: finished when every node of the generation exited 0 (a node
   // left out of it by a verdict is not waited for).
   void CheckFinished(absl::Time now, JobEntry& job);
-  // The operator lifted a hold (or a failure): the restart cap forgets what
+  // The operator lifted a hold, a kill (or a failure): the restart cap forgets what
   // came before, and the next generation starts now.
   absl::StatusOr<std::string> Resume(absl::Time now, JobEntry& job);
 

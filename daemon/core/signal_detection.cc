@@ -53,7 +53,34 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   // Last: they may stop the job.
   if (found.non_finite && OnNonFinite(now, job, *found.non_finite)) return true;
   if (resume.spike && OnResumeSpike(now, job, resume.spike->peak_step)) return true;
-  return found.loss_shift && OnLossSpike(now, job, *found.loss_shift);
+  if (found.loss_shift && OnLossSpike(now, job, *found.loss_shift)) return true;
+  return SweepKill(now, job, found.loss_shift);
+}
+
+bool SignalDetection::SweepKill(absl::Time now, JobEntry& job,
+                                const std::optional<LossShiftFinding>& shift) {
+  KillCriteria& kill = job.kill;
+  const GenerationRecord& record = job.signals.record();
+  const int64_t after = kill.generation() == record.generation() ? kill.last_step() : -1;
+  record.ForEachAfter(after, [&](const StepSummary& s) {
+    if (s.loss) kill.ObserveLoss(record.generation(), s.step, *s.loss);
+  });
+  if (shift) kill.ObserveShift(shift->step, shift->onset_step, shift->recent_min, shift->threshold);
+  const KillCriteriaSpec* spec = kill.spec();
+  if (spec == nullptr) return false;
+  std::optional<KillFiring> fired = kill.Check();
+  if (!fired) return false;
+  const bool observe_only = options_.observe_only || spec->observe_only;
+  KillSaving saving;
+  saving.total_steps = spec->total_steps;
+  saving.step_seconds = job.StepStats().median_rank_p50_s;
+  saving.gpus = job.job().world_size();
+  saving.gpu_seconds =
+      GpuSecondsSaved(saving.total_steps, fired->step, saving.step_seconds, saving.gpus);
+  decisions_.Emit(&job, KilledByCriterionEvent(now, EventJobOf(job), *fired, kill.source(),
+                                               observe_only, saving));
+  if (observe_only) return false;
+  return restarts_.BeginKill(now, job, KillReason(fired->kind, fired->step));
 }
 
 bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFiniteFinding& f) {

@@ -6,6 +6,7 @@
 #include "daemon/core/decisions.h"
 #include "daemon/core/failure_handler.h"
 #include "daemon/core/job_entry.h"
+#include "daemon/core/restart_coordinator.h"
 #include "daemon/core/signals/signal_monitor.h"
 #include "daemon/core/supervisor_options.h"
 
@@ -19,13 +20,20 @@ namespace trainsup {
 // non-finite failure repeats at the same step in the next generation); a
 // replica mismatch is charged to its node toward quarantine. A non-finite
 // loss soon after a load counts against the checkpoint loaded, and a loss
-// shift rolls back with on_loss_spike=rollback (checkpoint_fallback.h). Every
-// other finding is an event only. Thread-compatible.
+// shift rolls back with on_loss_spike=rollback (checkpoint_fallback.h). A
+// kill criterion met (kill_criteria.h: fed the generation's step losses and
+// the loss shifts) stops the job on every node and leaves it killed, unless
+// observe-only (--observe-only, or the job's criteria say so). Every other
+// finding is an event only. Thread-compatible.
 class SignalDetection {
  public:
   SignalDetection(const SupervisorOptions& options, const AgentRegistry& agents,
-                  Decisions& decisions, FailureHandler& failures)
-      : options_(options), agents_(agents), decisions_(decisions), failures_(failures) {}
+                  Decisions& decisions, FailureHandler& failures, RestartCoordinator& restarts)
+      : options_(options),
+        agents_(agents),
+        decisions_(decisions),
+        failures_(failures),
+        restarts_(restarts) {}
   SignalDetection(const SignalDetection&) = delete;
   SignalDetection& operator=(const SignalDetection&) = delete;
 
@@ -45,6 +53,8 @@ class SignalDetection {
   bool OnResumeSpike(absl::Time now, JobEntry& job, int64_t step);
   // The events and the hold of a fallback decision, and its state journaled.
   void ActOnFallback(absl::Time now, JobEntry& job, const FallbackDecision& d, Failure& failure);
+  // Feeds the job's kill criteria; true when one stopped the job.
+  bool SweepKill(absl::Time now, JobEntry& job, const std::optional<LossShiftFinding>& shift);
   void OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f);
   // The name of the node `rank` reports from ("" when none).
   const std::string& NodeOfRank(const JobEntry& job, uint32_t rank) const;
@@ -53,6 +63,7 @@ class SignalDetection {
   const AgentRegistry& agents_;
   Decisions& decisions_;
   FailureHandler& failures_;
+  RestartCoordinator& restarts_;
 };
 
 }  // namespace trainsup

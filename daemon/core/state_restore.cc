@@ -30,9 +30,22 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     job.costs.RestoreExposure(row.exposure_seconds, life.state == JobState::kRunning, now);
     job.costs.RestoreFailures(static_cast<int>(std::min<uint64_t>(row.failures, INT_MAX)));
     life.restarts = row.restarts;
-    // A restart that was under way goes on from where it was.
+    // A restart that was under way goes on from where it was; so does a
+    // stop for a kill criterion (its reason says so).
     life.stop_deadline = now + options.stop_timeout;
     life.restart_at = now;
+    if (life.state == JobState::kStopping && IsKillReason(row.reason)) {
+      life.kill_after_stop = row.reason;
+    }
+  }
+  for (const KillCriteriaRow& row : state.kill_criteria) {
+    JobEntry* job = jobs.Find(row.job);
+    if (job == nullptr || !row.spec || !CheckKillCriteria(*row.spec).ok()) continue;
+    if (row.source == "operator") {
+      job->kill.SetOperator(row.spec);
+    } else {
+      job->kill.SetScript(*row.spec);
+    }
   }
   for (const JobMeasuresRow& row : state.measures) {
     JobEntry* job = jobs.Find(row.job);

@@ -38,7 +38,7 @@ Supervisor::Supervisor(SupervisorOptions options)
       admission_(options_, agents_, quarantine_, jobs_, restarts_),
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
-      signal_detection_(options_, agents_, decisions_, failures_),
+      signal_detection_(options_, agents_, decisions_, failures_, restarts_),
       planner_(options_, agents_, quarantine_, decisions_),
       reconciler_(options_.stop_grace, agents_, quarantine_, decisions_),
       cadence_(options_.cadence),
@@ -163,6 +163,10 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     if (ObserveForFallback(job.fallback, observed.generation(), hb)) {
       decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
     }
+    if (hb.kill_criteria && !(job.kill.script() && *job.kill.script() == *hb.kill_criteria)) {
+      job.kill.SetScript(*hb.kill_criteria);
+      decisions_.journal().kill_criteria.push_back({job.id(), "script", hb.kill_criteria, now});
+    }
     ++node.heartbeats_received;
     ++heartbeats_received_;
   }
@@ -259,6 +263,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       restarts_.SweepRestarting(now, job);
       break;
     case JobState::kHeld:
+    case JobState::kKilled:
     case JobState::kFinished:
     case JobState::kFailed:
     case JobState::kCount:
@@ -316,6 +321,43 @@ absl::StatusOr<std::string> Supervisor::RequestCheckpoint(absl::Time now,
   JobEntry* job = jobs_.Find(job_id);
   if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
   return planner_.RequestCheckpoint(now, *job);
+}
+
+absl::StatusOr<std::string> Supervisor::SetKillCriteria(
+    absl::Time now, absl::string_view job_id, const std::optional<KillCriteriaSpec>& spec) {
+  JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  if (spec) {
+    if (absl::Status s = CheckKillCriteria(*spec); !s.ok()) return s;
+  }
+  const bool had = job->kill.operator_spec().has_value();
+  if (!spec && !had) return absl::StrCat("job ", job->id(), " has no operator kill criteria");
+  if (spec && had && *job->kill.operator_spec() == *spec) {
+    return absl::StrCat("job ", job->id(), ": these kill criteria are already set");
+  }
+  job->kill.SetOperator(spec);
+  decisions_.journal().kill_criteria.push_back({job->id(), "operator", spec, now});
+  if (spec) return absl::StrCat("job ", job->id(), ": kill criteria set");
+  return absl::StrCat("job ", job->id(), ": operator kill criteria cleared",
+                      job->kill.script() ? "; the script's are in force" : "");
+}
+
+absl::StatusOr<std::vector<KillCriteriaView>> Supervisor::KillCriteriaOf(
+    absl::string_view job_id) const {
+  std::vector<KillCriteriaView> out;
+  auto add = [&](const JobEntry& job) {
+    std::optional<KillCriteriaView> view =
+        trainsup::ViewOf(job.id(), JobStateName(job.lifecycle.state), job.kill);
+    if (view) out.push_back(*std::move(view));
+  };
+  if (job_id.empty()) {
+    for (const JobEntry* job : jobs_.Sorted()) add(*job);
+    return out;
+  }
+  const JobEntry* job = jobs_.Find(job_id);
+  if (job == nullptr) return absl::NotFoundError(absl::StrCat("no job '", job_id, "'"));
+  add(*job);
+  return out;
 }
 
 void Supervisor::FenceDone(absl::Time now, const FenceRequest& request, bool ok,

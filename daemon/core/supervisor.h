@@ -99,6 +99,15 @@ class Supervisor {
   absl::StatusOr<std::string> Quarantine(absl::Time now, absl::string_view node,
                                          absl::string_view reason, bool force = false);
   absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
+  // `trainsupctl kill-criteria JOB set|clear`: the operator's kill criteria
+  // for `job_id` (nullopt: cleared; the script's are in force again),
+  // journaled. NotFound for no such job; InvalidArgument for criteria
+  // CheckKillCriteria refuses.
+  absl::StatusOr<std::string> SetKillCriteria(absl::Time now, absl::string_view job_id,
+                                              const std::optional<KillCriteriaSpec>& spec);
+  // `trainsupctl kill-criteria list`: the criteria in force of `job_id`, or
+  // of every job that has some (empty id), by id. NotFound for no such job.
+  absl::StatusOr<std::vector<KillCriteriaView>> KillCriteriaOf(absl::string_view job_id) const;
   // A one-off checkpoint at a step every rank reaches after the plan horizon.
   absl::StatusOr<std::string> RequestCheckpoint(absl::Time now, absl::string_view job_id);
 

@@ -73,6 +73,7 @@ bool IsKnownKind(HeartbeatKind kind) {
     case HeartbeatKind::kStart:
     case HeartbeatKind::kExit:
     case HeartbeatKind::kVerdict:
+    case HeartbeatKind::kKillCriteria:
       return true;
     case HeartbeatKind::kUnspecified:
       break;
@@ -111,6 +112,11 @@ std::optional<RejectReason> CheckHeartbeat(const Heartbeat& hb, absl::string_vie
     return RejectReason::kBadVerdict;
   }
   if (!ValidSignals(hb)) return RejectReason::kBadSignal;
+  // Kill criteria only in a KILL_CRITERIA heartbeat, within their bounds.
+  if ((hb.kind == HeartbeatKind::kKillCriteria) != hb.kill_criteria.has_value() ||
+      (hb.kill_criteria && !CheckKillCriteria(*hb.kill_criteria).ok())) {
+    return RejectReason::kBadSignal;
+  }
   return std::nullopt;
 }
 

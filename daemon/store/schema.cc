@@ -20,6 +20,7 @@ const std::vector<const TableCodec*>& Tables() {
       &JobsTable(),        &EventsTable(),    &JobMeasuresTable(),
       &StacksTable(),      &PendingFencesTable(), &EndedJobsTable(),
       &FallbacksTable(),
+      &KillCriteriaTable(),
   };
   return *kTables;
 }

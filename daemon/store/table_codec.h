@@ -57,6 +57,7 @@ const TableCodec& StacksTable();
 const TableCodec& PendingFencesTable();
 const TableCodec& EndedJobsTable();
 const TableCodec& FallbacksTable();
+const TableCodec& KillCriteriaTable();
 
 }  // namespace store
 }  // namespace trainsup

@@ -135,6 +135,15 @@ def parse_args():
     p.add_argument("--bad-batches", default="",
                    help="FIRST:LAST: the batches of these steps have labels 100x too large (a "
                         "loss spike that lasts while the model recovers), unless skipped")
+    # Kill criteria (docs/kill-criteria.md).
+    p.add_argument("--kill-if", default="",
+                   help="hb.kill_if's keyword arguments, as JSON")
+    p.add_argument("--reference-curve", default="",
+                   help='hb.reference_curve\'s keyword arguments, as JSON ({"points": '
+                        '[[STEP, LOSS], ...], "band": 0.5, ...})')
+    p.add_argument("--loss-rise-from", default="",
+                   help="STEP:FACTOR: every rank reports its loss times FACTOR from that step "
+                        "on (a run that has lost, against its reference curve)")
     return p.parse_args()
 
 
@@ -316,6 +325,13 @@ def main():
     # Before the rendezvous: the agent sees the rank come up.
     hb = trainsup.Heartbeat(signals=json.loads(args.signals) if args.signals else None,
                             device_memory_capacity_bytes=capacity)
+    if args.kill_if:
+        hb.kill_if(**json.loads(args.kill_if))
+    if args.reference_curve:
+        hb.reference_curve(**json.loads(args.reference_curve))
+    rise_step, rise_factor = (int(args.loss_rise_from.split(":")[0]),
+                              float(args.loss_rise_from.split(":")[1])) \
+        if args.loss_rise_from else (None, 1.0)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank = dist.get_rank()
     world = dist.get_world_size()
@@ -456,13 +472,17 @@ def main():
         memory = {}
         if args.leak_mb_per_step or capacity:
             memory["device_memory_bytes"] = sum(len(b) for b in held)
-        hb.step(step, data_wait_s=data_wait, loss=loss.item(), lr=lr, samples=64,
+        reported = loss.item()
+        if rise_step is not None and step >= rise_step:
+            inject_once("loss rise", step)
+            reported *= rise_factor
+        hb.step(step, data_wait_s=data_wait, loss=reported, lr=lr, samples=64,
                 grad_norm=grad_norm, replica_digest=digest, **memory)
         if log:
             log.write(json.dumps({"rank": rank, "step": step, "pid": os.getpid(), "node": NODE,
                                   "local_rank": local_rank,
                                   "generation": GENERATION, "world_size": world,
-                                  "loss": loss.item(), "lr": lr, "time": time.time()}) + "\n")
+                                  "loss": reported, "lr": lr, "time": time.time()}) + "\n")
         if args.planned_checkpoints:
             due = hb.should_checkpoint(step)
         else:

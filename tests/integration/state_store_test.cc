@@ -460,6 +460,46 @@ TEST_F(StateStoreTest, ACheckpointFallbackSurvivesReopenAndTheLatestRowWins) {
   EXPECT_EQ(none.first_step, -1);
 }
 
+TEST_F(StateStoreTest, KillCriteriaSurviveReopenByJobAndSourceUntilCleared) {
+  KillCriteriaSpec op;
+  op.loss_above = 4.25;
+  op.at_step = 2000;
+  op.curve = {{100, 3.1000000000000001}, {5000, 2.6}};
+  op.band = 0.15;
+  op.spikes = 3;
+  op.total_steps = 20000;
+  op.observe_only = true;
+  KillCriteriaSpec script;
+  script.curve = {{0, 0.5}};
+  script.band = 0.2;
+  script.band_absolute = true;
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    Journal set;
+    set.jobs.push_back({"llama", 1, "running", "", 16, kT0});
+    set.kill_criteria.push_back({"llama", "script", script, kT0});
+    set.kill_criteria.push_back({"llama", "operator", op, kT0 + absl::Seconds(1)});
+    ASSERT_TRUE(store->Apply(set, JournalSink::Sync::kFull).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  PersistedState state = LoadAll(*store);
+  ASSERT_EQ(state.kill_criteria.size(), 2u);
+  EXPECT_EQ(state.kill_criteria[0].source, "operator");
+  ASSERT_TRUE(state.kill_criteria[0].spec.has_value());
+  EXPECT_TRUE(*state.kill_criteria[0].spec == op);
+  EXPECT_EQ(state.kill_criteria[1].source, "script");
+  EXPECT_TRUE(*state.kill_criteria[1].spec == script);
+
+  Journal cleared;
+  cleared.kill_criteria.push_back({"llama", "operator", std::nullopt, kT0 + absl::Seconds(2)});
+  ASSERT_TRUE(store->Apply(cleared).ok());
+  state = LoadAll(*store);
+  ASSERT_EQ(state.kill_criteria.size(), 1u);
+  EXPECT_EQ(state.kill_criteria[0].source, "script");
+}
+
 TEST_F(StateStoreTest, APendingUnfenceReplacesTheNodesFenceAndKeepsItsAction) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);

@@ -984,6 +984,67 @@ class VerdictTest(HelperTestCase):
                          ["HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_VERDICT"])
 
 
+class KillCriteriaTest(HelperTestCase):
+    """hb.kill_if and hb.reference_curve (docs/kill-criteria.md)."""
+
+    def kill_heartbeat(self, agent, fields=60):
+        with self.agent_env(agent, TRAINSUP_HEARTBEAT_FIELDS=fields):
+            hb = trainsup.Heartbeat()
+        self.addCleanup(hb.close)
+        agent.messages()
+        return hb
+
+    def test_each_call_sends_every_criterion_set_so_far(self):
+        agent = self.agent()
+        hb = self.kill_heartbeat(agent)
+        hb.step(12)
+        agent.messages()
+        self.assertTrue(hb.reference_curve([(100, 3.0), (500, 2.5)], band=0.2))
+        first = self.one(agent, "HEARTBEAT_KIND_KILL_CRITERIA")
+        self.assertEqual(first["step"], 12)
+        self.assertEqual(first["kill_criteria"], {
+            "reference": [{"step": 100, "loss": 3.0}, {"step": 500, "loss": 2.5}],
+            "band": 0.2, "band_absolute": False})
+        self.assertTrue(hb.kill_if(loss_above=4.0, at_step=200, total_steps=1000, spikes=3,
+                                   observe_only=True))
+        both = self.one(agent, "HEARTBEAT_KIND_KILL_CRITERIA")["kill_criteria"]
+        self.assertEqual(both["loss_above"], 4.0)
+        self.assertEqual((both["at_step"], both["total_steps"], both["spikes"]), (200, 1000, 3))
+        self.assertTrue(both["observe_only"])
+        self.assertIn("reference", both)
+        self.assertLessEqual(set(first), _proto_field_names())
+
+    def test_a_long_curve_is_thinned_keeping_its_ends(self):
+        agent = self.agent()
+        hb = self.kill_heartbeat(agent)
+        self.assertTrue(hb.reference_curve([(s, 10.0 / (1 + s)) for s in range(1000)]))
+        sent = self.one(agent, "HEARTBEAT_KIND_KILL_CRITERIA")["kill_criteria"]["reference"]
+        self.assertEqual(len(sent), 64)
+        self.assertEqual((sent[0]["step"], sent[-1]["step"]), (0, 999))
+
+    def test_what_trainsupd_would_refuse_is_not_sent_and_never_raises(self):
+        agent = self.agent()
+        hb = self.kill_heartbeat(agent)
+        for call in (lambda: hb.kill_if(loss_above=float("nan")),
+                     lambda: hb.kill_if(loss_above=3, at_step=-1),
+                     lambda: hb.kill_if(spikes=True),
+                     lambda: hb.kill_if(total_steps="many"),
+                     lambda: hb.reference_curve([(10, 2.0), (5, 1.0)]),
+                     lambda: hb.reference_curve([(10, 0.0)]),
+                     lambda: hb.reference_curve([(10, 1.0)], band=0),
+                     lambda: hb.reference_curve("not a curve"),
+                     lambda: hb.reference_curve([(10, 1.0)], band=1000)):
+            self.assertFalse(call())
+        self.assertEqual(agent.messages(), [])
+        self.assertTrue(hb.reference_curve([(10, 0.0)], band=0.5, absolute=True))
+
+    def test_an_agent_that_does_not_know_them_is_not_sent_them(self):
+        agent = self.agent()
+        hb = self.kill_heartbeat(agent, fields=45)
+        self.assertTrue(hb.kill_if(loss_above=3.0))
+        self.assertEqual(agent.messages(), [])
+
+
 class ProcessEndTest(HelperTestCase):
     """Real rank processes, ending in each of the ways a training script ends."""
 

@@ -187,6 +187,18 @@ void FakeAgentsTest::SendStarted(absl::Time now, SessionId session) {
   Send(now, session, hbs, processes);
 }
 
+void FakeAgentsTest::SendStep(absl::Time now, SessionId session, int64_t step,
+                              const std::function<void(Heartbeat&)>& fill) {
+  std::vector<Heartbeat> hbs;
+  std::vector<RankProcessInfo> processes;
+  for (uint32_t r : RanksOf(session)) {
+    Heartbeat& hb = hbs.emplace_back(Hb(HeartbeatKind::kStep, r, step));
+    fill(hb);
+    processes.push_back(Alive(r));
+  }
+  Send(now, session, hbs, processes);
+}
+
 const Job& FakeAgentsTest::job() const {
   const Job* j = sup_->FindJob("job");
   EXPECT_NE(j, nullptr);

@@ -10,6 +10,7 @@
 // and Figure, to read the events the supervisor emits.
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -87,6 +88,10 @@ class FakeAgentsTest : public ::testing::Test {
   void SendLauncherExit(absl::Time now, SessionId session, int32_t exit_code, int32_t signal = 0);
   // The agent launched the current generation: its ranks say START, alive.
   void SendStarted(absl::Time now, SessionId session);
+  // Every rank of `session` completes `step` at `now`, alive: a STEP that
+  // `fill` completes (loss, durations, ...).
+  void SendStep(absl::Time now, SessionId session, int64_t step,
+                const std::function<void(Heartbeat&)>& fill);
 
   // Every live session repeats its last report (the same launcher and
   // generation, no heartbeats), as agents do every report interval idle or

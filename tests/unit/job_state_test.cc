@@ -25,13 +25,14 @@ const std::set<std::pair<S, S>>& Allowed() {
       {S::kRestarting, S::kFailed},    {S::kHeld, S::kRestarting},
       {S::kHeld, S::kFailed},          {S::kFinished, S::kPending},
       {S::kFailed, S::kPending},       {S::kFailed, S::kRestarting},
+      {S::kStopping, S::kKilled},      {S::kKilled, S::kRestarting},
   };
   return *kAllowed;
 }
 
 S StateAt(int i) { return static_cast<S>(i); }
 
-TEST(JobStateTest, TableHasEighteenAllowedTransitions) { EXPECT_EQ(Allowed().size(), 18u); }
+TEST(JobStateTest, TableHasTwentyAllowedTransitions) { EXPECT_EQ(Allowed().size(), 20u); }
 
 TEST(JobStateTest, EveryListedTransitionIsAllowed) {
   for (const auto& [from, to] : Allowed()) {
@@ -50,7 +51,7 @@ TEST(JobStateTest, EveryOtherPairIsRefused) {
           << JobStateName(StateAt(f)) << " -> " << JobStateName(StateAt(t));
     }
   }
-  EXPECT_EQ(refused, kJobStateCount * kJobStateCount - 18);
+  EXPECT_EQ(refused, kJobStateCount * kJobStateCount - 20);
 }
 
 TEST(JobStateTest, NoStateTransitionsToItself) {
@@ -59,7 +60,7 @@ TEST(JobStateTest, NoStateTransitionsToItself) {
   }
 }
 
-TEST(JobStateTest, HasSevenStates) { EXPECT_EQ(kJobStateCount, 7); }
+TEST(JobStateTest, HasEightStates) { EXPECT_EQ(kJobStateCount, 8); }
 
 TEST(JobStateTest, NamesAreStableSnakeCase) {
   EXPECT_EQ(JobStateName(S::kPending), "pending");
@@ -69,6 +70,7 @@ TEST(JobStateTest, NamesAreStableSnakeCase) {
   EXPECT_EQ(JobStateName(S::kHeld), "held");
   EXPECT_EQ(JobStateName(S::kFinished), "finished");
   EXPECT_EQ(JobStateName(S::kFailed), "failed");
+  EXPECT_EQ(JobStateName(S::kKilled), "killed");
 }
 
 TEST(JobStateTest, NamesRoundTrip) {

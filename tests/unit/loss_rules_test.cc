@@ -10,32 +10,12 @@
 #include "daemon/core/signals/loss_flat_rule.h"
 #include "daemon/core/signals/loss_shift_rule.h"
 #include "gtest/gtest.h"
+#include "tests/support/healthy_loss.h"
 
 namespace trainsup {
 namespace {
 
-// A healthy pretraining curve: 2 + 6 exp(-step / 400), with 3% noise and,
-// every 250 steps, a spike of 1.5x lasting 1 to 8 steps (shorter than the
-// rule's window), seeded.
-class HealthyLoss {
- public:
-  explicit HealthyLoss(uint32_t seed) : rng_(seed) {}
-  double At(int64_t step) {
-    double loss = 2.0 + 6.0 * std::exp(-static_cast<double>(step) / 400.0);
-    loss *= 1.0 + 0.03 * noise_(rng_);
-    if (step % 250 == 100) spike_left_ = 1 + static_cast<int>(rng_() % 8);
-    if (spike_left_ > 0) {
-      --spike_left_;
-      loss *= 1.5;
-    }
-    return loss;
-  }
-
- private:
-  std::mt19937 rng_;
-  std::normal_distribution<double> noise_{0.0, 1.0};
-  int spike_left_ = 0;
-};
+using testing::HealthyLoss;
 
 // Feeds `loss(step)` for steps [from, to) and asks after each step; returns
 // the findings.

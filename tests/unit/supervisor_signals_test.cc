@@ -73,18 +73,12 @@ class SignalsTest : public FakeAgentsTest {
   void StepAll(absl::Time now, int64_t step, double (*loss_of)(uint32_t, int64_t) = nullptr,
                uint64_t (*digest_of)(uint32_t, int64_t) = nullptr) {
     for (SessionId session : {a_, b_}) {
-      std::vector<Heartbeat> hbs;
-      std::vector<RankProcessInfo> processes;
-      for (uint32_t r : RanksOf(session)) {
-        Heartbeat hb = Hb(HeartbeatKind::kStep, r, step);
+      SendStep(now, session, step, [&](Heartbeat& hb) {
         hb.step_duration_s = 0.5;
-        hb.loss = loss_of ? loss_of(r, step) : 2.0 + 4.0 / (1 + step);
+        hb.loss = loss_of ? loss_of(hb.rank, step) : 2.0 + 4.0 / (1 + step);
         hb.grad_norm = 1.0;
-        hb.replica_digest = digest_of ? digest_of(r, step) : static_cast<uint64_t>(step);
-        hbs.push_back(hb);
-        processes.push_back(Alive(r));
-      }
-      Send(now, session, hbs, processes);
+        hb.replica_digest = digest_of ? digest_of(hb.rank, step) : static_cast<uint64_t>(step);
+      });
     }
   }
 

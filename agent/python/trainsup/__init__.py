@@ -110,6 +110,7 @@ _FIELD_NUMBER = {
     "replica_group": 43,
     "device_memory_capacity_bytes": 44,
     "signal_settings": 45,
+    "kill_criteria": 60,
 }
 # What an agent that does not say knows: the fields before the signals'.
 _OLDEST_AGENT_FIELDS = 26
@@ -126,7 +127,16 @@ _SLOT_OF_KIND = {
     "HEARTBEAT_KIND_EXCEPTION": "final",
     "HEARTBEAT_KIND_EXIT": "final",
     "HEARTBEAT_KIND_VERDICT": "verdict",
+    "HEARTBEAT_KIND_KILL_CRITERIA": "kill",
 }
+
+# Kill criteria (docs/kill-criteria.md): the bounds trainsupd checks
+# (daemon/core/kill_criteria.h), and the most reference points one datagram
+# carries (the agent reads at most 4096 bytes; a longer curve is thinned,
+# its first and last points kept).
+_MAX_CURVE_POINTS = 64
+_MAX_RELATIVE_BAND = 100.0
+_MAX_SPIKES = 1000
 
 # sendto errors that mean "the agent's queue is full right now": the message
 # is kept and sent again. Any other error (the agent is gone) drops it.
@@ -284,6 +294,44 @@ def _digest(value):
         return str(struct.unpack("<Q", struct.pack("<d", float(value)))[0])
     except Exception:  # noqa: BLE001
         return None
+
+
+def _finite(value):
+    """`value` as a finite float, or None."""
+    try:
+        number = float(value)
+    except Exception:  # noqa: BLE001
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _whole(value, low, high):
+    """`value` as an int in [low, high], or None (bools are not numbers here)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except Exception:  # noqa: BLE001
+        return None
+    return number if number == value and low <= number <= high else None
+
+
+def _curve(points, relative):
+    """A reference curve as [(step, loss)], steps increasing, thinned to
+    _MAX_CURVE_POINTS (first and last kept); None when it is not one."""
+    try:
+        pairs = [(_whole(s, 0, _MAX_STEP_COUNT), _finite(l)) for s, l in points]
+    except Exception:  # noqa: BLE001 - not pairs
+        return None
+    if not pairs or any(s is None or l is None or (relative and l <= 0) for s, l in pairs):
+        return None
+    if any(b[0] <= a[0] for a, b in zip(pairs, pairs[1:])):
+        return None
+    if len(pairs) > _MAX_CURVE_POINTS:
+        last = len(pairs) - 1
+        keep = sorted({round(i * last / (_MAX_CURVE_POINTS - 1)) for i in range(_MAX_CURVE_POINTS)})
+        pairs = [pairs[i] for i in keep]
+    return pairs
 
 
 def _signal_settings(settings):
@@ -625,6 +673,7 @@ class Heartbeat:
         if self._capacity == 0:
             self._capacity = None
         self._rss = _ResidentSetSize() if host_rss else None
+        self._kill = {}  # the kill criteria set so far, as sent
         if not self.enabled:
             return
         try:
@@ -843,6 +892,68 @@ class Heartbeat:
             return True
         except Exception:  # noqa: BLE001
             return False
+
+    def kill_if(self, loss_above=None, at_step=0, *, total_steps=None, spikes=None,
+                observe_only=None):
+        """Asks the supervisor to stop the job for good when it has lost
+        (docs/kill-criteria.md): when the loss (the median of the last
+        --loss-shift-window steps' mean over ranks) is above ``loss_above``
+        from step ``at_step`` on. ``total_steps``: the job's total, so that
+        the GPU-time a kill saves is reported. ``spikes``: loss level shifts
+        in a row with no recovery that stop it (default 5; 0: off).
+        ``observe_only``: report (an event) instead of stopping. Keeps the
+        criteria set before (hb.reference_curve) and sends them all. Returns
+        False (nothing sent) for a value the supervisor would refuse, else
+        True; never blocks, never raises.
+        """
+        try:
+            update = {}
+            if loss_above is not None:
+                update["loss_above"] = _finite(loss_above)
+                update["at_step"] = _whole(at_step, 0, _MAX_STEP_COUNT)
+            return self._set_kill(update, total_steps, spikes, observe_only)
+        except Exception:  # noqa: BLE001
+            return False
+
+    def reference_curve(self, points, band=0.1, *, absolute=False, total_steps=None):
+        """Asks the supervisor to stop the job for good when its loss leaves
+        a good run's curve (docs/kill-criteria.md): ``points``, (step, loss)
+        pairs with steps increasing, linear between them, the last loss held
+        after the last step; ``band`` above the curve, a fraction of it
+        (0.1: 10 % above) or, with ``absolute``, in loss units. Judged on the
+        median of the last --loss-shift-window steps' mean loss over ranks.
+        A curve of more than 64 points is thinned to 64. Returns False
+        (nothing sent) for a curve or band the supervisor would refuse, else
+        True; never blocks, never raises.
+        """
+        try:
+            curve = _curve(points, not absolute)
+            number = _finite(band)
+            if (curve is None or number is None or number <= 0
+                    or (not absolute and number > _MAX_RELATIVE_BAND)):
+                return False
+            update = {"reference": [{"step": s, "loss": l} for s, l in curve],
+                      "band": number, "band_absolute": bool(absolute)}
+            return self._set_kill(update, total_steps, None, None)
+        except Exception:  # noqa: BLE001
+            return False
+
+    def _set_kill(self, update, total_steps, spikes, observe_only):
+        """Adds `update` and the common settings to the criteria and sends
+        them all; False (nothing changed) when one is not valid."""
+        if total_steps is not None:
+            update["total_steps"] = _whole(total_steps, 0, _MAX_STEP_COUNT)
+        if spikes is not None:
+            update["spikes"] = _whole(spikes, 0, _MAX_SPIKES)
+        if observe_only is not None:
+            update["observe_only"] = bool(observe_only)
+        if any(value is None for value in update.values()):
+            return False
+        self._kill.update(update)
+        if self._knows("kill_criteria"):
+            self._send("HEARTBEAT_KIND_KILL_CRITERIA", step=max(self._last_step, 0),
+                       kill_criteria=dict(self._kill))
+        return True
 
     def close(self):
         """Stops reporting; what the agent has not taken yet is given up on."""

@@ -42,6 +42,14 @@ class GenerationRecord {
     for (size_t i = 0; i < steps_.size(); ++i) f(steps_[(head_ + i) % steps_.size()]);
   }
 
+  // Calls fn(const StepSummary&) for each step kept after `step`, in order.
+  template <typename Fn>
+  void ForEachAfter(int64_t step, Fn fn) const {
+    ForEach([&](const StepSummary& s) {
+      if (s.step > step) fn(s);
+    });
+  }
+
  private:
   uint64_t generation_;
   std::vector<StepSummary> steps_;  // a ring once full
