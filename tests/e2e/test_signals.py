@@ -132,7 +132,10 @@ class SignalsEndToEnd(ClusterTestCase):
         self.assertEqual(e["figures"]["step"], 30)
         self.assertEqual((e["figures"]["group_ranks"], e["figures"]["majority"]), (4, 3))
         self.assertEqual(e["figures"]["charged"], 1)
-        self.assertEqual(c.metric("trainsup_job_replica_mismatches_total", job_id=job), 30)
+        # Counted as each step's record is handed to the rules (at the latest
+        # at the next sweep once its ranks stopped reporting).
+        wait_for(lambda: c.metric("trainsup_job_replica_mismatches_total", job_id=job) == 30, 10,
+                 what="30 mismatching rank-steps counted")
         self.assertEqual([x for x in self.signal_events(c, job) if x["kind"] != "replica_mismatch"],
                          [])
         self.report(c, "replica digest off", off, e)
