@@ -58,7 +58,7 @@ class ElectionTest(unittest.TestCase):
         wait_for(lambda: a.leads() or b.leads(), 15, "a leader")
         leader, standby = (a, b) if a.leads() else (b, a)
         # The standby knows who leads before the test goes on.
-        wait_for(lambda: standby.seen(f"the leader is {leader.name} "), 10,
+        wait_for(lambda: standby.seen(f"the leader is {leader.name} "), 30,
                  "the standby to learn the leader")
         return leader, standby
 
