@@ -14,7 +14,7 @@ const std::string& SignalDetection::NodeOfRank(const JobEntry& job, uint32_t ran
 }
 
 bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
-  SignalFindings found = job.signals.Sweep(now, job.job());
+  SignalFindings found = job.signals.Sweep(now, job.job(), job.fallback.advice().limit);
   const SignalOptions& options = job.signals.options();
   const EventJob event_job = EventJobOf(job);
   if (found.loss_shift) {
@@ -35,14 +35,7 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   }
   for (const ReplicaFinding& f : found.replica) OnReplica(now, job, f);
   const ResumeFindings& resume = found.resume;
-  // A generation that resumed where trainsupd told it to (a fallback from a
-  // suspect checkpoint, a spike rollback) is behind on purpose.
-  const ResumeAdvice& advice = job.fallback.advice();
-  const bool as_advised =
-      resume.behind && advice.limit && resume.behind->resumed_step <= *advice.limit;
-  if (resume.behind && !as_advised) {
-    decisions_.Emit(&job, ResumedBehindEvent(now, event_job, *resume.behind));
-  }
+  if (resume.behind) decisions_.Emit(&job, ResumedBehindEvent(now, event_job, *resume.behind));
   if (resume.lr) decisions_.Emit(&job, LrMismatchEvent(now, event_job, *resume.lr, options.resume));
   if (resume.data) {
     decisions_.Emit(&job, DataPositionMismatchEvent(now, event_job, *resume.data, options.resume));

@@ -134,8 +134,10 @@ TEST_F(FallbackTest, ACheckpointThatFailsAfterEveryLoadIsFallenBackFromAndTheJob
   EXPECT_TRUE(Events(EventKind::kHold).empty());
   t = Steps(t, 30, 80, Healthy);  // loads 29 and trains on, saving 39 anew
   EXPECT_EQ(state(), "running");
-  // Behind the last complete checkpoint (39), as it was told: not a finding.
+  // Behind the last complete checkpoint (39), as it was told: not a finding,
+  // neither an event nor a count for the alert.
   EXPECT_TRUE(Events(EventKind::kResumedBehind).empty());
+  EXPECT_EQ(entry().signals.resume_counts().behind, 0u);
   EXPECT_TRUE(entry().fallback.advice().empty());
   EXPECT_EQ(job().max_step(), 79);
 }

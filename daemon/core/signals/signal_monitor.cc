@@ -144,7 +144,8 @@ void SignalMonitor::Feed(const StepSignals& s) {
   }
 }
 
-SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job) {
+SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job,
+                                    std::optional<int64_t> resume_limit) {
   SignalFindings out;
   Roll(job);
   aggregator_.Expire(now, kStepExpiry);
@@ -166,6 +167,9 @@ SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job) {
   out.replica = rules.replica.Take();
   if (resume_) {
     out.resume = resume_->Take();
+    if (out.resume.behind && resume_limit && out.resume.behind->resumed_step <= *resume_limit) {
+      out.resume.behind.reset();  // behind on purpose
+    }
     Totals& t = totals_;
     if (out.resume.behind) {
       ++t.resume.behind;

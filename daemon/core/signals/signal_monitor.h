@@ -73,7 +73,12 @@ class SignalMonitor : public StepObserver {
   // every rank reporting in the generation has ended it.
   void OnCheckpoint(const Job& job, const Heartbeat& hb);
   // Hands over steps whose ranks stopped reporting, and runs the rules.
-  SignalFindings Sweep(absl::Time now, const Job& job);
+  // `resume_limit`: the step at or below which trainsupd told the current
+  // generation to resume (a fallback from a suspect checkpoint, a spike
+  // rollback); a resume behind the last checkpoint as told is no finding,
+  // neither an event nor a count.
+  SignalFindings Sweep(absl::Time now, const Job& job,
+                       std::optional<int64_t> resume_limit = std::nullopt);
 
   // The supervisor renumbered its nodes: `move(NodeIndex&)` for each.
   template <typename Move>
