@@ -193,10 +193,6 @@ std::optional<double> BreakEvenNoise(const SearchBudgetInputs& in, const Shapes&
   return (low + high) / 2;
 }
 
-std::string HalvingLayout(const std::vector<int64_t>& rungs) {
-  return absl::StrJoin(rungs, " -> ");
-}
-
 }  // namespace
 
 std::vector<int64_t> GridLevels(int64_t runs, int dimensions) {
@@ -291,7 +287,7 @@ absl::StatusOr<SearchBudget> PlanSearchBudget(const SearchBudgetInputs& in) {
 
   SearchStrategy halving;
   halving.name = "successive-halving";
-  halving.layout = HalvingLayout(shapes.halving);
+  halving.layout = absl::StrJoin(shapes.halving, " -> ");
   halving.configurations = shapes.halving[0];
   halving.full_runs = shapes.halving.back();
   halving.distinct_important_values = static_cast<double>(shapes.halving[0]);
