@@ -8,11 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "calc/checkpoint_planner.h"
-#include "daemon/core/crash_detector.h"
 #include "daemon/core/mtbf_estimator.h"
 #include "daemon/core/node_loss_detector.h"
 #include "daemon/core/signals/signal_options.h"
-#include "daemon/core/stall_detector.h"
 
 namespace trainsup::sim {
 
@@ -23,15 +21,15 @@ constexpr double kDay = 86400;
 
 absl::Time At(double seconds) { return absl::UnixEpoch() + absl::Seconds(seconds); }
 
-// From a failure to its detection, as the core's rules have it by default.
-double DetectionSeconds(FailureKind kind, const SimJob& job) {
+// From a failure to its detection, as the core's rules have it (the policy's
+// crash and stall options; the node-loss and loss-shift rules' defaults).
+double DetectionSeconds(FailureKind kind, const SimJob& job, const SimPolicy& policy) {
   switch (kind) {
     case FailureKind::kCrash:
-      return absl::ToDoubleSeconds(CrashOptions{}.settle);
-    case FailureKind::kHang: {
-      const StallOptions stall;
-      return std::max(absl::ToDoubleSeconds(stall.floor), stall.factor * job.step_seconds);
-    }
+      return absl::ToDoubleSeconds(policy.crash.settle);
+    case FailureKind::kHang:
+      return std::max(absl::ToDoubleSeconds(policy.stall.floor),
+                      policy.stall.factor * job.step_seconds);
     case FailureKind::kNodeLost:
       return absl::ToDoubleSeconds(NodeLossOptions{}.lost_after);
     case FailureKind::kLossSpike:
@@ -192,9 +190,10 @@ class Simulation {
   }
 
   void Fail(double at, const FailureEvent& e, double rollback_to) {
+    const double rework_before = ledger_.rework;
     ledger_.rework += EndGeneration(at);
     if (rollback_to >= 0) RollBack(rollback_to);
-    double t = at + DetectionSeconds(e.kind, job_);
+    double t = at + DetectionSeconds(e.kind, job_, policy_);
     ledger_.detection += t - at;
     if (e.kind == FailureKind::kLossSpike) {
       ++result_.spikes;
@@ -234,8 +233,12 @@ class Simulation {
     }
     governor_.RecordRestart(At(ready));
     ++result_.restarts;
-    ledger_.restart += job_.restart_seconds;
-    down_until_ = ready + job_.restart_seconds;
+    const double restart =
+        job_.restart_seconds + (e.kind == FailureKind::kHang ? job_.hang_stop_seconds : 0);
+    ledger_.restart += restart;
+    down_until_ = ready + restart;
+    result_.failure_log.push_back(
+        {at, e.kind, e.node, ledger_.rework - rework_before, t - at, down_until_ - at});
   }
 
   // A lost node leaves the job; so does a node the quarantine policy takes.

@@ -6,8 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "daemon/core/crash_detector.h"
 #include "daemon/core/quarantine_policy.h"
 #include "daemon/core/restart_governor.h"
+#include "daemon/core/stall_detector.h"
 #include "sim/failure_trace.h"
 
 namespace trainsup::sim {
@@ -34,6 +36,11 @@ struct SimJob {
   double repair_hours = 48;
   double sdc_detection_hours = 1;   // silent data corruption is found this late
   double spike_rollback_steps = 100;  // a loss spike rolls back this far (PaLM)
+  // A hung generation's stop costs more than a crashed one's: the agents
+  // collect the ranks' stacks first (at most 2 s: a frozen rank never
+  // answers), then its frozen ranks wait out trainsupd's --stop-grace (10 s)
+  // before SIGKILL. Added to R for hangs.
+  double hang_stop_seconds = 12;
   double slow_hours = 2;    // a "slow" failure lasts this long...
   double slow_factor = 1.2;  // ...with the job's steps this much longer
 };
@@ -49,6 +56,11 @@ struct SimPolicy {
   bool quarantine = true;
   QuarantineOptions quarantine_options;  // the core's defaults: 3 within 1 h
   RestartPolicy restart;                 // the core's defaults: 5 within 1 h
+  // Detection latency: a crash is judged `crash.settle` after it, a hang at
+  // max(stall.floor, stall.factor x the step time), as trainsupd's options
+  // of the same names have it (the core's defaults unless told).
+  CrashOptions crash;
+  StallOptions stall;
   bool hot_spares = false;
   // trainsup holds a job after a second identical failure (a bug in the
   // training code) instead of restarting it into the same failure.
@@ -72,8 +84,19 @@ struct SimLedger {
   double effective_fraction() const { return wall > 0 ? useful / wall : 0; }
 };
 
+// One failure that stopped the job (or rolled it back), as it was handled.
+struct SimFailure {
+  double time = 0;  // when it happened
+  FailureKind kind = FailureKind::kCrash;
+  uint32_t node = kNoNode;
+  double rework = 0;     // training lost with it (since the last checkpoint, or rolled back)
+  double detection = 0;  // from the failure to its detection
+  double down = 0;       // from the failure to the next generation's start
+};
+
 struct SimResult {
   SimLedger ledger;
+  std::vector<SimFailure> failure_log;  // in time order
   int failures = 0;     // that stopped the job (crashes, hangs, lost nodes, SDC found)
   int spikes = 0;       // loss-spike rollbacks
   int restarts = 0;

@@ -12,12 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/str_join.h"
 #include "cli/table.h"
+#include "common/cli_options.h"
 #include "sim/failure_trace.h"
 #include "sim/goodput_sim.h"
 #include "sim/stragglers.h"
@@ -80,9 +81,40 @@ struct RunFlags {
   double quarantine_window_hours = 1;
   std::string checkpoint = "planned,3600";
   std::string hot_spares = "no";
+  std::string output = "table";
   SimJob job;
   TraceOptions trace;
+  // The detectors' and the governor's options that every policy shares,
+  // as trainsupd's flags of the same names set them.
+  SimPolicy rules;
 };
+
+// One policy's figures as a JSON object (seconds, counts): what a test or a
+// script reads. Every value is a number or one of the fixed names above.
+std::string JsonRow(uint64_t ranks, const std::string& checkpoint, const std::string& quarantine,
+                    bool hot_spares, const SimResult& res) {
+  const SimLedger& l = res.ledger;
+  return absl::StrFormat(
+      "{\"ranks\":%d,\"checkpoint\":\"%s\",\"quarantine\":\"%s\",\"hot_spares\":%s,"
+      "\"effective\":%.6f,\"wall_seconds\":%.3f,\"useful_seconds\":%.3f,"
+      "\"checkpoint_seconds\":%.3f,\"rework_seconds\":%.3f,\"detection_seconds\":%.3f,"
+      "\"restart_seconds\":%.3f,\"replacement_seconds\":%.3f,\"held_seconds\":%.3f,"
+      "\"slow_seconds\":%.3f,\"lost_seconds\":%.3f,\"failures\":%d,\"spikes\":%d,"
+      "\"restarts\":%d,\"holds\":%d,\"quarantines\":%d,\"lemons_quarantined\":%d,"
+      "\"ignored\":%d,\"interval_seconds\":%.3f,\"failure_log\":[%s]}",
+      ranks, checkpoint, quarantine, hot_spares ? "true" : "false", l.effective_fraction(),
+      l.wall, l.useful, l.checkpoint, l.rework, l.detection, l.restart, l.replacement, l.held,
+      l.slow, l.lost(), res.failures, res.spikes, res.restarts, res.holds, res.quarantines,
+      res.lemons_quarantined, res.ignored, res.mean_interval_seconds,
+      absl::StrJoin(res.failure_log, ",", [](std::string* out, const SimFailure& f) {
+        absl::StrAppendFormat(out,
+                              "{\"time\":%.3f,\"kind\":\"%s\",\"node\":%d,\"rework\":%.3f,"
+                              "\"detection\":%.3f,\"down\":%.3f}",
+                              f.time, FailureKindName(f.kind),
+                              f.node == kNoNode ? -1 : static_cast<int64_t>(f.node), f.rework,
+                              f.detection, f.down);
+      }));
+}
 
 int Run(RunFlags& f) {
   std::vector<uint64_t> ranks, quarantine_after;
@@ -96,12 +128,14 @@ int Run(RunFlags& f) {
     return Usage("--checkpoint: a list of \"planned\" or intervals in seconds");
   }
   if (!ParseYesNo(f.hot_spares, &spares)) return Usage("--hot-spares: a list of yes and no");
+  if (f.output != "table" && f.output != "json") return Usage("-o: table or json");
+  const bool json = f.output == "json";
   const SimJob& j = f.job;
   if (j.gpus_per_node == 0 || !(j.step_seconds > 0) || !(j.checkpoint_seconds > 0) ||
       !(f.days > 0) || !(j.slow_factor >= 1) || !(j.restart_seconds >= 0) ||
       !(f.spare_fraction >= 0) || !(j.replace_minutes >= 0) || !(j.repair_hours >= 0) ||
       !(j.human_hours >= 0) || !(j.bug_fix_hours >= 0) || !(j.bug_refail_seconds > 0) ||
-      !(j.sdc_detection_hours >= 0) || !(j.slow_hours >= 0) ||
+      !(j.sdc_detection_hours >= 0) || !(j.slow_hours >= 0) || !(j.hang_stop_seconds >= 0) ||
       !(f.quarantine_window_hours > 0)) {
     return Usage("--gpus-per-node, --step-seconds, --checkpoint-seconds, --days, "
                  "--bug-refail-seconds and --quarantine-window-hours must be > 0, "
@@ -121,6 +155,7 @@ int Run(RunFlags& f) {
   Table table({"RANKS", "CHECKPOINT", "QUARANTINE", "HOT_SPARES", "EFFECTIVE", "USEFUL_H",
                "CHECKPOINT_H", "REWORK_H", "DOWN_H", "HELD_H", "FAILURES", "SPIKES", "RESTARTS",
                "HOLDS", "QUARANTINED", "LEMONS", "INTERVAL_S"});
+  std::vector<std::string> json_rows;
   double simulated_hours = 0;
   const std::clock_t cpu_start = std::clock();
   for (uint64_t r : ranks) {
@@ -134,13 +169,15 @@ int Run(RunFlags& f) {
     const std::vector<FailureEvent> trace = f.trace_file.empty() ? GenerateTrace(topt) : file_trace;
     const std::vector<uint32_t> lemons = f.trace_file.empty() ? LemonNodes(topt)
                                                               : std::vector<uint32_t>{};
-    std::printf("%llu ranks on %u nodes (%u in the cluster): %zu trace events%s\n",
-                static_cast<unsigned long long>(r), job.nodes, topt.nodes, trace.size(),
-                f.trace_file.empty() ? " drawn from Llama 3's rates" : " from the file");
+    if (!json) {
+      std::printf("%llu ranks on %u nodes (%u in the cluster): %zu trace events%s\n",
+                  static_cast<unsigned long long>(r), job.nodes, topt.nodes, trace.size(),
+                  f.trace_file.empty() ? " drawn from Llama 3's rates" : " from the file");
+    }
     for (const std::optional<double>& interval : intervals) {
       for (uint64_t after : quarantine_after) {
         for (bool hot : spares) {
-          SimPolicy policy;
+          SimPolicy policy = f.rules;
           policy.fixed_interval_seconds = interval;
           policy.quarantine = after > 0;
           if (after > 0) policy.quarantine_options.after = static_cast<int>(after);
@@ -149,9 +186,15 @@ int Run(RunFlags& f) {
           const SimResult res = Simulate(job, policy, trace, topt.nodes, lemons);
           const SimLedger& l = res.ledger;
           simulated_hours += l.wall / 3600;
-          table.AddRow({absl::StrCat(r), interval ? absl::StrFormat("%.0fs", *interval) : "planned",
-                        after > 0 ? absl::StrFormat("%d/%.0fh", after, f.quarantine_window_hours)
-                                  : "off",
+          const std::string checkpoint =
+              interval ? absl::StrFormat("%gs", *interval) : "planned";
+          const std::string quarantine =
+              after > 0 ? absl::StrFormat("%d/%.0fh", after, f.quarantine_window_hours) : "off";
+          if (json) {
+            json_rows.push_back(JsonRow(r, checkpoint, quarantine, hot, res));
+            continue;
+          }
+          table.AddRow({absl::StrCat(r), checkpoint, quarantine,
                         hot ? "yes" : "no", absl::StrFormat("%.2f%%", 100 * l.effective_fraction()),
                         Hours(l.useful), Hours(l.checkpoint), Hours(l.rework),
                         Hours(l.detection + l.restart + l.replacement), Hours(l.held),
@@ -164,6 +207,11 @@ int Run(RunFlags& f) {
     }
   }
   const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
+  if (json) {
+    std::printf("{\"policies\":[%s],\"simulated_hours\":%.6f,\"cpu_seconds\":%.6f}\n",
+                absl::StrJoin(json_rows, ",").c_str(), simulated_hours, cpu);
+    return kExitOk;
+  }
   std::printf("\n%s", table.Render().c_str());
   std::printf("\nsimulated %.0f job-hours in %.3f s of CPU (%.0f simulated hours per CPU second)\n",
               simulated_hours, cpu, cpu > 0 ? simulated_hours / cpu : 0);
@@ -215,8 +263,21 @@ int main(int argc, char** argv) {
   run->add_option("--sdc-detection-hours", f.job.sdc_detection_hours,
                   "silent data corruption is found this long after it happened")
       ->capture_default_str();
+  run->add_option("--hang-stop-seconds", f.job.hang_stop_seconds,
+                  "a hang's stop beyond R: stack collection and the stop grace")
+      ->capture_default_str();
   run->add_option("--slow-hours", f.job.slow_hours)->capture_default_str();
   run->add_option("--slow-factor", f.job.slow_factor)->capture_default_str();
+  trainsup::AddDurationOption(*run, "--crash-settle", &f.rules.crash.settle,
+                    "a crash is detected this long after it (trainsupd's option)");
+  trainsup::AddDurationOption(*run, "--stall-floor", &f.rules.stall.floor,
+                    "a hang is detected after max(this, --stall-factor x the step time)");
+  run->add_option("--stall-factor", f.rules.stall.factor, "see --stall-floor")
+      ->capture_default_str();
+  trainsup::AddDurationOption(*run, "--restart-backoff", &f.rules.restart.backoff_initial,
+                    "the wait before the first restart in the window, doubling after");
+  run->add_option("-o,--output", f.output, "table or json (seconds and counts)")
+      ->capture_default_str();
   run->add_option("--lemon-fraction", f.trace.lemon_fraction)->capture_default_str();
   run->add_option("--lemon-factor", f.trace.lemon_factor)->capture_default_str();
   run->add_option("--loss-spikes", f.trace.loss_spikes, "loss spikes per run of --days")

@@ -65,10 +65,35 @@ TEST(GoodputSimTest, OneCrashCostsItsReworkDetectionBackoffAndRestart) {
   EXPECT_EQ(r.restarts, 1);
 }
 
-TEST(GoodputSimTest, AHangIsFoundAtTheStallThreshold) {
+TEST(GoodputSimTest, AHangIsFoundAtTheStallThresholdAndStopsSlowerThanACrash) {
   const SimResult r = Simulate(Day(), Hourly(), {At(5000, 1, FailureKind::kHang)}, 6);
   // max(20 s floor, 10 x the 10 s step)
   EXPECT_DOUBLE_EQ(r.ledger.detection, 100);
+  // The backoff, R, and the hang's stop (stacks, then the stop grace).
+  EXPECT_DOUBLE_EQ(r.ledger.restart, 5 + 300 + 12);
+  ASSERT_EQ(r.failure_log.size(), 1u);
+  const SimFailure& f = r.failure_log[0];
+  EXPECT_EQ(f.kind, FailureKind::kHang);
+  EXPECT_EQ(f.node, 1u);
+  EXPECT_DOUBLE_EQ(f.rework, 5000 - 3660);
+  EXPECT_DOUBLE_EQ(f.detection, 100);
+  EXPECT_DOUBLE_EQ(f.down, 100 + 5 + 300 + 12);
+}
+
+TEST(GoodputSimTest, TheDetectionRulesAreThePolicysOwn) {
+  SimPolicy fast = Hourly();
+  fast.crash.settle = absl::Milliseconds(500);
+  fast.stall.floor = absl::Seconds(5);
+  fast.stall.factor = 0.1;
+  fast.restart.backoff_initial = absl::Seconds(1);
+  const SimResult r = Simulate(
+      Day(), fast, {At(5000, 1, FailureKind::kCrash), At(7000, 2, FailureKind::kHang)}, 6);
+  ASSERT_EQ(r.failure_log.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.failure_log[0].detection, 0.5);
+  EXPECT_DOUBLE_EQ(r.failure_log[1].detection, 5);  // max(5 s, 0.1 x 10 s)
+  EXPECT_DOUBLE_EQ(r.failure_log[0].down, 0.5 + 1 + 300);
+  // The second restart within the hour: its backoff doubles.
+  EXPECT_DOUBLE_EQ(r.failure_log[1].down, 5 + 2 + 300 + 12);
 }
 
 TEST(GoodputSimTest, ASoftwareBugIsHeldAtItsSecondFailureInsteadOfLooping) {
