@@ -29,6 +29,13 @@
 namespace trainsup {
 namespace {
 
+// What `m` carries ("stop", "start", ...), for a log line.
+std::string BodyName(const v1::SupervisorMessage& m) {
+  const google::protobuf::FieldDescriptor* field =
+      m.GetDescriptor()->FindFieldByNumber(m.body_case());
+  return field != nullptr ? field->name() : "message";
+}
+
 sigset_t AgentSignals() {
   sigset_t set;
   sigemptyset(&set);
@@ -350,6 +357,17 @@ void Agent::OnSignals(int signal_fd) {
 
 void Agent::OnSupervisorMessage(const v1::SupervisorMessage& m) {
   const absl::Duration now = SteadyNow();
+  // A deposed leader's message (a lower epoch than one obeyed) is dropped,
+  // whatever it says. Epoch 0 is a trainsupd without an election: alone.
+  if (m.epoch() != 0) {
+    if (m.epoch() < leader_epoch_) {
+      ++stale_epoch_drops_;
+      TRAINSUP_LOG_WARN("dropped a %s of leader epoch %d: epoch %d leads (%d dropped so far)",
+                        BodyName(m), m.epoch(), leader_epoch_, stale_epoch_drops_);
+      return;
+    }
+    leader_epoch_ = m.epoch();
+  }
   switch (m.body_case()) {
     case v1::SupervisorMessage::kWelcome:
       if (m.welcome().has_rendezvous()) {

@@ -144,6 +144,10 @@ class Agent {
   // skips (the welcome's or the start's; empty: the script's own choice).
   uint64_t resume_generation_ = 0;
   v1::ResumeAdvice resume_;
+  // The highest leader epoch obeyed (0: none; SupervisorMessage.epoch), and
+  // how many messages of a lower one were dropped.
+  uint64_t leader_epoch_ = 0;
+  uint64_t stale_epoch_drops_ = 0;
   // The command failed: its last stderr lines that say why (StderrExcerpt).
   std::vector<std::string> failure_lines_;
   ReportBatcher batcher_;

@@ -102,7 +102,10 @@ void SupervisorHost::ActLocked(bool reporting) {
   for (const AgentCommand& c : output.commands) {
     auto it = channels_.find(c.session);
     if (it != channels_.end()) {
-      effects.sends.push_back({it->second, ToProto(c), absl::StrCat(CommandName(c.kind), " ", c.node)});
+      v1::SupervisorMessage message = ToProto(c);
+      message.set_epoch(static_cast<uint64_t>(epoch_.load()));
+      effects.sends.push_back(
+          {it->second, std::move(message), absl::StrCat(CommandName(c.kind), " ", c.node)});
     }
   }
   effects.fences = std::move(output.fences);
@@ -173,6 +176,7 @@ absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
     if (!result.ok()) return result;
     // The welcome goes first, before any command the core decided for it.
     v1::SupervisorMessage welcome;
+    welcome.set_epoch(static_cast<uint64_t>(epoch_.load()));
     welcome.mutable_welcome()->set_supervisor_incarnation(incarnation_);
     welcome.mutable_welcome()->set_generation(result->generation);
     welcome.mutable_welcome()->set_launch(result->launch);
@@ -253,6 +257,7 @@ absl::StatusOr<std::string> SupervisorHost::RequestCheckpoint(const std::string&
 
 void SupervisorHost::LeadershipChanged(absl::string_view role, int64_t epoch,
                                        const std::string& reason) {
+  if (role == "leader") epoch_.store(epoch);
   MutateAndPublish([&](Supervisor& core, absl::Time now) {
     core.LeadershipChanged(now, role, epoch, reason);
     return 0;

@@ -168,6 +168,9 @@ class SupervisorHost {
   const Clock* const clock_;
   StateStore* const store_;
   const uint64_t incarnation_;
+  // The epoch of this instance's leadership (0: no election), stamped on
+  // every message decided for an agent.
+  std::atomic<int64_t> epoch_{0};
   mutable absl::Mutex mu_;
   Supervisor core_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, std::shared_ptr<AgentChannel>> channels_ ABSL_GUARDED_BY(mu_);

@@ -723,6 +723,58 @@ TEST_F(AgentBinaryTest, EveryReportSaysWhichPlansTheRanksHold) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
 }
 
+// A leader that was deposed while paused (SIGSTOP, a frozen VM) may send what
+// it had decided once it resumes: an agent that has obeyed a newer leader's
+// epoch drops it, so an old leader cannot stop a job.
+TEST_F(AgentBinaryTest, AMessageOfALowerLeaderEpochIsDroppedAndTheJobRunsOn) {
+  FakeSupervisor supervisor;
+  supervisor.SetWelcome(LaunchWelcome(1));
+  const std::string plan_path = dir_ + "/plan-path";
+  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
+             {"/bin/sh", "-c",
+              absl::StrCat("echo $TRAINSUP_PLAN_FILE > ", plan_path, ".tmp && mv ", plan_path,
+                           ".tmp ", plan_path, "; exec sleep 1000")});
+  ASSERT_TRUE(WaitFor([&] { return Exists(plan_path); })) << log();
+  auto plan = [](uint64_t id, uint64_t epoch) {
+    v1::SupervisorMessage m;
+    m.set_epoch(epoch);
+    m.mutable_plan()->set_plan_id(id);
+    m.mutable_plan()->set_interval_steps(25);
+    return m;
+  };
+  auto stop = [](uint64_t epoch, const std::string& why) {
+    v1::SupervisorMessage m;
+    m.set_epoch(epoch);
+    m.mutable_stop()->set_generation(1);
+    m.mutable_stop()->set_reason(why);
+    m.mutable_stop()->set_grace_seconds(1);
+    return m;
+  };
+  supervisor.Send(plan(3, 7));             // the leader of epoch 7
+  supervisor.Send(stop(5, "deposed"));     // a deposed one's stop
+  supervisor.Send(plan(4, 7));             // epoch 7 again: after the stop, in order
+  auto held_through = [](uint64_t id) {
+    return [id](const std::vector<FakeSupervisor::Received>& r) {
+      const std::vector<v1::NodeReport> reports = Reports(r);
+      return !reports.empty() && reports.back().plans_held_through() == id;
+    };
+  };
+  ASSERT_TRUE(supervisor.AwaitReceived(held_through(4))) << log();
+  // The plan after the stale stop was obeyed, and the command still runs.
+  EXPECT_EQ(Reports(supervisor.received()).back().launcher().state(),
+            v1::LauncherStatus::STATE_RUNNING);
+  EXPECT_THAT(log(), HasSubstr("dropped a stop of leader epoch 5: epoch 7 leads (1 dropped so far)"));
+
+  // The leader's own stop is obeyed.
+  supervisor.Send(stop(7, "the leader"));
+  ASSERT_TRUE(supervisor.AwaitReceived([](const std::vector<FakeSupervisor::Received>& r) {
+    const std::vector<v1::NodeReport> reports = Reports(r);
+    return !reports.empty() && reports.back().launcher().state() == v1::LauncherStatus::STATE_EXITED;
+  })) << log();
+  kill(agent_, SIGTERM);
+  AwaitAgent();
+}
+
 // A script that cannot import what it needs fails before any rank reports:
 // its agent sends the lines that say why with the command's failure, and
 // passes them on to its own stderr.

@@ -77,16 +77,23 @@ class RecordingChannel : public AgentChannel {
   void Send(const v1::SupervisorMessage& message) override {
     absl::MutexLock lock(&mu_);
     if (message.has_quarantined()) ++quarantines_;
+    epochs_.push_back(message.epoch());
   }
   void Close(const grpc::Status&) override {}
   int quarantines() {
     absl::MutexLock lock(&mu_);
     return quarantines_;
   }
+  // The epoch of every message sent, in order (the welcome first).
+  std::vector<uint64_t> epochs() {
+    absl::MutexLock lock(&mu_);
+    return epochs_;
+  }
 
  private:
   absl::Mutex mu_;
   int quarantines_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<uint64_t> epochs_ ABSL_GUARDED_BY(mu_);
 };
 
 class HostCommitTest : public ::testing::Test {
@@ -206,6 +213,26 @@ TEST_F(HostCommitTest, AFenceAndItsCommandWaitForTheirCommit) {
   EXPECT_TRUE(WaitFor([&] { return Fenced(); }));
   EXPECT_TRUE(WaitFor([&] { return channels_[1]->quarantines() == 1; }));
   EXPECT_GE(sink_.full(), 1);  // the quarantine was fsynced before its fence
+}
+
+TEST_F(HostCommitTest, EveryMessageCarriesTheEpochOfTheLeadershipThatDecidedIt) {
+  // Welcomed before any election: epoch 0, a trainsupd alone.
+  EXPECT_EQ(channels_[1]->epochs(), std::vector<uint64_t>({0}));
+  host_->LeadershipChanged("leader", 42, "won the election");
+  ASSERT_TRUE(host_->Quarantine("node-b", "bad GPU 3").ok());
+  host_->Sweep();
+  ASSERT_TRUE(WaitFor([&] { return channels_[1]->quarantines() == 1; }));
+  EXPECT_EQ(channels_[1]->epochs(), std::vector<uint64_t>({0, 42}));
+  // Suspended, then leading again: the same leadership, the same epoch.
+  host_->LeadershipChanged("suspended", 42, "cannot renew");
+  host_->LeadershipChanged("leader", 42, "renewed");
+  AgentHelloInfo hello;
+  hello.node = "node-c";
+  hello.job = "j1";
+  hello.incarnation = 1;
+  auto channel = std::make_shared<RecordingChannel>();
+  ASSERT_TRUE(host_->Hello(hello, channel).ok());
+  EXPECT_EQ(channel->epochs().front(), 42u);
 }
 
 TEST_F(HostCommitTest, ADecisionThatCannotBePersistedIsNotActedOn) {
