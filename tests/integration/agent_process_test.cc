@@ -495,6 +495,16 @@ TEST(RankStderrLogTest, ReadsTheNewestLogOfTheLocalRankFromItsEnd) {
 
 // --- the trainsup-agent binary ---
 
+// A supervisor's welcome that says: launch now as `generation`; failures
+// are restarted.
+v1::Welcome LaunchWelcome(uint64_t generation) {
+  v1::Welcome welcome;
+  welcome.set_launch(true);
+  welcome.set_generation(generation);
+  welcome.set_restarts(true);
+  return welcome;
+}
+
 class AgentBinaryTest : public ::testing::Test {
  protected:
   void SetUp() override { dir_ = temp_.path(); }
@@ -514,6 +524,17 @@ class AgentBinaryTest : public ::testing::Test {
     argv.insert(argv.end(), command.begin(), command.end());
     agent_ = Spawn(argv, log_path());
     ASSERT_GT(agent_, 0);
+  }
+  // Starts the agent (welcomed to launch generation 1, reporting every 50ms)
+  // on a command that writes its plan file's path to `plan_path`, then
+  // sleeps; returns once the path is written.
+  void StartSleeperTellingItsPlanFile(FakeSupervisor& supervisor, const std::string& plan_path) {
+    supervisor.SetWelcome(LaunchWelcome(1));
+    StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
+               {"/bin/sh", "-c",
+                absl::StrCat("echo $TRAINSUP_PLAN_FILE > ", plan_path, ".tmp && mv ", plan_path,
+                             ".tmp ", plan_path, "; exec sleep 1000")});
+    ASSERT_TRUE(WaitFor([&] { return Exists(plan_path); })) << log();
   }
   std::string log_path() const { return dir_ + "/agent.log"; }
   std::string log() const { return ReadFile(log_path()); }
@@ -585,16 +606,6 @@ TEST_F(AgentBinaryTest, AnAgentRefusedForItsNodeExits76AndLaunchesNothing) {
   EXPECT_TRUE(first.connected());
   first.Stop();
   (*server)->Shutdown(absl::ZeroDuration());
-}
-
-// A supervisor's welcome that says: launch now as `generation`; failures
-// are restarted.
-v1::Welcome LaunchWelcome(uint64_t generation) {
-  v1::Welcome welcome;
-  welcome.set_launch(true);
-  welcome.set_generation(generation);
-  welcome.set_restarts(true);
-  return welcome;
 }
 
 // The agent's first report that shows `rank` alive, if any.
@@ -694,13 +705,8 @@ TEST_F(AgentBinaryTest, AStopForAHangCollectsTheRanksStacksBeforeTheSigterm) {
 
 TEST_F(AgentBinaryTest, EveryReportSaysWhichPlansTheRanksHold) {
   FakeSupervisor supervisor;
-  supervisor.SetWelcome(LaunchWelcome(1));
   const std::string plan_path = dir_ + "/plan-path";
-  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
-             {"/bin/sh", "-c",
-              absl::StrCat("echo $TRAINSUP_PLAN_FILE > ", plan_path, ".tmp && mv ", plan_path,
-                           ".tmp ", plan_path, "; exec sleep 1000")});
-  ASSERT_TRUE(WaitFor([&] { return Exists(plan_path); })) << log();
+  ASSERT_NO_FATAL_FAILURE(StartSleeperTellingItsPlanFile(supervisor, plan_path));
   v1::SupervisorMessage plan;
   plan.mutable_plan()->set_plan_id(3);
   plan.mutable_plan()->set_interval_steps(25);
@@ -728,13 +734,8 @@ TEST_F(AgentBinaryTest, EveryReportSaysWhichPlansTheRanksHold) {
 // epoch drops it, so an old leader cannot stop a job.
 TEST_F(AgentBinaryTest, AMessageOfALowerLeaderEpochIsDroppedAndTheJobRunsOn) {
   FakeSupervisor supervisor;
-  supervisor.SetWelcome(LaunchWelcome(1));
   const std::string plan_path = dir_ + "/plan-path";
-  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
-             {"/bin/sh", "-c",
-              absl::StrCat("echo $TRAINSUP_PLAN_FILE > ", plan_path, ".tmp && mv ", plan_path,
-                           ".tmp ", plan_path, "; exec sleep 1000")});
-  ASSERT_TRUE(WaitFor([&] { return Exists(plan_path); })) << log();
+  ASSERT_NO_FATAL_FAILURE(StartSleeperTellingItsPlanFile(supervisor, plan_path));
   auto plan = [](uint64_t id, uint64_t epoch) {
     v1::SupervisorMessage m;
     m.set_epoch(epoch);
