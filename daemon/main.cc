@@ -391,6 +391,17 @@ int main(int argc, char** argv) {
   app.add_option("--instance", ha.instance,
                  "this trainsupd's name in the election (with --etcd-endpoints)")
       ->type_name("NAME");
+  app.add_option("--etcd-tls-ca", ha.etcd.tls.ca_file,
+                 "PEM bundle of the CA that signed etcd's certificates: TLS to etcd (https)")
+      ->type_name("FILE");
+  app.add_option("--etcd-tls-cert", ha.etcd.tls.cert_file,
+                 "this trainsupd's client certificate for etcd (PEM; etcd --client-cert-auth)")
+      ->type_name("FILE");
+  app.add_option("--etcd-tls-key", ha.etcd.tls.key_file, "the key of --etcd-tls-cert (PEM)")
+      ->type_name("FILE");
+  app.add_option("--etcd-tls-server-name", ha.etcd.tls.server_name,
+                 "the name expected in etcd's certificate, when not the endpoint's host")
+      ->type_name("NAME");
   AddDurationOption(app, "--etcd-lease-ttl", &ha.etcd.ttl,
                     "the election lease's TTL (at least 2s): a standby takes over within about "
                     "this long after the leader dies; renewed every TTL/3");

@@ -26,18 +26,25 @@ bool IsIpLiteral(const std::string& host, int family) {
 }
 
 // The gRPC target for `endpoints`: "ipv4:A,B,C" (balanced) for addresses,
-// the endpoint itself for one name.
-absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& endpoints) {
+// the endpoint itself for one name. An https:// endpoint needs `tls`, an
+// http:// one refuses it: a scheme that says otherwise is a mistake.
+absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& endpoints, bool tls) {
   if (endpoints.empty()) return absl::InvalidArgumentError("--etcd-endpoints: none given");
   std::vector<std::string> v4, v6;
   for (std::string e : endpoints) {
     absl::string_view view(e);
-    absl::ConsumePrefix(&view, "http://");
+    if (absl::ConsumePrefix(&view, "https://") && !tls) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--etcd-endpoints: ", e, " is https: give etcd's CA with --etcd-tls-ca"));
+    }
+    if (absl::ConsumePrefix(&view, "http://") && tls) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--etcd-endpoints: ", e, " is plain http, but --etcd-tls-ca asks for TLS"));
+    }
     e = std::string(view);
     const size_t colon = e.rfind(':');
     if (colon == std::string::npos || colon + 1 == e.size()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--etcd-endpoints: ", e, " is not HOST:PORT (https is not supported yet)"));
+      return absl::InvalidArgumentError(absl::StrCat("--etcd-endpoints: ", e, " is not HOST:PORT"));
     }
     std::string host = e.substr(0, colon);
     if (IsIpLiteral(host, AF_INET)) {
@@ -63,8 +70,15 @@ absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& endpoi
 
 absl::StatusOr<std::unique_ptr<EtcdElection>> EtcdElection::Start(
     const EtcdElectionOptions& options, const Clock* clock) {
-  absl::StatusOr<std::string> target = ChannelTarget(options.endpoints);
+  absl::StatusOr<std::string> target = ChannelTarget(options.endpoints, options.tls.enabled());
   if (!target.ok()) return target.status();
+  // The files are read and checked now, with errors that name them.
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(options.tls, /*token=*/"");
+  if (!credentials.ok()) {
+    return absl::Status(credentials.status().code(),
+                        absl::StrCat("etcd: ", credentials.status().message()));
+  }
   if (options.ttl < absl::Seconds(2)) {
     return absl::InvalidArgumentError("--etcd-lease-ttl: etcd grants no lease shorter than 2s");
   }
@@ -75,8 +89,8 @@ absl::StatusOr<std::unique_ptr<EtcdElection>> EtcdElection::Start(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(*target, grpc::InsecureChannelCredentials(), args);
+  ApplyServerName(options.tls, &args);
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(*target, *credentials, args);
   std::unique_ptr<EtcdElection> e(new EtcdElection(options, clock, std::move(channel)));
   e->keepalive_ = std::thread([p = e.get()] { p->KeepAliveLoop(); });
   e->campaign_ = std::thread([p = e.get()] { p->CampaignLoop(); });
@@ -227,6 +241,7 @@ absl::Status EtcdElection::GrantLease() {
   leadership_.NewLease(sent, absl::Seconds(response.ttl()));
   SyncDeadlineLocked();
   TRAINSUP_LOG_INFO("etcd: lease %x granted (TTL %ds)", lease_, response.ttl());
+  last_warning_.clear();
   return absl::OkStatus();
 }
 
@@ -362,6 +377,18 @@ void EtcdElection::WatchLeadership() {
   }
 }
 
+void EtcdElection::NoteEtcdError(const absl::Status& s) {
+  absl::MutexLock lock(&mu_);
+  const std::string said(s.message());
+  if (said == last_warning_) {
+    TRAINSUP_LOG_DEBUG("etcd: %s", said);
+    return;
+  }
+  TRAINSUP_LOG_WARN("etcd at %s: %s (retrying every 500ms; said again only when it changes)",
+                    absl::StrJoin(options_.endpoints, ","), said);
+  last_warning_ = said;
+}
+
 void EtcdElection::CampaignLoop() {
   for (;;) {
     int64_t lease = 0;
@@ -373,7 +400,7 @@ void EtcdElection::CampaignLoop() {
     }
     if (lease == 0) {
       if (absl::Status s = GrantLease(); !s.ok()) {
-        TRAINSUP_LOG_DEBUG("etcd: %s", s.message());
+        NoteEtcdError(s);
         if (!Pause(absl::Milliseconds(500))) return;
         continue;
       }

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/credentials.h"
 #include "daemon/ha/acting_deadline.h"
 #include "daemon/ha/election.h"
 #include "daemon/ha/leadership.h"
@@ -20,10 +21,14 @@
 namespace trainsup {
 
 struct EtcdElectionOptions {
-  // etcd's client addresses, HOST:PORT (an http:// in front is dropped).
-  // Several must be IP addresses (gRPC balances over them); one may be a
-  // name.
+  // etcd's client addresses, HOST:PORT (an http:// or https:// in front is
+  // dropped). Several must be IP addresses (gRPC balances over them); one
+  // may be a name.
   std::vector<std::string> endpoints;
+  // TLS to etcd (--etcd-tls-ca, --etcd-tls-cert, --etcd-tls-key,
+  // --etcd-tls-server-name): etcd's CA, and this instance's client
+  // certificate when etcd asks for one (--client-cert-auth). Off: plain text.
+  ClientTlsOptions tls;
   // The election's keys live under this prefix (one per shard of jobs, when
   // there are shards). Default: "/trainsup/default/".
   std::string key_prefix = "/trainsup/default/";
@@ -101,6 +106,10 @@ class EtcdElection : public Election {
   void SyncDeadlineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits up to `d` (or until stopping); false when stopping.
   bool Pause(absl::Duration d) ABSL_LOCKS_EXCLUDED(mu_);
+  // Logs a failed call to etcd: a warning when it fails differently from
+  // the last warning (etcd down, a certificate refused), else a debug line,
+  // so that a retry every 500ms does not flood the log.
+  void NoteEtcdError(const absl::Status& s) ABSL_LOCKS_EXCLUDED(mu_);
   std::chrono::system_clock::time_point Deadline(absl::Duration d) const;
 
   const EtcdElectionOptions options_;
@@ -120,6 +129,7 @@ class EtcdElection : public Election {
   ElectionState state_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* campaign_call_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel it
+  std::string last_warning_ ABSL_GUARDED_BY(mu_);  // NoteEtcdError's; "" after a success
   bool resigned_ = false;  // Resign()'s own
   std::thread keepalive_;
   std::thread campaign_;
