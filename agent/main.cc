@@ -49,8 +49,10 @@ int main(int argc, char** argv) {
       "exit code, 75 when this node is quarantined, 76 when another agent serves this --node, "
       "or 77 when --fail-mode is closed and no supervisor answered");
   run->add_option("--supervisor", options.supervisor,
-                  "trainsupd gRPC address (default: $TRAINSUP_SUPERVISOR)")
-      ->type_name("HOST:PORT")->check(HostPortValidator());
+                  "trainsupd gRPC address, or the addresses of trainsupd under an election, "
+                  "comma-separated: the agent finds the leader and follows it across failovers "
+                  "(default: $TRAINSUP_SUPERVISOR)")
+      ->type_name("HOST:PORT[,HOST:PORT...]")->check(SupervisorListValidator());
   AddClientTlsOptions(*run, &options.tls);
   run->add_option("--job", options.job, "job id: 1..128 characters of [A-Za-z0-9._-]")->required();
   run->add_option("--node", options.node, "node name (default: the hostname)")
@@ -112,6 +114,11 @@ int main(int argc, char** argv) {
 
   if (options.supervisor.empty()) {
     std::fprintf(stderr, "error: --supervisor or $TRAINSUP_SUPERVISOR is required\n");
+    return kExitUsage;
+  }
+  if (absl::StatusOr<SupervisorAddresses> list = SupervisorAddresses::Parse(options.supervisor);
+      !list.ok()) {
+    std::fprintf(stderr, "error: --supervisor: %s\n", std::string(list.status().message()).c_str());
     return kExitUsage;
   }
   if (!IsValidName(options.job) || !IsValidName(options.node)) {

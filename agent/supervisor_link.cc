@@ -5,13 +5,16 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/grpc_util.h"
 #include "common/log.h"
 
 namespace trainsup {
 namespace {
 
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const LinkOptions& options) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const LinkOptions& options,
+                                                           const std::string& address) {
   absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
       MakeChannelCredentials(options.tls, /*token=*/"");
   if (!credentials.ok()) return credentials.status();
@@ -29,7 +32,7 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const LinkOptions& op
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::max(min_ms, 1));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, std::max(max_ms, 1));
   args.SetMaxSendMessageSize(16 << 20);
-  return grpc::CreateCustomChannel(options.address, *credentials, args);
+  return grpc::CreateCustomChannel(address, *credentials, args);
 }
 
 }  // namespace
@@ -82,6 +85,13 @@ void SupervisorLink::Send(v1::AgentMessage message) {
 }
 
 void SupervisorLink::Run() {
+  if (absl::StatusOr<SupervisorAddresses> parsed = SupervisorAddresses::Parse(options_.address);
+      parsed.ok()) {
+    addresses_ = *std::move(parsed);
+  } else {
+    TRAINSUP_LOG_ERROR("cannot connect to the supervisor: %s", parsed.status().message());
+    return;
+  }
   std::mt19937_64 rng(std::random_device{}());
   absl::Duration backoff = options_.backoff_initial;
   bool warned = false;
@@ -95,28 +105,41 @@ void SupervisorLink::Run() {
     // the backoff: its connection is closed while the agent waits, so that a
     // refused agent holds none of the supervisor's descriptors.
     SessionEnd end = SessionEnd::kUnreached;
+    const std::string address = addresses_->current();
     {
-      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_);
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeChannel(options_, address);
       if (channel.ok()) {
         std::unique_ptr<v1::AgentService::Stub> stub = v1::AgentService::NewStub(*channel);
-        end = RunSession(*stub);
+        end = RunSession(*stub, address);
       } else if (!warned) {
         TRAINSUP_LOG_ERROR("cannot connect to the supervisor: %s", channel.status().message());
       }
     }
+    absl::Duration cap = options_.backoff_max;
     if (end == SessionEnd::kWelcomed) {
       backoff = options_.backoff_initial;
       warned = false;
-    } else if (end == SessionEnd::kUnreached && !warned) {
-      TRAINSUP_LOG_WARN("cannot reach the supervisor at %s (%s); retrying",
-                        options_.address, last_unreached_);
-      warned = true;
+    } else if (end == SessionEnd::kUnreached || end == SessionEnd::kStandby) {
+      if (!warned) {
+        TRAINSUP_LOG_WARN("cannot reach the supervisor at %s (%s); retrying%s", address,
+                          last_unreached_,
+                          addresses_->list().size() > 1
+                              ? absl::StrCat(" the leader among ", addresses_->Joined())
+                              : std::string());
+        warned = true;
+      }
+      // The leader a standby named, else the list's next address.
+      addresses_->Next(end == SessionEnd::kStandby ? named_leader_ : "");
+      // Instances that answer will have a leader within a lease's TTL:
+      // ask again soon.
+      if (end == SessionEnd::kStandby) cap = std::min(cap, options_.standby_backoff_max);
     }
     // Full jitter in [backoff/2, backoff], so that a thousand agents that lost
     // the same supervisor do not come back in lockstep.
+    backoff = std::min(backoff, cap);
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration wait = backoff * jitter(rng);
-    backoff = std::min(backoff * 2, options_.backoff_max);
+    backoff = std::min(backoff * 2, cap);
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
     mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
@@ -133,7 +156,8 @@ absl::Duration SupervisorLink::report_interval() const {
   return ReportIntervalInForce(options_.report_interval, told_interval_seconds_);
 }
 
-SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& stub) {
+SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& stub,
+                                                      const std::string& address) {
   grpc::ClientContext context;
   {
     absl::MutexLock lock(&mu_);
@@ -149,7 +173,7 @@ SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& st
   bool welcomed = false;
   if (stream->Write(hello)) {
     batcher_->BeginSession();
-    std::thread reader([this, &stream] { ReadCommands(stream.get()); });
+    std::thread reader([this, &stream, &address] { ReadCommands(stream.get(), address); });
     WriteReports(stream.get());
     bool reader_done;
     {
@@ -180,13 +204,19 @@ SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& st
   if (welcomed) return SessionEnd::kWelcomed;
   if (!refused) {
     last_unreached_ = status.error_message();  // a TLS handshake failure says so here
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      if (std::optional<std::string> leader = LeaderNamedIn(context); leader.has_value()) {
+        named_leader_ = *leader;
+        return SessionEnd::kStandby;
+      }
+    }
     return SessionEnd::kUnreached;
   }
   if (on_refused_) on_refused_(status);
   return SessionEnd::kRefused;
 }
 
-void SupervisorLink::ReadCommands(Stream* stream) {
+void SupervisorLink::ReadCommands(Stream* stream, const std::string& address) {
   v1::SupervisorMessage message;
   while (stream->Read(&message)) {
     if (message.has_welcome()) {
@@ -197,7 +227,7 @@ void SupervisorLink::ReadCommands(Stream* stream) {
       // agent's own interval back.
       told_interval_seconds_ = message.welcome().settings().report_interval_seconds();
       TRAINSUP_LOG_INFO("connected to the supervisor at %s (generation %d, report every %s)",
-                        options_.address, message.welcome().generation(),
+                        address, message.welcome().generation(),
                         absl::FormatDuration(ReportIntervalInForce(options_.report_interval,
                                                                    told_interval_seconds_)));
     }

@@ -5,12 +5,14 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include <grpcpp/grpcpp.h>
 
 #include "common/credentials.h"
+#include "common/supervisor_addresses.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -25,7 +27,9 @@ namespace trainsup {
 absl::Duration ReportIntervalInForce(absl::Duration own, double told_seconds);
 
 struct LinkOptions {
-  // The supervisor's gRPC address, HOST:PORT.
+  // The supervisor's gRPC address, HOST:PORT, or several trainsupd under an
+  // election (docs/ha.md), comma-separated: the link talks to the leader,
+  // following a standby's word to it, else trying the next address.
   std::string address;
   // TLS to it. The files are read at each reconnect, so that a renewed
   // certificate is used without restarting the agent. Default: plain text.
@@ -40,13 +44,19 @@ struct LinkOptions {
   // Defaults: 100ms, 5s.
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(5);
+  // While trainsupd instances answer but none leads (a failover), the
+  // backoff is capped here instead, so that the agent finds the new leader
+  // soon after its election. Default: 1s.
+  absl::Duration standby_backoff_max = absl::Seconds(1);
 };
 
 // The agent's stream to the supervisor, on a thread of its own: connects,
 // says hello, sends the batcher's reports every interval (and other messages
 // queued with Send before them), hands commands to `on_command`, tells
 // `on_refused` when the supervisor refused the hello, and reconnects with
-// capped exponential backoff (with jitter) whenever the stream breaks.
+// capped exponential backoff (with jitter) whenever the stream breaks: to the
+// same address after a welcomed stream, else to the leader a standby named or
+// the next address of the list.
 // Fail-open: nothing here ever waits on the training job, nor the job on it.
 // Thread-safe.
 class SupervisorLink {
@@ -97,10 +107,11 @@ class SupervisorLink {
     kWelcomed,  // after the supervisor's welcome
     kRefused,   // the supervisor refused the hello (on_refused was called)
     kUnreached,  // no supervisor answered, or Stop()
+    kStandby,    // a trainsupd answered as a standby (or not acting)
   };
   // One stream, from hello to its end.
-  SessionEnd RunSession(v1::AgentService::Stub& stub);
-  void ReadCommands(Stream* stream);
+  SessionEnd RunSession(v1::AgentService::Stub& stub, const std::string& address);
+  void ReadCommands(Stream* stream, const std::string& address);
   // Once the stream is welcomed, sends queued messages and reports until it
   // breaks or Stop(). Returns on either.
   void WriteReports(Stream* stream);
@@ -111,7 +122,11 @@ class SupervisorLink {
   const CommandFn on_command_;
   const RefusedFn on_refused_;
   std::thread thread_;
-  std::string last_unreached_;  // why the last session failed to connect; the link's thread only
+  // The link's thread only: why the last session failed to connect, the
+  // leader a standby named then, and the address to dial.
+  std::string last_unreached_;
+  std::string named_leader_;
+  std::optional<SupervisorAddresses> addresses_;
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -244,8 +244,11 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   // Global options may also come after the verb: `trainsupctl ranks j1 -o json`.
   app.fallthrough();
-  app.add_option("--supervisor", supervisor, "trainsupd gRPC address ($TRAINSUP_SUPERVISOR)")
-      ->capture_default_str()->type_name("HOST:PORT")->check(HostPortValidator());
+  app.add_option("--supervisor", supervisor,
+                 "trainsupd gRPC address, or the addresses of trainsupd under an election, "
+                 "comma-separated: calls go to the leader ($TRAINSUP_SUPERVISOR)")
+      ->capture_default_str()->type_name("HOST:PORT[,HOST:PORT...]")
+      ->check(SupervisorListValidator());
   app.add_option("-o,--output", output, "output format")
       ->capture_default_str()->check(CLI::IsMember({"table", "json"}));
   AddDurationOption(app, "--timeout", &timeout, "deadline of each call to the supervisor",
@@ -258,6 +261,9 @@ int main(int argc, char** argv) {
       ->envname("TRAINSUP_TOKEN_FILE")->type_name("FILE");
 
   CLI::App* jobs = app.add_subcommand("jobs", "list the jobs the supervisor knows");
+  CLI::App* status = app.add_subcommand(
+      "status", "the trainsupd instances: who leads, since when, the epoch, the candidates "
+                "(docs/ha.md); answered by the leader");
   std::string job_id;
   std::string sort = "rank";
   CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
@@ -495,13 +501,25 @@ int main(int argc, char** argv) {
     }
     token = *std::move(read);
   }
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      MakeOperatorChannel(supervisor, tls, token);
-  if (!channel.ok()) {
+  absl::StatusOr<SupervisorAddresses> addresses = SupervisorAddresses::Parse(supervisor);
+  if (!addresses.ok()) {
+    std::fprintf(stderr, "error: --supervisor: %s\n",
+                 std::string(addresses.status().message()).c_str());
+    return kExitUsage;
+  }
+  // Bad TLS files or token are a usage error now, not at the first call.
+  if (absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+          MakeOperatorChannel(addresses->current(), tls, token);
+      !channel.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(channel.status().message()).c_str());
     return kExitUsage;
   }
-  OperatorClient client(supervisor, timeout, *channel);
+  OperatorClient client(*addresses, timeout, tls, token);
+  if (*status) {
+    return Emit(client.GetSupervisorStatus(), json, [](const v1::SupervisorStatus& r) {
+      return RenderSupervisorStatus(r, absl::Now());
+    });
+  }
   if (*jobs) {
     return Emit(client.ListJobs(), json,
                 [](const v1::ListJobsResponse& r) { return RenderJobsTable(r, absl::Now()); });
@@ -550,7 +568,7 @@ int main(int argc, char** argv) {
     }
     // A live view must not freeze on a supervisor that accepts calls and
     // never answers: each call waits at most 2 s, then the view says so.
-    OperatorClient live(supervisor, std::min(timeout, absl::Seconds(2)), *channel);
+    OperatorClient live(*addresses, std::min(timeout, absl::Seconds(2)), tls, token);
     return RunTop(live, top_job);
   }
   if (*events) {

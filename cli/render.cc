@@ -331,6 +331,29 @@ std::string RenderNodesTable(const v1::ListNodesResponse& response) {
   return table.Render();
 }
 
+std::string RenderSupervisorStatus(const v1::SupervisorStatus& status, absl::Time now) {
+  const absl::Time since = TimeOf(status.leading_since());
+  const std::string when = absl::StrCat(Timestamp(since), " (",
+                                        FormatAge(absl::ToDoubleSeconds(now - since)), ")");
+  if (!status.elected()) {
+    return absl::StrCat("a single instance at ", status.address(),
+                        " (no election: trainsupd runs without --etcd-endpoints), acting since ",
+                        when, "\n");
+  }
+  std::string out = absl::StrCat("leader: ", status.instance(), " at ", status.address(),
+                                 ", epoch ", status.epoch(), ", leading since ", when, "\n",
+                                 "election: ", status.election(), "\n");
+  if (!status.candidates_error().empty()) {
+    return absl::StrCat(out, "candidates: unknown (", status.candidates_error(), ")\n");
+  }
+  Table table({"INSTANCE", "ADDRESS", "ROLE", "CREATE_REVISION"});
+  for (const v1::SupervisorInstance& i : status.instances()) {
+    table.AddRow({i.name(), i.address(), i.leader() ? "leader" : "standby",
+                  absl::StrCat(i.create_revision())});
+  }
+  return out + table.Render();
+}
+
 std::string RenderKillCriteriaTable(const v1::ListKillCriteriaResponse& response) {
   if (response.jobs_size() == 0) return "no kill criteria set\n";
   Table table({"JOB", "STATE", "SOURCE", "CRITERION", "RULE", "NOW", "RATIO", "ACTION"});

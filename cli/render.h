@@ -34,6 +34,9 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response);
 // leaves out: "showing the top 20 of 100000 by compute p99 (--all: every rank)".
 std::string RenderRanksSummary(const v1::ListRanksResponse& response, const std::string& shown);
 std::string RenderNodesTable(const v1::ListNodesResponse& response);
+// `trainsupctl status`: who leads, since when (its age at `now`), the epoch,
+// and the election's candidates in line.
+std::string RenderSupervisorStatus(const v1::SupervisorStatus& status, absl::Time now);
 // `trainsupctl kill-criteria list`: one row per criterion of each job.
 std::string RenderKillCriteriaTable(const v1::ListKillCriteriaResponse& response);
 std::string RenderEventsTable(const v1::ListEventsResponse& response);

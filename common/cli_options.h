@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/credentials.h"
 #include "common/options.h"
+#include "common/supervisor_addresses.h"
 
 namespace trainsup {
 
@@ -64,6 +65,16 @@ inline CLI::Validator HostPortValidator(bool allow_empty = false) {
         if (allow_empty && text.empty()) return std::string();
         absl::Status s = CheckHostPort(text);
         return s.ok() ? std::string() : std::string(s.message());
+      },
+      "");
+}
+
+// A list of trainsupd addresses, HOST:PORT[,HOST:PORT...] (docs/ha.md).
+inline CLI::Validator SupervisorListValidator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        absl::StatusOr<SupervisorAddresses> list = SupervisorAddresses::Parse(text);
+        return list.ok() ? std::string() : std::string(list.status().message());
       },
       "");
 }

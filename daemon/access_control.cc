@@ -5,6 +5,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "common/log.h"
+#include "common/supervisor_addresses.h"
 
 namespace trainsup {
 namespace {
@@ -68,6 +69,15 @@ grpc::Status AccessControl::Check(const Caller& caller, const std::string& peer,
           ? grpc::StatusCode::UNAUTHENTICATED
           : grpc::StatusCode::PERMISSION_DENIED;
   return grpc::Status(code, decision.message);
+}
+
+grpc::Status AccessControl::ServingFor(grpc::ServerContextBase* context) const {
+  grpc::Status serving = Serving();
+  if (serving.ok()) return serving;
+  // Empty when the leader is not known: the key alone says that a trainsupd
+  // answered (a standby, or a leader that stopped acting).
+  context->AddTrailingMetadata(kLeaderMetadataKey, gate_->leader());
+  return serving;
 }
 
 std::array<uint64_t, AccessControl::kRefusalKinds> AccessControl::refused() const {

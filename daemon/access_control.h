@@ -29,8 +29,10 @@ class AccessControl {
   // the peer and `what` (the RPC, or "hello node=n1 job=j").
   grpc::Status Check(const Caller& caller, const std::string& peer, Access access,
                      absl::string_view what, absl::string_view node = {});
-  grpc::Status Check(const grpc::ServerContextBase& context, Access access,
-                     absl::string_view what) {
+  // The same for a call: a standby's refusal also names the leader in the
+  // call's trailing metadata (ServingFor).
+  grpc::Status Check(grpc::ServerContextBase& context, Access access, absl::string_view what) {
+    if (grpc::Status s = ServingFor(&context); !s.ok()) return s;
     return Check(CallerOf(context), context.peer(), access, what);
   }
 
@@ -41,6 +43,10 @@ class AccessControl {
   void set_gate(const ServingGate* gate) { gate_ = gate; }
   // OK while this instance acts, else the gate's refusal (also per message).
   grpc::Status Serving() const { return gate_ == nullptr ? grpc::Status::OK : gate_->Check(); }
+  // Serving(); a refusal also puts the leader's address (empty when not
+  // known) in `context`'s trailing metadata (kLeaderMetadataKey), for
+  // clients to follow (docs/ha.md). Call before the call finishes.
+  grpc::Status ServingFor(grpc::ServerContextBase* context) const;
 
   // Refused calls so far, indexed by Refusal.
   static constexpr int kRefusalKinds = static_cast<int>(Refusal::kWrongNode) + 1;

@@ -40,9 +40,10 @@ class StreamChannel final : public AgentChannel {
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage> {
  public:
   // `stats->open` counts this stream from here until OnDone.
-  AgentStream(SupervisorHost* host, AccessControl* access, Caller caller, std::string peer,
-              size_t max_outbox, AgentStreamStats* stats)
-      : host_(host),
+  AgentStream(grpc::CallbackServerContext* context, SupervisorHost* host, AccessControl* access,
+              Caller caller, std::string peer, size_t max_outbox, AgentStreamStats* stats)
+      : context_(context),
+        host_(host),
         access_(access),
         caller_(std::move(caller)),
         peer_(std::move(peer)),
@@ -143,8 +144,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
   // rest of the stream is the session that hello opened.
   grpc::Status Handle(const v1::AgentMessage& message) {
     // A leader that stops acting (docs/ha.md) ends every stream at its next
-    // message: nothing an agent says reaches the core then.
-    if (grpc::Status s = access_->Serving(); !s.ok()) return s;
+    // message: nothing an agent says reaches the core then. A standby's
+    // refusal names the leader for the agent to go to.
+    if (grpc::Status s = access_->ServingFor(context_); !s.ok()) return s;
     if (message.has_hello() && session_ == 0) {
       const v1::AgentHello& h = message.hello();
       if (grpc::Status s = access_->Check(
@@ -162,6 +164,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
     return ApplyAgentMessage(*host_, message, channel_, peer_, &session_, &report);
   }
 
+  grpc::CallbackServerContext* const context_;  // outlives the stream
   SupervisorHost* const host_;
   AccessControl* const access_;
   const Caller caller_;  // who the TLS handshake says is at the other end
@@ -220,7 +223,7 @@ grpc::ServerBidiReactor<v1::AgentMessage, v1::SupervisorMessage>* AgentServiceIm
     stats_.refused_max_streams.fetch_add(1);
     return new RefusedStream(limits_.max_streams);
   }
-  return new AgentStream(host_, access_, access_->CallerOf(*context), context->peer(),
+  return new AgentStream(context, host_, access_, access_->CallerOf(*context), context->peer(),
                          limits_.max_outbox, &stats_);
 }
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "daemon/metric_family.h"
+#include "daemon/operator_snapshot.h"
 #include "prometheus/collectable.h"
 
 namespace trainsup {
@@ -13,6 +14,12 @@ namespace {
 
 using prometheus::MetricFamily;
 using prometheus::MetricType;
+
+// The address in a leader's proclaimed "NAME ADDRESS" ("" when none).
+std::string LeaderAddress(const std::string& leader) {
+  const size_t space = leader.rfind(' ');
+  return space == std::string::npos ? "" : leader.substr(space + 1);
+}
 
 // trainsup_leader and the election's figures, read at scrape time.
 class LeaderCollector : public prometheus::Collectable {
@@ -58,7 +65,40 @@ class LeaderCollector : public prometheus::Collectable {
 absl::StatusOr<std::unique_ptr<Server>> HaServer::StartServer() {
   ServerOptions options = options_;
   options.standby = true;
-  return Server::Start(options, clock_);
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, clock_);
+  if (!server.ok()) return server;
+  // Served only while leading (a standby refuses every call), by then
+  // election_ is set.
+  (*server)->SetStatusSource(
+      [this, address = (*server)->grpc_address()] { return Status(address); });
+  return server;
+}
+
+v1::SupervisorStatus HaServer::Status(const std::string& address) const {
+  v1::SupervisorStatus status;
+  status.set_elected(true);
+  status.set_instance(ha_.instance);
+  status.set_address(address);
+  status.set_epoch(election_->Current().epoch);
+  status.set_election(election_->election_name());
+  {
+    absl::MutexLock lock(&since_mu_);
+    SetTimestamp(leading_since_, status.mutable_leading_since());
+  }
+  absl::StatusOr<std::vector<EtcdElection::Candidate>> candidates = election_->Candidates();
+  if (!candidates.ok()) {
+    status.set_candidates_error(std::string(candidates.status().message()));
+    return status;
+  }
+  for (const EtcdElection::Candidate& c : *candidates) {
+    v1::SupervisorInstance* instance = status.add_instances();
+    const size_t space = c.value.rfind(' ');
+    instance->set_name(space == std::string::npos ? c.value : c.value.substr(0, space));
+    instance->set_address(LeaderAddress(c.value));
+    instance->set_leader(status.instances_size() == 1);
+    instance->set_create_revision(c.create_revision);
+  }
+  return status;
 }
 
 absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& options,
@@ -119,6 +159,13 @@ bool HaServer::Apply(const ElectionState& state) {
         return true;
       }
       led_ = true;
+      {
+        absl::MutexLock lock(&since_mu_);
+        if (since_epoch_ != state.epoch) {
+          since_epoch_ = state.epoch;
+          leading_since_ = clock_->Now();
+        }
+      }
       TRAINSUP_LOG_INFO("leading (epoch %d): %s; acting", state.epoch, state.reason);
       server_->host().LeadershipChanged("leader", state.epoch, state.reason);
       return true;
@@ -129,7 +176,8 @@ bool HaServer::Apply(const ElectionState& state) {
       if (led_) server_->host().LeadershipChanged("suspended", state.epoch, state.reason);
       return true;
     case Leadership::Role::kStandby:
-      server_->StandBy(absl::StrCat("standby: the leader is ", leader));
+      server_->StandBy(absl::StrCat("standby: the leader is ", leader),
+                       LeaderAddress(state.leader));
       if (led_) {
         TRAINSUP_LOG_WARN("no longer the leader: %s; starting over as a standby", state.reason);
         server_->host().LeadershipChanged("standby", 0, state.reason);
@@ -149,7 +197,8 @@ void HaServer::Follow() {
     if (state.changes == seen) {
       // A standby's refusal names the leader as the election learns it.
       if (state.role == Leadership::Role::kStandby && !state.leader.empty()) {
-        server_->StandBy(absl::StrCat("standby: the leader is ", state.leader));
+        server_->StandBy(absl::StrCat("standby: the leader is ", state.leader),
+                         LeaderAddress(state.leader));
       }
       continue;
     }

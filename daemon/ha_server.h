@@ -51,6 +51,8 @@ class HaServer {
   // Applies `state` to the server; false when it must be rebuilt.
   bool Apply(const ElectionState& state) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Server>> StartServer();
+  // What `trainsupctl status` says, answered by the leader at `address`.
+  v1::SupervisorStatus Status(const std::string& address) const;
 
   ServerOptions options_;  // the addresses as first bound, once started
   const HaOptions ha_;
@@ -61,6 +63,11 @@ class HaServer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool led_ ABSL_GUARDED_BY(mu_) = false;  // server_ has acted (its state is its own)
   std::thread follower_;
+  // When the current epoch began to act (its own lock: read on gRPC's
+  // threads, which a server shut down under mu_ waits for).
+  mutable absl::Mutex since_mu_;
+  int64_t since_epoch_ ABSL_GUARDED_BY(since_mu_) = 0;
+  absl::Time leading_since_ ABSL_GUARDED_BY(since_mu_);
 };
 
 }  // namespace trainsup

@@ -308,4 +308,14 @@ grpc::Status OperatorServiceImpl::ListKillCriteria(grpc::ServerContext* context,
   });
 }
 
+grpc::Status OperatorServiceImpl::GetSupervisorStatus(grpc::ServerContext* context,
+                                                      const v1::GetSupervisorStatusRequest*,
+                                                      v1::SupervisorStatus* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "GetSupervisorStatus"); !s.ok()) {
+    return s;
+  }
+  if (status_) *response = status_();
+  return grpc::Status::OK;
+}
+
 }  // namespace trainsup

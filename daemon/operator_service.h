@@ -1,6 +1,9 @@
 #ifndef TRAINSUP_DAEMON_OPERATOR_SERVICE_H_
 #define TRAINSUP_DAEMON_OPERATOR_SERVICE_H_
 
+#include <functional>
+#include <utility>
+
 #include "daemon/access_control.h"
 #include "daemon/supervisor_host.h"
 #include "trainsup/v1/operator.grpc.pb.h"
@@ -12,8 +15,10 @@ namespace trainsup {
 // first asks AccessControl whether its caller may read or change things.
 class OperatorServiceImpl final : public v1::OperatorService::Service {
  public:
-  OperatorServiceImpl(SupervisorHost* host, AccessControl* access)
-      : host_(host), access_(access) {}
+  // `status`: what GetSupervisorStatus answers.
+  OperatorServiceImpl(SupervisorHost* host, AccessControl* access,
+                      std::function<v1::SupervisorStatus()> status = nullptr)
+      : host_(host), access_(access), status_(std::move(status)) {}
 
   grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
                         v1::ListJobsResponse* response) override;
@@ -50,10 +55,14 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
   grpc::Status RequestCheckpoint(grpc::ServerContext* context,
                                  const v1::RequestCheckpointRequest* request,
                                  v1::ActionResponse* response) override;
+  grpc::Status GetSupervisorStatus(grpc::ServerContext* context,
+                                   const v1::GetSupervisorStatusRequest* request,
+                                   v1::SupervisorStatus* response) override;
 
  private:
   SupervisorHost* const host_;
   AccessControl* const access_;
+  const std::function<v1::SupervisorStatus()> status_;
 };
 
 }  // namespace trainsup

@@ -17,6 +17,7 @@
 #include "daemon/fence_runner.h"
 #include "daemon/grpc_log.h"
 #include "daemon/listen_check.h"
+#include "daemon/operator_snapshot.h"
 #include "daemon/state_store.h"
 #include "prometheus/exposer.h"
 
@@ -135,7 +136,8 @@ Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr
       descriptor_collector_(std::make_shared<DescriptorCollector>(options.streams.max_streams,
                                                                   &listener_restarts_)),
       sweep_interval_(options.sweep_interval),
-      history_retention_(options.history_retention) {}
+      history_retention_(options.history_retention),
+      started_(clock->Now()) {}
 
 void Server::PruneHistory() {
   const absl::Time now = host_.clock().Now();
@@ -162,7 +164,7 @@ Server::~Server() { Shutdown(absl::ZeroDuration()); }
 struct Server::Listener {
   explicit Listener(Server* s)
       : agents(&s->host_, s->access_.get(), s->stream_limits_, &s->stream_stats_),
-        operators(&s->host_, s->access_.get()) {}
+        operators(&s->host_, s->access_.get(), [s] { return s->SupervisorStatusNow(); }) {}
   AgentServiceImpl agents;
   OperatorServiceImpl operators;
   std::unique_ptr<grpc::Server> server;  // last: stopped before the services go
@@ -364,7 +366,25 @@ absl::Status Server::Lead(const ActingDeadline* deadline) {
   return absl::OkStatus();
 }
 
-void Server::StandBy(std::string why) { gate_.Close(std::move(why)); }
+void Server::StandBy(std::string why, std::string leader) {
+  gate_.Close(std::move(why), std::move(leader));
+}
+
+void Server::SetStatusSource(StatusSource source) {
+  absl::MutexLock lock(&status_mu_);
+  status_source_ = std::move(source);
+}
+
+v1::SupervisorStatus Server::SupervisorStatusNow() const {
+  {
+    absl::MutexLock lock(&status_mu_);
+    if (status_source_) return status_source_();
+  }
+  v1::SupervisorStatus status;
+  status.set_address(grpc_address_);
+  SetTimestamp(started_, status.mutable_leading_since());
+  return status;
+}
 
 void Server::AddCollectable(std::shared_ptr<prometheus::Collectable> collectable) {
   // The exposer holds collectables weakly.

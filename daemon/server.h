@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_SERVER_H_
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -104,11 +105,19 @@ class Server {
   // Under an election (docs/ha.md). Lead(): restores the state store (the
   // first time) and starts acting. StandBy(): stops acting at once (calls
   // refused with `why`, sweeps skipped, agent streams ended at their next
-  // message); the state in memory is kept for a Lead() that follows.
-  // `deadline` (not owned; null: none) bounds the acting in time.
+  // message); the state in memory is kept for a Lead() that follows;
+  // `leader`, the leader's gRPC address when known, goes with each refusal
+  // for clients to follow. `deadline` (not owned; null: none) bounds the
+  // acting in time.
   absl::Status Lead(const ActingDeadline* deadline = nullptr);
-  void StandBy(std::string why);
+  void StandBy(std::string why, std::string leader = "");
   bool acting() const { return gate_.acting(); }
+  // What `trainsupctl status` says of the instances. `source` (called per
+  // request, on gRPC's threads) replaces the default: a single instance,
+  // acting since the server started.
+  using StatusSource = std::function<v1::SupervisorStatus()>;
+  void SetStatusSource(StatusSource source);
+  v1::SupervisorStatus SupervisorStatusNow() const;
   // Adds `collectable` to /metrics (when served), and keeps it.
   void AddCollectable(std::shared_ptr<prometheus::Collectable> collectable);
 
@@ -159,6 +168,9 @@ class Server {
   bool shut_down_ = false;
   absl::Mutex lead_mu_;
   bool restored_ ABSL_GUARDED_BY(lead_mu_) = false;
+  const absl::Time started_;
+  mutable absl::Mutex status_mu_;
+  StatusSource status_source_ ABSL_GUARDED_BY(status_mu_);
 };
 
 }  // namespace trainsup

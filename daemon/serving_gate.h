@@ -15,7 +15,8 @@ namespace trainsup {
 // sweeps. Open unless an election (docs/ha.md) says this instance does not
 // lead; opened under an election, it acts only until the lease's deadline
 // too. Closed, every call is answered UNAVAILABLE with why (the leader's
-// name and address when known), so that a client can go there.
+// name and address when known, also as the leader() address a client can
+// follow), so that a client can go there.
 // Thread-safe; acting() is an atomic load (and a clock read under an
 // election), cheap enough per message.
 class ServingGate {
@@ -41,10 +42,19 @@ class ServingGate {
     deadline_.store(deadline, std::memory_order_release);
     acting_.store(true, std::memory_order_release);
   }
-  void Close(std::string why) {
+  // The leader's address a closed gate names ("" while open or unknown).
+  std::string leader() const {
+    if (acting_.load(std::memory_order_acquire)) return "";
+    absl::MutexLock lock(&mu_);
+    return leader_;
+  }
+  // `leader`: the leader's gRPC address, HOST:PORT, when known (else ""),
+  // for a client to follow (leader()).
+  void Close(std::string why, std::string leader = "") {
     {
       absl::MutexLock lock(&mu_);
       why_ = std::move(why);
+      leader_ = std::move(leader);
     }
     acting_.store(false, std::memory_order_release);
   }
@@ -54,6 +64,7 @@ class ServingGate {
   std::atomic<const ActingDeadline*> deadline_{nullptr};
   mutable absl::Mutex mu_;
   std::string why_ ABSL_GUARDED_BY(mu_);
+  std::string leader_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainsup

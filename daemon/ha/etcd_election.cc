@@ -111,6 +111,7 @@ EtcdElection::EtcdElection(const EtcdElectionOptions& options, const Clock* cloc
       name_(options.key_prefix + "leader"),
       lease_stub_(etcdserverpb::Lease::NewStub(channel)),
       election_stub_(v3electionpb::Election::NewStub(channel)),
+      kv_stub_(etcdserverpb::KV::NewStub(channel)),
       acting_deadline_(clock),
       leadership_(MarginOf(options)) {}
 
@@ -264,6 +265,28 @@ absl::StatusOr<v3electionpb::LeaderKey> EtcdElection::AskLeader(std::string* val
   key.set_lease(response.kv().lease());
   if (value != nullptr) *value = response.kv().value();
   return key;
+}
+
+absl::StatusOr<std::vector<EtcdElection::Candidate>> EtcdElection::Candidates() const {
+  grpc::ClientContext context;
+  context.set_deadline(Deadline(options_.call_timeout));
+  // Every key under "NAME/": etcd's election keys are NAME/LEASE_ID.
+  etcdserverpb::RangeRequest request;
+  const std::string prefix = name_ + "/";
+  std::string end = prefix;
+  end.back() = static_cast<char>(end.back() + 1);
+  request.set_key(prefix);
+  request.set_range_end(end);
+  request.set_sort_target(etcdserverpb::RangeRequest::CREATE);
+  request.set_sort_order(etcdserverpb::RangeRequest::ASCEND);
+  etcdserverpb::RangeResponse response;
+  grpc::Status s = kv_stub_->Range(&context, request, &response);
+  if (!s.ok()) return FromGrpc(s, "election candidates");
+  std::vector<Candidate> candidates;
+  for (const mvccpb::KeyValue& kv : response.kvs()) {
+    candidates.push_back(Candidate{kv.value(), kv.create_revision()});
+  }
+  return candidates;
 }
 
 absl::Status EtcdElection::CampaignOnce(int64_t lease) {

@@ -79,6 +79,16 @@ class EtcdElection : public Election {
   // The election's name (its keys' prefix).
   const std::string& election_name() const { return name_; }
 
+  // One instance campaigning: its key's proclaimed value ("NAME ADDRESS")
+  // and create revision.
+  struct Candidate {
+    std::string value;
+    int64_t create_revision = 0;
+  };
+  // The candidates as etcd holds them now, in line (the lowest create
+  // revision, the leader, first); one call with the unary deadline.
+  absl::StatusOr<std::vector<Candidate>> Candidates() const;
+
  private:
   EtcdElection(const EtcdElectionOptions& options, const Clock* clock,
                std::shared_ptr<grpc::Channel> channel);
@@ -117,6 +127,7 @@ class EtcdElection : public Election {
   const std::string name_;  // the election's name: key_prefix + "leader"
   std::unique_ptr<etcdserverpb::Lease::Stub> lease_stub_;
   std::unique_ptr<v3electionpb::Election::Stub> election_stub_;
+  std::unique_ptr<etcdserverpb::KV::Stub> kv_stub_;
 
   ActingDeadline acting_deadline_;
   mutable absl::Mutex mu_;

@@ -60,6 +60,9 @@ def parse_args():
     p.add_argument("--hang-local-rank", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=-1)
     p.add_argument("--hang-generation", type=int, default=-1)
+    p.add_argument("--hang-file", default="",
+                   help="the hang rank stops at its first step after this file exists "
+                        "(a hang injected at a time the test chooses)")
     p.add_argument("--crash-rank", type=int, default=-1,
                    help="this rank raises at --crash-step (uncaught: exit code 1)")
     p.add_argument("--crash-node", default="",
@@ -451,7 +454,8 @@ def main():
                 sys.exit(1)
             hang_here = rank == args.hang_rank or (
                 NODE == args.hang_node and local_rank == args.hang_local_rank)
-            if hang_here and injected(args.hang_generation, step, args.hang_step):
+            if hang_here and (injected(args.hang_generation, step, args.hang_step) or
+                              (args.hang_file and os.path.exists(args.hang_file))):
                 print(f"rank {rank}: hanging before the all-reduce of step {step}", flush=True)
                 injection(log, rank, step, "hang")
                 while True:

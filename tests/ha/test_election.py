@@ -3,8 +3,8 @@
 A 3-member etcd started here (free ports, data in a temporary directory,
 removed after) and trainsupd instances with --etcd-endpoints and --instance,
 lease TTL 2s (etcd's floor) so that the suite is quick:
-- exactly one of two instances leads; the standby refuses operator calls,
-  naming the leader;
+- exactly one of two instances leads; the standby refuses operator calls and
+  agents, naming the leader, and both follow it there;
 - SIGKILL of the leader: the standby leads within TTL + 1.5s, at a higher epoch;
 - SIGTERM of the leader: the standby leads within 1s (the lease is revoked);
 - a standby paused past its lease campaigns again on a new one, and takes
@@ -28,6 +28,7 @@ from ha_cluster import EtcdCluster, Instance, wait_for  # noqa: E402
 
 TRAINSUPD = os.environ.get("TRAINSUPD", "build/daemon/trainsupd")
 TRAINSUPCTL = os.environ.get("TRAINSUPCTL", "build/cli/trainsupctl")
+TRAINSUP_AGENT = os.environ.get("TRAINSUP_AGENT", "build/agent/trainsup-agent")
 TTL = 2.0
 
 
@@ -77,9 +78,38 @@ class ElectionTest(unittest.TestCase):
         self.assertGreater(leader.metrics()["trainsup_leader_epoch"], 0)
         self.assertEqual(standby.metrics()["trainsup_leader_epoch"], 0)
         self.assertEqual(self.ctl(leader, "jobs").returncode, 0)
-        refused = self.ctl(standby, "jobs")
-        self.assertNotEqual(refused.returncode, 0)
-        self.assertIn(f"standby: the leader is {leader.name} {leader.grpc}", refused.stderr)
+        # The standby refuses naming the leader (its message, and its
+        # address in the trailing metadata): trainsupctl follows it there.
+        followed = self.ctl(standby, "jobs")
+        self.assertEqual(followed.returncode, 0, followed.stderr)
+        # `status`, asked of the standby, is the leader's: it leads at its
+        # epoch, the standby in line after it.
+        status = self.ctl(standby, "status")
+        self.assertEqual(status.returncode, 0, status.stderr)
+        epoch = leader.metrics()["trainsup_leader_epoch"]
+        self.assertIn(f"leader: {leader.name} at {leader.grpc}, epoch {epoch:.0f}, leading since",
+                      status.stdout)
+        rows = [line.split() for line in status.stdout.splitlines()[3:]]
+        self.assertEqual([r[:3] for r in rows], [[leader.name, leader.grpc, "leader"],
+                                                 [standby.name, standby.grpc, "standby"]])
+        # So does an agent given the standby's address only, saying why.
+        agent = subprocess.Popen(
+            [TRAINSUP_AGENT, "run", "--supervisor", standby.grpc, "--job", "j1", "--node", "n1",
+             "--fail-mode", "closed", "--connect-timeout", "20s", "--", "sleep", "30"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            lines = []
+            for line in agent.stderr:
+                lines.append(line)
+                if "connected to the supervisor" in line:
+                    break
+            log = "".join(lines)
+            self.assertIn(f"standby: the leader is {leader.name} {leader.grpc}", log)
+            self.assertIn(f"connected to the supervisor at {leader.grpc}", log)
+        finally:
+            agent.kill()
+            agent.wait()
+            agent.stderr.close()
 
     def test_sigkill_of_the_leader_hands_over_within_the_ttl(self):
         leader, standby = self.pair()
@@ -123,8 +153,8 @@ class ElectionTest(unittest.TestCase):
         wait_for(lambda: leader.seen(f"the leader is {standby.name} "), 10,
                  "the old leader to name the new one")
         # Its server is built afresh (its memory may be stale): once up, it
-        # refuses calls naming the new leader.
-        wait_for(lambda: f"standby: the leader is {standby.name}" in self.ctl(leader, "jobs").stderr,
+        # refuses calls naming the new leader, and trainsupctl follows there.
+        wait_for(lambda: self.ctl(leader, "jobs").returncode == 0,
                  10, "the old leader to refuse calls naming the new one\n" + leader.log(),
                  interval=0.2)
         self.assertTrue(standby.leads())

@@ -1,0 +1,163 @@
+"""A job's supervision survives its trainsupd leader's death (docs/ha.md).
+
+A 3-member etcd, two trainsupd elected through it, and a real job of 2 nodes
+x 2 ranks (tests/e2e/cluster.py: trainsup-agent wrapping torchrun of the test
+training script) whose agents are given both trainsupd's addresses. The
+leader is SIGKILLed mid-job:
+- the standby leads;
+- every agent reconnects to it (it refused them as a standby until then,
+  naming the old leader; they follow the list);
+- the job is never stopped by it: its torchruns stay up, its generation stays
+  1, its ranks go on stepping;
+- a hang injected after the takeover is caught by the new leader, which names
+  the culprit rank and its node.
+Measured and printed ("measured: ..."): kill -> new leader; -> every agent
+reconnected; -> first detection possible (the new leader hears every rank
+alive and stepping). TTL from TRAINSUP_FAILOVER_TTLS (default "5,2") and runs
+per TTL from TRAINSUP_FAILOVER_RUNS (default 1).
+"""
+
+import os
+import re
+import signal
+import sys
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
+from ha_cluster import EtcdCluster, Instance, log_time  # noqa: E402
+from cluster import Cluster, has_failed, wait_for  # noqa: E402
+
+STARTUP = 120
+# Short detection, so that the hang is caught in seconds (the defaults are
+# for real jobs).
+DETECTION = ["--stall-floor", "3s", "--stall-factor", "10", "--sweep-interval", "250ms"]
+JOB = "ha-job"
+
+
+def agent_connected_at(agent, address, after):
+    """trainsupd-style timestamp (seconds since the epoch) of the agent's
+    first "connected to the supervisor at ADDRESS" line logged after
+    `after` (same clock), or None."""
+    pattern = f"connected to the supervisor at {re.escape(address)} "
+    for line in agent.output().splitlines():
+        if re.search(pattern, line):
+            t = log_time(line)
+            if t >= after:
+                return t
+    return None
+
+
+class FailoverTest(unittest.TestCase):
+    def setUp(self):
+        self.etcd = EtcdCluster(3)
+        self.cluster = Cluster()
+        self.instances = []
+
+    def tearDown(self):
+        if has_failed(self):
+            print(self.cluster.diagnostics(), file=sys.stderr)
+            for i in self.instances:
+                print(f"--- trainsupd {i.name} ---\n{i.log()}", file=sys.stderr)
+        self.cluster.close()
+        for i in self.instances:
+            i.close()
+        self.etcd.close()
+
+    def start_instance(self, name, ttl):
+        i = Instance(self.cluster.trainsupd, name, self.etcd.endpoints, ttl=f"{ttl:g}s",
+                     extra=DETECTION)
+        self.instances.append(i)
+        return i
+
+    def job(self):
+        jobs = [j for j in self.cluster.ctl_json("jobs").get("jobs", []) if j["job_id"] == JOB]
+        return jobs[0] if jobs else None
+
+    def run_failover(self, ttl, run):
+        c = self.cluster
+        a = self.start_instance(f"a{run}", ttl)
+        wait_for(a.leads, 30, what="the first instance to lead")
+        b = self.start_instance(f"b{run}", ttl)
+        wait_for(lambda: b.seen(f"the leader is {a.name} "), 30, what="b to learn the leader")
+        both = f"{a.grpc},{b.grpc}"
+        c.grpc_address = both  # trainsupctl follows the leader too
+        hang_file = os.path.join(c.workdir, f"hang-{run}")
+        c.start_job(JOB, train_args=["--steps", "1000000", "--step-seconds", "0.05",
+                                     "--hang-rank", "2", "--hang-file", hang_file],
+                    supervisors={"node-a": both, "node-b": both})
+        wait_for(lambda: (self.job() or {}).get("step", 0) >= 20, STARTUP,
+                 what="the job to step under the first leader")
+        generation = self.job()["generation"]
+
+        killed_wall, killed = time.time(), time.monotonic()
+        a.signal(signal.SIGKILL)
+        a.proc.wait(timeout=10)
+        wait_for(b.leads, ttl + 10, what="the standby to lead")
+        led = b.logged_at(r"leading \(epoch", after=killed)
+        connected = {node: wait_for(lambda agent=agent: agent_connected_at(agent, b.grpc,
+                                                                           killed_wall),
+                                    30, what=f"{node}'s agent to reconnect to the new leader")
+                     for node, agent in c.agents.items()}
+
+        # Detection possible: the new leader hears every rank alive and
+        # stepping past where the job was at the kill.
+        def stepping():
+            j = self.job()
+            return j if (j and j["ranks_alive"] == 4 and j["ranks_reporting"] == 4) else None
+        first = wait_for(stepping, 30, interval=0.05, what="the new leader to hear every rank")
+        step_seen = first["step"]
+        wait_for(lambda: self.job()["step"] > step_seen, 30, interval=0.05,
+                 what="the job to step under the new leader")
+        detectable = time.time()
+
+        # Never stopped by the failover.
+        self.assertEqual(self.job()["generation"], generation)
+        self.assertTrue(all(agent.poll() is None for agent in c.agents.values()))
+        acted = [e for e in c.events(JOB)
+                 if e["kind"] in ("restart", "crash", "stall", "node_lost", "hold")]
+        self.assertFalse(acted, "the new leader acted on the job after the failover")
+
+        # A hang after the takeover: caught, with its culprit.
+        with open(hang_file, "w"):
+            pass
+        hung = time.monotonic()
+        stall = wait_for(lambda: c.events(JOB, "stall"), 60, what="the stall event")[0]
+        self.assertEqual(stall.get("rank"), 2, stall["message"])
+        self.assertEqual(stall["node"], "node-b")
+        self.assertEqual(stall["generation"], generation)
+        figures = (led - killed_wall, max(connected.values()) - killed_wall,
+                   detectable - killed_wall, time.monotonic() - hung)
+        print(f"\nmeasured: TTL {ttl:g}s run {run}: kill -> new leader {figures[0]:.2f}s, "
+              f"-> every agent reconnected {figures[1]:.2f}s, -> first detection possible "
+              f"{figures[2]:.2f}s; hang -> stall event naming rank 2 {figures[3]:.1f}s",
+              file=sys.stderr)
+        return figures
+
+    def test_sigkill_of_the_leader_mid_job(self):
+        ttls = [float(t) for t in os.environ.get("TRAINSUP_FAILOVER_TTLS", "5,2").split(",")]
+        runs = int(os.environ.get("TRAINSUP_FAILOVER_RUNS", "1"))
+        results = {}
+        for ttl in ttls:
+            for run in range(runs):
+                with self.subTest(ttl=ttl, run=run):
+                    results.setdefault(ttl, []).append(self.run_failover(ttl, f"{ttl:g}-{run}"))
+                    # The next run starts afresh: a new job, new instances.
+                    self.cluster.close()
+                    for i in self.instances:
+                        i.close()
+                    self.instances = []
+                    self.cluster = Cluster()
+        for ttl, figures in results.items():
+            for k, what in enumerate(["new leader", "every agent reconnected",
+                                      "first detection possible"]):
+                values = sorted(f[k] for f in figures)
+                print(f"measured: TTL {ttl:g}s, kill -> {what}: min {values[0]:.2f}s "
+                      f"median {values[len(values) // 2]:.2f}s max {values[-1]:.2f}s "
+                      f"({len(values)} runs)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
