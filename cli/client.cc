@@ -184,6 +184,16 @@ absl::StatusOr<v1::StacksResponse> OperatorClient::GetStacks(const std::string& 
   });
 }
 
+absl::StatusOr<v1::ProvenanceResponse> OperatorClient::GetProvenance(const std::string& job_id,
+                                                                     uint64_t generation) {
+  v1::GetProvenanceRequest request;
+  request.set_job_id(job_id);
+  request.set_generation(generation);
+  return Unary<v1::ProvenanceResponse>([&](grpc::ClientContext* c, v1::ProvenanceResponse* r) {
+    return stub_->GetProvenance(c, request, r);
+  });
+}
+
 absl::StatusOr<v1::ActionResponse> OperatorClient::RequestCheckpoint(const std::string& job_id) {
   v1::RequestCheckpointRequest request;
   request.set_job_id(job_id);

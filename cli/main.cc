@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "cli/client.h"
 #include "cli/diagnose_render.h"
+#include "cli/provenance_render.h"
 #include "cli/render.h"
 #include "cli/search_budget_render.h"
 #include "cli/top.h"
@@ -49,6 +50,19 @@ v1::RankFlag RankFlagOf(const std::string& name) {
   if (name == "culprit") return v1::RANK_FLAG_CULPRIT;
   if (name == "dead") return v1::RANK_FLAG_DEAD;
   return v1::RANK_FLAG_ANY;
+}
+
+absl::StatusOr<v1::JobProvenance> JobWithProvenance(OperatorClient& client,
+                                                    const std::string& job_id,
+                                                    uint64_t generation) {
+  absl::StatusOr<v1::JobDetail> detail = client.GetJob(job_id);
+  if (!detail.ok()) return detail.status();
+  absl::StatusOr<v1::ProvenanceResponse> provenance = client.GetProvenance(job_id, generation);
+  if (!provenance.ok()) return provenance.status();
+  v1::JobProvenance view;
+  *view.mutable_job() = *std::move(detail);
+  *view.mutable_provenance() = *std::move(provenance);
+  return view;
 }
 
 // `trainsupctl ranks`, as asked.
@@ -348,6 +362,10 @@ int main(int argc, char** argv) {
   CLI::App* job = app.add_subcommand(
       "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
   job->add_option("JOB", job_id, "job id")->required();
+  std::optional<uint64_t> job_generation;
+  job->add_option("--generation", job_generation,
+                  "also what ran in that generation, node by node: command, code version, "
+                  "environment, versions, what it resumed (docs/provenance.md)");
   CLI::App* checkpoint = app.add_subcommand(
       "checkpoint", "checkpoint JOB once, at a step every rank reaches after the plan horizon");
   checkpoint->add_option("JOB", job_id, "job id")->required();
@@ -538,6 +556,9 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     return Emit(client.SetKillCriteria(job_id, *criteria), json, say);
+  }
+  if (*job && job_generation.has_value()) {
+    return Emit(JobWithProvenance(client, job_id, *job_generation), json, RenderJobProvenance);
   }
   if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);
   if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);

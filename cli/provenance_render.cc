@@ -1,0 +1,85 @@
+#include "cli/provenance_render.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "cli/render.h"
+#include "common/provenance.h"
+
+namespace trainsup {
+namespace {
+
+std::string OrDash(const std::string& s) { return s.empty() ? "-" : s; }
+
+std::string CodeLine(const v1::CodeVersion& code) {
+  if (code.script().empty()) return "- (no .py script in the command)";
+  if (code.repository().empty()) return absl::StrCat(code.script(), " (in no git repository)");
+  std::string out = absl::StrCat(code.repository(), " @ ", OrDash(code.commit()));
+  if (!code.dirty()) return out + " (clean)";
+  absl::StrAppend(&out, " (dirty: ", code.modified_total(),
+                  code.modified_total() == 1 ? " file" : " files", ")");
+  return out;
+}
+
+void RenderNode(const v1::GenerationProvenance& r, std::string* out) {
+  absl::StrAppend(out, "node ", r.node(), ", launched ",
+                  absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                                   absl::FromUnixMicros(static_cast<int64_t>(
+                                       r.launched_unix_seconds() * 1e6)),
+                                   absl::UTCTimeZone()),
+                  "\n");
+  absl::StrAppend(out, "  command     ", absl::StrJoin(r.command(), " "), "\n");
+  absl::StrAppend(out, "  directory   ", OrDash(r.working_directory()), "\n");
+  absl::StrAppend(out, "  code        ", CodeLine(r.code()), "\n");
+  for (const std::string& f : r.code().modified()) absl::StrAppend(out, "    modified  ", f, "\n");
+  if (r.code().modified_total() > static_cast<uint32_t>(r.code().modified_size())) {
+    absl::StrAppend(out, "    ... and ", r.code().modified_total() - r.code().modified_size(),
+                    " more\n");
+  }
+  if (r.env().empty()) absl::StrAppend(out, "  env         -\n");
+  for (int i = 0; i < r.env_size(); ++i) {
+    absl::StrAppend(out, i == 0 ? "  env         " : "              ", r.env(i).name(), "=",
+                    r.env(i).value(), "\n");
+  }
+  absl::StrAppend(out, "  kernel      ", OrDash(r.kernel()), "\n");
+  absl::StrAppend(out, "  driver      ", OrDash(r.driver()), "\n");
+  if (!r.has_runtime()) {
+    absl::StrAppend(out, "  runtime     - (the rank helper did not report)\n");
+  } else {
+    const v1::RuntimeProvenance& rt = r.runtime();
+    absl::StrAppend(out, "  runtime     python ", OrDash(rt.python()), ", torch ",
+                    OrDash(rt.torch()), ", cuda ", OrDash(rt.cuda()), ", nccl ", OrDash(rt.nccl()),
+                    "\n");
+    absl::StrAppend(out, "  world size  ", rt.world_size(), "\n");
+    absl::StrAppend(out, "  resumed     ",
+                    rt.resumed_step() == 0 ? std::string("fresh start (step 0)")
+                                           : absl::StrCat("step ", rt.resumed_step()),
+                    rt.resumed_path().empty() ? "" : absl::StrCat(" from ", rt.resumed_path()),
+                    rt.resumed_hash().empty() ? "" : absl::StrCat(" (", rt.resumed_hash(), ")"),
+                    "\n");
+  }
+  if (r.truncated()) {
+    absl::StrAppend(out, "  (truncated: the record was larger than ", kMaxProvenanceBytes / 1024,
+                    " KiB; lists were cut)\n");
+  }
+}
+
+}  // namespace
+
+std::string RenderProvenance(const v1::ProvenanceResponse& p) {
+  std::vector<std::string> nodes;
+  for (const v1::GenerationProvenance& r : p.nodes()) nodes.push_back(r.node());
+  std::string out = absl::StrCat("provenance of generation ", p.generation(), " (",
+                                 p.nodes_size(), p.nodes_size() == 1 ? " node: " : " nodes: ",
+                                 absl::StrJoin(nodes, ", "), ")\n");
+  for (const v1::GenerationProvenance& r : p.nodes()) RenderNode(r, &out);
+  return out;
+}
+
+std::string RenderJobProvenance(const v1::JobProvenance& view) {
+  return absl::StrCat(RenderJobDetail(view.job()), "\n", RenderProvenance(view.provenance()));
+}
+
+}  // namespace trainsup
