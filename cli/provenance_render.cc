@@ -82,4 +82,43 @@ std::string RenderJobProvenance(const v1::JobProvenance& view) {
   return absl::StrCat(RenderJobDetail(view.job()), "\n", RenderProvenance(view.provenance()));
 }
 
+v1::ProvenanceDiff MakeProvenanceDiff(const v1::ProvenanceResponse& a,
+                                      const v1::ProvenanceResponse& b) {
+  v1::ProvenanceDiff diff;
+  diff.set_job_a(a.job_id());
+  diff.set_generation_a(a.generation());
+  diff.set_job_b(b.job_id());
+  diff.set_generation_b(b.generation());
+  const std::vector<v1::GenerationProvenance> nodes_a(a.nodes().begin(), a.nodes().end());
+  const std::vector<v1::GenerationProvenance> nodes_b(b.nodes().begin(), b.nodes().end());
+  for (v1::ProvenanceDiff::Change& c : DiffProvenance(nodes_a, nodes_b)) {
+    *diff.add_changes() = std::move(c);
+  }
+  return diff;
+}
+
+std::string RenderProvenanceDiff(const v1::ProvenanceDiff& d) {
+  std::string out = absl::StrCat(d.job_a(), " generation ", d.generation_a(), " -> ", d.job_b(),
+                                 " generation ", d.generation_b(), ": ");
+  if (d.changes().empty()) {
+    return out + "no difference in command, code, environment, versions, world size or nodes\n";
+  }
+  absl::StrAppend(&out, d.changes_size(), d.changes_size() == 1 ? " change\n" : " changes\n");
+  for (const v1::ProvenanceDiff::Change& c : d.changes()) {
+    std::string what = c.name().empty() ? c.field() : absl::StrCat(c.field(), " ", c.name());
+    if (what.size() < 24) what.resize(24, ' ');
+    switch (c.kind()) {
+      case v1::ProvenanceDiff::Change::KIND_ADDED:
+        absl::StrAppend(&out, what, "  + ", c.b(), "\n");
+        break;
+      case v1::ProvenanceDiff::Change::KIND_REMOVED:
+        absl::StrAppend(&out, what, "  - ", c.a(), "\n");
+        break;
+      default:
+        absl::StrAppend(&out, what, "  ", OrDash(c.a()), " -> ", OrDash(c.b()), "\n");
+    }
+  }
+  return out;
+}
+
 }  // namespace trainsup

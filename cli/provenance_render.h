@@ -16,6 +16,14 @@ std::string RenderProvenance(const v1::ProvenanceResponse& provenance);
 // `trainsupctl job JOB --generation N`: the job, then its provenance.
 std::string RenderJobProvenance(const v1::JobProvenance& view);
 
+// What differs from generation A to generation B (DiffProvenance).
+v1::ProvenanceDiff MakeProvenanceDiff(const v1::ProvenanceResponse& a,
+                                      const v1::ProvenanceResponse& b);
+
+// `trainsupctl diff`: one line per change, "FIELD [NAME]  A -> B" ("+ B"
+// added, "- A" removed), or a line saying nothing differs.
+std::string RenderProvenanceDiff(const v1::ProvenanceDiff& diff);
+
 }  // namespace trainsup
 
 #endif  // TRAINSUP_CLI_PROVENANCE_RENDER_H_

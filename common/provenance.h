@@ -8,8 +8,8 @@
 #include "trainsup/v1/provenance.pb.h"
 
 // The pure parts of a generation's provenance (docs/provenance.md) that the
-// agent, trainsupd and trainsupctl share: which names are secrets and how a
-// record is bounded.
+// agent, trainsupd and trainsupctl share: which names are secrets, how a
+// record is bounded, and what differs between two generations.
 namespace trainsup {
 
 // The most a stored record may take, serialized. Default of trainsupd.
@@ -30,6 +30,16 @@ int DropSecrets(v1::GenerationProvenance* record);
 // cut. Returns whether the record now fits (a record of nothing but huge
 // scalars may not).
 bool BoundProvenance(v1::GenerationProvenance* record, size_t max_bytes = kMaxProvenanceBytes);
+
+// What differs between generation A's records (one per node) and B's: the
+// command, working directory, code version and modified files, environment
+// (added, removed, changed), kernel, driver, Python/torch/CUDA/NCCL
+// versions, world size and node set. What a generation resumed is not
+// compared (every restart resumes elsewhere). Changes come in that order,
+// names sorted within a field.
+std::vector<v1::ProvenanceDiff::Change> DiffProvenance(
+    const std::vector<v1::GenerationProvenance>& a,
+    const std::vector<v1::GenerationProvenance>& b);
 
 }  // namespace trainsup
 

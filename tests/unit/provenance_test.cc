@@ -1,11 +1,12 @@
 // A generation's provenance: which variables are recorded, how a record is
-// bounded (docs/provenance.md).
+// bounded, what differs between two generations (docs/provenance.md).
 #include "common/provenance.h"
 
 #include <string>
 #include <vector>
 
 #include "agent/provenance.h"
+#include "cli/provenance_render.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -15,6 +16,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using Change = v1::ProvenanceDiff::Change;
 
 std::vector<std::string> Names(const std::vector<v1::EnvVar>& vars) {
   std::vector<std::string> out;
@@ -106,6 +108,82 @@ TEST(DropSecretsTest, DropsWhatTheAgentShouldNotHaveSent) {
   EXPECT_EQ(DropSecrets(&r), 1);
   ASSERT_EQ(r.env_size(), 1);
   EXPECT_EQ(r.env(0).name(), "NCCL_DEBUG");
+}
+
+v1::GenerationProvenance Record(const std::string& node, const std::string& nccl_debug) {
+  v1::GenerationProvenance r;
+  r.set_node(node);
+  r.add_command("torchrun");
+  r.add_command("train.py");
+  r.set_working_directory("/src");
+  r.mutable_code()->set_commit("c1");
+  v1::EnvVar* v = r.add_env();
+  v->set_name("NCCL_DEBUG");
+  v->set_value(nccl_debug);
+  r.set_kernel("Linux 6.1");
+  r.mutable_runtime()->set_python("3.11.2");
+  r.mutable_runtime()->set_torch("1.13.1");
+  r.mutable_runtime()->set_world_size(4);
+  r.mutable_runtime()->set_resumed_step(0);
+  return r;
+}
+
+TEST(DiffProvenanceTest, IdenticalGenerationsDifferInNothingButWhatTheyResumed) {
+  std::vector<v1::GenerationProvenance> a = {Record("n1", "INFO"), Record("n2", "INFO")};
+  std::vector<v1::GenerationProvenance> b = a;
+  b[0].mutable_runtime()->set_resumed_step(40);
+  b[0].set_launched_unix_seconds(99);
+  EXPECT_TRUE(DiffProvenance(a, b).empty());
+}
+
+TEST(DiffProvenanceTest, CodeEnvVersionsWorldSizeAndNodes) {
+  std::vector<v1::GenerationProvenance> a = {Record("n1", "INFO"), Record("n2", "INFO")};
+  std::vector<v1::GenerationProvenance> b = {Record("n1", "WARN"), Record("n3", "WARN")};
+  for (v1::GenerationProvenance& r : b) {
+    r.mutable_code()->set_dirty(true);
+    r.mutable_code()->add_modified("train.py");
+    r.mutable_runtime()->set_torch("2.1.0");
+    r.mutable_runtime()->set_world_size(8);
+    v1::EnvVar* v = r.add_env();
+    v->set_name("OMP_NUM_THREADS");
+    v->set_value("8");
+  }
+  a[0].add_env()->set_name("TORCH_OLD");
+  const std::vector<Change> changes = DiffProvenance(a, b);
+  std::vector<std::string> lines;
+  for (const Change& c : changes) {
+    lines.push_back(c.field() + "|" + c.name() + "|" + std::to_string(c.kind()) + "|" +
+                    c.a() + "|" + c.b());
+  }
+  EXPECT_THAT(lines, ElementsAre("code.dirty||1|false|true", "code.modified|train.py|2||modified",
+                                 "env|NCCL_DEBUG|1|INFO|WARN", "env|OMP_NUM_THREADS|2||8",
+                                 "env|TORCH_OLD|3| (n1); <unset> (n2)|", "torch||1|1.13.1|2.1.0",
+                                 "world_size||1|4|8", "nodes|n2|3|launched|",
+                                 "nodes|n3|2||launched"));
+}
+
+TEST(DiffProvenanceTest, NodesThatDisagreeAreNamed) {
+  std::vector<v1::GenerationProvenance> a = {Record("n1", "INFO"), Record("n2", "INFO")};
+  std::vector<v1::GenerationProvenance> b = {Record("n1", "INFO"), Record("n2", "WARN")};
+  const std::vector<Change> changes = DiffProvenance(a, b);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].a(), "INFO");
+  EXPECT_EQ(changes[0].b(), "INFO (n1); WARN (n2)");
+}
+
+TEST(RenderProvenanceDiffTest, OneLinePerChangeOrNothing) {
+  v1::ProvenanceResponse a;
+  a.set_job_id("j");
+  a.set_generation(1);
+  *a.add_nodes() = Record("n1", "INFO");
+  v1::ProvenanceResponse b = a;
+  b.set_generation(2);
+  EXPECT_THAT(RenderProvenanceDiff(MakeProvenanceDiff(a, b)),
+              HasSubstr("j generation 1 -> j generation 2: no difference"));
+  b.mutable_nodes(0)->mutable_env(0)->set_value("WARN");
+  EXPECT_EQ(RenderProvenanceDiff(MakeProvenanceDiff(a, b)),
+            "j generation 1 -> j generation 2: 1 change\n"
+            "env NCCL_DEBUG            INFO -> WARN\n");
 }
 
 }  // namespace
