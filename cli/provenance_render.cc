@@ -53,9 +53,12 @@ void RenderNode(const v1::GenerationProvenance& r, std::string* out) {
                     OrDash(rt.torch()), ", cuda ", OrDash(rt.cuda()), ", nccl ", OrDash(rt.nccl()),
                     "\n");
     absl::StrAppend(out, "  world size  ", rt.world_size(), "\n");
+    // A script that builds its Heartbeat before loading a checkpoint tells
+    // nothing: step 0 and no path is "not told", not "a fresh start".
+    const bool told = rt.resumed_step() != 0 || !rt.resumed_path().empty();
     absl::StrAppend(out, "  resumed     ",
-                    rt.resumed_step() == 0 ? std::string("fresh start (step 0)")
-                                           : absl::StrCat("step ", rt.resumed_step()),
+                    told ? absl::StrCat("step ", rt.resumed_step())
+                         : std::string("- (the script told the helper no start_step)"),
                     rt.resumed_path().empty() ? "" : absl::StrCat(" from ", rt.resumed_path()),
                     rt.resumed_hash().empty() ? "" : absl::StrCat(" (", rt.resumed_hash(), ")"),
                     "\n");

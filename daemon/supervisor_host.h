@@ -127,7 +127,7 @@ class SupervisorHost {
     return fn(static_cast<const Supervisor&>(core_), clock_->Now());
   }
 
-  // Journals the state store refused. Lock-free.
+  // Journals (and provenance records) the state store refused. Lock-free.
   uint64_t store_errors() const { return store_errors_.load(); }
   // Commands and fences not acted on because their journal could not be
   // committed. Lock-free.

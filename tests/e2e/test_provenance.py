@@ -81,6 +81,7 @@ class ProvenanceEndToEnd(ClusterTestCase):
         self.assertEqual(changes, [("code.dirty", "", "false", "true"),
                                    ("code.modified", "train.py", "", "modified")], table)
         self.assertIn("code.modified train.py", table)
+        print(f"\n{table}", file=sys.stderr)
 
         c.forget_agents()
         c.start_job("prov-b", nproc_per_node=1, train_args=train_args, master_port=port,
@@ -89,6 +90,7 @@ class ProvenanceEndToEnd(ClusterTestCase):
         table, changes = self.diff("prov-a", "2", "prov-b", "1")
         self.assertEqual(changes, [("env", "NCCL_DEBUG", "INFO", "WARN")], table)
         self.assertIn("INFO -> WARN", table)
+        print(table, file=sys.stderr)
 
         # What a generation shows: the commit, the dirty file, the chosen
         # variables, the helper's versions and world size.
@@ -99,6 +101,7 @@ class ProvenanceEndToEnd(ClusterTestCase):
                      "NCCL_DEBUG=INFO", "MY_RUN_NOTE=alpha", "world size  2", "torch 1.13"):
             self.assertIn(text, shown)
         self.assertEqual(second[0]["runtime"]["world_size"], 2)
+        print(shown, file=sys.stderr)
 
         # The secret is nowhere: not in what trainsupctl shows, not in the
         # store's file or its write-ahead log.
