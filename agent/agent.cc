@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
 #include "agent/rank_log.h"
+#include "common/provenance.h"
 #include "agent/torchrun_args.h"
 #include "common/failure_text.h"
 #include "common/clock.h"
@@ -288,6 +289,10 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
     return;
   }
+  provenance_ = CaptureProvenance(generation, argv, env, options_.provenance);
+  v1::AgentMessage record;
+  *record.mutable_provenance() = provenance_;
+  link_->Send(std::move(record));
   TRAINSUP_LOG_INFO("job %s node %s: started generation %d (pid %d, reaper %d): %s",
                     options_.job, options_.node, generation, launcher_.pid(),
                     launcher_.reaper_pid(), why);
@@ -317,6 +322,7 @@ void Agent::OnDatagrams() {
       return;
     }
     v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
+    if (hb.kind() == v1::HEARTBEAT_KIND_PROVENANCE) return OnRankProvenance(hb);
     // Kept only for ranks that dropped something, and for at most so many
     // of them: the rank number is the sender's word, not yet validated.
     constexpr size_t kMaxRanksLogged = 4096;
@@ -339,6 +345,17 @@ void Agent::OnDatagrams() {
     batcher_.AddHeartbeat(std::move(hb), now);
   });
   if (watched_changed) PublishProcesses();
+}
+
+void Agent::OnRankProvenance(const v1::RankHeartbeat& hb) {
+  // One record a generation: another rank's, or an older generation's, is
+  // not this launch's.
+  if (hb.generation() != provenance_.generation() || provenance_.has_runtime()) return;
+  *provenance_.mutable_runtime() = hb.provenance();
+  BoundProvenance(&provenance_);
+  v1::AgentMessage record;
+  *record.mutable_provenance() = provenance_;
+  link_->Send(std::move(record));
 }
 
 void Agent::OnSignals(int signal_fd) {

@@ -17,6 +17,7 @@
 #include "agent/agent_state.h"
 #include "agent/launcher.h"
 #include "agent/plan_file.h"
+#include "agent/provenance.h"
 #include "agent/rank_socket.h"
 #include "agent/rank_watcher.h"
 #include "agent/report_batcher.h"
@@ -58,6 +59,9 @@ struct AgentOptions {
   // The port a store this node's torchrun hosts listens on; 0: a free port
   // the agent finds at start. Default: 0.
   uint32_t rendezvous_port = 0;
+  // What each launch's provenance records beyond the defaults
+  // (docs/provenance.md): --provenance-env patterns, git's time limit.
+  ProvenanceOptions provenance;
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -110,6 +114,9 @@ class Agent {
   // Looks in the command's last stderr lines for an infrastructure fault of
   // each rank that died at or after `since` without a word of its end.
   void NoteRankStderr(absl::Duration since);
+  // The helper's start-up record (a PROVENANCE heartbeat): kept in the
+  // generation's provenance, which goes up again.
+  void OnRankProvenance(const v1::RankHeartbeat& hb);
 
   // What the link's threads hand the event loop: a supervisor's message, or
   // the status of a refused hello.
@@ -150,6 +157,8 @@ class Agent {
   uint64_t stale_epoch_drops_ = 0;
   // The command failed: its last stderr lines that say why (StderrExcerpt).
   std::vector<std::string> failure_lines_;
+  // What the current generation launched on this node (docs/provenance.md).
+  v1::GenerationProvenance provenance_;
   ReportBatcher batcher_;
   Launcher launcher_;
   RankWatcher watcher_;

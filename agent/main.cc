@@ -95,6 +95,12 @@ int main(int argc, char** argv) {
                   "exception:TYPE=ACTION, ACTION one of restart-elsewhere, transient, stop, "
                   "default; repeatable")
       ->type_name("RULE")->allow_extra_args(false);
+  run->add_option("--provenance-env", options.provenance.env_patterns,
+                  "record these environment variables too in each generation's provenance "
+                  "(fnmatch patterns, e.g. 'MY_*'; beside CUDA_VISIBLE_DEVICES, NCCL_*, TORCH_*, "
+                  "OMP_NUM_THREADS, PYTHONPATH); names holding TOKEN, SECRET, KEY or PASSWORD are "
+                  "never recorded; repeatable")
+      ->type_name("GLOB")->allow_extra_args(false);
   run->add_option("--advertise-address", options.advertise_address,
                   "the address this node's peers reach it on: trainsupd then decides where each "
                   "generation's torchrun rendezvous meets (moving it off a lost node) and the "

@@ -120,43 +120,46 @@ absl::StatusOr<Response> OperatorClient::Unary(Call call, Retry retry) {
 }
 
 absl::StatusOr<v1::ListJobsResponse> OperatorClient::ListJobs() {
-  return Unary<v1::ListJobsResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListJobsResponse* r) {
-    return stub->ListJobs(c, v1::ListJobsRequest(), r);
-  });
+  return Unary<v1::ListJobsResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListJobsResponse* r) {
+        return stub->ListJobs(c, v1::ListJobsRequest(), r);
+      });
 }
 
 absl::StatusOr<v1::ListRanksResponse> OperatorClient::ListRanks(
     const v1::ListRanksRequest& request) {
-  return Unary<v1::ListRanksResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListRanksResponse* r) {
-    return stub->ListRanks(c, request, r);
-  });
+  return Unary<v1::ListRanksResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListRanksResponse* r) {
+        return stub->ListRanks(c, request, r);
+      });
 }
 
 absl::StatusOr<v1::ListRanksResponse> OperatorClient::StreamRanks(
     const v1::ListRanksRequest& request) {
-  return Unary<v1::ListRanksResponse>([&](v1::OperatorService::Stub* stub,
-                                          grpc::ClientContext* c, v1::ListRanksResponse* all) {
-    std::unique_ptr<grpc::ClientReader<v1::ListRanksResponse>> reader =
-        stub->StreamRanks(c, request);
-    v1::ListRanksResponse page;
-    bool first = true;
-    while (reader->Read(&page)) {
-      if (first) {
-        *all = std::move(page);  // the header and the summary come with the first page
-        first = false;
-      } else {
-        for (v1::Rank& r : *page.mutable_ranks()) *all->add_ranks() = std::move(r);
-      }
-      page.Clear();
-    }
-    return reader->Finish();
-  });
+  return Unary<v1::ListRanksResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListRanksResponse* all) {
+        std::unique_ptr<grpc::ClientReader<v1::ListRanksResponse>> reader =
+            stub->StreamRanks(c, request);
+        v1::ListRanksResponse page;
+        bool first = true;
+        while (reader->Read(&page)) {
+          if (first) {
+            *all = std::move(page);  // the header and the summary come with the first page
+            first = false;
+          } else {
+            for (v1::Rank& r : *page.mutable_ranks()) *all->add_ranks() = std::move(r);
+          }
+          page.Clear();
+        }
+        return reader->Finish();
+      });
 }
 
 absl::StatusOr<v1::ListNodesResponse> OperatorClient::ListNodes() {
-  return Unary<v1::ListNodesResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListNodesResponse* r) {
-    return stub->ListNodes(c, v1::ListNodesRequest(), r);
-  });
+  return Unary<v1::ListNodesResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListNodesResponse* r) {
+        return stub->ListNodes(c, v1::ListNodesRequest(), r);
+      });
 }
 
 absl::StatusOr<v1::SupervisorStatus> OperatorClient::GetSupervisorStatus() {
@@ -171,17 +174,20 @@ absl::StatusOr<v1::ListEventsResponse> OperatorClient::ListEvents(const std::str
   v1::ListEventsRequest request;
   request.set_job_id(job_id);
   request.set_after_id(after_id);
-  return Unary<v1::ListEventsResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListEventsResponse* r) {
-    return stub->ListEvents(c, request, r);
-  });
+  return Unary<v1::ListEventsResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListEventsResponse* r) {
+        return stub->ListEvents(c, request, r);
+      });
 }
 
 absl::StatusOr<v1::ActionResponse> OperatorClient::ResumeJob(const std::string& job_id) {
   v1::ResumeJobRequest request;
   request.set_job_id(job_id);
-  return Unary<v1::ActionResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
-    return stub->ResumeJob(c, request, r);
-  }, Retry::kChange);
+  return Unary<v1::ActionResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
+        return stub->ResumeJob(c, request, r);
+      },
+      Retry::kChange);
 }
 
 absl::StatusOr<v1::ActionResponse> OperatorClient::SetKillCriteria(
@@ -193,9 +199,11 @@ absl::StatusOr<v1::ActionResponse> OperatorClient::SetKillCriteria(
   } else {
     request.set_clear(true);
   }
-  return Unary<v1::ActionResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
-    return stub->SetKillCriteria(c, request, r);
-  }, Retry::kChange);
+  return Unary<v1::ActionResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
+        return stub->SetKillCriteria(c, request, r);
+      },
+      Retry::kChange);
 }
 
 absl::StatusOr<v1::ListKillCriteriaResponse> OperatorClient::ListKillCriteria(
@@ -203,9 +211,8 @@ absl::StatusOr<v1::ListKillCriteriaResponse> OperatorClient::ListKillCriteria(
   v1::ListKillCriteriaRequest request;
   request.set_job_id(job_id);
   return Unary<v1::ListKillCriteriaResponse>(
-      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ListKillCriteriaResponse* r) {
-        return stub->ListKillCriteria(c, request, r);
-      });
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c,
+          v1::ListKillCriteriaResponse* r) { return stub->ListKillCriteria(c, request, r); });
 }
 
 absl::StatusOr<v1::ActionResponse> OperatorClient::QuarantineNode(const std::string& node,
@@ -215,25 +222,28 @@ absl::StatusOr<v1::ActionResponse> OperatorClient::QuarantineNode(const std::str
   request.set_node(node);
   request.set_reason(reason);
   request.set_force(force);
-  return Unary<v1::ActionResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
-    return stub->QuarantineNode(c, request, r);
-  }, Retry::kChange);
+  return Unary<v1::ActionResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
+        return stub->QuarantineNode(c, request, r);
+      },
+      Retry::kChange);
 }
 
 absl::StatusOr<v1::ActionResponse> OperatorClient::UnquarantineNode(const std::string& node) {
   v1::UnquarantineNodeRequest request;
   request.set_node(node);
-  return Unary<v1::ActionResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
-    return stub->UnquarantineNode(c, request, r);
-  }, Retry::kChange);
+  return Unary<v1::ActionResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
+        return stub->UnquarantineNode(c, request, r);
+      },
+      Retry::kChange);
 }
 
 absl::StatusOr<v1::JobDetail> OperatorClient::GetJob(const std::string& job_id) {
   v1::GetJobRequest request;
   request.set_job_id(job_id);
-  return Unary<v1::JobDetail>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::JobDetail* r) {
-    return stub->GetJob(c, request, r);
-  });
+  return Unary<v1::JobDetail>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c,
+                                  v1::JobDetail* r) { return stub->GetJob(c, request, r); });
 }
 
 absl::StatusOr<v1::StacksResponse> OperatorClient::GetStacks(const std::string& job_id,
@@ -241,25 +251,40 @@ absl::StatusOr<v1::StacksResponse> OperatorClient::GetStacks(const std::string& 
   v1::GetStacksRequest request;
   request.set_job_id(job_id);
   request.set_generation(generation);
-  return Unary<v1::StacksResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::StacksResponse* r) {
-    return stub->GetStacks(c, request, r);
-  });
+  return Unary<v1::StacksResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::StacksResponse* r) {
+        return stub->GetStacks(c, request, r);
+      });
+}
+
+absl::StatusOr<v1::ProvenanceResponse> OperatorClient::GetProvenance(const std::string& job_id,
+                                                                     uint64_t generation) {
+  v1::GetProvenanceRequest request;
+  request.set_job_id(job_id);
+  request.set_generation(generation);
+  return Unary<v1::ProvenanceResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ProvenanceResponse* r) {
+        return stub->GetProvenance(c, request, r);
+      });
 }
 
 absl::StatusOr<v1::ActionResponse> OperatorClient::RequestCheckpoint(const std::string& job_id) {
   v1::RequestCheckpointRequest request;
   request.set_job_id(job_id);
-  return Unary<v1::ActionResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
-    return stub->RequestCheckpoint(c, request, r);
-  }, Retry::kChange);
+  return Unary<v1::ActionResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::ActionResponse* r) {
+        return stub->RequestCheckpoint(c, request, r);
+      },
+      Retry::kChange);
 }
 
 absl::StatusOr<v1::DiagnoseResponse> OperatorClient::Diagnose(const std::string& job_id) {
   v1::DiagnoseRequest request;
   request.set_job_id(job_id);
-  return Unary<v1::DiagnoseResponse>([&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::DiagnoseResponse* r) {
-    return stub->Diagnose(c, request, r);
-  });
+  return Unary<v1::DiagnoseResponse>(
+      [&](v1::OperatorService::Stub* stub, grpc::ClientContext* c, v1::DiagnoseResponse* r) {
+        return stub->Diagnose(c, request, r);
+      });
 }
 
 absl::Status OperatorClient::WatchEvents(const std::string& job_id, uint64_t after_id,

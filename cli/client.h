@@ -56,6 +56,8 @@ class OperatorClient {
   absl::StatusOr<v1::StacksResponse> GetStacks(const std::string& job_id, uint64_t generation);
   absl::StatusOr<v1::ActionResponse> RequestCheckpoint(const std::string& job_id);
   absl::StatusOr<v1::DiagnoseResponse> Diagnose(const std::string& job_id);
+  absl::StatusOr<v1::ProvenanceResponse> GetProvenance(const std::string& job_id,
+                                                       uint64_t generation);
   // Streams the events after `after_id`, then new ones, to `on_event` until
   // the stream ends or `on_event` returns false. No deadline: it follows.
   absl::Status WatchEvents(const std::string& job_id, uint64_t after_id,

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "cli/client.h"
 #include "cli/diagnose_render.h"
+#include "cli/provenance_render.h"
 #include "cli/render.h"
 #include "cli/search_budget_render.h"
 #include "cli/top.h"
@@ -49,6 +50,39 @@ v1::RankFlag RankFlagOf(const std::string& name) {
   if (name == "culprit") return v1::RANK_FLAG_CULPRIT;
   if (name == "dead") return v1::RANK_FLAG_DEAD;
   return v1::RANK_FLAG_ANY;
+}
+
+absl::StatusOr<v1::JobProvenance> JobWithProvenance(OperatorClient& client,
+                                                    const std::string& job_id,
+                                                    uint64_t generation) {
+  absl::StatusOr<v1::JobDetail> detail = client.GetJob(job_id);
+  if (!detail.ok()) return detail.status();
+  absl::StatusOr<v1::ProvenanceResponse> provenance = client.GetProvenance(job_id, generation);
+  if (!provenance.ok()) return provenance.status();
+  v1::JobProvenance view;
+  *view.mutable_job() = *std::move(detail);
+  *view.mutable_provenance() = *std::move(provenance);
+  return view;
+}
+
+// `trainsupctl diff JOB GEN_A [JOB_B] GEN_B`.
+int RunDiff(OperatorClient& client, const std::vector<std::string>& args, bool json) {
+  const bool two_jobs = args.size() == 4;
+  const std::string& job_a = args[0];
+  const std::string& job_b = two_jobs ? args[2] : args[0];
+  uint64_t generation_a = 0;
+  uint64_t generation_b = 0;
+  if (!absl::SimpleAtoi(args[1], &generation_a) ||
+      !absl::SimpleAtoi(args[two_jobs ? 3 : 2], &generation_b)) {
+    std::fprintf(stderr, "error: diff takes JOB GEN_A [JOB_B] GEN_B, generations as numbers\n");
+    return kExitUsage;
+  }
+  absl::StatusOr<v1::ProvenanceResponse> a = client.GetProvenance(job_a, generation_a);
+  if (!a.ok()) return Emit(a, json, RenderProvenance);  // the error
+  absl::StatusOr<v1::ProvenanceResponse> b = client.GetProvenance(job_b, generation_b);
+  if (!b.ok()) return Emit(b, json, RenderProvenance);
+  return Emit(absl::StatusOr<v1::ProvenanceDiff>(MakeProvenanceDiff(*a, *b)), json,
+              RenderProvenanceDiff);
 }
 
 // `trainsupctl ranks`, as asked.
@@ -354,6 +388,15 @@ int main(int argc, char** argv) {
   CLI::App* job = app.add_subcommand(
       "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
   job->add_option("JOB", job_id, "job id")->required();
+  std::optional<uint64_t> job_generation;
+  job->add_option("--generation", job_generation,
+                  "also what ran in that generation, node by node: command, code version, "
+                  "environment, versions, what it resumed (docs/provenance.md)");
+  std::vector<std::string> diff_args;
+  CLI::App* diff = app.add_subcommand(
+      "diff", "what changed between two generations, of JOB or of two jobs: command, code "
+              "version and dirty files, environment, versions, world size, nodes");
+  diff->add_option("ARGS", diff_args, "JOB GEN_A [JOB_B] GEN_B")->required()->expected(3, 4);
   CLI::App* checkpoint = app.add_subcommand(
       "checkpoint", "checkpoint JOB once, at a step every rank reaches after the plan horizon");
   checkpoint->add_option("JOB", job_id, "job id")->required();
@@ -557,7 +600,11 @@ int main(int argc, char** argv) {
     }
     return Emit(client.SetKillCriteria(job_id, *criteria), json, say);
   }
+  if (*job && job_generation.has_value()) {
+    return Emit(JobWithProvenance(client, job_id, *job_generation), json, RenderJobProvenance);
+  }
   if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);
+  if (*diff) return RunDiff(client, diff_args, json);
   if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);
   if (*quarantine) return Emit(client.QuarantineNode(node_name, reason, force), json, say);
   if (*unquarantine) return Emit(client.UnquarantineNode(node_name), json, say);

@@ -30,7 +30,7 @@ struct Caller {
 // What a call wants to do.
 enum class Access {
   kRead,        // ListJobs, GetJob, ListRanks, ListNodes, ListEvents, WatchEvents, GetStacks,
-                //   Diagnose
+                //   Diagnose, GetProvenance
   kMutate,      // QuarantineNode, UnquarantineNode, ResumeJob, RequestCheckpoint
   kAgentHello,  // an agent says hello for a node
 };

@@ -34,6 +34,12 @@ grpc::Status ApplyAgentMessage(SupervisorHost& host, const v1::AgentMessage& mes
     }
     return ToGrpcStatus(host.Stacks(*session, FromProto(message.stacks())));
   }
+  if (message.has_provenance()) {
+    if (*session == 0) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "provenance before hello");
+    }
+    return ToGrpcStatus(host.Provenance(*session, message.provenance()));
+  }
   return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty agent message");
 }
 

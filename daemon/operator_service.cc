@@ -318,4 +318,19 @@ grpc::Status OperatorServiceImpl::GetSupervisorStatus(grpc::ServerContext* conte
   return grpc::Status::OK;
 }
 
+grpc::Status OperatorServiceImpl::GetProvenance(grpc::ServerContext* context,
+                                                const v1::GetProvenanceRequest* request,
+                                                v1::ProvenanceResponse* response) {
+  if (grpc::Status s = access_->Check(*context, Access::kRead, "GetProvenance"); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<v1::GenerationProvenance>> records =
+      host_->ProvenanceOf(request->job_id(), request->generation());
+  if (!records.ok()) return ToGrpcStatus(records.status());
+  response->set_job_id(request->job_id());
+  response->set_generation(request->generation());
+  for (v1::GenerationProvenance& r : *records) *response->add_nodes() = std::move(r);
+  return grpc::Status::OK;
+}
+
 }  // namespace trainsup

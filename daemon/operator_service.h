@@ -52,6 +52,9 @@ class OperatorServiceImpl final : public v1::OperatorService::Service {
   grpc::Status ListKillCriteria(grpc::ServerContext* context,
                                 const v1::ListKillCriteriaRequest* request,
                                 v1::ListKillCriteriaResponse* response) override;
+  grpc::Status GetProvenance(grpc::ServerContext* context,
+                             const v1::GetProvenanceRequest* request,
+                             v1::ProvenanceResponse* response) override;
   grpc::Status RequestCheckpoint(grpc::ServerContext* context,
                                  const v1::RequestCheckpointRequest* request,
                                  v1::ActionResponse* response) override;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "daemon/store/provenance.h"
 #include "daemon/store/schema.h"
 #include "daemon/store/sqlite.h"
 #include "daemon/store/table_codec.h"
@@ -195,6 +196,18 @@ absl::StatusOr<PersistedState> StateStore::Load(size_t max_events, size_t max_fa
   });
   if (!status.ok()) return status;
   return state;
+}
+
+absl::Status StateStore::PutProvenance(const std::string& job,
+                                       const v1::GenerationProvenance& record, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  return store::PutProvenance(store::Db{db_, path_}, job, record, now);
+}
+
+absl::Status StateStore::Provenance(const std::string& job, uint64_t generation,
+                                    std::vector<v1::GenerationProvenance>* records) {
+  absl::MutexLock lock(&mu_);
+  return store::ReadProvenance(store::Db{db_, path_}, job, generation, records);
 }
 
 }  // namespace trainsup

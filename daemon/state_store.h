@@ -13,6 +13,7 @@
 #include "daemon/core/journal.h"
 #include "daemon/journal_writer.h"
 #include "daemon/store/schema.h"
+#include "trainsup/v1/provenance.pb.h"
 
 struct sqlite3;
 
@@ -82,6 +83,15 @@ class StateStore : public JournalSink {
   // restarts, events and stacks, and the jobs that finished or failed before
   // it (with their measures). Nodes (the quarantine list) are kept.
   absl::Status Prune(absl::Time before);
+
+  // A node's record of a generation of `job` (docs/provenance.md), stored
+  // at once and apart from the journals: it replaces the node's earlier one
+  // of that generation. Pruned with the history.
+  absl::Status PutProvenance(const std::string& job, const v1::GenerationProvenance& record,
+                             absl::Time now);
+  // The records of `job`'s `generation`, by node (appended to `records`).
+  absl::Status Provenance(const std::string& job, uint64_t generation,
+                          std::vector<v1::GenerationProvenance>* records);
 
   const std::string& path() const { return path_; }
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "common/format.h"
 #include "common/log.h"
+#include "common/provenance.h"
 #include "common/random_id.h"
 #include "daemon/fence_runner.h"
 #include "daemon/proto_convert.h"
@@ -211,6 +212,44 @@ absl::Status SupervisorHost::Report(SessionId session, const NodeReportInfo& rep
 
 absl::Status SupervisorHost::Stacks(SessionId session, const StacksInfo& stacks) {
   return Mutate([&](Supervisor& core, absl::Time now) { return core.Stacks(now, session, stacks); });
+}
+
+absl::Status SupervisorHost::Provenance(SessionId session, v1::GenerationProvenance record) {
+  std::string job;
+  const bool known = Read([&](const Supervisor& core, absl::Time) {
+    const NodeRecord* node = core.NodeOfSession(session);
+    if (node == nullptr) return false;
+    job = node->job;
+    record.set_node(node->name);
+    return true;
+  });
+  if (!known) return absl::FailedPreconditionError("unknown or superseded agent session; reconnect");
+  if (store_ == nullptr) return absl::OkStatus();
+  DropSecrets(&record);
+  BoundProvenance(&record);
+  absl::Status stored = store_->PutProvenance(job, record, clock_->Now());
+  if (!stored.ok()) {
+    ++store_errors_;
+    TRAINSUP_LOG_ERROR("job %s node %s: the provenance of generation %d was not stored: %s", job,
+                       record.node(), record.generation(), stored.message());
+  }
+  return absl::OkStatus();  // the agent's stream goes on either way
+}
+
+absl::StatusOr<std::vector<v1::GenerationProvenance>> SupervisorHost::ProvenanceOf(
+    const std::string& job, uint64_t generation) const {
+  std::vector<v1::GenerationProvenance> records;
+  if (store_ != nullptr) {
+    absl::Status read = store_->Provenance(job, generation, &records);
+    if (!read.ok()) return read;
+  }
+  if (records.empty()) {
+    return absl::NotFoundError(absl::StrCat("no provenance of job ", job, " generation ",
+                                            generation,
+                                            store_ == nullptr ? " (trainsupd keeps none without "
+                                                                "a state store)" : ""));
+  }
+  return records;
 }
 
 void SupervisorHost::Disconnected(SessionId session) {

@@ -18,6 +18,7 @@
 #include "daemon/journal_writer.h"
 #include "daemon/snapshot_publisher.h"
 #include "trainsup/v1/agent.pb.h"
+#include "trainsup/v1/provenance.pb.h"
 
 namespace trainsup {
 
@@ -74,6 +75,15 @@ class SupervisorHost {
                                                 std::shared_ptr<AgentChannel> channel);
   absl::Status Report(SessionId session, const NodeReportInfo& report);
   absl::Status Stacks(SessionId session, const StacksInfo& stacks);
+  // Stores what the session's node launched for a generation
+  // (docs/provenance.md), named by the session's job and node whatever the
+  // record says, with secret-looking variables dropped and bounded to
+  // kMaxProvenanceBytes. Not kept without a state store.
+  absl::Status Provenance(SessionId session, v1::GenerationProvenance record);
+  // The records of one generation of a job, by node. NotFound when there is
+  // none (or no state store).
+  absl::StatusOr<std::vector<v1::GenerationProvenance>> ProvenanceOf(const std::string& job,
+                                                                     uint64_t generation) const;
   void Disconnected(SessionId session);
 
   // Runs the core's sweep at the clock's time. Returns the new events.
@@ -117,7 +127,7 @@ class SupervisorHost {
     return fn(static_cast<const Supervisor&>(core_), clock_->Now());
   }
 
-  // Journals the state store refused. Lock-free.
+  // Journals (and provenance records) the state store refused. Lock-free.
   uint64_t store_errors() const { return store_errors_.load(); }
   // Commands and fences not acted on because their journal could not be
   // committed. Lock-free.

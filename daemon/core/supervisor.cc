@@ -186,6 +186,11 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   return absl::OkStatus();
 }
 
+const NodeRecord* Supervisor::NodeOfSession(SessionId session) const {
+  const NodeIndex index = agents_.NodeOfSession(session);
+  return index == kNoNode ? nullptr : &agents_.node(index);
+}
+
 absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksInfo& info) {
   const NodeIndex index = agents_.NodeOfSession(session);
   if (index == kNoNode) {

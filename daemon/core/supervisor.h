@@ -85,6 +85,8 @@ class Supervisor {
   // explain. FailedPrecondition for an unknown session; InvalidArgument for
   // ranks outside the world or a stack beyond kMaxStackBytes.
   absl::Status Stacks(absl::Time now, SessionId session, const StacksInfo& stacks);
+  // The node of a live session; null when it is unknown or superseded.
+  const NodeRecord* NodeOfSession(SessionId session) const;
 
   // Runs every rule over every job and moves each job's lifecycle on (stop,
   // restart, hold, finish); returns the new events (also in the output). The

@@ -21,6 +21,7 @@ const std::vector<const TableCodec*>& Tables() {
       &StacksTable(),      &PendingFencesTable(), &EndedJobsTable(),
       &FallbacksTable(),
       &KillCriteriaTable(),
+      &ProvenanceTable(),
   };
   return *kTables;
 }

@@ -58,6 +58,7 @@ const TableCodec& PendingFencesTable();
 const TableCodec& EndedJobsTable();
 const TableCodec& FallbacksTable();
 const TableCodec& KillCriteriaTable();
+const TableCodec& ProvenanceTable();
 
 }  // namespace store
 }  // namespace trainsup

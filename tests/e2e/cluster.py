@@ -168,7 +168,7 @@ class Cluster:
 
     def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
                   master_port=None, elastic=False, first_node=0, supervisors=None, helper=True,
-                  advertise=False):
+                  advertise=False, script=TRAIN_SCRIPT, env=None):
         """Starts one agent per node, each wrapping torchrun for its node rank.
 
         Static rendezvous by default (ranks 0-1 on node-a, 2-3 on node-b).
@@ -179,6 +179,8 @@ class Cluster:
         advertise=True gives each agent an --advertise-address of its own
         (127.0.0.1 for node-a, 127.0.0.2 for node-b, ...): trainsupd then
         decides where each generation meets, whatever the command says.
+        `script` runs instead of the test training script (a copy of it);
+        `env` adds to the agents' environment.
         """
         master_port = master_port or free_port()
         for node_rank in range(nodes):
@@ -199,14 +201,15 @@ class Cluster:
                 "--max_restarts=0", "--monitor_interval=1",
                 # torch 1.13 on Python 3.11 crashes at start without these.
                 "--redirects=2", "--tee=2",
-                TRAIN_SCRIPT, "--log", self.train_log, *train_args,
+                script, "--log", self.train_log, *train_args,
             ], [*agent_args, *(["--advertise-address", f"127.0.0.{first_node + node_rank + 1}"]
                                if advertise else [])],
-                supervisor=(supervisors or {}).get(node), helper=helper)
+                supervisor=(supervisors or {}).get(node), helper=helper, env=env)
         return list(self.agents)
 
-    def start_agent(self, job, node, command, agent_args=(), supervisor=None, helper=True):
-        env = dict(os.environ)
+    def start_agent(self, job, node, command, agent_args=(), supervisor=None, helper=True,
+                    env=None):
+        env = dict(os.environ, **(env or {}))
         helper_path = os.path.join(REPO, "agent", "python")
         paths = [p for p in env.get("PYTHONPATH", "").split(":") if p and p != helper_path]
         env["PYTHONPATH"] = ":".join(([helper_path] if helper else []) + paths)

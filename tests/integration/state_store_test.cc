@@ -348,6 +348,52 @@ TEST_F(StateStoreTest, TimesKeepSubMicrosecondPrecision) {
   EXPECT_LE(absl::AbsDuration(state.nodes[0].changed - time), absl::Microseconds(1));
 }
 
+TEST_F(StateStoreTest, ProvenanceRecordsRoundTripOnePerNodeAndGenerationAndArePruned) {
+  v1::GenerationProvenance a;
+  a.set_generation(2);
+  a.set_node("node-b");
+  a.add_command("torchrun");
+  a.add_command("train.py");
+  a.mutable_code()->set_commit("0123abcd");
+  a.mutable_code()->set_dirty(true);
+  a.mutable_code()->add_modified("train.py");
+  v1::EnvVar* var = a.add_env();
+  var->set_name("NCCL_DEBUG");
+  var->set_value("INFO");
+  a.mutable_runtime()->set_torch("1.13.1");
+  a.mutable_runtime()->set_world_size(4);
+  v1::GenerationProvenance b = a;
+  b.set_node("node-a");
+  v1::GenerationProvenance other = a;
+  other.set_generation(3);
+  {
+    std::unique_ptr<StateStore> store = OpenOrDie();
+    ASSERT_NE(store, nullptr);
+    v1::GenerationProvenance first = a;
+    first.clear_runtime();  // the launch's record, before the helper's
+    ASSERT_TRUE(store->PutProvenance("llama", first, kT0).ok());
+    ASSERT_TRUE(store->PutProvenance("llama", a, kT0).ok());  // replaces it
+    ASSERT_TRUE(store->PutProvenance("llama", b, kT0).ok());
+    ASSERT_TRUE(store->PutProvenance("llama", other, kT0 + absl::Hours(2)).ok());
+    ASSERT_TRUE(store->PutProvenance("gpt", a, kT0).ok());
+  }
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  std::vector<v1::GenerationProvenance> records;
+  ASSERT_TRUE(store->Provenance("llama", 2, &records).ok());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].SerializeAsString(), b.SerializeAsString());  // by node
+  EXPECT_EQ(records[1].SerializeAsString(), a.SerializeAsString());
+  records.clear();
+  ASSERT_TRUE(store->Provenance("llama", 4, &records).ok());
+  EXPECT_TRUE(records.empty());
+  ASSERT_TRUE(store->Prune(kT0 + absl::Hours(1)).ok());
+  ASSERT_TRUE(store->Provenance("llama", 2, &records).ok());
+  EXPECT_TRUE(records.empty());
+  ASSERT_TRUE(store->Provenance("llama", 3, &records).ok());
+  EXPECT_EQ(records.size(), 1u);
+}
+
 TEST_F(StateStoreTest, EmptyJournalIsANoOp) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);
@@ -1134,6 +1180,21 @@ std::string OlderSchemaWithRows(int version) {
         "  exception_message TEXT NOT NULL, loss REAL, learning_rate REAL, samples INTEGER,"
         "  datagrams_dropped INTEGER NOT NULL, straggler INTEGER NOT NULL,"
         "  PRIMARY KEY (job, rank)) WITHOUT ROWID;");
+  }
+  // Version 7: jobs' kill criteria and checkpoint fallbacks.
+  if (version >= 7) {
+    absl::StrAppend(
+        &sql,
+        "CREATE TABLE checkpoint_fallbacks (job TEXT PRIMARY KEY NOT NULL,"
+        "  generation INTEGER NOT NULL, first_step INTEGER NOT NULL, checkpoints TEXT NOT NULL,"
+        "  suspects TEXT NOT NULL, failure_generation INTEGER, failure_checkpoint INTEGER,"
+        "  resume_limit INTEGER, skip_first INTEGER, skip_last INTEGER,"
+        "  advice_generation INTEGER NOT NULL, rollbacks INTEGER NOT NULL,"
+        "  spike_rollbacks INTEGER NOT NULL);",
+        "CREATE TABLE kill_criteria (job TEXT NOT NULL, source TEXT NOT NULL, loss_above REAL,"
+        "  at_step INTEGER NOT NULL, curve TEXT NOT NULL, band REAL NOT NULL,"
+        "  band_absolute INTEGER NOT NULL, spikes INTEGER NOT NULL, total_steps INTEGER,"
+        "  observe_only INTEGER NOT NULL, changed REAL, PRIMARY KEY (job, source));");
   }
   absl::StrAppend(
       &sql, "INSERT INTO meta VALUES ('schema_version', ", version, ");",

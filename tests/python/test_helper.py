@@ -984,6 +984,38 @@ class VerdictTest(HelperTestCase):
                          ["HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_VERDICT"])
 
 
+class ProvenanceTest(HelperTestCase):
+    """The start-up record of the generation's provenance (docs/provenance.md)."""
+
+    def test_local_rank_zero_sends_versions_world_size_and_what_it_resumed(self):
+        agent = self.agent()
+        with self.agent_env(agent, LOCAL_RANK=0, TRAINSUP_HEARTBEAT_FIELDS=61):
+            hb = trainsup.Heartbeat(start_step=40, resumed_path="/ckpt/step-40",
+                                    resumed_hash="sha256:abc")
+        self.addCleanup(hb.close)
+        messages = agent.messages()
+        self.assertEqual([m["kind"] for m in messages],
+                         ["HEARTBEAT_KIND_START", "HEARTBEAT_KIND_PROVENANCE"])
+        record = messages[1]["provenance"]
+        self.assertEqual(record["python"], "%d.%d.%d" % sys.version_info[:3])
+        self.assertEqual(record["world_size"], 8)
+        self.assertEqual(record["resumed_step"], 40)
+        self.assertEqual(record["resumed_path"], "/ckpt/step-40")
+        self.assertEqual(record["resumed_hash"], "sha256:abc")
+        self.assertEqual(messages[1]["generation"], 2)
+        # The helper imports nothing: without torch in sys.modules, no versions of it.
+        if "torch" not in sys.modules:
+            self.assertNotIn("torch", record)
+
+    def test_other_local_ranks_and_older_agents_get_none(self):
+        agent = self.agent()
+        for local_rank, fields in ((1, 61), (0, 60)):
+            with self.agent_env(agent, LOCAL_RANK=local_rank, TRAINSUP_HEARTBEAT_FIELDS=fields):
+                hb = trainsup.Heartbeat()
+            self.addCleanup(hb.close)
+            self.one(agent, "HEARTBEAT_KIND_START")
+
+
 class KillCriteriaTest(HelperTestCase):
     """hb.kill_if and hb.reference_curve (docs/kill-criteria.md)."""
 

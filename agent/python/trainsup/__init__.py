@@ -111,6 +111,7 @@ _FIELD_NUMBER = {
     "device_memory_capacity_bytes": 44,
     "signal_settings": 45,
     "kill_criteria": 60,
+    "provenance": 61,
 }
 # What an agent that does not say knows: the fields before the signals'.
 _OLDEST_AGENT_FIELDS = 26
@@ -128,6 +129,7 @@ _SLOT_OF_KIND = {
     "HEARTBEAT_KIND_EXIT": "final",
     "HEARTBEAT_KIND_VERDICT": "verdict",
     "HEARTBEAT_KIND_KILL_CRITERIA": "kill",
+    "HEARTBEAT_KIND_PROVENANCE": "provenance",
 }
 
 # Kill criteria (docs/kill-criteria.md): the bounds trainsupd checks
@@ -377,6 +379,31 @@ class _ResidentSetSize:
             return int(os.pread(self._fd, 64, 0).split()[1]) * self._page
         except Exception:  # noqa: BLE001
             return None
+
+
+def _provenance(start_step, world_size, resumed_path, resumed_hash):
+    """The generation's provenance as this rank sees it at start-up
+    (RuntimeProvenance): versions of what the script already imported
+    (nothing is imported here), the world size, what it resumed."""
+    record = {"python": "%d.%d.%d" % sys.version_info[:3], "world_size": world_size,
+              "resumed_step": max(start_step, 0)}
+    torch = sys.modules.get("torch")
+    version = getattr(torch, "version", None)
+    if torch is not None:
+        record["torch"] = str(getattr(torch, "__version__", ""))[:64]
+        record["cuda"] = str(getattr(version, "cuda", None) or "")[:64]
+        try:
+            nccl = torch.cuda.nccl.version() if getattr(torch.cuda, "is_available", bool)() else None
+        except Exception:  # noqa: BLE001 (a CPU build, no NCCL)
+            nccl = None
+        if isinstance(nccl, tuple):
+            nccl = ".".join(str(part) for part in nccl)
+        record["nccl"] = str(nccl or "")[:64]
+    if resumed_path:
+        record["resumed_path"] = _truncate_utf8(str(resumed_path), 1024)
+    if resumed_hash:
+        record["resumed_hash"] = _truncate_utf8(str(resumed_hash), 128)
+    return record
 
 
 def _truncate_utf8(text, limit):
@@ -636,14 +663,17 @@ class Heartbeat:
     """One rank's link to its agent. Create one per rank process."""
 
     def __init__(self, job=None, rank=None, local_rank=None, world_size=None, start_step=0,
-                 signals=None, device_memory_capacity_bytes=None, host_rss=True):
+                 signals=None, device_memory_capacity_bytes=None, host_rss=True,
+                 resumed_path=None, resumed_hash=None):
         """`signals`: this job's settings of the supervisor's signal rules, by
         name (docs/signals.md), e.g. ``{"loss_flat": False, "throughput_change":
         0.2}``; the ones it does not take are left out and counted in
         ``signal_errors``. `device_memory_capacity_bytes`: the device's memory,
         sent with every step's ``device_memory_bytes`` (memory growth is then
         projected to it). `host_rss`: send this process's resident set size
-        with every step."""
+        with every step. `resumed_path`, `resumed_hash`: the checkpoint this
+        generation loaded (its `start_step`) and a hash of its content, for
+        the generation's provenance (docs/provenance.md)."""
         env = os.environ
         self.enabled = bool(env.get("TRAINSUP_SOCKET"))
         self._identity = {
@@ -689,6 +719,10 @@ class Heartbeat:
         if self._settings and self._knows("signal_settings"):
             start["signal_settings"] = self._settings
         self._send("HEARTBEAT_KIND_START", **start)
+        if self._identity["local_rank"] == 0 and self._knows("provenance"):
+            self._send("HEARTBEAT_KIND_PROVENANCE", step=max(start_step, 0),
+                       provenance=_provenance(start_step, self._identity["world_size"],
+                                              resumed_path, resumed_hash))
         _install_process_hooks(self)
 
     @property

@@ -1,0 +1,28 @@
+#ifndef TRAINSUP_DAEMON_STORE_PROVENANCE_H_
+#define TRAINSUP_DAEMON_STORE_PROVENANCE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "daemon/store/sqlite.h"
+#include "trainsup/v1/provenance.pb.h"
+
+namespace trainsup {
+namespace store {
+
+// Upserts one node's record of one generation of `job` (the latest
+// replaces the one before), received at `now`. The record is kept as its
+// JSON (readable with `sqlite3`).
+absl::Status PutProvenance(const Db& db, const std::string& job,
+                           const v1::GenerationProvenance& record, absl::Time now);
+
+// The records of `job`'s `generation`, by node name (none: empty).
+absl::Status ReadProvenance(const Db& db, const std::string& job, uint64_t generation,
+                            std::vector<v1::GenerationProvenance>* records);
+
+}  // namespace store
+}  // namespace trainsup
+
+#endif  // TRAINSUP_DAEMON_STORE_PROVENANCE_H_
