@@ -211,6 +211,22 @@ _SIGNAL_SETTINGS = {
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
 
+# The datagrams' JSON (json.dumps with these separators builds an encoder
+# per call: this one is built once).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+# This process's id, kept current across os.fork() so that the send path
+# need not ask the kernel for it (a forked DataLoader worker must not report).
+_process = {"pid": os.getpid()}
+
+
+def _note_fork():
+    _process["pid"] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_fork)
+
 
 def _env_int(name, default=0):
     try:
@@ -473,7 +489,10 @@ class _Outbox:
     no thread holds the lock across a sleep. ``sent`` counts datagrams handed
     to the socket, ``dropped`` the messages given up on (replaced while
     pending, or refused by a hard error); every datagram carries ``dropped``
-    as of its sending in ``datagrams_dropped``.
+    as of its sending in ``datagrams_dropped``. A message is its JSON object
+    without that field and the closing brace (Heartbeat._message). `path`:
+    None when `sock` is connected to the agent's socket (send() skips the
+    path's lookup that sendto() makes each time).
     """
 
     def __init__(self, sock, path):
@@ -487,10 +506,29 @@ class _Outbox:
         self._inbox = collections.deque()
         self._pending = collections.OrderedDict()  # slot -> message, oldest first
         self._retrier = None  # the background thread, while it runs
-        self._closed = threading.Event()
+        self._closed = threading.Event()  # the retrier waits on it
+        self._is_closed = False  # the same, read on the send path
 
     def submit(self, slot, message):
         """Queues `message` behind the pending ones and sends what the agent takes."""
+        if not self._pending and self._lock.acquire(False):
+            # The common case, nothing waiting: send it at once. The same as
+            # the queue's way below, in fewer steps.
+            retrier = None
+            try:
+                if not self._pending and not self._inbox:
+                    self._pending[slot] = message  # kept if the send raises
+                    self._flush_locked()
+                    message = None
+                    retrier = self._new_retrier_locked()
+            finally:
+                self._lock.release()
+            if retrier is not None:
+                self._start(retrier)
+            if message is None:
+                if self._inbox:  # another thread's, left while this one held the lock
+                    self._pump(_LOCK_WAIT_S)
+                return
         self._inbox.append((slot, message))
         self._pump(_LOCK_WAIT_S)
 
@@ -510,6 +548,7 @@ class _Outbox:
 
     def close(self):
         """Gives up on what is pending (counted as dropped) and closes the socket."""
+        self._is_closed = True
         self._closed.set()
         if not self._lock.acquire(timeout=0.1):
             return  # a holder is stuck under us (a signal handler): leave the socket
@@ -570,16 +609,18 @@ class _Outbox:
             del self._pending[slot]
 
     def _send_locked(self, message):
-        """One sendto: "sent", "refused" (queue full, try again) or "failed"."""
-        if self._closed.is_set():
+        """One send: "sent", "refused" (queue full, try again) or "failed"."""
+        if self._is_closed:
             return "failed"
-        message["datagrams_dropped"] = self.dropped
         try:
-            data = json.dumps(message, separators=(",", ":")).encode("utf-8")
-            self._sock.sendto(data, self._path)
+            data = ('%s,"datagrams_dropped":%d}' % (message, self.dropped)).encode("utf-8")
+            if self._path is None:
+                self._sock.send(data)
+            else:
+                self._sock.sendto(data, self._path)
         except OSError as e:
             return "refused" if e.errno in _QUEUE_FULL else "failed"
-        except Exception:  # noqa: BLE001 - a value JSON cannot carry
+        except Exception:  # noqa: BLE001
             return "failed"
         return "sent"
 
@@ -632,6 +673,27 @@ def should_checkpoint(plans, step):
     return (step - in_force["anchor_step"]) % in_force["interval_steps"] == 0
 
 
+class _Compute:
+    """hb.compute()'s block (a class: a generator-based context manager costs
+    more than the rest of the call)."""
+
+    __slots__ = ("_hb", "_step", "_begin")
+
+    def __init__(self, hb, step):
+        self._hb = hb
+        self._step = step
+
+    def __enter__(self):
+        self._begin = time.monotonic()
+        self._hb._send("HEARTBEAT_KIND_COMPUTE_BEGIN", self._begin, step=self._step)
+
+    def __exit__(self, *exc):
+        end = time.monotonic()
+        self._hb._pending_compute_s = end - self._begin
+        self._hb._send("HEARTBEAT_KIND_COMPUTE_END", end, step=self._step)
+        return False
+
+
 class Heartbeat:
     """One rank's link to its agent. Create one per rank process."""
 
@@ -656,6 +718,8 @@ class Heartbeat:
             "restart_count": _env_int("TORCHELASTIC_RESTART_COUNT"),
         }
         self._pid = self._identity["pid"]
+        # Each kind's message up to its time (_message).
+        self._heads = {}
         self._last_step = start_step - 1
         self._last_step_time = None
         self._pending_compute_s = None
@@ -676,13 +740,19 @@ class Heartbeat:
         self._kill = {}  # the kill criteria set so far, as sent
         if not self.enabled:
             return
+        path = env.get("TRAINSUP_SOCKET", "")
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             sock.setblocking(False)
         except OSError:
             self.enabled = False
             return
-        self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
+        try:
+            sock.connect(path)
+            path = None
+        except OSError:  # no agent there (yet): each datagram names the path
+            pass
+        self._outbox = _Outbox(sock, path)
         stack_signal = _register_stack_dump(env.get("TRAINSUP_STACK_DIR", ""),
                                             self._identity["rank"])
         start = {"step": max(start_step, 0), "stack_signal": stack_signal}
@@ -802,7 +872,6 @@ class Heartbeat:
             self._pending_data_wait_s = (self._pending_data_wait_s or 0.0) + (
                 time.monotonic() - begin)
 
-    @contextlib.contextmanager
     def compute(self, step=None):
         """Brackets the rank's collective-free work of the next step.
 
@@ -811,15 +880,7 @@ class Heartbeat:
         a hang, and measures stragglers by their own work instead of the wall
         step time every rank shares.
         """
-        current = self._last_step + 1 if step is None else step
-        begin = time.monotonic()
-        self._send("HEARTBEAT_KIND_COMPUTE_BEGIN", when=begin, step=current)
-        try:
-            yield
-        finally:
-            end = time.monotonic()
-            self._pending_compute_s = end - begin
-            self._send("HEARTBEAT_KIND_COMPUTE_END", when=end, step=current)
+        return _Compute(self, self._last_step + 1 if step is None else step)
 
     def should_checkpoint(self, step):
         """Whether to checkpoint after ``step``, under the supervisor's plans.
@@ -996,14 +1057,26 @@ class Heartbeat:
     def _live(self):
         """Whether this process reports: enabled, and the rank itself, not a
         process forked from it (a DataLoader worker inherits the helper)."""
-        return self.enabled and os.getpid() == self._pid
+        return self.enabled and _process["pid"] == self._pid
 
     def _message(self, kind, when, fields):
-        message = dict(self._identity)
-        message["kind"] = kind
-        message["monotonic_seconds"] = time.monotonic() if when is None else when
-        message.update(fields)
-        return message
+        """The message of one event, as _Outbox takes it: its JSON object
+        without datagrams_dropped and the closing brace. The same text as
+        json.dumps of the identity, kind, monotonic_seconds and the fields
+        in that order; the fixed head is encoded once per kind."""
+        head = self._heads.get(kind)
+        if head is None:
+            identity = dict(self._identity)
+            identity["kind"] = kind
+            head = self._heads[kind] = _ENCODER.encode(identity)[:-1] + ',"monotonic_seconds":'
+        when = time.monotonic() if when is None else when
+        text = head + (repr(when) if type(when) is float else _ENCODER.encode(when))
+        if not fields:
+            return text
+        step = fields.get("step")
+        if len(fields) == 1 and type(step) is int:  # COMPUTE_*: the hot path
+            return '%s,"step":%d' % (text, step)
+        return text + "," + _ENCODER.encode(fields)[1:-1]
 
     def _send(self, kind, when=None, **fields):
         """Sends the datagram of one event. `when`: the event's time on the
