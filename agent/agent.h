@@ -86,6 +86,8 @@ class Agent {
   // Keeps where `generation` meets, as the supervisor told it (a welcome's
   // or a start's), for its launch.
   void NoteRendezvous(uint64_t generation, const v1::Rendezvous& rendezvous);
+  // Reads every datagram queued on the rank socket (and notes the drain in
+  // drain_).
   void OnDatagrams();
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
@@ -153,6 +155,7 @@ class Agent {
   // datagrams (the socket queue full) is said once per rise, not per datagram.
   std::map<uint32_t, uint64_t> rank_drops_logged_;
   std::unique_ptr<RankSocket> socket_;
+  DrainSchedule drain_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
   std::unique_ptr<PlanFile> plans_;  // beside the rank socket; the link reads it for its hello

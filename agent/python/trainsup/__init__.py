@@ -817,15 +817,16 @@ class Heartbeat:
                 "step_duration_seconds": _duration(step_duration_s),
                 "data_wait_seconds": _duration(data_wait_s),
             }
-            optional = {
-                "compute_seconds": None if compute_s is None else _duration(compute_s),
-                "loss": _number(loss),
-                "learning_rate": _number(lr),
-                "grad_norm": _number(grad_norm),
-            }
-            fields.update({k: v for k, v in optional.items() if v is not None})
-            self._add_counts(fields, samples, tokens, device_memory_bytes,
-                             device_memory_capacity_bytes)
+            if compute_s is not None:
+                fields["compute_seconds"] = _duration(compute_s)
+            for name, value in (("loss", loss), ("learning_rate", lr), ("grad_norm", grad_norm)):
+                if value is not None:
+                    value = _number(value)
+                    if value is not None:
+                        fields[name] = value
+            if samples is not None or tokens is not None or device_memory_bytes is not None:
+                self._add_counts(fields, samples, tokens, device_memory_bytes,
+                                 device_memory_capacity_bytes)
             if replica_digest is not None and self._knows("replica_digest"):
                 self._add_digest(fields, replica_digest, replica_group)
             if self._rss is not None and self._knows("host_rss_bytes"):
