@@ -42,12 +42,29 @@ sigset_t AgentSignals() {
 constexpr int kPollMs = 100;
 constexpr int kCollectingPollMs = 20;
 
-// While ranks send, the rank socket is drained on this timer instead of on
-// each datagram (DrainSchedule): a heartbeat reaches the agent up to 5 ms
-// late, and the agent wakes 200 times a second instead of once a datagram.
-// After a second without one, the agent waits on the socket again.
-constexpr absl::Duration kDrainInterval = absl::Milliseconds(5);
+// While ranks send, the rank socket is drained on a timer (--drain-interval)
+// instead of on each datagram (DrainSchedule); after a second without one,
+// the agent waits on the socket again.
 constexpr absl::Duration kDrainQuiet = absl::Seconds(1);
+
+// The timer is used only where the socket holds this many datagrams between
+// two drains: 8 ranks' compute begin, compute end and step, twice over.
+// With fewer (the kernel's default net.unix.max_dgram_qlen is 10) such a
+// burst would be refused in part, and the agent reads each datagram as it
+// comes instead.
+constexpr int kDrainMinQueue = 48;
+
+absl::Duration DrainInterval(const AgentOptions& options) {
+  if (options.drain_forced || options.drain_interval <= absl::ZeroDuration()) {
+    return options.drain_interval;
+  }
+  const int capacity = RankSocket::QueueCapacity();
+  if (capacity >= kDrainMinQueue) return options.drain_interval;
+  TRAINSUP_LOG_INFO("the rank socket queues %d datagrams (net.unix.max_dgram_qlen): reading each "
+                    "as it comes, not every %s (raise it to %d or more for that)",
+                    capacity, absl::FormatDuration(options.drain_interval), kDrainMinQueue - 1);
+  return absl::ZeroDuration();
+}
 
 // After the command ended, how long its stderr may take to end.
 constexpr absl::Duration kStderrDrainTime = absl::Milliseconds(300);
@@ -127,7 +144,7 @@ Agent::Agent(AgentOptions options)
     : options_(std::move(options)),
       incarnation_(RandomId()),
       batcher_(options_.max_backlog),
-      drain_(kDrainInterval, kDrainQuiet) {
+      drain_(DrainInterval(options_), kDrainQuiet) {
   PreparedCommand prepared = PrepareCommand(options_.command);
   if (!prepared.warning.empty()) TRAINSUP_LOG_WARN("%s", prepared.warning);
   command_ = std::move(prepared.argv);

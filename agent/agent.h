@@ -44,6 +44,13 @@ struct AgentOptions {
   absl::Duration reconnect_max = absl::Seconds(5);
   // Parent of the private socket directory. Default: $XDG_RUNTIME_DIR or /tmp.
   std::string socket_parent;
+  // While ranks send, the rank socket is read on this timer instead of the
+  // agent waking for each datagram (DrainSchedule); zero: for each. Used
+  // only where the socket queues enough datagrams between two reads
+  // (net.unix.max_dgram_qlen >= kDrainMinQueue), unless `drain_forced`.
+  // Default: 5ms.
+  absl::Duration drain_interval = absl::Milliseconds(5);
+  bool drain_forced = false;
   // The fewest nodes the job runs on, told to the supervisor; 0: as the
   // command says (torchrun's --nnodes), else unknown. Default: 0.
   uint32_t min_nodes = 0;

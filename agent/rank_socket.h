@@ -44,6 +44,11 @@ class RankSocket {
   // Returns how many were read.
   int DrainAvailable(const std::function<void(const Datagram&)>& fn);
 
+  // The most datagrams the kernel queues on a unix datagram socket
+  // (net.unix.max_dgram_qlen, +1: the check is "more than"); 11 when it
+  // cannot be read (the kernel's default of 10).
+  static int QueueCapacity();
+
  private:
   RankSocket(int fd, std::string dir, std::string path);
 
@@ -65,11 +70,14 @@ class RankSocket {
 // caller passes the time.
 class DrainSchedule {
  public:
+  // A zero `interval`: always wait on the socket.
   DrainSchedule(absl::Duration interval, absl::Duration quiet)
       : interval_(interval), quiet_(quiet) {}
 
   // Whether to wait on the socket's readiness now (else: drain on time).
-  bool WaitOnSocket(absl::Duration now) const { return now - last_datagram_ >= quiet_; }
+  bool WaitOnSocket(absl::Duration now) const {
+    return interval_ <= absl::ZeroDuration() || now - last_datagram_ >= quiet_;
+  }
   // How long the loop may sleep before the next drain is due; only
   // meaningful while !WaitOnSocket(now).
   absl::Duration UntilDrain(absl::Duration now) const {
