@@ -381,6 +381,22 @@ class SignalsTest(HelperTestCase):
         waits = [m["data_wait_seconds"] for m in agent.messages()]
         self.assertEqual(waits, [0.5, 0.0, 0.125])
 
+    def test_host_rss_is_read_at_most_every_50_ms(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        clock = FakeClock()
+        pages = iter([b"9 100 0", b"9 200 0", b"9 300 0"])
+        with mock.patch.object(trainsup.time, "monotonic", clock), \
+                mock.patch.object(trainsup.os, "pread", lambda *args: next(pages)):
+            hb.step(1)
+            clock.now += 0.049
+            hb.step(2)  # the value read for step 1
+            clock.now += 0.001
+            hb.step(3)
+        page = os.sysconf("SC_PAGE_SIZE")
+        self.assertEqual([m["host_rss_bytes"] for m in agent.messages()],
+                         [100 * page, 100 * page, 200 * page])
+
     def test_host_rss_can_be_left_out(self):
         agent = self.agent()
         hb = self.heartbeat(agent, host_rss=False)
