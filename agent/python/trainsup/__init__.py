@@ -697,12 +697,12 @@ class _Compute:
 
     def __enter__(self):
         self._begin = time.monotonic()
-        self._hb._send("HEARTBEAT_KIND_COMPUTE_BEGIN", self._begin, step=self._step)
+        self._hb._send_phase("HEARTBEAT_KIND_COMPUTE_BEGIN", self._begin, self._step)
 
     def __exit__(self, *exc):
         end = time.monotonic()
         self._hb._pending_compute_s = end - self._begin
-        self._hb._send("HEARTBEAT_KIND_COMPUTE_END", end, step=self._step)
+        self._hb._send_phase("HEARTBEAT_KIND_COMPUTE_END", end, self._step)
         return False
 
 
@@ -1089,11 +1089,7 @@ class Heartbeat:
         without datagrams_dropped and the closing brace. The same text as
         json.dumps of the identity, kind, monotonic_seconds and the fields
         in that order; the fixed head is encoded once per kind."""
-        head = self._heads.get(kind)
-        if head is None:
-            identity = dict(self._identity)
-            identity["kind"] = kind
-            head = self._heads[kind] = _ENCODER.encode(identity)[:-1] + ',"monotonic_seconds":'
+        head = self._heads.get(kind) or self._head(kind)
         when = time.monotonic() if when is None else when
         text = head + (repr(when) if type(when) is float else _ENCODER.encode(when))
         if not fields:
@@ -1102,6 +1098,26 @@ class Heartbeat:
         if len(fields) == 1 and type(step) is int:  # COMPUTE_*: the hot path
             return '%s,"step":%d' % (text, step)
         return text + "," + _ENCODER.encode(fields)[1:-1]
+
+    def _head(self, kind):
+        """The start of every message of `kind`, up to its time's value."""
+        identity = dict(self._identity)
+        identity["kind"] = kind
+        head = self._heads[kind] = _ENCODER.encode(identity)[:-1] + ',"monotonic_seconds":'
+        return head
+
+    def _send_phase(self, kind, when, step):
+        """_send of a COMPUTE_BEGIN or COMPUTE_END, in fewer steps (the same text)."""
+        try:
+            if self.enabled and _process["pid"] == self._pid:
+                if type(step) is int and type(when) is float:
+                    text = '%s%r,"step":%d' % (self._heads.get(kind) or self._head(kind),
+                                               when, step)
+                else:
+                    text = self._message(kind, when, {"step": step})
+                self._outbox.submit("progress", text)
+        except Exception:  # noqa: BLE001
+            pass
 
     def _send(self, kind, when=None, **fields):
         """Sends the datagram of one event. `when`: the event's time on the
