@@ -87,8 +87,8 @@ int main(int argc, char** argv) {
   CLI::Option* drain = AddDurationOption(
       *run, "--drain-interval", &options.drain_interval,
       "while ranks send, read their socket this often instead of waking for each datagram (which "
-      "costs the sending rank); 0: for each. By default only where net.unix.max_dgram_qlen is 47 "
-      "or more; given, always (0s: never)");
+      "costs the sending rank); 0s: for each. Used only where net.unix.max_dgram_qlen is 47 or "
+      "more, unless given");
   run->add_option("--min-nodes", options.min_nodes,
                   "the fewest nodes the job runs on, for the supervisor to leave a node out of a "
                   "restart (a restart-elsewhere verdict); default: torchrun's --nnodes MIN[:MAX]")
