@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <variant>
 
@@ -48,6 +49,30 @@ sigset_t AgentSignals() {
 // rank's answer is judged by its file no longer changing).
 constexpr int kPollMs = 100;
 constexpr int kCollectingPollMs = 20;
+
+// While ranks send, the rank socket is drained on a timer (--drain-interval)
+// instead of on each datagram (DrainSchedule); after a second without one,
+// the agent waits on the socket again.
+constexpr absl::Duration kDrainQuiet = absl::Seconds(1);
+
+// The timer is used only where the socket holds this many datagrams between
+// two drains: 8 ranks' compute begin, compute end and step, twice over.
+// With fewer (the kernel's default net.unix.max_dgram_qlen is 10) such a
+// burst would be refused in part, and the agent reads each datagram as it
+// comes instead.
+constexpr int kDrainMinQueue = 48;
+
+absl::Duration DrainInterval(const AgentOptions& options) {
+  if (options.drain_forced || options.drain_interval <= absl::ZeroDuration()) {
+    return options.drain_interval;
+  }
+  const int capacity = RankSocket::QueueCapacity();
+  if (capacity >= kDrainMinQueue) return options.drain_interval;
+  TRAINSUP_LOG_INFO("the rank socket queues %d datagrams (net.unix.max_dgram_qlen): reading each "
+                    "as it comes, not every %s (raise it to %d or more for that)",
+                    capacity, absl::FormatDuration(options.drain_interval), kDrainMinQueue - 1);
+  return absl::ZeroDuration();
+}
 
 // After the command ended, how long its stderr may take to end.
 constexpr absl::Duration kStderrDrainTime = absl::Milliseconds(300);
@@ -124,7 +149,10 @@ std::deque<Agent::LinkEvent> Agent::Inbox::TakeAll() {
 }
 
 Agent::Agent(AgentOptions options)
-    : options_(std::move(options)), incarnation_(RandomId()), batcher_(options_.max_backlog) {
+    : options_(std::move(options)),
+      incarnation_(RandomId()),
+      batcher_(options_.max_backlog),
+      drain_(DrainInterval(options_), kDrainQuiet) {
   PreparedCommand prepared = PrepareCommand(options_.command);
   if (!prepared.warning.empty()) TRAINSUP_LOG_WARN("%s", prepared.warning);
   command_ = std::move(prepared.argv);
@@ -311,7 +339,7 @@ void Agent::NoteRendezvous(uint64_t generation, const v1::Rendezvous& rendezvous
 void Agent::OnDatagrams() {
   const absl::Duration now = SteadyNow();
   bool watched_changed = false;
-  socket_->DrainAvailable([&](const RankSocket::Datagram& d) {
+  const int count = socket_->DrainAvailable([&](const RankSocket::Datagram& d) {
     if (d.foreign_sender) {
       batcher_.CountReject(v1::REJECT_REASON_WRONG_SENDER);
       return;
@@ -344,6 +372,7 @@ void Agent::OnDatagrams() {
     if (hb.job() == options_.job) hb.clear_job();
     batcher_.AddHeartbeat(std::move(hb), now);
   });
+  drain_.Drained(now, count);
   if (watched_changed) PublishProcesses();
 }
 
@@ -572,11 +601,20 @@ int Agent::Run() {
                     options_.job, options_.node, socket_->path(), options_.supervisor);
 
   while (!done()) {
-    std::vector<pollfd> fds = {
-        {signal_fd, POLLIN, 0}, {socket_->fd(), POLLIN, 0}, {inbox_.fd(), POLLIN, 0}};
+    const bool wait_on_socket = drain_.WaitOnSocket(SteadyNow());
+    int timeout_ms = stacks_ != nullptr ? kCollectingPollMs : kPollMs;
+    if (!wait_on_socket) {
+      timeout_ms = std::min<int64_t>(
+          timeout_ms, absl::ToInt64Milliseconds(absl::Ceil(drain_.UntilDrain(SteadyNow()),
+                                                           absl::Milliseconds(1))));
+    }
+    // A negative descriptor is left out by poll.
+    std::vector<pollfd> fds = {{signal_fd, POLLIN, 0},
+                               {wait_on_socket ? socket_->fd() : -1, POLLIN, 0},
+                               {inbox_.fd(), POLLIN, 0}};
     for (int fd : watcher_.LiveFds()) fds.push_back({fd, POLLIN, 0});
-    poll(fds.data(), fds.size(), stacks_ != nullptr ? kCollectingPollMs : kPollMs);
-    if (fds[1].revents != 0) OnDatagrams();
+    poll(fds.data(), fds.size(), timeout_ms);
+    if (drain_.DrainDue(SteadyNow(), fds[1].revents != 0)) OnDatagrams();
     if (fds[0].revents != 0) OnSignals(signal_fd);
     if (fds[2].revents != 0) {
       for (const LinkEvent& event : inbox_.TakeAll()) {

@@ -45,6 +45,13 @@ struct AgentOptions {
   absl::Duration reconnect_max = absl::Seconds(5);
   // Parent of the private socket directory. Default: $XDG_RUNTIME_DIR or /tmp.
   std::string socket_parent;
+  // While ranks send, the rank socket is read on this timer instead of the
+  // agent waking for each datagram (DrainSchedule); zero: for each. Used
+  // only where the socket queues enough datagrams between two reads
+  // (net.unix.max_dgram_qlen >= kDrainMinQueue), unless `drain_forced`.
+  // Default: 5ms.
+  absl::Duration drain_interval = absl::Milliseconds(5);
+  bool drain_forced = false;
   // The fewest nodes the job runs on, told to the supervisor; 0: as the
   // command says (torchrun's --nnodes), else unknown. Default: 0.
   uint32_t min_nodes = 0;
@@ -90,6 +97,8 @@ class Agent {
   // Keeps where `generation` meets, as the supervisor told it (a welcome's
   // or a start's), for its launch.
   void NoteRendezvous(uint64_t generation, const v1::Rendezvous& rendezvous);
+  // Reads every datagram queued on the rank socket (and notes the drain in
+  // drain_).
   void OnDatagrams();
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
@@ -166,6 +175,7 @@ class Agent {
   // datagrams (the socket queue full) is said once per rise, not per datagram.
   std::map<uint32_t, uint64_t> rank_drops_logged_;
   std::unique_ptr<RankSocket> socket_;
+  DrainSchedule drain_;
   std::unique_ptr<SupervisorLink> link_;
   Inbox inbox_;
   std::unique_ptr<PlanFile> plans_;  // beside the rank socket; the link reads it for its hello

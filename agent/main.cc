@@ -86,6 +86,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::Range(1, 1 << 24));
   run->add_option("--socket-dir", options.socket_parent,
                   "parent of the private rank-socket directory (default: $XDG_RUNTIME_DIR or /tmp)");
+  CLI::Option* drain = AddDurationOption(
+      *run, "--drain-interval", &options.drain_interval,
+      "while ranks send, read their socket this often instead of waking for each datagram (which "
+      "costs the sending rank); 0s: for each. Used only where net.unix.max_dgram_qlen is 47 or "
+      "more, unless given");
   run->add_option("--min-nodes", options.min_nodes,
                   "the fewest nodes the job runs on, for the supervisor to leave a node out of a "
                   "restart (a restart-elsewhere verdict); default: torchrun's --nnodes MIN[:MAX]")
@@ -117,6 +122,7 @@ int main(int argc, char** argv) {
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
   SetLogVerbose(verbose);
   options.timeouts.fail_closed = fail_mode == "closed";
+  options.drain_forced = drain->count() > 0;
 
   if (options.supervisor.empty()) {
     std::fprintf(stderr, "error: --supervisor or $TRAINSUP_SUPERVISOR is required\n");

@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -77,6 +78,15 @@ RankSocket::~RankSocket() {
     closedir(dir);
   }
   rmdir(dir_.c_str());
+}
+
+int RankSocket::QueueCapacity() {
+  int qlen = 10;
+  if (FILE* f = fopen("/proc/sys/net/unix/max_dgram_qlen", "re"); f != nullptr) {
+    if (fscanf(f, "%d", &qlen) != 1) qlen = 10;
+    fclose(f);
+  }
+  return qlen + 1;
 }
 
 int RankSocket::DrainAvailable(const std::function<void(const Datagram&)>& fn) {

@@ -9,6 +9,11 @@ and decodes what the helper sends:
     build/agent/trainsup-agent run --supervisor 127.0.0.1:7499 --job bench \
         --node bench -- python3 bench/helper_cost.py
 
+The agent reads the socket on a timer (not woken by each datagram) only
+where net.unix.max_dgram_qlen is 47 or more; docs/benchmarks.md runs this
+in a network namespace of its own with 512, and with the agent's
+--drain-interval 0s for the per-datagram wakeups.
+
 Without one, a reader process stands in for it: it binds the rank socket and
 reads every datagram as it comes. This process then times the helper's calls
 of one step, as a training script makes them:

@@ -776,6 +776,81 @@ TEST_F(AgentBinaryTest, AMessageOfALowerLeaderEpochIsDroppedAndTheJobRunsOn) {
   AwaitAgent();
 }
 
+// Two ranks each send a burst of 400 STEPs at once, far more than the socket
+// queues between two of the agent's timed drains (net.unix.max_dgram_qlen
+// is 10 by default): rank 0 on a blocking socket (it waits for room), rank 1
+// through the helper (never waits: a refused STEP is pending, and replaced
+// by the next one is given up on). Every STEP reaches the supervisor or is
+// counted as given up on.
+constexpr char kBurstRanks[] = R"(
+import json, os, socket, sys, time
+sys.path.insert(0, os.environ['HELPER_DIR'])
+import trainsup
+def message(kind, **fields):
+    fields.update(kind=kind, job=os.environ['TRAINSUP_JOB'], rank=0, local_rank=0, world_size=2,
+                  pid=os.getpid(), generation=int(os.environ['TRAINSUP_GENERATION']))
+    return json.dumps(fields).encode()
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sock.connect(os.environ['TRAINSUP_SOCKET'])
+sock.send(message('HEARTBEAT_KIND_START'))
+for step in range(1, 401):
+    sock.send(message('HEARTBEAT_KIND_STEP', step=step))
+hb = trainsup.Heartbeat(rank=1, local_rank=1, world_size=2)
+for step in range(1, 401):
+    hb.step(step)
+while hb._outbox.waiting():
+    time.sleep(0.01)
+with open(os.environ['COUNTS'] + '.tmp', 'w') as f:
+    f.write('%d %d' % (hb.sent, hb.dropped))
+os.rename(os.environ['COUNTS'] + '.tmp', os.environ['COUNTS'])
+time.sleep(1000)
+)";
+
+TEST_F(AgentBinaryTest, ABurstBeyondOneDrainIsDeliveredOrCountedAsGivenUpOn) {
+  FakeSupervisor supervisor;
+  supervisor.SetWelcome(LaunchWelcome(2));
+  const std::string counts_path = dir_ + "/counts";
+  setenv("HELPER_DIR", TRAINSUP_HELPER_DIR, 1);
+  setenv("COUNTS", counts_path.c_str(), 1);
+  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms",
+              "--drain-interval", "10ms"},  // given: used whatever the queue's length
+             {"/usr/bin/python3", "-c", kBurstRanks});
+  unsetenv("HELPER_DIR");
+  unsetenv("COUNTS");
+  ASSERT_TRUE(WaitFor([&] { return Exists(counts_path); }, std::chrono::seconds(30))) << log();
+  int sent = 0;
+  int dropped = 0;
+  ASSERT_EQ(std::sscanf(ReadFile(counts_path).c_str(), "%d %d", &sent, &dropped), 2);
+  EXPECT_EQ(sent - 1 + dropped, 400);  // less its START
+  EXPECT_GT(dropped, 0);  // the burst did not fit between two drains
+  // What each rank's STEPs were, as the supervisor got them.
+  auto steps_of = [](const std::vector<Received>& received, uint32_t rank) {
+    std::vector<uint64_t> steps;
+    for (const v1::NodeReport& report : Reports(received)) {
+      for (const v1::RankHeartbeat& hb : report.heartbeats()) {
+        if (hb.rank() == rank && hb.kind() == v1::HEARTBEAT_KIND_STEP) steps.push_back(hb.step());
+      }
+    }
+    return steps;
+  };
+  ASSERT_TRUE(supervisor.AwaitReceived([&](const std::vector<Received>& r) {
+    return steps_of(r, 0).size() >= 400 && static_cast<int>(steps_of(r, 1).size()) >= sent - 1;
+  })) << log();
+  const std::vector<Received> received = supervisor.received();
+  std::vector<uint64_t> all(400);
+  for (uint64_t i = 0; i < all.size(); ++i) all[i] = i + 1;
+  EXPECT_EQ(steps_of(received, 0), all);  // every one, in order
+  const std::vector<uint64_t> helper_steps = steps_of(received, 1);
+  EXPECT_EQ(static_cast<int>(helper_steps.size()), sent - 1);
+  EXPECT_TRUE(std::is_sorted(helper_steps.begin(), helper_steps.end()));
+  ASSERT_FALSE(helper_steps.empty());
+  EXPECT_EQ(helper_steps.back(), 400u);  // the latest state always arrives
+
+  kill(agent_, SIGTERM);
+  const int status = AwaitAgent();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+}
+
 // A script that cannot import what it needs fails before any rank reports:
 // its agent sends the lines that say why with the command's failure, and
 // passes them on to its own stderr.

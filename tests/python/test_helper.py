@@ -189,18 +189,19 @@ class _Watchdog:
 
 
 class _ReenteringSocket:
-    """The outbox's socket, whose first sendto first runs `reenter`: a signal
-    handler that calls into the helper while the outbox's lock is held."""
+    """The outbox's socket (connected to the agent's), whose first send first
+    runs `reenter`: a signal handler that calls into the helper while the
+    outbox's lock is held."""
 
     def __init__(self, sock, reenter):
         self.sock = sock
         self.reenter = reenter
 
-    def sendto(self, data, path):
+    def send(self, data):
         reenter, self.reenter = self.reenter, None
         if reenter is not None:
             reenter()
-        return self.sock.sendto(data, path)
+        return self.sock.send(data)
 
     def close(self):
         self.sock.close()
@@ -380,6 +381,22 @@ class SignalsTest(HelperTestCase):
         waits = [m["data_wait_seconds"] for m in agent.messages()]
         self.assertEqual(waits, [0.5, 0.0, 0.125])
 
+    def test_host_rss_is_read_at_most_every_50_ms(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        clock = FakeClock()
+        pages = iter([b"9 100 0", b"9 200 0", b"9 300 0"])
+        with mock.patch.object(trainsup.time, "monotonic", clock), \
+                mock.patch.object(trainsup.os, "pread", lambda *args: next(pages)):
+            hb.step(1)
+            clock.now += 0.049
+            hb.step(2)  # the value read for step 1
+            clock.now += 0.001
+            hb.step(3)
+        page = os.sysconf("SC_PAGE_SIZE")
+        self.assertEqual([m["host_rss_bytes"] for m in agent.messages()],
+                         [100 * page, 100 * page, 200 * page])
+
     def test_host_rss_can_be_left_out(self):
         agent = self.agent()
         hb = self.heartbeat(agent, host_rss=False)
@@ -457,6 +474,36 @@ class MessagesTest(HelperTestCase):
         self.addCleanup(hb.close)
         start = self.one(agent, "HEARTBEAT_KIND_START")
         self.assertEqual((start["rank"], start["world_size"], start["generation"]), (0, 1, 0))
+
+    def test_every_datagram_is_json_dumps_text_of_its_fields(self):
+        # The helper writes the fixed part of a message once and formats the
+        # rest: the bytes must be json.dumps's of the same fields in the same
+        # order (what the agent's decoder and every earlier helper took).
+        agent = self.agent()
+        with self.agent_env(agent, TRAINSUP_JOB='job "x" \u00e9'):
+            hb = trainsup.Heartbeat(device_memory_capacity_bytes=80 << 30)
+        self.addCleanup(hb.close)
+        with hb.compute():
+            pass
+        with hb.compute(step=7.5):  # not an int: the general encoder
+            pass
+        hb.step(1, loss=float("nan"), lr=3e-4, grad_norm=1e300, samples=8, tokens=8192,
+                device_memory_bytes=40 << 30, replica_digest=2.5, replica_group=0)
+        with hb.checkpointing(1):
+            pass
+        datagrams = []
+        while True:
+            try:
+                datagrams.append(agent.sock.recv(1 << 16))
+            except BlockingIOError:
+                break
+        self.assertEqual(len(datagrams), 8)  # with the START
+        for data in datagrams:
+            with self.subTest(data=data):
+                fields = json.loads(data)  # keeps the order of the keys
+                self.assertEqual(list(fields)[:8], ["job", "rank", "local_rank", "world_size",
+                                                    "pid", "generation", "restart_count", "kind"])
+                self.assertEqual(data, json.dumps(fields, separators=(",", ":")).encode())
 
     def test_every_message_uses_proto_field_names(self):
         agent = self.agent()
@@ -929,7 +976,7 @@ class ExitTest(HelperTestCase):
         with _Watchdog(10):
             with mock.patch.object(trainsup, "_FINAL_PATIENCE_S", 0.02):
                 with self.assertRaises(SystemExit):
-                    hb.step(1)  # sys.exit runs inside its sendto
+                    hb.step(1)  # sys.exit runs inside its send
                 trainsup._at_exit()  # the interpreter's shutdown, which follows
         self.assertEqual([(m["kind"], m.get("exit_code")) for m in agent.messages()],
                          [("HEARTBEAT_KIND_STEP", None), ("HEARTBEAT_KIND_EXIT", 5)])
@@ -1303,6 +1350,17 @@ class NeverBlocksTest(HelperTestCase):
         self.addCleanup(hb.close)
         hb.step(0)
         self.assertEqual((hb.sent, hb.dropped), (0, 2))
+
+    def test_an_agent_that_binds_after_the_helper_is_reached_by_its_path(self):
+        path = os.path.join(self.dir, "rank.sock")
+        with _environ(TRAINSUP_SOCKET=path):
+            hb = trainsup.Heartbeat()  # no socket to connect to: its START is dropped
+        self.addCleanup(hb.close)
+        agent = self.agent()
+        hb.step(1)
+        self.assertEqual([(m["kind"], m["step"]) for m in agent.messages()],
+                         [("HEARTBEAT_KIND_STEP", 1)])
+        self.assertEqual((hb.sent, hb.dropped), (1, 1))
 
     def test_full_queue_keeps_the_latest_state_and_never_blocks(self):
         agent = self.agent()  # not read until the end

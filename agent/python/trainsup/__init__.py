@@ -157,6 +157,9 @@ _RETRY_INTERVAL_S = 0.01
 _FINAL_PATIENCE_S = 0.1
 _SETTLE_INTERVAL_S = 0.002
 
+# The host RSS a step sends is at most this old (_ResidentSetSize).
+_RSS_MAX_AGE_S = 0.05
+
 # The stack signal is SIGRTMIN + _STACK_SIGNAL_OFFSET (see _stack_signal_number).
 _STACK_SIGNAL_OFFSET = 6
 
@@ -212,6 +215,22 @@ _SIGNAL_SETTINGS = {
 
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
+
+# The datagrams' JSON (json.dumps with these separators builds an encoder
+# per call: this one is built once).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+# This process's id, kept current across os.fork() so that the send path
+# need not ask the kernel for it (a forked DataLoader worker must not report).
+_process = {"pid": os.getpid()}
+
+
+def _note_fork():
+    _process["pid"] = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_note_fork)
 
 
 def _env_int(name, default=0):
@@ -361,24 +380,33 @@ def _signal_settings(settings):
 
 class _ResidentSetSize:
     """This process's resident set size, from /proc/self/statm: one pread
-    of an open file, about 2 us. None where there is no such file."""
+    of an open file, about 2 us (10 us on a step's cold cache), so read at
+    most every _RSS_MAX_AGE_S: steps faster than that send the last value
+    read. None where there is no such file."""
 
     def __init__(self):
         self._fd = None
         self._page = 4096
+        self._value = None
+        self._read_at = None
         try:
             self._page = os.sysconf("SC_PAGE_SIZE")
             self._fd = os.open("/proc/self/statm", os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except Exception:  # noqa: BLE001 - not Linux
             self._fd = None
 
-    def read(self):
+    def read(self, now):
+        """The size as of `now` (time.monotonic()), at most _RSS_MAX_AGE_S old."""
         if self._fd is None:
             return None
+        if self._read_at is not None and 0 <= now - self._read_at < _RSS_MAX_AGE_S:
+            return self._value
         try:
-            return int(os.pread(self._fd, 64, 0).split()[1]) * self._page
+            self._value = int(os.pread(self._fd, 64, 0).split()[1]) * self._page
         except Exception:  # noqa: BLE001
-            return None
+            self._value = None
+        self._read_at = now
+        return self._value
 
 
 def _provenance(start_step, world_size, resumed_path, resumed_hash):
@@ -500,7 +528,10 @@ class _Outbox:
     no thread holds the lock across a sleep. ``sent`` counts datagrams handed
     to the socket, ``dropped`` the messages given up on (replaced while
     pending, or refused by a hard error); every datagram carries ``dropped``
-    as of its sending in ``datagrams_dropped``.
+    as of its sending in ``datagrams_dropped``. A message is its JSON object
+    without that field and the closing brace (Heartbeat._message). `path`:
+    None when `sock` is connected to the agent's socket (send() skips the
+    path's lookup that sendto() makes each time).
     """
 
     def __init__(self, sock, path):
@@ -514,10 +545,29 @@ class _Outbox:
         self._inbox = collections.deque()
         self._pending = collections.OrderedDict()  # slot -> message, oldest first
         self._retrier = None  # the background thread, while it runs
-        self._closed = threading.Event()
+        self._closed = threading.Event()  # the retrier waits on it
+        self._is_closed = False  # the same, read on the send path
 
     def submit(self, slot, message):
         """Queues `message` behind the pending ones and sends what the agent takes."""
+        if not self._pending and self._lock.acquire(False):
+            # The common case, nothing waiting: send it at once. The same as
+            # the queue's way below, in fewer steps.
+            retrier = None
+            try:
+                if not self._pending and not self._inbox:
+                    self._pending[slot] = message  # kept if the send raises
+                    self._flush_locked()
+                    message = None
+                    retrier = self._new_retrier_locked()
+            finally:
+                self._lock.release()
+            if retrier is not None:
+                self._start(retrier)
+            if message is None:
+                if self._inbox:  # another thread's, left while this one held the lock
+                    self._pump(_LOCK_WAIT_S)
+                return
         self._inbox.append((slot, message))
         self._pump(_LOCK_WAIT_S)
 
@@ -537,6 +587,7 @@ class _Outbox:
 
     def close(self):
         """Gives up on what is pending (counted as dropped) and closes the socket."""
+        self._is_closed = True
         self._closed.set()
         if not self._lock.acquire(timeout=0.1):
             return  # a holder is stuck under us (a signal handler): leave the socket
@@ -597,16 +648,18 @@ class _Outbox:
             del self._pending[slot]
 
     def _send_locked(self, message):
-        """One sendto: "sent", "refused" (queue full, try again) or "failed"."""
-        if self._closed.is_set():
+        """One send: "sent", "refused" (queue full, try again) or "failed"."""
+        if self._is_closed:
             return "failed"
-        message["datagrams_dropped"] = self.dropped
         try:
-            data = json.dumps(message, separators=(",", ":")).encode("utf-8")
-            self._sock.sendto(data, self._path)
+            data = ('%s,"datagrams_dropped":%d}' % (message, self.dropped)).encode("utf-8")
+            if self._path is None:
+                self._sock.send(data)
+            else:
+                self._sock.sendto(data, self._path)
         except OSError as e:
             return "refused" if e.errno in _QUEUE_FULL else "failed"
-        except Exception:  # noqa: BLE001 - a value JSON cannot carry
+        except Exception:  # noqa: BLE001
             return "failed"
         return "sent"
 
@@ -659,6 +712,45 @@ def should_checkpoint(plans, step):
     return (step - in_force["anchor_step"]) % in_force["interval_steps"] == 0
 
 
+class _Compute:
+    """hb.compute()'s block (a class: a generator-based context manager costs
+    several microseconds more)."""
+
+    __slots__ = ("_hb", "_step", "_begin")
+
+    def __init__(self, hb, step):
+        self._hb = hb
+        self._step = step
+
+    def __enter__(self):
+        self._begin = time.monotonic()
+        self._hb._send_phase("HEARTBEAT_KIND_COMPUTE_BEGIN", self._begin, self._step)
+
+    def __exit__(self, *exc):
+        end = time.monotonic()
+        self._hb._pending_compute_s = end - self._begin
+        self._hb._send_phase("HEARTBEAT_KIND_COMPUTE_END", end, self._step)
+        return False
+
+
+class _DataWait:
+    """hb.data_wait()'s block."""
+
+    __slots__ = ("_hb", "_begin")
+
+    def __init__(self, hb):
+        self._hb = hb
+
+    def __enter__(self):
+        self._begin = time.monotonic()
+
+    def __exit__(self, *exc):
+        hb = self._hb
+        hb._pending_data_wait_s = (hb._pending_data_wait_s or 0.0) + (
+            time.monotonic() - self._begin)
+        return False
+
+
 class Heartbeat:
     """One rank's link to its agent. Create one per rank process."""
 
@@ -686,6 +778,8 @@ class Heartbeat:
             "restart_count": _env_int("TORCHELASTIC_RESTART_COUNT"),
         }
         self._pid = self._identity["pid"]
+        # Each kind's message up to its time (_message).
+        self._heads = {}
         self._last_step = start_step - 1
         self._last_step_time = None
         self._pending_compute_s = None
@@ -706,13 +800,19 @@ class Heartbeat:
         self._kill = {}  # the kill criteria set so far, as sent
         if not self.enabled:
             return
+        path = env.get("TRAINSUP_SOCKET", "")
         try:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             sock.setblocking(False)
         except OSError:
             self.enabled = False
             return
-        self._outbox = _Outbox(sock, env.get("TRAINSUP_SOCKET", ""))
+        try:
+            sock.connect(path)
+            path = None
+        except OSError:  # no agent there (yet): each datagram names the path
+            pass
+        self._outbox = _Outbox(sock, path)
         stack_signal = _register_stack_dump(env.get("TRAINSUP_STACK_DIR", ""),
                                             self._identity["rank"])
         start = {"step": max(start_step, 0), "stack_signal": stack_signal}
@@ -781,19 +881,20 @@ class Heartbeat:
                 "step_duration_seconds": _duration(step_duration_s),
                 "data_wait_seconds": _duration(data_wait_s),
             }
-            optional = {
-                "compute_seconds": None if compute_s is None else _duration(compute_s),
-                "loss": _number(loss),
-                "learning_rate": _number(lr),
-                "grad_norm": _number(grad_norm),
-            }
-            fields.update({k: v for k, v in optional.items() if v is not None})
-            self._add_counts(fields, samples, tokens, device_memory_bytes,
-                             device_memory_capacity_bytes)
+            if compute_s is not None:
+                fields["compute_seconds"] = _duration(compute_s)
+            for name, value in (("loss", loss), ("learning_rate", lr), ("grad_norm", grad_norm)):
+                if value is not None:
+                    value = _number(value)
+                    if value is not None:
+                        fields[name] = value
+            if samples is not None or tokens is not None or device_memory_bytes is not None:
+                self._add_counts(fields, samples, tokens, device_memory_bytes,
+                                 device_memory_capacity_bytes)
             if replica_digest is not None and self._knows("replica_digest"):
                 self._add_digest(fields, replica_digest, replica_group)
             if self._rss is not None and self._knows("host_rss_bytes"):
-                rss = self._rss.read()
+                rss = self._rss.read(now)
                 if rss is not None and rss <= _MAX_MEMORY_BYTES:
                     fields["host_rss_bytes"] = rss
             self._send("HEARTBEAT_KIND_STEP", when=now, **fields)
@@ -824,19 +925,12 @@ class Heartbeat:
             fields["replica_group"] = group
         fields["replica_digest"] = digest
 
-    @contextlib.contextmanager
     def data_wait(self):
         """Brackets waiting on the input pipeline (``next(loader)``): its time
         is the next step's ``data_wait_s`` (the goodput ledger's "starved"),
         added up over the blocks since the last step."""
-        begin = time.monotonic()
-        try:
-            yield
-        finally:
-            self._pending_data_wait_s = (self._pending_data_wait_s or 0.0) + (
-                time.monotonic() - begin)
+        return _DataWait(self)
 
-    @contextlib.contextmanager
     def compute(self, step=None):
         """Brackets the rank's collective-free work of the next step.
 
@@ -845,15 +939,7 @@ class Heartbeat:
         a hang, and measures stragglers by their own work instead of the wall
         step time every rank shares.
         """
-        current = self._last_step + 1 if step is None else step
-        begin = time.monotonic()
-        self._send("HEARTBEAT_KIND_COMPUTE_BEGIN", when=begin, step=current)
-        try:
-            yield
-        finally:
-            end = time.monotonic()
-            self._pending_compute_s = end - begin
-            self._send("HEARTBEAT_KIND_COMPUTE_END", when=end, step=current)
+        return _Compute(self, self._last_step + 1 if step is None else step)
 
     def should_checkpoint(self, step):
         """Whether to checkpoint after ``step``, under the supervisor's plans.
@@ -1030,14 +1116,42 @@ class Heartbeat:
     def _live(self):
         """Whether this process reports: enabled, and the rank itself, not a
         process forked from it (a DataLoader worker inherits the helper)."""
-        return self.enabled and os.getpid() == self._pid
+        return self.enabled and _process["pid"] == self._pid
 
     def _message(self, kind, when, fields):
-        message = dict(self._identity)
-        message["kind"] = kind
-        message["monotonic_seconds"] = time.monotonic() if when is None else when
-        message.update(fields)
-        return message
+        """The message of one event, as _Outbox takes it: its JSON object
+        without datagrams_dropped and the closing brace. The same text as
+        json.dumps of the identity, kind, monotonic_seconds and the fields
+        in that order; the fixed head is encoded once per kind."""
+        head = self._heads.get(kind) or self._head(kind)
+        when = time.monotonic() if when is None else when
+        text = head + (repr(when) if type(when) is float else _ENCODER.encode(when))
+        if not fields:
+            return text
+        step = fields.get("step")
+        if len(fields) == 1 and type(step) is int:  # COMPUTE_*: the hot path
+            return '%s,"step":%d' % (text, step)
+        return text + "," + _ENCODER.encode(fields)[1:-1]
+
+    def _head(self, kind):
+        """The start of every message of `kind`, up to its time's value."""
+        identity = dict(self._identity)
+        identity["kind"] = kind
+        head = self._heads[kind] = _ENCODER.encode(identity)[:-1] + ',"monotonic_seconds":'
+        return head
+
+    def _send_phase(self, kind, when, step):
+        """_send of a COMPUTE_BEGIN or COMPUTE_END, in fewer steps (the same text)."""
+        try:
+            if self.enabled and _process["pid"] == self._pid:
+                if type(step) is int and type(when) is float:
+                    text = '%s%r,"step":%d' % (self._heads.get(kind) or self._head(kind),
+                                               when, step)
+                else:
+                    text = self._message(kind, when, {"step": step})
+                self._outbox.submit("progress", text)
+        except Exception:  # noqa: BLE001
+            pass
 
     def _send(self, kind, when=None, **fields):
         """Sends the datagram of one event. `when`: the event's time on the
