@@ -184,6 +184,18 @@ absl::StatusOr<int64_t> EtcdElection::KeepAliveOnce(int64_t lease, absl::Duratio
   return response.ttl();
 }
 
+void EtcdElection::LearnLeader() {
+  std::string value;
+  absl::StatusOr<v3electionpb::LeaderKey> leader = AskLeader(&value);
+  if (!leader.ok()) return;
+  absl::MutexLock lock(&mu_);
+  if (leadership_.role() == Leadership::Role::kLeader) return;
+  if (state_.leader != value) {
+    TRAINSUP_LOG_INFO("etcd: standby; the leader is %s (epoch %d)", value, leader->rev());
+  }
+  state_.leader = value;
+}
+
 void EtcdElection::KeepAliveLoop() {
   const absl::Duration interval = options_.ttl / 3;
   for (;;) {
@@ -201,6 +213,7 @@ void EtcdElection::KeepAliveLoop() {
     absl::StatusOr<int64_t> ttl = KeepAliveOnce(lease, interval);
     const absl::Time answered = clock_->Now();
     absl::Time next = answered + absl::Milliseconds(200);  // after a failure
+    bool standby = false;
     {
       absl::MutexLock lock(&mu_);
       if (lease == lease_) {
@@ -221,7 +234,11 @@ void EtcdElection::KeepAliveLoop() {
           next = sent + interval;
         }
       }
+      standby = leadership_.role() != Leadership::Role::kLeader;
     }
+    // A standby whose campaign began before anyone led learns who leads
+    // here: the campaign call itself says nothing until it ends.
+    if (standby && ttl.ok()) LearnLeader();
     if (!Pause(std::max(next - clock_->Now(), absl::ZeroDuration()))) return;
   }
 }
@@ -429,14 +446,7 @@ void EtcdElection::CampaignLoop() {
       }
       continue;
     }
-    std::string value;
-    if (absl::StatusOr<v3electionpb::LeaderKey> leader = AskLeader(&value); leader.ok()) {
-      absl::MutexLock lock(&mu_);
-      if (state_.leader != value) {
-        TRAINSUP_LOG_INFO("etcd: standby; the leader is %s (epoch %d)", value, leader->rev());
-      }
-      state_.leader = value;
-    }
+    LearnLeader();
     absl::Status s = CampaignOnce(lease);
     absl::MutexLock lock(&mu_);
     if (stopping_) return;

@@ -114,6 +114,9 @@ class EtcdElection : public Election {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // acting_deadline_ from leadership_: its lease's deadline while it leads.
   void SyncDeadlineLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks etcd who leads and keeps it in state_.leader (a standby's refusals
+  // name it), unless this instance leads.
+  void LearnLeader() ABSL_LOCKS_EXCLUDED(mu_);
   // Waits up to `d` (or until stopping); false when stopping.
   bool Pause(absl::Duration d) ABSL_LOCKS_EXCLUDED(mu_);
   // Logs a failed call to etcd: a warning when it fails differently from
