@@ -320,25 +320,55 @@ void SayHellos(v1::AgentService::Stub& stub, int from, int to, HelloTally* tally
   }
 }
 
-// Waits for the honest job's stall event; returns when it arrived.
+// Waits for the honest job's stall event; returns when it arrived. A watch
+// that ends (the server or the connection ended it under the load) is said
+// and opened again, from the last event seen, so that no event is missed.
 class StallWatch {
  public:
   explicit StallWatch(std::shared_ptr<grpc::Channel> channel)
       : stub_(v1::OperatorService::NewStub(channel)) {
     thread_ = std::thread([this] {
-      v1::WatchEventsRequest request;
-      request.set_job_id("honest");
-      auto reader = stub_->WatchEvents(&context_, request);
-      v1::Event e;
-      while (reader->Read(&e)) {
-        if (e.kind() != "stall") continue;
+      uint64_t after = 0;
+      std::string last_end;
+      for (;;) {
+        grpc::ClientContext context;
+        {
+          absl::MutexLock lock(&mu_);
+          if (stopping_) return;
+          context_ = &context;
+        }
+        v1::WatchEventsRequest request;
+        request.set_job_id("honest");
+        request.set_after_id(after);
+        auto reader = stub_->WatchEvents(&context, request);
+        v1::Event e;
+        while (reader->Read(&e)) {
+          after = std::max<uint64_t>(after, e.id());
+          if (e.kind() != "stall") continue;
+          absl::MutexLock lock(&mu_);
+          if (at_ == absl::InfinitePast()) at_ = absl::Now();
+        }
+        const grpc::Status status = reader->Finish();
         absl::MutexLock lock(&mu_);
-        if (at_ == absl::InfinitePast()) at_ = absl::Now();
+        context_ = nullptr;
+        if (stopping_ || at_ != absl::InfinitePast()) return;  // nothing more to watch for
+        if (status.error_message() != last_end) {  // said once, not at every retry
+          last_end = status.error_message();
+          std::printf("     the event watch ended (%d: %s); watching again after event %llu\n",
+                      static_cast<int>(status.error_code()), last_end.c_str(),
+                      static_cast<unsigned long long>(after));
+        }
+        auto stop = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+        mu_.AwaitWithTimeout(absl::Condition(&stop), absl::Milliseconds(100));
       }
     });
   }
   ~StallWatch() {
-    context_.TryCancel();
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      if (context_ != nullptr) context_->TryCancel();
+    }
     thread_.join();
   }
   // When the stall event arrived; InfinitePast() if not by `deadline`.
@@ -351,9 +381,10 @@ class StallWatch {
 
  private:
   std::unique_ptr<v1::OperatorService::Stub> stub_;
-  grpc::ClientContext context_;
   std::thread thread_;
   absl::Mutex mu_;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;  // the watch open now
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
