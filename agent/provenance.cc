@@ -1,16 +1,10 @@
 #include "agent/provenance.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <fnmatch.h>
-#include <poll.h>
-#include <signal.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -20,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "common/bounded_run.h"
 #include "common/provenance.h"
 
 extern char** environ;
@@ -40,74 +35,17 @@ bool Matches(const std::string& name, const std::vector<std::string>& patterns) 
   return false;
 }
 
-// The first executable `file` in $PATH ("" when none).
-std::string OnPath(const std::string& file) {
-  const char* path = std::getenv("PATH");
-  for (absl::string_view dir : absl::StrSplit(path != nullptr ? path : "/bin:/usr/bin", ':')) {
-    std::string candidate = absl::StrCat(dir.empty() ? "." : dir, "/", file);
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// Runs `argv` (argv[0] a path) with stdin and stderr on /dev/null, and
-// returns what it wrote to stdout when it exited 0 within `timeout`;
-// nullopt otherwise (it is killed at the timeout).
+// What `argv` wrote to stdout when it exited 0 within `timeout`; nullopt
+// otherwise (not found, failed, or killed at the timeout).
 std::optional<std::string> RunCapture(const std::vector<std::string>& argv,
                                       absl::Duration timeout) {
-  std::vector<std::string> args = argv;
-  std::vector<char*> c_args;
-  for (std::string& a : args) c_args.push_back(a.data());
-  c_args.push_back(nullptr);
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return std::nullopt;
-  const int null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    // Only async-signal-safe calls between fork and exec.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (null_fd >= 0) {
-      dup2(null_fd, STDIN_FILENO);
-      dup2(null_fd, STDERR_FILENO);
-    }
-    dup2(out[1], STDOUT_FILENO);
-    execv(c_args[0], c_args.data());
-    _exit(127);
-  }
-  close(out[1]);
-  if (null_fd >= 0) close(null_fd);
-  if (pid < 0) {
-    close(out[0]);
-    return std::nullopt;
-  }
-  std::string text;
-  const absl::Time deadline = absl::Now() + timeout;
-  bool timed_out = false;
-  for (;;) {
-    const int64_t left_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left_ms <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd fd{out[0], POLLIN, 0};
-    const int ready = poll(&fd, 1, static_cast<int>(left_ms));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) continue;  // the deadline is checked above
-    char buffer[4096];
-    const ssize_t n = read(out[0], buffer, sizeof(buffer));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (text.size() < kMaxGitOutput) text.append(buffer, static_cast<size_t>(n));
-  }
-  close(out[0]);
-  if (timed_out) kill(pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (timed_out || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-  return text;
+  BoundedRunOptions options;
+  options.timeout = timeout;
+  options.max_output = kMaxGitOutput;
+  options.merge_stderr = false;
+  BoundedRunResult run = RunBounded(argv, options);
+  if (!run.succeeded()) return std::nullopt;
+  return std::move(run.output);
 }
 
 std::string WorkingDirectory() {
@@ -126,8 +64,7 @@ v1::CodeVersion CodeOf(const std::string& script, const std::string& cwd,
   v1::CodeVersion code;
   code.set_script(script);
   if (script.empty()) return code;
-  const std::string git = OnPath("git");
-  if (git.empty()) return code;
+  const std::string git = "git";  // from $PATH; a missing one leaves the code version empty
   std::string dir = Dirname(script);
   if (dir[0] != '/' && !cwd.empty()) dir = absl::StrCat(cwd, "/", dir);
   std::optional<std::string> head =
