@@ -15,11 +15,15 @@ namespace {
 using prometheus::MetricFamily;
 using prometheus::MetricType;
 
-// The address in a leader's proclaimed "NAME ADDRESS" ("" when none).
-std::string LeaderAddress(const std::string& leader) {
-  const size_t space = leader.rfind(' ');
-  return space == std::string::npos ? "" : leader.substr(space + 1);
+// The name and the address in what an instance proclaims, "NAME ADDRESS"
+// (the address "" when there is none).
+std::pair<std::string, std::string> Proclaimed(const std::string& value) {
+  const size_t space = value.rfind(' ');
+  if (space == std::string::npos) return {value, ""};
+  return {value.substr(0, space), value.substr(space + 1)};
 }
+
+std::string LeaderAddress(const std::string& leader) { return Proclaimed(leader).second; }
 
 // trainsup_leader and the election's figures, read at scrape time.
 class LeaderCollector : public prometheus::Collectable {
@@ -92,9 +96,9 @@ v1::SupervisorStatus HaServer::Status(const std::string& address) const {
   }
   for (const EtcdElection::Candidate& c : *candidates) {
     v1::SupervisorInstance* instance = status.add_instances();
-    const size_t space = c.value.rfind(' ');
-    instance->set_name(space == std::string::npos ? c.value : c.value.substr(0, space));
-    instance->set_address(LeaderAddress(c.value));
+    auto [name, address] = Proclaimed(c.value);
+    instance->set_name(std::move(name));
+    instance->set_address(std::move(address));
     instance->set_leader(status.instances_size() == 1);
     instance->set_create_revision(c.create_revision);
   }
