@@ -1,8 +1,11 @@
 """A TCP proxy between agents and trainsupd that can cut the network.
 
 cut() resets every connection through it (RST, as a failing switch or a
-firewall would) and refuses new ones; heal() lets connections through again.
-The agents and their ranks live on: only the path to the supervisor breaks.
+firewall would) and refuses new ones; blackhole() swallows everything instead
+and closes nothing (a dead switch port, a firewall that drops: new
+connections are accepted and go nowhere); heal() lets connections through
+again. The agents and their ranks live on: only the path to the supervisor
+breaks.
 """
 
 import select
@@ -22,6 +25,8 @@ class PartitionProxy:
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
         self._lock = threading.Lock()
         self._cut = False
+        self._forwarding = threading.Event()  # clear: a black hole
+        self._forwarding.set()
         self._pairs = []
         self._closing = False
         self._thread = threading.Thread(target=self._accept, daemon=True)
@@ -47,12 +52,17 @@ class PartitionProxy:
             self._reset(a)
             self._reset(b)
 
+    def blackhole(self):
+        self._forwarding.clear()
+
     def heal(self):
         with self._lock:
             self._cut = False
+        self._forwarding.set()
 
     def close(self):
         self._closing = True
+        self._forwarding.set()
         self.cut()
         try:
             self._listener.close()
@@ -70,6 +80,7 @@ class PartitionProxy:
             if refused:
                 self._reset(client)
                 continue
+            self._forwarding.wait()  # a black hole: accepted, going nowhere
             try:
                 server = socket.create_connection(self.upstream, timeout=5)
             except OSError:
@@ -84,11 +95,18 @@ class PartitionProxy:
         sockets = [a, b]
         try:
             while True:
-                ready, _, _ = select.select(sockets, [], [], 1.0)
+                self._forwarding.wait()  # a black hole: nothing read, sent or closed
+                # Back to the wait above within 50ms of a black hole opening,
+                # before the peers' next bytes (read then, they would break it).
+                ready, _, _ = select.select(sockets, [], [], 0.05)
                 for s in ready:
                     data = s.recv(65536)
                     if not data:
                         raise OSError("closed")
+                    if not self._forwarding.is_set():
+                        # Read as the hole opened: swallowed, so the stream
+                        # is broken for both ends once it heals.
+                        raise OSError("swallowed")
                     (b if s is a else a).sendall(data)
         except (OSError, ValueError):
             pass

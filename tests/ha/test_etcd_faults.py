@@ -14,81 +14,18 @@ Figures are printed as "measured: ...".
 """
 
 import os
-import select
-import socket
 import sys
-import threading
 import time
 import unittest
 import urllib.request
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 from ha_cluster import EtcdCluster, Instance, wait_for  # noqa: E402
+from proxy import PartitionProxy  # noqa: E402
 
 TRAINSUPD = os.environ.get("TRAINSUPD", "build/daemon/trainsupd")
-
-
-class BlackHoleProxy:
-    """A TCP proxy to `upstream` that can swallow everything: blackhole()
-    stops forwarding in both directions and leaves every connection open (new
-    ones are accepted and go nowhere); heal() forwards again."""
-
-    def __init__(self, upstream):
-        host, port = upstream.rsplit(":", 1)
-        self.upstream = (host, int(port))
-        self.listener = socket.socket()
-        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind(("127.0.0.1", 0))
-        self.listener.listen(64)
-        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
-        self.open = threading.Event()
-        self.open.set()
-        self.closing = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def blackhole(self):
-        self.open.clear()
-
-    def heal(self):
-        self.open.set()
-
-    def close(self):
-        self.closing = True
-        self.open.set()
-        self.listener.close()
-
-    def _accept(self):
-        while not self.closing:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._pump, args=(client,), daemon=True).start()
-
-    def _pump(self, client):
-        self.open.wait()
-        try:
-            server = socket.create_connection(self.upstream, timeout=5)
-        except OSError:
-            client.close()
-            return
-        peers = {client: server, server: client}
-        try:
-            while not self.closing:
-                self.open.wait()  # a black hole: nothing read, nothing sent, nothing closed
-                ready, _, _ = select.select(list(peers), [], [], 0.05)
-                for s in ready:
-                    data = s.recv(65536)
-                    if not data:
-                        return
-                    if not self.open.is_set():
-                        return  # swallowed: the connection is dead to both ends
-                    peers[s].sendall(data)
-        except OSError:
-            pass
-        finally:
-            client.close()
-            server.close()
 
 
 class EtcdFaultsTest(unittest.TestCase):
@@ -105,7 +42,7 @@ class EtcdFaultsTest(unittest.TestCase):
 
     def start(self, name, ttl):
         """An instance reaching every etcd member through proxies of its own."""
-        proxies = [BlackHoleProxy(e) for e in self.etcd.endpoints.split(",")]
+        proxies = [PartitionProxy(e) for e in self.etcd.endpoints.split(",")]
         self.proxies += proxies
         i = Instance(TRAINSUPD, name, ",".join(p.address for p in proxies), ttl=ttl)
         i.proxies = proxies
