@@ -340,8 +340,8 @@ Event StartTimeoutEvent(absl::Time time, const EventJob& job, absl::Duration wai
                          rendezvous->port, ")");
   e.message = absl::StrCat("generation ", job.generation, " made no first step within ",
                            TenthsOfSeconds(timeout), " (started ", TenthsOfSeconds(waited),
-                           " ago; no rank reported on the ", nodes_running,
-                           " node(s) running it): ", where,
+                           " ago; no rank reported on the ", Counted(nodes_running, "node", "nodes"),
+                           " running it): ", where,
                            " did not complete, or its ranks did not start");
   e.figures = {{"waited_seconds", Seconds(waited)},
                {"timeout_seconds", Seconds(timeout)},

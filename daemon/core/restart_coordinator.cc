@@ -97,7 +97,7 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
   life.collect_stacks = false;
   const std::string stopped =
       waiting_for == 0 ? "every node stopped"
-                       : absl::StrCat(waiting_for, " node(s) did not stop within ",
+                       : absl::StrCat(Counted(waiting_for, "node", "nodes"), " did not stop within ",
                                       TenthsOfSeconds(options_.stop_timeout),
                                       "; going on without them");
   if (life.kill_after_stop) {
@@ -254,7 +254,8 @@ void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
   }
   if (participating == 0) return;
   (void)Transition(now, job, JobState::kFinished,
-                   absl::StrCat("the command exited 0 on all ", participating, " node(s)"));
+                   participating == 1 ? std::string("the command exited 0 on its node")
+                                      : absl::StrCat("the command exited 0 on all ", participating, " nodes"));
 }
 
 absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry& job) {

@@ -446,7 +446,7 @@ TEST(LifecycleEventTest, AStartTimeoutSaysWhereTheGenerationWasToMeet) {
   ExpectHeader(e, EventKind::kStartTimeout);
   EXPECT_EQ(e.node, "");
   EXPECT_EQ(e.message, "generation 3 made no first step within 300.0s (started 301.0s ago; no "
-                       "rank reported on the 2 node(s) running it): its rendezvous on node-b "
+                       "rank reported on the 2 nodes running it): its rendezvous on node-b "
                        "(10.0.0.2:4002) did not complete, or its ranks did not start");
   EXPECT_THAT(e.figures, ElementsAre(Pair("waited_seconds", 301), Pair("timeout_seconds", 300),
                                      Pair("nodes_running", 2)));

@@ -132,7 +132,7 @@ TEST_F(RestartCoordinatorTest, StopTimeoutGoesOnWithoutTheAgentThatDidNotStop) {
   restarts_.SweepStopping(now(), job());
 
   EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
-  EXPECT_THAT(job().lifecycle.reason, HasSubstr("1 node(s) did not stop within 30.0s"));
+  EXPECT_THAT(job().lifecycle.reason, HasSubstr("1 node did not stop within 30.0s"));
 }
 
 TEST_F(RestartCoordinatorTest, QuarantinedNodeIsLeftOutOfTheNextGeneration) {
@@ -216,7 +216,7 @@ TEST_F(RestartCoordinatorTest, JobFinishesWhenEveryNodeOfItsGenerationExitedZero
   restarts_.CheckFinished(now(), job());
 
   EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
-  EXPECT_EQ(job().lifecycle.reason, "the command exited 0 on all 2 node(s)");
+  EXPECT_EQ(job().lifecycle.reason, "the command exited 0 on all 2 nodes");
   // An ended job's picture is journaled as it ends.
   EXPECT_EQ(decisions_.Take().journal.ended_jobs.size(), 1u);
 }

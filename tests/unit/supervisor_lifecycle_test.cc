@@ -332,7 +332,7 @@ TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeou
 
   EXPECT_EQ(state(), "restarting");
   EXPECT_THAT(sup_->FindEntry("job")->lifecycle.reason,
-              HasSubstr("1 node(s) did not stop within 60.0s"));
+              HasSubstr("1 node did not stop within 60.0s"));
   Sweep(AtS(76));
   EXPECT_EQ(state(), "running");
   EXPECT_EQ(job().generation(), 2u);
@@ -872,7 +872,7 @@ TEST_F(LifecycleTest, AllAgentsExitingZeroFinishTheJobWithoutARestart) {
   EXPECT_TRUE(OfKind(out.events, EventKind::kCrash).empty());
   ASSERT_EQ(out.journal.jobs.size(), 1u);
   EXPECT_EQ(out.journal.jobs[0].state, "finished");
-  EXPECT_THAT(out.journal.jobs[0].reason, HasSubstr("exited 0 on all 2 node(s)"));
+  EXPECT_THAT(out.journal.jobs[0].reason, HasSubstr("exited 0 on all 2 nodes"));
 
   Sweep(AtS(100));
   Sweep(AtS(1000));
