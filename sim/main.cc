@@ -17,11 +17,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/str_join.h"
+#include "cli/render.h"
 #include "cli/table.h"
 #include "common/cli_options.h"
 #include "sim/failure_trace.h"
 #include "sim/goodput_sim.h"
 #include "sim/stragglers.h"
+#include "trainsup/v1/calculators.pb.h"
 
 namespace trainsup::sim {
 namespace {
@@ -89,31 +91,45 @@ struct RunFlags {
   SimPolicy rules;
 };
 
-// One policy's figures as a JSON object (seconds, counts): what a test or a
-// script reads. Every value is a number or one of the fixed names above.
-std::string JsonRow(uint64_t ranks, const std::string& checkpoint, const std::string& quarantine,
-                    bool hot_spares, const SimResult& res) {
+// One policy's figures, for `-o json` (seconds and counts).
+v1::SimPolicyResult PolicyResult(uint64_t ranks, const std::string& checkpoint,
+                                 const std::string& quarantine, bool hot_spares,
+                                 const SimResult& res) {
   const SimLedger& l = res.ledger;
-  return absl::StrFormat(
-      "{\"ranks\":%d,\"checkpoint\":\"%s\",\"quarantine\":\"%s\",\"hot_spares\":%s,"
-      "\"effective\":%.6f,\"wall_seconds\":%.3f,\"useful_seconds\":%.3f,"
-      "\"checkpoint_seconds\":%.3f,\"rework_seconds\":%.3f,\"detection_seconds\":%.3f,"
-      "\"restart_seconds\":%.3f,\"replacement_seconds\":%.3f,\"held_seconds\":%.3f,"
-      "\"slow_seconds\":%.3f,\"lost_seconds\":%.3f,\"failures\":%d,\"spikes\":%d,"
-      "\"restarts\":%d,\"holds\":%d,\"quarantines\":%d,\"lemons_quarantined\":%d,"
-      "\"ignored\":%d,\"interval_seconds\":%.3f,\"failure_log\":[%s]}",
-      ranks, checkpoint, quarantine, hot_spares ? "true" : "false", l.effective_fraction(),
-      l.wall, l.useful, l.checkpoint, l.rework, l.detection, l.restart, l.replacement, l.held,
-      l.slow, l.lost(), res.failures, res.spikes, res.restarts, res.holds, res.quarantines,
-      res.lemons_quarantined, res.ignored, res.mean_interval_seconds,
-      absl::StrJoin(res.failure_log, ",", [](std::string* out, const SimFailure& f) {
-        absl::StrAppendFormat(out,
-                              "{\"time\":%.3f,\"kind\":\"%s\",\"node\":%d,\"rework\":%.3f,"
-                              "\"detection\":%.3f,\"down\":%.3f}",
-                              f.time, FailureKindName(f.kind),
-                              f.node == kNoNode ? -1 : static_cast<int64_t>(f.node), f.rework,
-                              f.detection, f.down);
-      }));
+  v1::SimPolicyResult out;
+  out.set_ranks(ranks);
+  out.set_checkpoint(checkpoint);
+  out.set_quarantine(quarantine);
+  out.set_hot_spares(hot_spares);
+  out.set_effective_fraction(l.effective_fraction());
+  out.set_wall_seconds(l.wall);
+  out.set_useful_seconds(l.useful);
+  out.set_checkpoint_seconds(l.checkpoint);
+  out.set_rework_seconds(l.rework);
+  out.set_detection_seconds(l.detection);
+  out.set_restart_seconds(l.restart);
+  out.set_replacement_seconds(l.replacement);
+  out.set_held_seconds(l.held);
+  out.set_slow_seconds(l.slow);
+  out.set_lost_seconds(l.lost());
+  out.set_failures(res.failures);
+  out.set_spikes(res.spikes);
+  out.set_restarts(res.restarts);
+  out.set_holds(res.holds);
+  out.set_quarantines(res.quarantines);
+  out.set_lemons_quarantined(res.lemons_quarantined);
+  out.set_ignored(res.ignored);
+  out.set_interval_seconds(res.mean_interval_seconds);
+  for (const SimFailure& f : res.failure_log) {
+    v1::SimFailureRecord* r = out.add_failure_log();
+    r->set_time_seconds(f.time);
+    r->set_kind(FailureKindName(f.kind));
+    r->set_node(f.node == kNoNode ? -1 : static_cast<int64_t>(f.node));
+    r->set_rework_seconds(f.rework);
+    r->set_detection_seconds(f.detection);
+    r->set_down_seconds(f.down);
+  }
+  return out;
 }
 
 int Run(RunFlags& f) {
@@ -155,7 +171,7 @@ int Run(RunFlags& f) {
   Table table({"RANKS", "CHECKPOINT", "QUARANTINE", "HOT_SPARES", "EFFECTIVE", "USEFUL_H",
                "CHECKPOINT_H", "REWORK_H", "DOWN_H", "HELD_H", "FAILURES", "SPIKES", "RESTARTS",
                "HOLDS", "QUARANTINED", "LEMONS", "INTERVAL_S"});
-  std::vector<std::string> json_rows;
+  v1::SimRunResult json_result;
   double simulated_hours = 0;
   const std::clock_t cpu_start = std::clock();
   for (uint64_t r : ranks) {
@@ -191,7 +207,7 @@ int Run(RunFlags& f) {
           const std::string quarantine =
               after > 0 ? absl::StrFormat("%d/%.0fh", after, f.quarantine_window_hours) : "off";
           if (json) {
-            json_rows.push_back(JsonRow(r, checkpoint, quarantine, hot, res));
+            *json_result.add_policies() = PolicyResult(r, checkpoint, quarantine, hot, res);
             continue;
           }
           table.AddRow({absl::StrCat(r), checkpoint, quarantine,
@@ -208,8 +224,9 @@ int Run(RunFlags& f) {
   }
   const double cpu = static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC;
   if (json) {
-    std::printf("{\"policies\":[%s],\"simulated_hours\":%.6f,\"cpu_seconds\":%.6f}\n",
-                absl::StrJoin(json_rows, ",").c_str(), simulated_hours, cpu);
+    json_result.set_simulated_hours(simulated_hours);
+    json_result.set_cpu_seconds(cpu);
+    std::fputs(RenderJson(json_result).c_str(), stdout);
     return kExitOk;
   }
   std::printf("\n%s", table.Render().c_str());

@@ -119,12 +119,12 @@ class SimAgreementEndToEnd(ClusterTestCase):
         # Detection: the simulator takes the rule's threshold; the live one
         # also waits for a report (200 ms), a sweep (250 ms) and, for a
         # crash, torchrun's own monitor interval (1 s).
-        self.assertLess(abs(live["crash_detection"] - crash["detection"]), 1.5, live)
-        self.assertLess(abs(live["hang_detection"] - hang["detection"]), 1.5, live)
+        self.assertLess(abs(live["crash_detection"] - crash["detection_seconds"]), 1.5, live)
+        self.assertLess(abs(live["hang_detection"] - hang["detection_seconds"]), 1.5, live)
         # The work lost at the crash: trained since the last checkpoint. The
         # first generation starts at the same moment in both, so to a few
         # steps (the kill follows the step seen in the log by up to a poll).
-        self.assertLess(abs(live["crash_rework"] - crash["rework"]),
+        self.assertLess(abs(live["crash_rework"] - crash["rework_seconds"]),
                         4 * live["step_seconds"] + live["checkpoint_seconds"], (live, sim))
         # The ledger over the same wall time. What the simulator cannot know
         # is how long each live restart really took (R varies with the
@@ -132,7 +132,7 @@ class SimAgreementEndToEnd(ClusterTestCase):
         # the next generation's start fell in its checkpoint cycle (at most
         # one cycle of rework more or less).
         self.assertAlmostEqual(sim["wall_seconds"], live["wall"], delta=0.01)
-        unexplained = sum(abs(live_down - s["down"])
+        unexplained = sum(abs(live_down - s["down_seconds"])
                           for live_down, s in zip(live["downs"], (crash, hang)))
         unexplained += live["cycle"] + 0.5
         self.assertLess(abs(sim["useful_seconds"] - live["useful"]), unexplained, (live, sim))
@@ -207,12 +207,12 @@ class SimAgreementEndToEnd(ClusterTestCase):
                 ("useful", live["useful"], sim["useful_seconds"]),
                 ("checkpoint", live["checkpoint"], sim["checkpoint_seconds"]),
                 ("lost", live["lost"], sim["lost_seconds"]),
-                ("crash rework", live["crash_rework"], crash["rework"]),
-                ("hang rework", live["hang_rework"], hang["rework"]),
-                ("crash detection", live["crash_detection"], crash["detection"]),
-                ("hang detection", live["hang_detection"], hang["detection"]),
-                ("crash down", live["downs"][0], crash["down"]),
-                ("hang down", live["downs"][1], hang["down"])]
+                ("crash rework", live["crash_rework"], crash["rework_seconds"]),
+                ("hang rework", live["hang_rework"], hang["rework_seconds"]),
+                ("crash detection", live["crash_detection"], crash["detection_seconds"]),
+                ("hang detection", live["hang_detection"], hang["detection_seconds"]),
+                ("crash down", live["downs"][0], crash["down_seconds"]),
+                ("hang down", live["downs"][1], hang["down_seconds"])]
         print(f"\nmeasured (sim vs live): step {live['step_seconds']:.4f}s, "
               f"C {live['checkpoint_seconds']:.4f}s, R {live['restart_seconds']:.2f}s "
               f"(first launch); restarts live {live['restarts']} sim {sim['restarts']}",
@@ -221,7 +221,7 @@ class SimAgreementEndToEnd(ClusterTestCase):
             print(f"measured (sim vs live): {name:16s} live {a:8.2f}s  sim {b:8.2f}s  "
                   f"diff {b - a:+.2f}s", file=sys.stderr)
         print(f"measured (sim vs live): effective live {live['useful'] / live['wall']:.3f} "
-              f"sim {sim['effective']:.3f}; {sim['argv']}", file=sys.stderr)
+              f"sim {sim['effective_fraction']:.3f}; {sim['argv']}", file=sys.stderr)
 
 
 if __name__ == "__main__":
