@@ -6,7 +6,11 @@ TLS files are inside the volume mounted from the node, and the node name is
 the same everywhere: spec.nodeName -> NODE_NAME -> --node -> the name the
 cordon fence is given (docs/kubernetes.md).
 
-Environment (CTest sets it): TRAINSUP_AGENT.
+deploy/kubernetes/trainsupd.yaml (two trainsupd elected through etcd) passes
+only flags trainsupd has, gives each instance its own name and state, and the
+worker lists exactly its instances.
+
+Environment (CTest sets it): TRAINSUP_AGENT, TRAINSUPD.
 """
 
 import os
@@ -21,6 +25,7 @@ import yaml  # python3-yaml
 from deploy_checks import REPO, binary, help_flags, help_text, long_flags
 
 MANIFEST = os.path.join(REPO, "deploy", "kubernetes", "worker.yaml")
+SUPERVISOR_MANIFEST = os.path.join(REPO, "deploy", "kubernetes", "trainsupd.yaml")
 CORDON = os.path.join(REPO, "deploy", "fence", "kubernetes-cordon")
 UNCORDON = os.path.join(REPO, "deploy", "fence", "kubernetes-uncordon")
 # Set by Kubernetes itself in the pods of an indexed Job.
@@ -81,6 +86,69 @@ class WorkerManifestTest(unittest.TestCase):
         # the literal text.
         used = set(re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", " ".join(self.command)))
         self.assertEqual(used - set(self.env) - KUBERNETES_VARIABLES, set())
+
+
+class SupervisorManifestTest(unittest.TestCase):
+    """The leader and the standby of deploy/kubernetes/trainsupd.yaml, and
+    the worker manifest's list of them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.trainsupd = binary("TRAINSUPD", "daemon/trainsupd")
+        with open(SUPERVISOR_MANIFEST) as f:
+            docs = {d["kind"]: d for d in yaml.safe_load_all(f)}
+        cls.service, cls.set = docs["Service"], docs["StatefulSet"]
+        pod = cls.set["spec"]["template"]["spec"]
+        (cls.container,) = pod["containers"]
+        cls.command = cls.container["command"]
+        cls.env = {e["name"]: e for e in cls.container["env"]}
+        with open(MANIFEST) as f:
+            worker = yaml.safe_load(f)["spec"]["template"]["spec"]["containers"][0]
+        cls.worker_env = {e["name"]: e for e in worker["env"]}
+
+    def option(self, flag):
+        (value,) = [w.split("=", 1)[1] for w in self.command if w.startswith(flag + "=")]
+        return value
+
+    def test_every_flag_is_one_trainsupd_has(self):
+        self.assertEqual(self.command[0], "trainsupd")
+        known = help_flags([self.trainsupd])
+        flags = long_flags(self.command[1:])
+        self.assertEqual([f for f in flags if f not in known], [])
+
+    def test_two_instances_each_named_by_its_pod_under_an_election(self):
+        self.assertEqual(self.set["spec"]["replicas"], 2)
+        self.assertEqual(self.option("--instance"), "$(POD_NAME)")
+        self.assertEqual(self.env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"],
+                         "metadata.name")
+        self.assertTrue(self.option("--etcd-endpoints").startswith("https://"))
+        # Each its own state, on its own volume.
+        state_dir = os.path.dirname(self.option("--state"))
+        (mount,) = [m for m in self.container["volumeMounts"] if m["mountPath"] == state_dir]
+        claims = [c["metadata"]["name"] for c in self.set["spec"]["volumeClaimTemplates"]]
+        self.assertEqual(claims, [mount["name"]])
+        # Never on one node together.
+        anti = self.set["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"]
+        self.assertEqual(anti["requiredDuringSchedulingIgnoredDuringExecution"][0]["topologyKey"],
+                         "kubernetes.io/hostname")
+
+    def test_every_file_it_reads_is_mounted(self):
+        mounts = [m["mountPath"].rstrip("/") + "/" for m in self.container["volumeMounts"]]
+        for flag in ("--tls-cert", "--tls-key", "--tls-client-ca", "--operator-token-file",
+                     "--etcd-tls-ca", "--etcd-tls-cert", "--etcd-tls-key"):
+            with self.subTest(flag=flag):
+                path = self.option(flag)
+                self.assertEqual(len([m for m in mounts if path.startswith(m)]), 1, path)
+
+    def test_the_worker_lists_exactly_its_instances(self):
+        # Headless: one DNS name per pod, NAME-i.SERVICE.NAMESPACE.svc.
+        self.assertEqual(self.service["spec"]["clusterIP"], "None")
+        self.assertEqual(self.set["spec"]["serviceName"], self.service["metadata"]["name"])
+        name, namespace = self.set["metadata"]["name"], self.set["metadata"]["namespace"]
+        port = self.option("--listen").rsplit(":", 1)[1]
+        wanted = [f"{name}-{i}.{self.service['metadata']['name']}.{namespace}.svc:{port}"
+                  for i in range(self.set["spec"]["replicas"])]
+        self.assertEqual(self.worker_env["TRAINSUP_SUPERVISOR"]["value"].split(","), wanted)
 
 
 class KubernetesCordonTest(unittest.TestCase):

@@ -29,6 +29,8 @@ import cluster  # tests/e2e/cluster.py, on the path through deploy_checks
 UNIT_SOURCE = os.path.join(REPO, "deploy", "systemd", "trainsupd.service")
 PREFIX = "/usr/local"  # CMake's default CMAKE_INSTALL_PREFIX: the unit's paths assume it
 INSTALLED_UNIT = PREFIX + "/share/trainsup/systemd/trainsupd.service"
+DROP_IN_SOURCE = os.path.join(REPO, "deploy", "systemd", "trainsupd-ha.conf")
+INSTALLED_DROP_IN = PREFIX + "/share/trainsup/systemd/trainsupd-ha.conf"
 
 
 def parse_unit(text):
@@ -67,30 +69,37 @@ def option_value(argv, flag):
     return None
 
 
+def install_root(tmp):
+    """A root holding an install of this build at PREFIX, the shipped unit
+    linked into etc/systemd/system as `systemctl link` does, and what of the
+    host the unit needs. Returns its path."""
+    build_dir = os.environ.get("TRAINSUP_BUILD_DIR") or os.path.join(REPO, "build")
+    cmake = os.environ.get("CMAKE") or "cmake"
+    root = os.path.join(tmp, "root")
+    subprocess.run([cmake, "--install", build_dir, "--prefix", root + PREFIX],
+                   check=True, capture_output=True, timeout=120)
+    # From the host: ExecReload's /bin/kill, and systemd's units (the
+    # default dependencies: sysinit.target, basic.target, ...).
+    os.makedirs(os.path.join(root, "usr", "bin"))
+    os.symlink("usr/bin", os.path.join(root, "bin"))
+    shutil.copy2(shutil.which("kill", path="/usr/bin:/bin"), os.path.join(root, "usr", "bin", "kill"))
+    shutil.copytree("/usr/lib/systemd/system",
+                    os.path.join(root, "usr", "lib", "systemd", "system"), symlinks=True)
+    # `systemctl link`: a symlink to the installed unit. Relative, so that
+    # it resolves inside the root, as it would in the real one.
+    links = os.path.join(root, "etc", "systemd", "system")
+    os.makedirs(links)
+    os.symlink(os.path.relpath(root + INSTALLED_UNIT, links),
+               os.path.join(links, "trainsupd.service"))
+    return root
+
+
 class SystemdUnitTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.trainsupd = binary("TRAINSUPD", "daemon/trainsupd")
-        build_dir = os.environ.get("TRAINSUP_BUILD_DIR") or os.path.join(REPO, "build")
-        cmake = os.environ.get("CMAKE") or "cmake"
         cls.tmp = tempfile.mkdtemp(prefix="trainsup-systemd-")
-        cls.root = os.path.join(cls.tmp, "root")
-        subprocess.run([cmake, "--install", build_dir, "--prefix", cls.root + PREFIX],
-                       check=True, capture_output=True, timeout=120)
-        # From the host: ExecReload's /bin/kill, and systemd's units (the
-        # default dependencies: sysinit.target, basic.target, ...).
-        os.makedirs(os.path.join(cls.root, "usr", "bin"))
-        os.symlink("usr/bin", os.path.join(cls.root, "bin"))
-        shutil.copy2(shutil.which("kill", path="/usr/bin:/bin"),
-                     os.path.join(cls.root, "usr", "bin", "kill"))
-        shutil.copytree("/usr/lib/systemd/system",
-                        os.path.join(cls.root, "usr", "lib", "systemd", "system"), symlinks=True)
-        # `systemctl link`: a symlink to the installed unit. Relative, so that
-        # it resolves inside the root, as it would in the real one.
-        links = os.path.join(cls.root, "etc", "systemd", "system")
-        os.makedirs(links)
-        os.symlink(os.path.relpath(cls.root + INSTALLED_UNIT, links),
-                   os.path.join(links, "trainsupd.service"))
+        cls.root = install_root(cls.tmp)
         with open(UNIT_SOURCE) as f:
             cls.unit_text = f.read()
         cls.unit = parse_unit(cls.unit_text)
@@ -195,6 +204,61 @@ class SystemdUnitTest(unittest.TestCase):
             self.assertEqual(daemon.wait(timeout=20), 0)
         finally:
             daemon.stop()
+
+
+class HighAvailabilityDropInTest(unittest.TestCase):
+    """deploy/systemd/trainsupd-ha.conf: the unit's command with an election
+    through etcd, installed as an administrator would (a copy in
+    etc/systemd/system/trainsupd.service.d/ha.conf)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.trainsupd = binary("TRAINSUPD", "daemon/trainsupd")
+        cls.tmp = tempfile.mkdtemp(prefix="trainsup-systemd-ha-")
+        cls.root = install_root(cls.tmp)
+        drop_ins = os.path.join(cls.root, "etc", "systemd", "system", "trainsupd.service.d")
+        os.makedirs(drop_ins)
+        shutil.copy2(cls.root + INSTALLED_DROP_IN, os.path.join(drop_ins, "ha.conf"))
+        with open(UNIT_SOURCE) as f:
+            unit = parse_unit(f.read())["Service"]
+        cls.unit_exec_start = shlex.split(values(unit, "ExecStart")[0])
+        with open(DROP_IN_SOURCE) as f:
+            cls.drop_in = parse_unit(f.read())["Service"]
+        # The first ExecStart= empties the unit's; the second replaces it.
+        cls.exec_starts = values(cls.drop_in, "ExecStart")
+        cls.exec_start = shlex.split(cls.exec_starts[-1])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_installed_drop_in_is_the_shipped_one(self):
+        with open(self.root + INSTALLED_DROP_IN) as f, open(DROP_IN_SOURCE) as g:
+            self.assertEqual(f.read(), g.read())
+
+    def test_verify_passes_with_it(self):
+        result = subprocess.run(["systemd-analyze", "verify", f"--root={self.root}",
+                                 "trainsupd.service"], capture_output=True, text=True, timeout=60)
+        self.assertEqual((result.returncode, result.stdout + result.stderr), (0, ""))
+
+    def test_every_flag_is_one_trainsupd_has(self):
+        known = help_flags([self.trainsupd])
+        flags = [w for w in self.exec_start[1:] if w.startswith("-")]
+        self.assertEqual([f for f in flags if f not in known], [])
+
+    def test_it_keeps_the_units_command_and_adds_the_election(self):
+        # The first ExecStart= empties the unit's list; the second is the command.
+        self.assertEqual(len(self.exec_starts), 2)
+        self.assertEqual(self.exec_starts[0], "")
+        self.assertEqual(self.exec_start[:len(self.unit_exec_start)], self.unit_exec_start)
+        added = self.exec_start[len(self.unit_exec_start):]
+        self.assertEqual(option_value(added, "--instance"), "%H")  # the host's name
+        endpoints = option_value(added, "--etcd-endpoints").split(",")
+        self.assertEqual(len(endpoints), 3)
+        self.assertTrue(all(e.startswith("https://") for e in endpoints), endpoints)
+        for flag in ("--etcd-tls-ca", "--etcd-tls-cert", "--etcd-tls-key"):
+            with self.subTest(flag=flag):
+                self.assertTrue(option_value(added, flag).startswith("/etc/trainsup/"))
 
 
 if __name__ == "__main__":
