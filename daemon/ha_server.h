@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "daemon/ha/election.h"
 #include "daemon/ha/etcd_election.h"
+#include "daemon/ha/etcd_state_log.h"
 #include "daemon/server.h"
 
 namespace trainsup {
@@ -22,7 +23,9 @@ struct HaOptions {
 
 // trainsupd under an election (docs/ha.md): a standby Server (listening,
 // refusing every call with the leader's address, deciding nothing) until the
-// election names this instance; then it restores its state and acts, until
+// election names this instance; then it loads the state shared through etcd
+// into its store, restores from it and acts (every decision committed to
+// etcd, fenced by its leadership, before it is acted on), until
 // it cannot be sure it still leads. A suspended leader acts again when the
 // election confirms it; one that lost the election for good starts over as a
 // fresh standby (its state in memory may be stale by then).
@@ -57,6 +60,9 @@ class HaServer {
   ServerOptions options_;  // the addresses as first bound, once started
   const HaOptions ha_;
   const Clock* const clock_;
+  // The state shared with the other instances, written fenced by election_;
+  // outlives every server.
+  std::unique_ptr<EtcdStateLog> shared_log_;
   std::unique_ptr<EtcdElection> election_;
   mutable absl::Mutex mu_;
   std::unique_ptr<Server> server_ ABSL_GUARDED_BY(mu_);

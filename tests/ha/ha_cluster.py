@@ -173,7 +173,7 @@ class Instance:
             return "\n".join(line for _, line in self.lines[-40:])
 
     def metrics(self):
-        """trainsup_leader* and trainsup_etcd* samples, or {} when unreachable."""
+        """trainsup_leader*, trainsup_etcd* and trainsup_fenced* samples, or {} when unreachable."""
         try:
             with urllib.request.urlopen(f"http://{self.metrics_address}/metrics",
                                         timeout=1) as r:
@@ -182,7 +182,7 @@ class Instance:
             return {}
         out = {}
         for line in text.splitlines():
-            m = re.match(r"(trainsup_(?:leader|etcd)\w*) (\S+)$", line)
+            m = re.match(r"(trainsup_(?:leader|etcd|fenced)\w*) (\S+)$", line)
             if m:
                 out[m.group(1)] = float(m.group(2))
         return out
