@@ -2,9 +2,12 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/options.h"
+#include "common/supervisor_addresses.h"
 #include "daemon/metric_family.h"
 #include "daemon/operator_snapshot.h"
 #include "prometheus/collectable.h"
@@ -88,6 +91,26 @@ class LeaderCollector : public prometheus::Collectable {
 
 }  // namespace
 
+absl::StatusOr<std::string> AdvertisedAddress(const std::string& advertise,
+                                              const std::string& bound) {
+  if (advertise.empty()) return bound;
+  std::string address = advertise;
+  // HOST alone (a name, an IPv4 address or a bracketed IPv6 one): the port bound.
+  const bool has_port = CheckHostPort(advertise).ok();
+  const bool bare_host = !absl::StrContains(advertise, ':') ||
+                         (absl::StartsWith(advertise, "[") && absl::EndsWith(advertise, "]"));
+  if (!has_port) address = absl::StrCat(advertise, ":", bound.substr(bound.rfind(':') + 1));
+  if (absl::Status s = CheckHostPort(address); !s.ok() || (!has_port && !bare_host)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--advertise-address ", advertise, ": give HOST or HOST:PORT"));
+  }
+  if (IsWildcardHost(address) || absl::EndsWith(address, ":0")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--advertise-address ", advertise, ": give an address clients can dial"));
+  }
+  return address;
+}
+
 absl::StatusOr<std::unique_ptr<Server>> HaServer::StartServer() {
   ServerOptions options = options_;
   options.standby = true;
@@ -96,8 +119,7 @@ absl::StatusOr<std::unique_ptr<Server>> HaServer::StartServer() {
   if (!server.ok()) return server;
   // Served only while leading (a standby refuses every call), by then
   // election_ is set.
-  (*server)->SetStatusSource(
-      [this, address = (*server)->grpc_address()] { return Status(address); });
+  (*server)->SetStatusSource([this] { return Status(advertised_); });
   return server;
 }
 
@@ -147,8 +169,15 @@ absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& o
   // A server started again (after a lost election) binds the same ports.
   s->options_.listen = (*server)->grpc_address();
   if (!options.metrics_listen.empty()) s->options_.metrics_listen = (*server)->metrics_address();
+  absl::StatusOr<std::string> advertised = AdvertisedAddress(ha.advertise, s->options_.listen);
+  if (!advertised.ok()) return advertised.status();
+  s->advertised_ = *std::move(advertised);
+  if (IsWildcardHost(s->advertised_)) {
+    TRAINSUP_LOG_WARN("the election names this instance %s, which clients cannot dial to "
+                      "follow it: give --advertise-address", s->advertised_);
+  }
   EtcdElectionOptions etcd = ha.etcd;
-  etcd.value = absl::StrCat(ha.instance, " ", (*server)->grpc_address());
+  etcd.value = absl::StrCat(ha.instance, " ", s->advertised_);
   absl::StatusOr<std::unique_ptr<EtcdElection>> election = EtcdElection::Start(etcd, clock);
   if (!election.ok()) return election.status();
   (*server)->AddCollectable(

@@ -18,6 +18,10 @@ namespace trainsup {
 struct HaOptions {
   // This instance's name, unique among the instances of one election.
   std::string instance;
+  // The gRPC address the election names for this instance, which clients
+  // follow to it (--advertise-address): HOST:PORT, or HOST (with the port
+  // bound). Default: the address bound (--listen).
+  std::string advertise;
   EtcdElectionOptions etcd;  // its `value` is filled in: "NAME ADDRESS"
 };
 
@@ -30,6 +34,12 @@ struct HaOptions {
 // election confirms it; one that lost the election for good starts over as a
 // fresh standby (its state in memory may be stale by then).
 // Thread-safe.
+// The address an instance proclaims: `advertise` (HOST:PORT, or HOST with
+// the port of `bound`), or `bound` when empty. InvalidArgument for a
+// wildcard host (0.0.0.0, [::]: no client can dial it) or a malformed one.
+absl::StatusOr<std::string> AdvertisedAddress(const std::string& advertise,
+                                              const std::string& bound);
+
 class HaServer {
  public:
   static absl::StatusOr<std::unique_ptr<HaServer>> Start(const ServerOptions& options,
@@ -58,6 +68,7 @@ class HaServer {
   v1::SupervisorStatus Status(const std::string& address) const;
 
   ServerOptions options_;  // the addresses as first bound, once started
+  std::string advertised_;  // the gRPC address the election names
   const HaOptions ha_;
   const Clock* const clock_;
   // The state shared with the other instances, written fenced by election_;

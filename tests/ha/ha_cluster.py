@@ -105,12 +105,12 @@ class Instance:
     """One trainsupd in the election. Its stderr lines are kept with the
     time.monotonic() they arrived at (`seen`)."""
 
-    def __init__(self, trainsupd, name, endpoints, ttl="2s", extra=()):
+    def __init__(self, trainsupd, name, endpoints, ttl="2s", extra=(), listen="127.0.0.1:0"):
         self.name = name
         self.lines = []  # (monotonic time, line)
         self.lock = threading.Condition()
         self.proc = subprocess.Popen(
-            [trainsupd, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+            [trainsupd, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
              "--etcd-endpoints", endpoints, "--instance", name, "--etcd-lease-ttl", ttl,
              *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
