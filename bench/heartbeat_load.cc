@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "bench/step_report.h"
 #include "common/clock.h"
 #include "common/credentials.h"
 #include "daemon/core/supervisor.h"
@@ -196,24 +197,10 @@ void SweepAtScale(int ranks, bool signals) {
   const auto fill_start = std::chrono::steady_clock::now();
   for (int step = 0; step < 60; ++step) {
     for (int n = 0; n < nodes; ++n) {
-      NodeReportInfo report;
-      report.generation = 1;
-      report.launcher.state = LauncherState::kRunning;
-      for (int r = n * per_node; r < std::min(ranks, (n + 1) * per_node); ++r) {
-        Heartbeat hb;
-        hb.kind = HeartbeatKind::kStep;
-        hb.job = "scale";
-        hb.rank = r;
-        hb.local_rank = r % per_node;
-        hb.world_size = ranks;
-        hb.pid = 1000 + r;
-        hb.step = step;
-        hb.step_duration_s = 0.1;
-        hb.compute_s = 0.08 + 0.0001 * (r % 7);
-        hb.generation = 1;
-        if (signals) AddSignals(step, r, &hb);
-        report.heartbeats.push_back(std::move(hb));
-        if (step == 0) report.processes.push_back({static_cast<uint32_t>(r), 0, 1000u + r, 1, true});
+      NodeReportInfo report = StepReport("scale", n * per_node,
+                                         std::min(ranks, (n + 1) * per_node), per_node, ranks, step);
+      if (signals) {
+        for (Heartbeat& hb : report.heartbeats) AddSignals(step, static_cast<int>(hb.rank), &hb);
       }
       (void)core.Report(t0 + absl::Milliseconds(100 * step), sessions[n], report);
     }

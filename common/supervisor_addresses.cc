@@ -10,16 +10,12 @@
 #include "common/options.h"
 
 namespace trainsup {
-namespace {
 
-// A host a server binds to but no client can dial.
 bool IsWildcardHost(absl::string_view address) {
   const size_t colon = address.rfind(':');
   const absl::string_view host = address.substr(0, colon);
   return host.empty() || host == "0.0.0.0" || host == "[::]" || host == "::";
 }
-
-}  // namespace
 
 absl::StatusOr<SupervisorAddresses> SupervisorAddresses::Parse(absl::string_view list) {
   std::vector<std::string> addresses;

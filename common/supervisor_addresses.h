@@ -15,6 +15,10 @@ namespace trainsup {
 // HOST:PORT, or empty when it does not know one (docs/ha.md).
 inline constexpr char kLeaderMetadataKey[] = "trainsup-leader";
 
+// Whether HOST:PORT's host is one a server binds to but no client can dial
+// (0.0.0.0, [::], empty).
+bool IsWildcardHost(absl::string_view address);
+
 // The trainsupd instances a client was given (`--supervisor a,b`) and the
 // one it talks to now. After a call that did not reach the leader, Next()
 // picks the address to try next: the leader a standby named, else the next

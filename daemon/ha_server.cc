@@ -2,9 +2,12 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "common/options.h"
+#include "common/supervisor_addresses.h"
 #include "daemon/metric_family.h"
 #include "daemon/operator_snapshot.h"
 #include "prometheus/collectable.h"
@@ -28,8 +31,8 @@ std::string LeaderAddress(const std::string& leader) { return Proclaimed(leader)
 // trainsup_leader and the election's figures, read at scrape time.
 class LeaderCollector : public prometheus::Collectable {
  public:
-  LeaderCollector(const EtcdElection* election, const Server* server)
-      : election_(election), server_(server) {}
+  LeaderCollector(const EtcdElection* election, const EtcdStateLog* log, const Server* server)
+      : election_(election), log_(log), server_(server) {}
 
   std::vector<MetricFamily> Collect() const override {
     const ElectionState state = election_->Current();
@@ -55,26 +58,68 @@ class LeaderCollector : public prometheus::Collectable {
                                 "Round trip of the last renewal of the election lease.",
                                 MetricType::Gauge);
     AddSample(renew, {}, absl::ToDoubleSeconds(election_->last_renew_latency()));
-    return {std::move(leader), std::move(epoch), std::move(won), std::move(changes),
-            std::move(renew)};
+    MetricFamily refused = Family(
+        "trainsup_fenced_writes_refused_total",
+        "Writes to the shared state refused because this trainsupd no longer held its "
+        "leadership (etcd's compare on its election key failed, or it was no longer elected); "
+        "none was acted on.",
+        MetricType::Counter);
+    AddSample(refused, {}, static_cast<double>(log_->refused()));
+    MetricFamily written = Family("trainsup_etcd_state_writes_total",
+                                  "Journals committed to the shared state in etcd.",
+                                  MetricType::Counter);
+    AddSample(written, {}, static_cast<double>(log_->appended()));
+    MetricFamily failed = Family(
+        "trainsup_etcd_state_write_failures_total",
+        "Writes to the shared state etcd did not answer (retried while still elected).",
+        MetricType::Counter);
+    AddSample(failed, {}, static_cast<double>(log_->unavailable()));
+    MetricFamily compactions = Family("trainsup_etcd_state_compactions_total",
+                                      "Compactions of the shared state's log into a snapshot.",
+                                      MetricType::Counter);
+    AddSample(compactions, {}, static_cast<double>(log_->compactions()));
+    return {std::move(leader),  std::move(epoch),  std::move(won),         std::move(changes),
+            std::move(renew),   std::move(refused), std::move(written),    std::move(failed),
+            std::move(compactions)};
   }
 
  private:
   const EtcdElection* const election_;
+  const EtcdStateLog* const log_;
   const Server* const server_;
 };
 
 }  // namespace
 
+absl::StatusOr<std::string> AdvertisedAddress(const std::string& advertise,
+                                              const std::string& bound) {
+  if (advertise.empty()) return bound;
+  std::string address = advertise;
+  // HOST alone (a name, an IPv4 address or a bracketed IPv6 one): the port bound.
+  const bool has_port = CheckHostPort(advertise).ok();
+  const bool bare_host = !absl::StrContains(advertise, ':') ||
+                         (absl::StartsWith(advertise, "[") && absl::EndsWith(advertise, "]"));
+  if (!has_port) address = absl::StrCat(advertise, ":", bound.substr(bound.rfind(':') + 1));
+  if (absl::Status s = CheckHostPort(address); !s.ok() || (!has_port && !bare_host)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--advertise-address ", advertise, ": give HOST or HOST:PORT"));
+  }
+  if (IsWildcardHost(address) || absl::EndsWith(address, ":0")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--advertise-address ", advertise, ": give an address clients can dial"));
+  }
+  return address;
+}
+
 absl::StatusOr<std::unique_ptr<Server>> HaServer::StartServer() {
   ServerOptions options = options_;
   options.standby = true;
+  options.shared_log = shared_log_.get();
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(options, clock_);
   if (!server.ok()) return server;
   // Served only while leading (a standby refuses every call), by then
   // election_ is set.
-  (*server)->SetStatusSource(
-      [this, address = (*server)->grpc_address()] { return Status(address); });
+  (*server)->SetStatusSource([this] { return Status(advertised_); });
   return server;
 }
 
@@ -110,17 +155,33 @@ absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& o
                                                           const Clock* clock) {
   if (ha.instance.empty()) return absl::InvalidArgumentError("--instance: empty");
   std::unique_ptr<HaServer> s(new HaServer(options, ha, clock));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeEtcdChannel(ha.etcd);
+  if (!channel.ok()) return channel.status();
+  EtcdStateLog::Options log_options;
+  log_options.key_prefix = ha.etcd.key_prefix;
+  log_options.call_timeout = ha.etcd.call_timeout;
+  // Written only while leading, when election_ is set.
+  s->shared_log_ = std::make_unique<EtcdStateLog>(*std::move(channel), log_options, [p = s.get()] {
+    return p->election_ == nullptr ? FencingToken{} : p->election_->Token();
+  });
   absl::StatusOr<std::unique_ptr<Server>> server = s->StartServer();
   if (!server.ok()) return server.status();
   // A server started again (after a lost election) binds the same ports.
   s->options_.listen = (*server)->grpc_address();
   if (!options.metrics_listen.empty()) s->options_.metrics_listen = (*server)->metrics_address();
+  absl::StatusOr<std::string> advertised = AdvertisedAddress(ha.advertise, s->options_.listen);
+  if (!advertised.ok()) return advertised.status();
+  s->advertised_ = *std::move(advertised);
+  if (IsWildcardHost(s->advertised_)) {
+    TRAINSUP_LOG_WARN("the election names this instance %s, which clients cannot dial to "
+                      "follow it: give --advertise-address", s->advertised_);
+  }
   EtcdElectionOptions etcd = ha.etcd;
-  etcd.value = absl::StrCat(ha.instance, " ", (*server)->grpc_address());
+  etcd.value = absl::StrCat(ha.instance, " ", s->advertised_);
   absl::StatusOr<std::unique_ptr<EtcdElection>> election = EtcdElection::Start(etcd, clock);
   if (!election.ok()) return election.status();
   (*server)->AddCollectable(
-      std::make_shared<LeaderCollector>(election->get(), server->get()));
+      std::make_shared<LeaderCollector>(election->get(), s->shared_log_.get(), server->get()));
   s->election_ = *std::move(election);
   {
     absl::MutexLock lock(&s->mu_);
@@ -217,7 +278,8 @@ void HaServer::Follow() {
       absl::StatusOr<std::unique_ptr<Server>> fresh = StartServer();
       if (fresh.ok()) {
         server_ = *std::move(fresh);
-        server_->AddCollectable(std::make_shared<LeaderCollector>(election_.get(), server_.get()));
+        server_->AddCollectable(
+            std::make_shared<LeaderCollector>(election_.get(), shared_log_.get(), server_.get()));
         break;
       }
       TRAINSUP_LOG_ERROR("restarting as a standby (attempt %d): %s", attempt,

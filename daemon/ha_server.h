@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "daemon/ha/election.h"
 #include "daemon/ha/etcd_election.h"
+#include "daemon/ha/etcd_state_log.h"
 #include "daemon/server.h"
 
 namespace trainsup {
@@ -17,16 +18,28 @@ namespace trainsup {
 struct HaOptions {
   // This instance's name, unique among the instances of one election.
   std::string instance;
+  // The gRPC address the election names for this instance, which clients
+  // follow to it (--advertise-address): HOST:PORT, or HOST (with the port
+  // bound). Default: the address bound (--listen).
+  std::string advertise;
   EtcdElectionOptions etcd;  // its `value` is filled in: "NAME ADDRESS"
 };
 
 // trainsupd under an election (docs/ha.md): a standby Server (listening,
 // refusing every call with the leader's address, deciding nothing) until the
-// election names this instance; then it restores its state and acts, until
+// election names this instance; then it loads the state shared through etcd
+// into its store, restores from it and acts (every decision committed to
+// etcd, fenced by its leadership, before it is acted on), until
 // it cannot be sure it still leads. A suspended leader acts again when the
 // election confirms it; one that lost the election for good starts over as a
 // fresh standby (its state in memory may be stale by then).
 // Thread-safe.
+// The address an instance proclaims: `advertise` (HOST:PORT, or HOST with
+// the port of `bound`), or `bound` when empty. InvalidArgument for a
+// wildcard host (0.0.0.0, [::]: no client can dial it) or a malformed one.
+absl::StatusOr<std::string> AdvertisedAddress(const std::string& advertise,
+                                              const std::string& bound);
+
 class HaServer {
  public:
   static absl::StatusOr<std::unique_ptr<HaServer>> Start(const ServerOptions& options,
@@ -55,8 +68,12 @@ class HaServer {
   v1::SupervisorStatus Status(const std::string& address) const;
 
   ServerOptions options_;  // the addresses as first bound, once started
+  std::string advertised_;  // the gRPC address the election names
   const HaOptions ha_;
   const Clock* const clock_;
+  // The state shared with the other instances, written fenced by election_;
+  // outlives every server.
+  std::unique_ptr<EtcdStateLog> shared_log_;
   std::unique_ptr<EtcdElection> election_;
   mutable absl::Mutex mu_;
   std::unique_ptr<Server> server_ ABSL_GUARDED_BY(mu_);

@@ -391,6 +391,11 @@ int main(int argc, char** argv) {
   app.add_option("--instance", ha.instance,
                  "this trainsupd's name in the election (with --etcd-endpoints)")
       ->type_name("NAME");
+  app.add_option("--advertise-address", ha.advertise,
+                 "the gRPC address the election names for this instance, which agents and "
+                 "trainsupctl follow to it: HOST:PORT, or HOST with the port of --listen "
+                 "(default: --listen's address; needed when it is 0.0.0.0)")
+      ->type_name("ADDR");
   app.add_option("--etcd-tls-ca", ha.etcd.tls.ca_file,
                  "PEM bundle of the CA that signed etcd's certificates: TLS to etcd (https)")
       ->type_name("FILE");
@@ -414,6 +419,10 @@ int main(int argc, char** argv) {
   }
   if (ha.etcd.endpoints.empty() != ha.instance.empty()) {
     std::fprintf(stderr, "error: --etcd-endpoints and --instance go together\n");
+    return kExitUsage;
+  }
+  if (!ha.advertise.empty() && ha.instance.empty()) {
+    std::fprintf(stderr, "error: --advertise-address needs --etcd-endpoints and --instance\n");
     return kExitUsage;
   }
   options.core.step_window = static_cast<size_t>(step_window);

@@ -17,6 +17,7 @@
 #include "daemon/fence_runner.h"
 #include "daemon/grpc_log.h"
 #include "daemon/listen_check.h"
+#include "daemon/shared_journal_sink.h"
 #include "daemon/operator_snapshot.h"
 #include "daemon/state_store.h"
 #include "prometheus/exposer.h"
@@ -129,8 +130,14 @@ SupervisorOptions CoreOptions(const ServerOptions& options) {
 Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr<StateStore> store,
                std::unique_ptr<AccessControl> access)
     : store_(std::move(store)),
+      shared_log_(options.shared_log),
+      shared_sink_(shared_log_ == nullptr
+                       ? nullptr
+                       : std::make_unique<SharedJournalSink>(
+                             store_.get(), shared_log_,
+                             [this](const std::string& why) { gate_.Close("fenced: " + why); })),
       access_(std::move(access)),
-      host_(CoreOptions(options), clock, store_.get()),
+      host_(CoreOptions(options), clock, store_.get(), shared_sink_.get()),
       stream_limits_(options.streams),
       collector_(std::make_shared<SupervisorCollector>(&host_, options.metrics, &stream_stats_)),
       descriptor_collector_(std::make_shared<DescriptorCollector>(options.streams.max_streams,
@@ -287,6 +294,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerOptions& optio
     absl::StatusOr<std::unique_ptr<StateStore>> opened = StateStore::Open(options.state_path);
     if (!opened.ok()) return opened.status();
     store = std::move(*opened);
+  } else if (options.shared_log != nullptr) {
+    absl::StatusOr<std::unique_ptr<StateStore>> opened = StateStore::OpenInMemory();
+    if (!opened.ok()) return opened.status();
+    store = std::move(*opened);
   }
   std::unique_ptr<Server> server(
       new Server(options, clock, std::move(store), *std::move(access)));
@@ -357,6 +368,10 @@ absl::Status Server::Lead(const ActingDeadline* deadline) {
   {
     absl::MutexLock lock(&lead_mu_);
     if (!restored_) {
+      // The store as the shared state has it, before anything is restored.
+      if (shared_log_ != nullptr) {
+        if (absl::Status s = LoadSharedState(shared_log_, store_.get()); !s.ok()) return s;
+      }
       // After the fence runner: the fences the store kept as pending run again.
       if (absl::Status s = host_.Restore(); !s.ok()) return s;
       restored_ = true;

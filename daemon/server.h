@@ -30,6 +30,8 @@ class Exposer;
 
 namespace trainsup {
 class FenceRunner;
+class SharedJournalSink;
+class SharedLog;
 class StateStore;
 }  // namespace trainsup
 
@@ -44,8 +46,14 @@ struct ServerOptions {
   bool standby = false;
   // Prometheus exposition at /metrics. Empty: no metrics endpoint.
   std::string metrics_listen = "127.0.0.1:9741";
-  // SQLite state store (WAL). Empty: nothing survives a restart.
+  // SQLite state store (WAL). Empty: nothing survives a restart (under an
+  // election with a shared log: the store is kept in memory).
   std::string state_path;
+  // Under an election: the state shared with the other instances (not
+  // owned; must outlive the server). Lead() loads the store from it, and
+  // every journal is committed to it, fenced by the leadership, before it
+  // is acted on (docs/ha.md). Default: none.
+  SharedLog* shared_log = nullptr;
   // Run for each quarantined node as `COMMAND NODE REASON`. Empty: none.
   std::string fence_command;
   // Run as `COMMAND NODE REASON` when an operator lifts a node's quarantine,
@@ -102,8 +110,8 @@ class Server {
   // Times the gRPC listener was rebuilt.
   uint64_t listener_restarts() const { return listener_restarts_.load(); }
 
-  // Under an election (docs/ha.md). Lead(): restores the state store (the
-  // first time) and starts acting. StandBy(): stops acting at once (calls
+  // Under an election (docs/ha.md). Lead(): loads the shared state into
+  // the store and restores from it (the first time) and starts acting. StandBy(): stops acting at once (calls
   // refused with `why`, sweeps skipped, agent streams ended at their next
   // message); the state in memory is kept for a Lead() that follows;
   // `leader`, the leader's gRPC address when known, goes with each refusal
@@ -142,6 +150,8 @@ class Server {
 
   std::unique_ptr<StateStore> store_;  // before host_: the host uses it
   ServingGate gate_;  // before access_, which reads it
+  SharedLog* const shared_log_;
+  std::unique_ptr<SharedJournalSink> shared_sink_;  // before host_, which writes to it
   std::unique_ptr<AccessControl> access_;  // before the services: they use it
   std::unique_ptr<ServerCertificates> certificates_;
   std::shared_ptr<SecurityCollector> security_collector_;

@@ -7,12 +7,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "daemon/store/changeset.h"
 #include "daemon/store/provenance.h"
 #include "daemon/store/schema.h"
 #include "daemon/store/sqlite.h"
@@ -64,7 +66,7 @@ absl::StatusOr<int> LockFile(const std::string& path) {
 
 // Checks and prepares the database. Reads before it writes, so that a file
 // that is not a database or is corrupt is refused unmodified.
-absl::Status Initialize(const Db& db) {
+absl::Status Initialize(const Db& db, bool in_memory) {
   sqlite3_extended_result_codes(db.handle, 1);
   sqlite3_busy_timeout(db.handle, kBusyTimeoutMs);
   if (sqlite3_db_readonly(db.handle, "main") == 1) {
@@ -92,6 +94,10 @@ absl::Status Initialize(const Db& db) {
   status = store::CheckSchema(db, &schema);
   if (!status.ok()) return status;
 
+  if (in_memory) {
+    return InTransaction(db, "BEGIN IMMEDIATE",
+                         [&]() { return store::CreateOrMigrate(db, schema); });
+  }
   // Switched only once the file passed the checks above. The WAL index is
   // shared memory (the -shm file beside the database), which readers map too.
   std::string journal_mode;
@@ -127,7 +133,20 @@ absl::StatusOr<std::unique_ptr<StateStore>> StateStore::Open(const std::string& 
       path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, nullptr);
   store->db_ = db;
   if (rc != SQLITE_OK) return SqliteStatus(path, db, rc, "opening");
-  absl::Status status = Initialize(Db{db, store->path_});
+  absl::Status status = Initialize(Db{db, store->path_}, /*in_memory=*/false);
+  if (!status.ok()) return status;
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<StateStore>> StateStore::OpenInMemory() {
+  std::unique_ptr<StateStore> store(new StateStore(":memory:", -1));
+  sqlite3* db = nullptr;
+  const int rc = sqlite3_open_v2(":memory:", &db,
+                                 SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                                 nullptr);
+  store->db_ = db;
+  if (rc != SQLITE_OK) return SqliteStatus(store->path_, db, rc, "opening");
+  absl::Status status = Initialize(Db{db, store->path_}, /*in_memory=*/true);
   if (!status.ok()) return status;
   return store;
 }
@@ -138,10 +157,15 @@ StateStore::~StateStore() {
   if (rc != SQLITE_OK) {
     TRAINSUP_LOG_ERROR("state database %s: closing failed: %s", path_, sqlite3_errstr(rc));
   }
-  close(lock_fd_);  // and with it the flock
+  if (lock_fd_ >= 0) close(lock_fd_);  // and with it the flock
 }
 
 absl::Status StateStore::Apply(const Journal& journal, Sync sync) {
+  return Apply(journal, sync, nullptr);
+}
+
+absl::Status StateStore::Apply(const Journal& journal, Sync sync, std::string* changeset) {
+  if (changeset != nullptr) changeset->clear();
   if (journal.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   const Db db{db_, path_};
@@ -152,12 +176,15 @@ absl::Status StateStore::Apply(const Journal& journal, Sync sync) {
     absl::Status s = Exec(db, "PRAGMA synchronous = FULL", "setting synchronous mode");
     if (!s.ok()) return s;
   }
+  std::optional<store::ChangeRecorder> recorder;
+  if (changeset != nullptr) recorder.emplace(db);
   absl::Status status = InTransaction(db, "BEGIN IMMEDIATE", [&]() {
     for (const TableCodec* table : Tables()) {
       if (absl::Status s = table->write(db, journal); !s.ok()) return s;
     }
     return absl::OkStatus();
   });
+  if (status.ok() && recorder.has_value()) status = recorder->Take(changeset);
   if (full) {
     absl::Status s = Exec(db, "PRAGMA synchronous = NORMAL", "setting synchronous mode");
     if (status.ok()) status = s;
@@ -196,6 +223,16 @@ absl::StatusOr<PersistedState> StateStore::Load(size_t max_events, size_t max_fa
   });
   if (!status.ok()) return status;
   return state;
+}
+
+absl::Status StateStore::SnapshotShared(std::string* changeset) {
+  absl::MutexLock lock(&mu_);
+  return store::SnapshotShared(Db{db_, path_}, changeset);
+}
+
+absl::Status StateStore::ReplaceShared(const std::vector<std::string>& changesets) {
+  absl::MutexLock lock(&mu_);
+  return store::ReplaceShared(Db{db_, path_}, changesets);
 }
 
 absl::Status StateStore::PutProvenance(const std::string& job,

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -57,6 +58,9 @@ class StateStore : public JournalSink {
   //                       created (missing directory, permissions)
   // A file that is refused is left unmodified.
   static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path);
+  // A store in memory (nothing survives the process): the local copy of an
+  // instance whose state is shared through etcd and that has no --state.
+  static absl::StatusOr<std::unique_ptr<StateStore>> OpenInMemory();
 
   StateStore(const StateStore&) = delete;
   StateStore& operator=(const StateStore&) = delete;
@@ -71,6 +75,16 @@ class StateStore : public JournalSink {
   // fences are upserted by node, cleared ones deleted.
   absl::Status Apply(const Journal& journal, Sync sync) override;
   absl::Status Apply(const Journal& journal) { return Apply(journal, Sync::kNormal); }
+  // Apply, and also sets `changeset` to what it changed in the tables shared
+  // through etcd (store/changeset.h; "" when it changed none of them).
+  absl::Status Apply(const Journal& journal, Sync sync, std::string* changeset);
+
+  // A changeset that inserts every row of the shared tables as they are now.
+  absl::Status SnapshotShared(std::string* changeset);
+  // Replaces the shared tables' rows with those `changesets` make, applied
+  // in order to empty tables, in one transaction. The history (events,
+  // stacks, provenance) is kept.
+  absl::Status ReplaceShared(const std::vector<std::string>& changesets);
 
   // Everything stored: every node and every job (latest row of each, by
   // name), and the most recent `max_failures` failures, `max_restarts`
@@ -99,7 +113,7 @@ class StateStore : public JournalSink {
   StateStore(std::string path, int lock_fd) : path_(std::move(path)), lock_fd_(lock_fd) {}
 
   const std::string path_;
-  const int lock_fd_;  // owned: the file, flock()ed while open
+  const int lock_fd_;  // owned: the file, flock()ed while open; -1 in memory
   absl::Mutex mu_;
   sqlite3* db_ ABSL_PT_GUARDED_BY(mu_) = nullptr;  // owned; set once by Open()
 };

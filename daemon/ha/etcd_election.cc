@@ -68,8 +68,8 @@ absl::StatusOr<std::string> ChannelTarget(const std::vector<std::string>& endpoi
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<EtcdElection>> EtcdElection::Start(
-    const EtcdElectionOptions& options, const Clock* clock) {
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeEtcdChannel(
+    const EtcdElectionOptions& options) {
   absl::StatusOr<std::string> target = ChannelTarget(options.endpoints, options.tls.enabled());
   if (!target.ok()) return target.status();
   // The files are read and checked now, with errors that name them.
@@ -79,9 +79,6 @@ absl::StatusOr<std::unique_ptr<EtcdElection>> EtcdElection::Start(
     return absl::Status(credentials.status().code(),
                         absl::StrCat("etcd: ", credentials.status().message()));
   }
-  if (options.ttl < absl::Seconds(2)) {
-    return absl::InvalidArgumentError("--etcd-lease-ttl: etcd grants no lease shorter than 2s");
-  }
   grpc::ChannelArguments args;
   args.SetLoadBalancingPolicyName("round_robin");
   // A member back after a restart is used again within a second (gRPC's
@@ -89,9 +86,20 @@ absl::StatusOr<std::unique_ptr<EtcdElection>> EtcdElection::Start(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  // The shared state is read in pages of up to 16 values of 1 MiB.
+  args.SetMaxReceiveMessageSize(64 << 20);
   ApplyServerName(options.tls, &args);
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(*target, *credentials, args);
-  std::unique_ptr<EtcdElection> e(new EtcdElection(options, clock, std::move(channel)));
+  return grpc::CreateCustomChannel(*target, *credentials, args);
+}
+
+absl::StatusOr<std::unique_ptr<EtcdElection>> EtcdElection::Start(
+    const EtcdElectionOptions& options, const Clock* clock) {
+  if (options.ttl < absl::Seconds(2)) {
+    return absl::InvalidArgumentError("--etcd-lease-ttl: etcd grants no lease shorter than 2s");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeEtcdChannel(options);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<EtcdElection> e(new EtcdElection(options, clock, *std::move(channel)));
   e->keepalive_ = std::thread([p = e.get()] { p->KeepAliveLoop(); });
   e->campaign_ = std::thread([p = e.get()] { p->CampaignLoop(); });
   return e;
@@ -133,6 +141,12 @@ ElectionState EtcdElection::Await(uint64_t seen, absl::Duration timeout) const {
   };
   mu_.AwaitWithTimeout(absl::Condition(&changed), timeout);
   return state_;
+}
+
+FencingToken EtcdElection::Token() const {
+  absl::MutexLock lock(&mu_);
+  if (leadership_.epoch() == 0) return {};
+  return {my_key_, leadership_.epoch()};
 }
 
 absl::Duration EtcdElection::last_renew_latency() const {

@@ -14,6 +14,7 @@
 #include "common/credentials.h"
 #include "daemon/ha/acting_deadline.h"
 #include "daemon/ha/election.h"
+#include "daemon/ha/etcd_state_log.h"
 #include "daemon/ha/leadership.h"
 #include "etcd/etcdserver/api/v3election/v3electionpb/v3election.grpc.pb.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
@@ -48,6 +49,10 @@ struct EtcdElectionOptions {
   absl::Duration campaign_timeout = absl::Seconds(60);
 };
 
+// A channel to etcd's members of `options` (endpoints, TLS); the files are
+// read and checked now.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeEtcdChannel(const EtcdElectionOptions& options);
+
 // Election through etcd's Election service on a lease this instance keeps
 // alive (Lease service: grant, keepalive every ttl/3, revoke). It campaigns
 // from Start() on, and decides its role with Leadership: a leader whose
@@ -71,6 +76,10 @@ class EtcdElection : public Election {
   ElectionState Await(uint64_t seen, absl::Duration timeout) const override;
   void Resign() override;
 
+  // What this instance's writes to the shared state are fenced on: its
+  // election key and epoch while elected (leading or suspended), else
+  // epoch 0.
+  FencingToken Token() const;
   // The last keepalive's round trip (zero before the first).
   absl::Duration last_renew_latency() const;
   // Until when this instance may act: moved with every renewal while it

@@ -105,12 +105,12 @@ class Instance:
     """One trainsupd in the election. Its stderr lines are kept with the
     time.monotonic() they arrived at (`seen`)."""
 
-    def __init__(self, trainsupd, name, endpoints, ttl="2s", extra=()):
+    def __init__(self, trainsupd, name, endpoints, ttl="2s", extra=(), listen="127.0.0.1:0"):
         self.name = name
         self.lines = []  # (monotonic time, line)
         self.lock = threading.Condition()
         self.proc = subprocess.Popen(
-            [trainsupd, "--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0",
+            [trainsupd, "--listen", listen, "--metrics-listen", "127.0.0.1:0",
              "--etcd-endpoints", endpoints, "--instance", name, "--etcd-lease-ttl", ttl,
              *extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -173,7 +173,7 @@ class Instance:
             return "\n".join(line for _, line in self.lines[-40:])
 
     def metrics(self):
-        """trainsup_leader* and trainsup_etcd* samples, or {} when unreachable."""
+        """trainsup_leader*, trainsup_etcd* and trainsup_fenced* samples, or {} when unreachable."""
         try:
             with urllib.request.urlopen(f"http://{self.metrics_address}/metrics",
                                         timeout=1) as r:
@@ -182,7 +182,7 @@ class Instance:
             return {}
         out = {}
         for line in text.splitlines():
-            m = re.match(r"(trainsup_(?:leader|etcd)\w*) (\S+)$", line)
+            m = re.match(r"(trainsup_(?:leader|etcd|fenced)\w*) (\S+)$", line)
             if m:
                 out[m.group(1)] = float(m.group(2))
         return out

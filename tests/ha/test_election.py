@@ -175,6 +175,30 @@ class ElectionTest(unittest.TestCase):
         wait_for(standby.leads, TTL + 1.5, "the standby to lead")
         print(f"\nSIGKILL -> new leader: {time.monotonic() - killed:.2f}s", file=sys.stderr)
 
+    def test_a_leader_on_a_wildcard_address_is_followed_at_the_one_it_advertises(self):
+        # Bound to every address: the election names the advertised one.
+        leader = Instance(TRAINSUPD, "a", self.etcd.endpoints, ttl=f"{TTL:g}s",
+                          listen="0.0.0.0:0", extra=["--insecure", "--advertise-address",
+                                                     "127.0.0.1"])
+        self.instances.append(leader)
+        wait_for(leader.leads, 15, "a to lead")
+        standby = self.start("b")
+        advertised = "127.0.0.1:" + leader.grpc.rsplit(":", 1)[1]
+        self.assertTrue(leader.grpc.startswith("0.0.0.0:"), leader.grpc)
+        wait_for(lambda: standby.seen(f"the leader is a {advertised}"), 30,
+                 "the standby to name the advertised address")
+        # The standby's refusals name it within its next look at the election.
+        followed = wait_for(lambda: (lambda r: r if r.returncode == 0 else None)(
+            self.ctl(standby, "status")), 10, "trainsupctl to follow the standby to the leader")
+        self.assertIn(f"leader: a at {advertised}, epoch", followed.stdout)
+        # Not an address to advertise.
+        bad = subprocess.run([TRAINSUPD, "--listen", "127.0.0.1:0", "--metrics-listen", "",
+                              "--etcd-endpoints", self.etcd.endpoints, "--instance", "c",
+                              "--advertise-address", "0.0.0.0"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--advertise-address 0.0.0.0: give an address clients can dial", bad.stderr)
+
     def candidates_include(self, instance):
         """Whether `instance` has a key in the election's line (etcdctl)."""
         out = subprocess.run(["etcdctl", "--endpoints", self.etcd.endpoints, "get", "--prefix",

@@ -198,34 +198,8 @@ int64_t RawCount(const std::string& path, const std::string& sql) {
   return count;
 }
 
-class StateStoreTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    std::string tmpl = ::testing::TempDir() + "state_store_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/state.db";
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::unique_ptr<StateStore> OpenOrDie() {
-    absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
-    EXPECT_TRUE(store.ok()) << store.status();
-    return store.ok() ? std::move(*store) : nullptr;
-  }
-
-  PersistedState LoadAll(StateStore& store) {
-    const size_t all = std::numeric_limits<size_t>::max();
-    absl::StatusOr<PersistedState> state = store.Load(all, all, all);
-    EXPECT_TRUE(state.ok()) << state.status();
-    return state.ok() ? *state : PersistedState{};
-  }
-
-  std::string dir_;
-  std::string path_;
-};
-
-TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
+// A journal with every kind of row, every field set (and some left empty).
+Journal EveryKindOfRow() {
   Journal journal;
   journal.nodes.push_back(
       {"node-a", true, "3 failures within 1h", kT0 + absl::Milliseconds(250), "policy"});
@@ -326,6 +300,38 @@ TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
     journal.events.push_back(MakeEvent(10 + k, static_cast<EventKind>(k)));
   }
 
+  return journal;
+}
+
+class StateStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = ::testing::TempDir() + "state_store_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/state.db";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::unique_ptr<StateStore> OpenOrDie() {
+    absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::Open(path_);
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  PersistedState LoadAll(StateStore& store) {
+    const size_t all = std::numeric_limits<size_t>::max();
+    absl::StatusOr<PersistedState> state = store.Load(all, all, all);
+    EXPECT_TRUE(state.ok()) << state.status();
+    return state.ok() ? *state : PersistedState{};
+  }
+
+  std::string dir_;
+  std::string path_;
+};
+
+TEST_F(StateStoreTest, EveryFieldOfEveryRowSurvivesCloseAndReopen) {
+  const Journal journal = EveryKindOfRow();
   {
     std::unique_ptr<StateStore> store = OpenOrDie();
     ASSERT_NE(store, nullptr);
@@ -1374,6 +1380,90 @@ TEST_F(StateStoreTest, AppliedJournalSurvivesAProcessThatDiesWithoutClosing) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(Dump(LoadAll(*store)), Dump(journal));
+}
+
+// What the tables shared through etcd hold (store/changeset.h): the state
+// without the per-instance history (events, stacks).
+std::string DumpShared(PersistedState state) {
+  state.events.clear();
+  state.stacks.clear();
+  state.event_counts.clear();
+  return Dump(state);
+}
+
+TEST_F(StateStoreTest, ChangesetsReplayedInOrderGiveAnotherStoreTheSameSharedState) {
+  std::unique_ptr<StateStore> leader = OpenOrDie();
+  ASSERT_NE(leader, nullptr);
+  std::vector<std::string> changesets(3);
+  Journal first = EveryKindOfRow();
+  first.fences.push_back({"node-a", "3 failures", kT0, true, FenceAction::kFence});
+  ASSERT_TRUE(leader->Apply(first, JournalSink::Sync::kNormal, &changesets[0]).ok());
+  // The decisions after it: node-a lifted and its fence done, a failure more.
+  Journal second;
+  second.nodes.push_back({"node-a", false, "operator", kT0 + absl::Seconds(5), "operator"});
+  second.fences.push_back({"node-a", "", kT0, false, FenceAction::kFence});
+  second.failures.push_back(MakeFailure(9));
+  ASSERT_TRUE(leader->Apply(second, JournalSink::Sync::kFull, &changesets[1]).ok());
+  // History only: nothing to share.
+  Journal history;
+  history.events.push_back(MakeEvent(100));
+  ASSERT_TRUE(leader->Apply(history, JournalSink::Sync::kNormal, &changesets[2]).ok());
+  EXPECT_FALSE(changesets[0].empty());
+  EXPECT_FALSE(changesets[1].empty());
+  EXPECT_TRUE(changesets[2].empty());
+
+  // A standby whose own copy is stale (a quarantine the leader never made,
+  // and its own events, which it keeps).
+  absl::StatusOr<std::unique_ptr<StateStore>> standby = StateStore::OpenInMemory();
+  ASSERT_TRUE(standby.ok()) << standby.status();
+  Journal stale;
+  stale.nodes.push_back({"node-z", true, "stale", kT0, "policy"});
+  stale.events.push_back(MakeEvent(1));
+  ASSERT_TRUE((*standby)->Apply(stale).ok());
+  ASSERT_TRUE((*standby)->ReplaceShared(changesets).ok());
+  const PersistedState got = LoadAll(**standby);
+  EXPECT_EQ(DumpShared(got), DumpShared(LoadAll(*leader)));
+  ASSERT_EQ(got.events.size(), 1u);  // its own history stays
+  EXPECT_EQ(got.events[0].id, 1u);
+  EXPECT_TRUE(got.fences.empty());  // the fence was done
+}
+
+TEST_F(StateStoreTest, SharedSnapshotCarriesEverySharedRowAndNothingElse) {
+  std::unique_ptr<StateStore> leader = OpenOrDie();
+  ASSERT_NE(leader, nullptr);
+  Journal journal = EveryKindOfRow();
+  journal.fences.push_back({"node-b", "stall", kT0, true, FenceAction::kFence});
+  ASSERT_TRUE(leader->Apply(journal).ok());
+  std::string snapshot;
+  ASSERT_TRUE(leader->SnapshotShared(&snapshot).ok());
+  ASSERT_FALSE(snapshot.empty());
+  // Taking it changed nothing.
+  EXPECT_EQ(Dump(LoadAll(*leader)), Dump(journal));
+
+  absl::StatusOr<std::unique_ptr<StateStore>> copy = StateStore::OpenInMemory();
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE((*copy)->ReplaceShared({snapshot}).ok());
+  const PersistedState got = LoadAll(**copy);
+  EXPECT_EQ(DumpShared(got), DumpShared(LoadAll(*leader)));
+  EXPECT_TRUE(got.events.empty());
+  EXPECT_TRUE(got.stacks.empty());
+
+  // A snapshot of empty tables is empty.
+  absl::StatusOr<std::unique_ptr<StateStore>> empty = StateStore::OpenInMemory();
+  ASSERT_TRUE(empty.ok());
+  ASSERT_TRUE((*empty)->SnapshotShared(&snapshot).ok());
+  EXPECT_TRUE(snapshot.empty());
+}
+
+TEST_F(StateStoreTest, AnUnreadableChangesetChangesNothing) {
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::OpenInMemory();
+  ASSERT_TRUE(store.ok());
+  Journal journal;
+  journal.nodes.push_back({"node-a", true, "kept", kT0, "policy"});
+  ASSERT_TRUE((*store)->Apply(journal).ok());
+  const absl::Status s = (*store)->ReplaceShared({"not a changeset at all"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_EQ(Dump(LoadAll(**store)), Dump(journal));
 }
 
 }  // namespace
