@@ -149,6 +149,9 @@ class SupervisorManifestTest(unittest.TestCase):
         wanted = [f"{name}-{i}.{self.service['metadata']['name']}.{namespace}.svc:{port}"
                   for i in range(self.set["spec"]["replicas"])]
         self.assertEqual(self.worker_env["TRAINSUP_SUPERVISOR"]["value"].split(","), wanted)
+        # The election names each pod by that name (--listen's 0.0.0.0 cannot be followed).
+        self.assertEqual(self.option("--advertise-address"),
+                         f"$(POD_NAME).{self.service['metadata']['name']}.{namespace}.svc")
 
 
 class KubernetesCordonTest(unittest.TestCase):

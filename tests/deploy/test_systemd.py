@@ -253,6 +253,8 @@ class HighAvailabilityDropInTest(unittest.TestCase):
         self.assertEqual(self.exec_start[:len(self.unit_exec_start)], self.unit_exec_start)
         added = self.exec_start[len(self.unit_exec_start):]
         self.assertEqual(option_value(added, "--instance"), "%H")  # the host's name
+        # --listen's 0.0.0.0 cannot be followed: the election names this instead.
+        self.assertEqual(option_value(added, "--advertise-address"), "%H")
         endpoints = option_value(added, "--etcd-endpoints").split(",")
         self.assertEqual(len(endpoints), 3)
         self.assertTrue(all(e.startswith("https://") for e in endpoints), endpoints)
