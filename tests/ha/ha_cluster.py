@@ -168,6 +168,14 @@ class Instance:
                                          + self.log())
                 self.lock.wait(left)
 
+    def led_at(self, after, timeout=5.0):
+        """The arrival time of its first "leading (epoch" line after `after`.
+        It may come a moment after the trainsup_leader metric turns 1 (the
+        metric is set as it takes over, the line logged once it has): waits
+        for it, up to `timeout`."""
+        self.wait_line(r"leading \(epoch", timeout, after=after)
+        return self.seen(r"leading \(epoch", after=after)
+
     def log(self):
         with self.lock:
             return "\n".join(line for _, line in self.lines[-40:])

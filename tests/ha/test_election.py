@@ -117,7 +117,7 @@ class ElectionTest(unittest.TestCase):
         killed = time.monotonic()
         leader.signal(signal.SIGKILL)
         wait_for(standby.leads, TTL + 1.5, "the standby to lead")
-        took = standby.seen(r"leading \(epoch", after=killed) - killed
+        took = standby.led_at(killed) - killed
         print(f"\nSIGKILL -> new leader: {took:.2f}s (TTL {TTL:g}s)", file=sys.stderr)
         new_epoch = standby.metrics()["trainsup_leader_epoch"]
         self.assertGreater(new_epoch, epoch)
@@ -131,7 +131,7 @@ class ElectionTest(unittest.TestCase):
         stopped = time.monotonic()
         leader.signal(signal.SIGTERM)
         wait_for(standby.leads, 1.0, "the standby to lead within 1s")
-        took = standby.seen(r"leading \(epoch", after=stopped) - stopped
+        took = standby.led_at(stopped) - stopped
         print(f"\nSIGTERM -> new leader: {took * 1000:.0f}ms", file=sys.stderr)
         self.assertEqual(leader.proc.wait(timeout=15), 0)
 

@@ -96,6 +96,7 @@ class FailoverTest(unittest.TestCase):
         a.signal(signal.SIGKILL)
         a.proc.wait(timeout=10)
         wait_for(b.leads, ttl + 10, what="the standby to lead")
+        b.led_at(killed)  # its line may follow the metric by a moment
         led = b.logged_at(r"leading \(epoch", after=killed)
         connected = {node: wait_for(lambda agent=agent: agent_connected_at(agent, b.grpc,
                                                                            killed_wall),
