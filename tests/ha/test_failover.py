@@ -66,6 +66,18 @@ class FailoverTest(unittest.TestCase):
             i.close()
         self.etcd.close()
 
+    def start_afresh(self):
+        """The next run starts afresh, a failed one's leader gone too: new
+        instances, a new job and a new etcd (the decisions are shared through
+        etcd: the last run's quarantines would carry over)."""
+        self.cluster.close()
+        for i in self.instances:
+            i.close()
+        self.etcd.close()
+        self.instances = []
+        self.cluster = Cluster()
+        self.etcd = EtcdCluster(3)
+
     def start_instance(self, name, ttl):
         i = Instance(self.cluster.trainsupd, name, self.etcd.endpoints, ttl=f"{ttl:g}s",
                      extra=DETECTION)
@@ -144,13 +156,11 @@ class FailoverTest(unittest.TestCase):
         for ttl in ttls:
             for run in range(runs):
                 with self.subTest(ttl=ttl, run=run):
-                    results.setdefault(ttl, []).append(self.run_failover(ttl, f"{ttl:g}-{run}"))
-                    # The next run starts afresh: a new job, new instances.
-                    self.cluster.close()
-                    for i in self.instances:
-                        i.close()
-                    self.instances = []
-                    self.cluster = Cluster()
+                    try:
+                        results.setdefault(ttl, []).append(
+                            self.run_failover(ttl, f"{ttl:g}-{run}"))
+                    finally:
+                        self.start_afresh()
         for ttl, figures in results.items():
             for k, what in enumerate(["new leader", "every agent reconnected",
                                       "first detection possible"]):
