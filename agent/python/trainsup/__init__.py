@@ -152,8 +152,10 @@ _QUEUE_FULL = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS))
 # helper on a thread that holds it, or under heavy contention for the GIL.
 _LOCK_WAIT_S = 0.001
 
-# The background retrier's pause between attempts.
+# The background retrier's pause between attempts, and how long it stays
+# once nothing is pending.
 _RETRY_INTERVAL_S = 0.01
+_RETRIER_IDLE_S = 0.5
 
 # At exit only: how long the final EXIT/EXCEPTION may wait for a full queue,
 # and the pause between attempts meanwhile.
@@ -558,8 +560,9 @@ class _Outbox:
     always a subsequence of what happened, in order). Pending messages are
     kept per slot (_SLOT_OF_KIND): a newer one replaces the pending one of its
     slot and moves to the back of the queue; the replaced one counts as
-    dropped. A daemon thread, started on the first refusal and gone once
-    nothing is pending, retries every _RETRY_INTERVAL_S, so that a rank
+    dropped. A daemon thread, started on the first refusal and gone
+    _RETRIER_IDLE_S after nothing is pending, retries every
+    _RETRY_INTERVAL_S, so that a rank
     blocked inside a collective still gets its last state out.
 
     Contracts: submit() returns within about _LOCK_WAIT_S and never raises;
@@ -847,17 +850,27 @@ class _Outbox:
 
     def _retry(self):
         """The retrier's body: one attempt every _RETRY_INTERVAL_S until
-        nothing is pending or the outbox is closed."""
+        nothing was pending for _RETRIER_IDLE_S (a queue full once is
+        often full again soon: a thread started costs the training loop
+        tens of microseconds) or the outbox is closed."""
+        idle_since = None
         while not self._closed.wait(_RETRY_INTERVAL_S):
+            now = _clock()
             with self._lock:  # held for microseconds by everyone else
-                self._take_inbox_locked()
-                self._flush_locked()
-                done = not self._pending
+                if self._pending or self._inbox:  # (a held message waits for its ride)
+                    self._take_inbox_locked()
+                    self._flush_locked()
+                if self._pending:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = now
+                done = idle_since is not None and now - idle_since >= _RETRIER_IDLE_S
                 if done:
                     self._retrier = None
             if done:
                 break
-        self._pump(_LOCK_WAIT_S)  # what reached the inbox while this thread held the lock
+        if self._inbox:  # what reached it while this thread held the lock
+            self._pump(_LOCK_WAIT_S)
 
 
 def should_checkpoint(plans, step):
