@@ -1043,7 +1043,9 @@ class RideTest(HelperTestCase):
         got = agent.collect_until(lambda got: got)
         self.assertGreaterEqual(_now() - held, trainsup._RIDE_MAX_AGE_S)
         self.assertEqual([(m["kind"], m["step"]) for m in got], [("HEARTBEAT_KIND_STEP", 4)])
-        self.assertFalse(hb._outbox.waiting())
+        # Counted, then out of the queue, just after the send.
+        _wait_until(lambda: not hb._outbox.waiting(), what="the queue to empty")
+        self.assertEqual((hb.sent, hb.dropped), (2, 0))
 
     def test_a_step_held_long_goes_at_the_next_plan_check(self):
         agent = self.agent()
