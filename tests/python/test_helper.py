@@ -1098,6 +1098,18 @@ class RideTest(HelperTestCase):
                          [("HEARTBEAT_KIND_STEP", 1), ("HEARTBEAT_KIND_COMPUTE_END", 2)])
         self.assertEqual(got[1]["datagrams_dropped"], 1)
 
+    def test_a_step_refused_when_the_next_one_comes_waits_with_it_in_order(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        hb.step(1)
+        filled = agent.fill()
+        hb.step(2)  # the first, refused, waits; the second queues behind it
+        hb.step(3)  # replaces the second (its slot), not the first
+        agent.discard(filled)
+        got = agent.collect_until(lambda got: len(got) >= 2)
+        self.assertEqual([m["step"] for m in got], [1, 3])
+        self.assertEqual(hb.dropped, 1)
+
     def test_an_agent_that_does_not_say_gets_one_message_a_datagram(self):
         agent = self.agent()
         hb = self.heartbeat(agent)

@@ -651,14 +651,14 @@ class _Outbox:
         pending. A message held before goes now."""
         if self._records < 2 or self._pending or self._inbox or not self._lock.acquire(False):
             return self.submit("progress", message)
-        retrier = lingerer = None
+        lingerer = None
         queued = self._pending or self._inbox  # since the check above
         try:
+            if not queued and self._rider is not None:
+                self._take_rider_locked()
+                self._flush_locked()
+                queued = bool(self._pending)  # refused: this one queues behind it
             if not queued:
-                if self._rider is not None:
-                    self._take_rider_locked()
-                    self._flush_locked()
-                    retrier = self._new_retrier_locked()
                 self._rider = message
                 self._rider_at = _clock()
                 if self._lingerer is None:
@@ -667,8 +667,6 @@ class _Outbox:
             self._lock.release()
         if queued:
             return self.submit("progress", message)
-        if retrier is not None:
-            self._start(retrier)
         if lingerer is not None:
             self._start(lingerer)
         return None
