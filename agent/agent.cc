@@ -299,7 +299,8 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
       {"TRAINSUP_JOB", options_.job},
       {"TRAINSUP_NODE", options_.node},
       {"TRAINSUP_GENERATION", absl::StrCat(generation)},
-      {"TRAINSUP_HEARTBEAT_FIELDS", absl::StrCat(HighestHeartbeatField())}};
+      {"TRAINSUP_HEARTBEAT_FIELDS", absl::StrCat(HighestHeartbeatField())},
+      {"TRAINSUP_HEARTBEAT_RECORDS", absl::StrCat(kMaxRecordsPerDatagram)}};
   // Where the supervisor says to resume (hb.resume_limit(), hb.skip_range()).
   if (resume_generation_ == generation && resume_.has_limit()) {
     env.emplace_back("TRAINSUP_RESUME_LIMIT", absl::StrCat(resume_.limit()));
@@ -344,36 +345,49 @@ void Agent::OnDatagrams() {
       batcher_.CountReject(v1::REJECT_REASON_WRONG_SENDER);
       return;
     }
-    std::variant<v1::RankHeartbeat, v1::RejectReason> decoded = DecodeHeartbeat(d.payload);
-    if (auto* reason = std::get_if<v1::RejectReason>(&decoded)) {
-      batcher_.CountReject(*reason);
-      return;
+    const std::vector<absl::string_view> records = SplitRecords(d.payload);
+    for (size_t i = 0; i < records.size(); ++i) {
+      // A record in front of another rode on a later event's datagram (the
+      // helper holds a STEP back until its next event): it is dated by
+      // when it happened, by the rank's clock (the same as the agent's).
+      const bool rode = i + 1 < records.size();
+      OnRankRecord(records[i], now, &watched_changed, rode);
     }
-    v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
-    if (hb.kind() == v1::HEARTBEAT_KIND_PROVENANCE) return OnRankProvenance(hb);
-    // Kept only for ranks that dropped something, and for at most so many
-    // of them: the rank number is the sender's word, not yet validated.
-    constexpr size_t kMaxRanksLogged = 4096;
-    auto it = rank_drops_logged_.find(hb.rank());
-    if (hb.datagrams_dropped() > 0 && it == rank_drops_logged_.end() &&
-        rank_drops_logged_.size() < kMaxRanksLogged) {
-      it = rank_drops_logged_.emplace(hb.rank(), 0).first;
-    }
-    if (it != rank_drops_logged_.end() && hb.datagrams_dropped() > it->second) {
-      uint64_t& logged = it->second;
-      TRAINSUP_LOG_WARN("rank %d: its helper gave up on %d datagram(s) so far (this socket's "
-                        "queue was full: raise net.unix.max_dgram_qlen for many ranks a node)",
-                        hb.rank(), hb.datagrams_dropped());
-      logged = hb.datagrams_dropped();
-    }
-    watched_changed |= watcher_.Observe(hb, state_->generation(), now);
-    // The job a heartbeat names goes up only when it is not this agent's
-    // (for the supervisor to refuse): 100k ranks' job names were ~10 MB/s.
-    if (hb.job() == options_.job) hb.clear_job();
-    batcher_.AddHeartbeat(std::move(hb), now);
   });
   drain_.Drained(now, count);
   if (watched_changed) PublishProcesses();
+}
+
+void Agent::OnRankRecord(absl::string_view record, absl::Duration now, bool* watched_changed,
+                         bool rode) {
+  std::variant<v1::RankHeartbeat, v1::RejectReason> decoded = DecodeHeartbeat(record);
+  if (auto* reason = std::get_if<v1::RejectReason>(&decoded)) {
+    batcher_.CountReject(*reason);
+    return;
+  }
+  v1::RankHeartbeat& hb = std::get<v1::RankHeartbeat>(decoded);
+  if (hb.kind() == v1::HEARTBEAT_KIND_PROVENANCE) return OnRankProvenance(hb);
+  // Kept only for ranks that dropped something, and for at most so many
+  // of them: the rank number is the sender's word, not yet validated.
+  constexpr size_t kMaxRanksLogged = 4096;
+  auto it = rank_drops_logged_.find(hb.rank());
+  if (hb.datagrams_dropped() > 0 && it == rank_drops_logged_.end() &&
+      rank_drops_logged_.size() < kMaxRanksLogged) {
+    it = rank_drops_logged_.emplace(hb.rank(), 0).first;
+  }
+  if (it != rank_drops_logged_.end() && hb.datagrams_dropped() > it->second) {
+    uint64_t& logged = it->second;
+    TRAINSUP_LOG_WARN("rank %d: its helper gave up on %d datagram(s) so far (this socket's "
+                      "queue was full: raise net.unix.max_dgram_qlen for many ranks a node)",
+                      hb.rank(), hb.datagrams_dropped());
+    logged = hb.datagrams_dropped();
+  }
+  *watched_changed |= watcher_.Observe(hb, state_->generation(), now);
+  // The job a heartbeat names goes up only when it is not this agent's
+  // (for the supervisor to refuse): 100k ranks' job names were ~10 MB/s.
+  if (hb.job() == options_.job) hb.clear_job();
+  const absl::Duration read_at = rode ? FailureTime(now, hb.monotonic_seconds()) : now;
+  batcher_.AddHeartbeat(std::move(hb), read_at);
 }
 
 void Agent::OnRankProvenance(const v1::RankHeartbeat& hb) {

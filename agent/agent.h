@@ -100,6 +100,10 @@ class Agent {
   // Reads every datagram queued on the rank socket (and notes the drain in
   // drain_).
   void OnDatagrams();
+  // One record of a datagram (SplitRecords), read at `now`; `rode`: it came
+  // in front of a later one.
+  void OnRankRecord(absl::string_view record, absl::Duration now, bool* watched_changed,
+                    bool rode);
   void OnSignals(int signal_fd);
   void OnSupervisorMessage(const v1::SupervisorMessage& message);
   // The supervisor refused the hello.

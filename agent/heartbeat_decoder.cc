@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -40,6 +41,39 @@ std::variant<v1::RankHeartbeat, v1::RejectReason> DecodeHeartbeat(absl::string_v
     return v1::REJECT_REASON_UNKNOWN_FIELD;
   }
   return v1::REJECT_REASON_INVALID_JSON;
+}
+
+std::vector<absl::string_view> SplitRecords(absl::string_view datagram) {
+  std::vector<absl::string_view> records;
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  size_t begin = 0;
+  for (size_t i = 0; i < datagram.size(); ++i) {
+    const char c = datagram[i];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && --depth == 0 &&
+               records.size() + 1 < kMaxRecordsPerDatagram) {
+      records.push_back(absl::StripLeadingAsciiWhitespace(datagram.substr(begin, i + 1 - begin)));
+      begin = i + 1;
+    }
+  }
+  const absl::string_view rest = datagram.substr(begin);
+  if (records.empty() || !absl::StripAsciiWhitespace(rest).empty()) {
+    records.push_back(records.empty() ? rest : absl::StripLeadingAsciiWhitespace(rest));
+  }
+  return records;
 }
 
 int HighestHeartbeatField() {

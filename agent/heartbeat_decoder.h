@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <variant>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "trainsup/v1/agent.pb.h"
@@ -20,6 +21,19 @@ constexpr size_t kMaxHeartbeatDatagramBytes = 4096;
 // schema does not have. Semantic checks (ranks, steps, names) are the
 // supervisor's, which sees the whole job.
 std::variant<v1::RankHeartbeat, v1::RejectReason> DecodeHeartbeat(absl::string_view datagram);
+
+// The most records one datagram may carry. The agent tells its ranks
+// (TRAINSUP_HEARTBEAT_RECORDS); a helper told so may put a record that can
+// wait (a STEP) in front of its next event's, one datagram instead of two.
+constexpr int kMaxRecordsPerDatagram = 8;
+
+// The records of one datagram, in their order: JSON objects one after
+// another (the helper puts a newline between them). A datagram without that
+// form comes back whole, for DecodeHeartbeat to judge: a single object over
+// several lines is one record, and so is anything that is not JSON. Split
+// only at the top level (braces inside strings do not count); at most
+// kMaxRecordsPerDatagram records, the last holding whatever is left. Pure.
+std::vector<absl::string_view> SplitRecords(absl::string_view datagram);
 
 // The highest field number of RankHeartbeat this agent decodes. The agent
 // tells its ranks (TRAINSUP_HEARTBEAT_FIELDS), so that a newer helper sends

@@ -32,7 +32,8 @@ struct ProcessObservation {
 // believed (a clock from another host or time namespace).
 inline constexpr absl::Duration kMaxFailureAge = absl::Seconds(60);
 
-// When a failure reported by a heartbeat began, in the agent's steady time:
+// When a failure reported by a heartbeat began (or when a record that rode
+// on a later datagram happened), in the agent's steady time:
 // the rank's CLOCK_MONOTONIC reading `monotonic_seconds` (the agent's steady
 // clock on the same host), at most kMaxFailureAge before `received_at` and
 // never after it; `received_at` when the rank gave no time (0, or not finite).

@@ -110,7 +110,7 @@ def main():
         reader = subprocess.Popen([sys.executable, "-c", _READER, path], stdout=subprocess.PIPE)
         reader.stdout.readline()
         os.environ.update(TRAINSUP_SOCKET=path, TRAINSUP_JOB="bench", TRAINSUP_GENERATION="1",
-                          TRAINSUP_HEARTBEAT_FIELDS="45")
+                          TRAINSUP_HEARTBEAT_FIELDS="45", TRAINSUP_HEARTBEAT_RECORDS="8")
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="8")
     try:
         hb = trainsup.Heartbeat(device_memory_capacity_bytes=80 << 30,

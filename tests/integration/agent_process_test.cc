@@ -851,6 +851,59 @@ TEST_F(AgentBinaryTest, ABurstBeyondOneDrainIsDeliveredOrCountedAsGivenUpOn) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
 }
 
+// A rank told TRAINSUP_HEARTBEAT_RECORDS sends a datagram of two records
+// (a STEP that rode on the next COMPUTE_BEGIN, as the helper does), then an
+// old single-record one: the supervisor gets the three heartbeats in their
+// order, the one that rode dated by when it happened (its queued_seconds
+// counts the ride).
+constexpr char kRecordsRank[] = R"(
+import json, os, socket, time
+assert int(os.environ['TRAINSUP_HEARTBEAT_RECORDS']) >= 2
+def record(kind, step, when):
+    return json.dumps({'kind': kind, 'job': os.environ['TRAINSUP_JOB'], 'rank': 0,
+                       'local_rank': 0, 'world_size': 1, 'pid': os.getpid(),
+                       'generation': int(os.environ['TRAINSUP_GENERATION']),
+                       'monotonic_seconds': when, 'step': step}, separators=(',', ':'))
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sock.connect(os.environ['TRAINSUP_SOCKET'])
+now = time.monotonic()
+sock.send((record('HEARTBEAT_KIND_STEP', 7, now - 2.0) + '\n' +
+           record('HEARTBEAT_KIND_COMPUTE_BEGIN', 8, now)).encode())
+sock.send(record('HEARTBEAT_KIND_COMPUTE_END', 8, now).encode())
+time.sleep(1000)
+)";
+
+TEST_F(AgentBinaryTest, ADatagramOfSeveralRecordsGoesUpAsTheirHeartbeatsInOrder) {
+  FakeSupervisor supervisor;
+  supervisor.SetWelcome(LaunchWelcome(2));
+  StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
+             {"/usr/bin/python3", "-c", kRecordsRank});
+  auto heartbeats_of = [](const std::vector<Received>& received) {
+    std::vector<v1::RankHeartbeat> out;
+    for (const v1::NodeReport& report : Reports(received)) {
+      for (const v1::RankHeartbeat& hb : report.heartbeats()) out.push_back(hb);
+    }
+    return out;
+  };
+  ASSERT_TRUE(supervisor.AwaitReceived([&](const std::vector<Received>& r) {
+    return heartbeats_of(r).size() >= 3;
+  })) << log();
+  const std::vector<v1::RankHeartbeat> got = heartbeats_of(supervisor.received());
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got[0].kind(), v1::HEARTBEAT_KIND_STEP);
+  EXPECT_EQ(got[0].step(), 7u);
+  EXPECT_EQ(got[1].kind(), v1::HEARTBEAT_KIND_COMPUTE_BEGIN);
+  EXPECT_EQ(got[1].step(), 8u);
+  EXPECT_EQ(got[2].kind(), v1::HEARTBEAT_KIND_COMPUTE_END);
+  EXPECT_GE(got[0].queued_seconds(), 2.0);  // it happened 2 s before its datagram
+  EXPECT_LT(got[1].queued_seconds(), 2.0);
+  EXPECT_DOUBLE_EQ(got[1].monotonic_seconds(), got[2].monotonic_seconds());
+
+  kill(agent_, SIGTERM);
+  const int status = AwaitAgent();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+}
+
 // A script that cannot import what it needs fails before any rank reports:
 // its agent sends the lines that say why with the command's failure, and
 // passes them on to its own stderr.

@@ -101,7 +101,8 @@ class FakeAgent:
         self.sock.setblocking(False)
 
     def messages(self):
-        """Every datagram received so far, parsed (_fill's left out)."""
+        """Every message received so far, parsed (_fill's left out); a
+        datagram of several records (a line each) gives each."""
         out = []
         while True:
             try:
@@ -109,7 +110,16 @@ class FakeAgent:
             except BlockingIOError:
                 return out
             if data != _FILLER:
-                out.append(_strict_json(data))
+                out.extend(_strict_json(line) for line in data.split(b"\n"))
+
+    def datagrams(self):
+        """Every datagram received so far, as bytes."""
+        out = []
+        while True:
+            try:
+                out.append(self.sock.recv(1 << 16))
+            except BlockingIOError:
+                return out
 
     def collect_until(self, done, timeout=10.0):
         """Reads datagrams until done(messages read so far) holds, waiting on
@@ -230,9 +240,10 @@ class HelperTestCase(unittest.TestCase):
         values.update(more)
         return _environ(**values)
 
-    def heartbeat(self, agent, **kwargs):
-        """A Heartbeat under `agent`, its START already taken off the socket."""
-        with self.agent_env(agent):
+    def heartbeat(self, agent, env=None, **kwargs):
+        """A Heartbeat under `agent` (and the variables `env`), its START
+        already taken off the socket."""
+        with self.agent_env(agent, **(env or {})):
             hb = trainsup.Heartbeat(**kwargs)
         self.addCleanup(hb.close)
         agent.messages()
@@ -475,35 +486,40 @@ class MessagesTest(HelperTestCase):
         start = self.one(agent, "HEARTBEAT_KIND_START")
         self.assertEqual((start["rank"], start["world_size"], start["generation"]), (0, 1, 0))
 
-    def test_every_datagram_is_json_dumps_text_of_its_fields(self):
+    def test_every_message_is_json_dumps_text_of_its_fields(self):
         # The helper writes the fixed part of a message once and formats the
         # rest: the bytes must be json.dumps's of the same fields in the same
-        # order (what the agent's decoder and every earlier helper took).
-        agent = self.agent()
-        with self.agent_env(agent, TRAINSUP_JOB='job "x" \u00e9'):
-            hb = trainsup.Heartbeat(device_memory_capacity_bytes=80 << 30)
-        self.addCleanup(hb.close)
-        with hb.compute():
-            pass
-        with hb.compute(step=7.5):  # not an int: the general encoder
-            pass
-        hb.step(1, loss=float("nan"), lr=3e-4, grad_norm=1e300, samples=8, tokens=8192,
-                device_memory_bytes=40 << 30, replica_digest=2.5, replica_group=0)
-        with hb.checkpointing(1):
-            pass
-        datagrams = []
-        while True:
-            try:
-                datagrams.append(agent.sock.recv(1 << 16))
-            except BlockingIOError:
-                break
-        self.assertEqual(len(datagrams), 8)  # with the START
-        for data in datagrams:
-            with self.subTest(data=data):
-                fields = json.loads(data)  # keeps the order of the keys
-                self.assertEqual(list(fields)[:8], ["job", "rank", "local_rank", "world_size",
-                                                    "pid", "generation", "restart_count", "kind"])
-                self.assertEqual(data, json.dumps(fields, separators=(",", ":")).encode())
+        # order (what the agent's decoder and every earlier helper took),
+        # alone in a datagram or a line of one (an agent that splits them).
+        for records, datagrams_expected in (("", 9), ("8", 8)):
+            with self.subTest(records=records):
+                agent = FakeAgent(tempfile.mkdtemp(prefix="tsup", dir=self.dir))
+                self.addCleanup(agent.close)
+                with self.agent_env(agent, TRAINSUP_JOB='job "x" \u00e9',
+                                    TRAINSUP_HEARTBEAT_RECORDS=records):
+                    hb = trainsup.Heartbeat(device_memory_capacity_bytes=80 << 30)
+                self.addCleanup(hb.close)
+                with hb.compute():
+                    pass
+                with hb.compute(step=7.5):  # not an int: the general encoder
+                    pass
+                hb.step(1, loss=float("nan"), lr=3e-4, grad_norm=1e300, samples=8,
+                        tokens=8192, device_memory_bytes=40 << 30, replica_digest=2.5,
+                        replica_group=0)
+                hb.step(2, loss=Tensorish(-float("inf")), lr=Tensorish(1), grad_norm=0.5,
+                        replica_digest=b"params")
+                with hb.checkpointing(2):  # the STEP rides on its CHECKPOINT_BEGIN
+                    pass
+                datagrams = agent.datagrams()
+                self.assertEqual(len(datagrams), datagrams_expected)  # with the START
+                lines = [line for data in datagrams for line in data.split(b"\n")]
+                self.assertEqual(len(lines), 9)
+                for line in lines:
+                    fields = json.loads(line)  # keeps the order of the keys
+                    self.assertEqual(list(fields)[:8],
+                                     ["job", "rank", "local_rank", "world_size", "pid",
+                                      "generation", "restart_count", "kind"])
+                    self.assertEqual(line, json.dumps(fields, separators=(",", ":")).encode())
 
     def test_every_message_uses_proto_field_names(self):
         agent = self.agent()
@@ -980,6 +996,131 @@ class ExitTest(HelperTestCase):
                 trainsup._at_exit()  # the interpreter's shutdown, which follows
         self.assertEqual([(m["kind"], m.get("exit_code")) for m in agent.messages()],
                          [("HEARTBEAT_KIND_STEP", None), ("HEARTBEAT_KIND_EXIT", 5)])
+
+
+class RideTest(HelperTestCase):
+    """A STEP rides on the rank's next message when the agent splits
+    datagrams (TRAINSUP_HEARTBEAT_RECORDS): one send a step fewer."""
+
+    def riding(self, agent, max_age=60.0):
+        """A Heartbeat whose STEP waits up to `max_age` seconds (a minute:
+        the tests' own pauses on a loaded machine do not send it)."""
+        patch = mock.patch.object(trainsup, "_RIDE_MAX_AGE_S", max_age)
+        patch.start()
+        self.addCleanup(patch.stop)
+        return self.heartbeat(agent, env={"TRAINSUP_HEARTBEAT_RECORDS": 8})
+
+    def test_a_step_goes_in_the_datagram_of_the_next_compute_begin(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        clock = FakeClock(50.0)
+        with mock.patch.object(trainsup.time, "monotonic", clock):
+            with hb.compute():
+                clock.now = 50.25
+            clock.now = 50.5
+            hb.step(0, loss=2.0)
+            self.assertEqual(agent.datagrams(), [mock.ANY, mock.ANY])  # the compute's
+            clock.now = 51.0
+            with hb.compute():
+                clock.now = 51.25
+        datagrams = agent.datagrams()
+        self.assertEqual(len(datagrams), 2)
+        step, begin = (_strict_json(line) for line in datagrams[0].split(b"\n"))
+        self.assertEqual((step["kind"], step["step"], step["monotonic_seconds"], step["loss"]),
+                         ("HEARTBEAT_KIND_STEP", 0, 50.5, 2.0))
+        self.assertEqual((begin["kind"], begin["step"], begin["monotonic_seconds"]),
+                         ("HEARTBEAT_KIND_COMPUTE_BEGIN", 1, 51.0))
+        self.assertEqual(_strict_json(datagrams[1])["kind"], "HEARTBEAT_KIND_COMPUTE_END")
+        self.assertEqual((hb.sent, hb.dropped), (6, 0))  # with the START
+
+    def test_a_step_no_message_follows_goes_on_its_own_within_a_tenth_of_a_second(self):
+        # The rank waits for its input after the step, or hangs there: its
+        # STEP reaches the agent all the same (the lingerer sends it).
+        agent = self.agent()
+        hb = self.riding(agent, max_age=trainsup._RIDE_MAX_AGE_S)
+        held = _now()
+        hb.step(4)
+        got = agent.collect_until(lambda got: got)
+        self.assertGreaterEqual(_now() - held, trainsup._RIDE_MAX_AGE_S)
+        self.assertEqual([(m["kind"], m["step"]) for m in got], [("HEARTBEAT_KIND_STEP", 4)])
+        # Counted, then out of the queue, just after the send.
+        _wait_until(lambda: not hb._outbox.waiting(), what="the queue to empty")
+        self.assertEqual((hb.sent, hb.dropped), (2, 0))
+
+    def test_a_step_held_long_goes_at_the_next_plan_check(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        hb.step(5)
+        hb.should_checkpoint(5)
+        self.assertEqual(agent.messages(), [])  # just held
+        hb._outbox._rider_at -= 60.0  # held a minute ago
+        hb.should_checkpoint(5)
+        self.assertEqual([m["step"] for m in agent.messages()], [5])
+
+    def test_a_second_step_sends_the_first(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        for step in range(3):
+            hb.step(step)
+        self.assertEqual([[m["step"] for m in _split(d)] for d in agent.datagrams()], [[0], [1]])
+        hb.verdict("transient")
+        self.assertEqual([[m["kind"] for m in _split(d)] for d in agent.datagrams()],
+                         [["HEARTBEAT_KIND_STEP", "HEARTBEAT_KIND_VERDICT"]])
+
+    def test_the_exit_takes_the_held_step_first(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        hb.step(9)
+        with self.assertRaises(SystemExit):
+            sys.exit(2)
+        self.assertEqual([[(m["kind"], m["step"]) for m in _split(d)] for d in agent.datagrams()],
+                         [[("HEARTBEAT_KIND_STEP", 9), ("HEARTBEAT_KIND_EXIT", 9)]])
+
+    def test_close_sends_the_held_step(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        hb.step(9)
+        hb.close()
+        self.assertEqual([m["step"] for m in agent.messages()], [9])
+        self.assertEqual((hb.sent, hb.dropped), (2, 0))
+
+    def test_a_refused_pair_waits_as_two_messages_and_goes_out_together(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        hb.step(1)
+        filled = agent.fill()
+        with hb.compute():  # refused with its STEP: both wait, the STEP not replaced
+            pass
+        self.assertEqual(hb.dropped, 1)  # the COMPUTE_BEGIN, replaced by the COMPUTE_END
+        agent.discard(filled)
+        got = agent.collect_until(lambda got: len(got) >= 2)
+        self.assertEqual([(m["kind"], m["step"]) for m in got],
+                         [("HEARTBEAT_KIND_STEP", 1), ("HEARTBEAT_KIND_COMPUTE_END", 2)])
+        self.assertEqual(got[1]["datagrams_dropped"], 1)
+
+    def test_a_step_refused_when_the_next_one_comes_waits_with_it_in_order(self):
+        agent = self.agent()
+        hb = self.riding(agent)
+        hb.step(1)
+        filled = agent.fill()
+        hb.step(2)  # the first, refused, waits; the second queues behind it
+        hb.step(3)  # replaces the second (its slot), not the first
+        agent.discard(filled)
+        got = agent.collect_until(lambda got: len(got) >= 2)
+        self.assertEqual([m["step"] for m in got], [1, 3])
+        self.assertEqual(hb.dropped, 1)
+
+    def test_an_agent_that_does_not_say_gets_one_message_a_datagram(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.step(1)
+        with hb.compute():
+            pass
+        self.assertEqual([len(_split(d)) for d in agent.datagrams()], [1, 1, 1])
+
+
+def _split(datagram):
+    return [_strict_json(line) for line in datagram.split(b"\n")]
 
 
 class VerdictTest(HelperTestCase):

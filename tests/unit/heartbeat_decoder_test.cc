@@ -5,6 +5,7 @@
 #include <string>
 #include <variant>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "trainsup/v1/agent.pb.h"
 #include "trainsup/v1/heartbeat.pb.h"
@@ -17,6 +18,8 @@ inline void PrintTo(RejectReason reason, std::ostream* os) { *os << RejectReason
 
 }  // namespace v1
 namespace {
+
+using ::testing::ElementsAre;
 
 // Every field of RankHeartbeat, with Protobuf's JSON mapping and proto field names.
 constexpr char kFullHeartbeat[] = R"json({
@@ -233,6 +236,58 @@ TEST(DecodeHeartbeatTest, ExceptionMessageOfOneKibibyteFitsTheLimit) {
 
   v1::RankHeartbeat hb = MustDecode(datagram);
   EXPECT_EQ(hb.exception_message().size(), 1024u);
+}
+
+TEST(SplitRecordsTest, OneObjectIsOneRecord) {
+  EXPECT_THAT(SplitRecords(R"({"kind":"HEARTBEAT_KIND_STEP","step":3})"),
+              ElementsAre(R"({"kind":"HEARTBEAT_KIND_STEP","step":3})"));
+  // Over several lines, as a person might send it: still one.
+  EXPECT_THAT(SplitRecords("{\n  \"rank\": 2,\n  \"job\": \"j\"\n}\n"),
+              ElementsAre("{\n  \"rank\": 2,\n  \"job\": \"j\"\n}"));
+}
+
+TEST(SplitRecordsTest, ObjectsOneAfterAnotherAreRecordsInTheirOrder) {
+  EXPECT_THAT(SplitRecords("{\"step\":1,\"kind\":\"HEARTBEAT_KIND_STEP\"}\n"
+                           "{\"step\":2,\"kind\":\"HEARTBEAT_KIND_COMPUTE_BEGIN\"}"),
+              ElementsAre(R"({"step":1,"kind":"HEARTBEAT_KIND_STEP"})",
+                          R"({"step":2,"kind":"HEARTBEAT_KIND_COMPUTE_BEGIN"})"));
+  // Nested objects and braces inside strings do not end a record.
+  EXPECT_THAT(SplitRecords(R"({"a":{"b":"}{\"}"}}{"c":"]"})"),
+              ElementsAre(R"({"a":{"b":"}{\"}"}})", R"({"c":"]"})"));
+}
+
+TEST(SplitRecordsTest, WhatIsNotJsonComesBackWholeForTheDecoderToRefuse) {
+  EXPECT_THAT(SplitRecords("hello"), ElementsAre("hello"));
+  EXPECT_THAT(SplitRecords(""), ElementsAre(""));
+  EXPECT_THAT(SplitRecords("}}{"), ElementsAre("}}{"));
+  // A record, then something else: the something else is a record of its own.
+  const std::vector<absl::string_view> two = SplitRecords(R"({"rank":1} junk)");
+  ASSERT_THAT(two, ElementsAre(R"({"rank":1})", "junk"));
+  EXPECT_EQ(ReasonOf(std::string(two[1])), v1::REJECT_REASON_INVALID_JSON);
+}
+
+TEST(SplitRecordsTest, AtMostTheLimitTheLastHoldingTheRest) {
+  std::string datagram;
+  for (int i = 0; i < kMaxRecordsPerDatagram + 2; ++i) datagram += R"({"rank":1})";
+  const std::vector<absl::string_view> records = SplitRecords(datagram);
+  ASSERT_EQ(records.size(), static_cast<size_t>(kMaxRecordsPerDatagram));
+  EXPECT_EQ(records.front(), R"({"rank":1})");
+  EXPECT_EQ(records.back(), R"({"rank":1}{"rank":1}{"rank":1})");
+  EXPECT_EQ(ReasonOf(std::string(records.back())), v1::REJECT_REASON_INVALID_JSON);
+}
+
+TEST(SplitRecordsTest, EachRecordOfACombinedDatagramDecodes) {
+  const std::vector<absl::string_view> records = SplitRecords(
+      "{\"kind\":\"HEARTBEAT_KIND_STEP\",\"rank\":1,\"step\":\"7\",\"loss\":\"NaN\"}\n"
+      "{\"kind\":\"HEARTBEAT_KIND_COMPUTE_BEGIN\",\"rank\":1,\"step\":8}");
+  ASSERT_EQ(records.size(), 2u);
+  const v1::RankHeartbeat step = MustDecode(std::string(records[0]));
+  const v1::RankHeartbeat begin = MustDecode(std::string(records[1]));
+  EXPECT_EQ(step.kind(), v1::HEARTBEAT_KIND_STEP);
+  EXPECT_EQ(step.step(), 7u);
+  EXPECT_TRUE(std::isnan(step.loss()));
+  EXPECT_EQ(begin.kind(), v1::HEARTBEAT_KIND_COMPUTE_BEGIN);
+  EXPECT_EQ(begin.step(), 8u);
 }
 
 }  // namespace

@@ -23,7 +23,9 @@ say where the supervisor wants the job to resume after a bad checkpoint or a
 loss spike.
 
 Guarantees: it never blocks the training loop for more than about a
-millisecond (one non-blocking datagram per event), never raises into it, and
+millisecond (one non-blocking datagram per event, or fewer: a STEP rides on
+the next event's datagram where the agent splits them, docs/heartbeats.md),
+never raises into it, and
 is a silent no-op when the process does not run under ``trainsup-agent`` (no
 ``TRAINSUP_SOCKET`` in the environment).
 
@@ -69,6 +71,7 @@ import errno
 import faulthandler
 import functools
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -149,13 +152,27 @@ _QUEUE_FULL = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS))
 # helper on a thread that holds it, or under heavy contention for the GIL.
 _LOCK_WAIT_S = 0.001
 
-# The background retrier's pause between attempts.
+# The background retrier's pause between attempts, and how long it stays
+# once nothing is pending.
 _RETRY_INTERVAL_S = 0.01
+_RETRIER_IDLE_S = 0.5
 
 # At exit only: how long the final EXIT/EXCEPTION may wait for a full queue,
 # and the pause between attempts meanwhile.
 _FINAL_PATIENCE_S = 0.1
 _SETTLE_INTERVAL_S = 0.002
+
+# A STEP waits for the rank's next message, to share its datagram (an agent
+# that splits datagrams into records, TRAINSUP_HEARTBEAT_RECORDS), at most
+# about this long (the outbox's lingerer sends it on its own then), and
+# the lingerer ends after _LINGER_IDLE_S without one.
+_RIDE_MAX_AGE_S = 0.05
+_LINGER_IDLE_S = 1.0
+
+# The largest datagram the agent reads (agent/heartbeat_decoder.h), and the
+# most characters a message gains on the way (datagrams_dropped, a newline).
+_MAX_DATAGRAM_BYTES = 4096
+_TAIL_CHARS = 48
 
 # The host RSS a step sends is at most this old (_ResidentSetSize).
 _RSS_MAX_AGE_S = 0.05
@@ -212,6 +229,8 @@ _SIGNAL_SETTINGS = {
     "spike_skip_steps": (0, 1e6, True),
     "spike_max_rollbacks": (0, 100, True),
 }
+
+_INF = math.inf
 
 # Deadlines use the real clock even where a test fakes time.monotonic.
 _clock = time.monotonic
@@ -280,6 +299,19 @@ def _number(value):
     return f
 
 
+def _number_json(value):
+    """_number's JSON text (json.dumps's), or None when it is not a number."""
+    if type(value) is not float:
+        value = _number(value)
+        if value is None:
+            return None
+        if type(value) is str:
+            return '"%s"' % value
+    elif value - value != 0.0:  # NaN or an infinity
+        return '"%s"' % _number(value)
+    return repr(value)
+
+
 def _duration(value):
     """A duration for the wire: finite and >= 0 (else 0, "not measured")."""
     try:
@@ -291,6 +323,8 @@ def _duration(value):
 
 def _count(value, limit):
     """A whole number in [0, limit] for a uint64 field, or None."""
+    if type(value) is int:
+        return value if 0 <= value <= limit else None
     try:
         n = int(value)
     except Exception:  # noqa: BLE001
@@ -298,11 +332,17 @@ def _count(value, limit):
     return n if 0 <= n <= limit else None
 
 
+_DOUBLE = struct.Struct("<d")
+_UINT64 = struct.Struct("<Q")
+
+
 def _digest(value):
     """A replica digest: 64 bits, as the decimal string Protobuf's JSON
     mapping takes for a uint64. An int is itself (modulo 2^64), a float (or
     a 0-d tensor) its IEEE-754 bits, bytes or a str their BLAKE2b-64. None
     when it is none of those."""
+    if type(value) is float:
+        return str(_UINT64.unpack(_DOUBLE.pack(value))[0])
     if isinstance(value, bool):
         value = int(value)
     if isinstance(value, int):
@@ -312,7 +352,7 @@ def _digest(value):
     if isinstance(value, (bytes, bytearray, memoryview)):
         return str(int.from_bytes(hashlib.blake2b(value, digest_size=8).digest(), "little"))
     try:
-        return str(struct.unpack("<Q", struct.pack("<d", float(value)))[0])
+        return str(_UINT64.unpack(_DOUBLE.pack(float(value)))[0])
     except Exception:  # noqa: BLE001
         return None
 
@@ -520,8 +560,9 @@ class _Outbox:
     always a subsequence of what happened, in order). Pending messages are
     kept per slot (_SLOT_OF_KIND): a newer one replaces the pending one of its
     slot and moves to the back of the queue; the replaced one counts as
-    dropped. A daemon thread, started on the first refusal and gone once
-    nothing is pending, retries every _RETRY_INTERVAL_S, so that a rank
+    dropped. A daemon thread, started on the first refusal and gone
+    _RETRIER_IDLE_S after nothing is pending, retries every
+    _RETRY_INTERVAL_S, so that a rank
     blocked inside a collective still gets its last state out.
 
     Contracts: submit() returns within about _LOCK_WAIT_S and never raises;
@@ -532,13 +573,25 @@ class _Outbox:
     without that field and the closing brace (Heartbeat._message). `path`:
     None when `sock` is connected to the agent's socket (send() skips the
     path's lookup that sendto() makes each time).
+
+    One datagram carries up to `records` messages, one JSON object a line,
+    when the agent splits them (TRAINSUP_HEARTBEAT_RECORDS): pending ones go
+    out together, and a message that can wait (hold(): a STEP) rides on the
+    next one. ``sent`` and ``dropped`` count messages, not datagrams.
     """
 
-    def __init__(self, sock, path):
+    def __init__(self, sock, path, records=1):
         self.sent = 0
         self.dropped = 0
         self._sock = sock
         self._path = path
+        self._records = max(1, records)
+        # The held message (hold()) and when it was held (_clock()); the
+        # lingerer (a thread, while messages are held) sends one that waited
+        # _RIDE_MAX_AGE_S.
+        self._rider = None
+        self._rider_at = 0.0
+        self._lingerer = None
         self._lock = threading.Lock()
         # (slot, message) not yet in the queue. Appended without the lock
         # (deque.append is atomic); emptied under it.
@@ -556,10 +609,29 @@ class _Outbox:
             retrier = None
             try:
                 if not self._pending and not self._inbox:
-                    self._pending[slot] = message  # kept if the send raises
-                    self._flush_locked()
-                    message = None
-                    retrier = self._new_retrier_locked()
+                    rider = self._rider
+                    try:
+                        if rider is None:
+                            if self._send_locked((message,)) == "sent":
+                                self.sent += 1
+                                message = None
+                        elif len(rider) + len(message) <= _MAX_DATAGRAM_BYTES - 2 * _TAIL_CHARS:
+                            if self._send_locked((rider, message)) == "sent":
+                                self._rider = None
+                                self.sent += 2
+                                message = None
+                    except BaseException:  # a signal handler's: kept, pending
+                        if self._rider is not None:
+                            self._take_rider_locked()
+                        self._pending[slot] = message
+                        raise
+                    if message is not None:  # refused, failed, too long: the queue's way
+                        if self._rider is not None:
+                            self._take_rider_locked()
+                        self._pending[slot] = message  # kept if the send raises
+                        self._flush_locked()
+                        message = None
+                        retrier = self._new_retrier_locked()
             finally:
                 self._lock.release()
             if retrier is not None:
@@ -570,6 +642,40 @@ class _Outbox:
                 return
         self._inbox.append((slot, message))
         self._pump(_LOCK_WAIT_S)
+
+    def hold(self, message):
+        """Holds `message` (a STEP, of the progress slot) for the next one,
+        to go out in its datagram: one send instead of two. Sent on its own
+        after about _RIDE_MAX_AGE_S when no other comes (the lingerer), or at
+        once when the agent takes one record a datagram or messages are
+        pending. A message held before goes now."""
+        if self._records < 2 or self._pending or self._inbox or not self._lock.acquire(False):
+            return self.submit("progress", message)
+        lingerer = None
+        queued = self._pending or self._inbox  # since the check above
+        try:
+            if not queued and self._rider is not None:
+                self._take_rider_locked()
+                self._flush_locked()
+                queued = bool(self._pending)  # refused: this one queues behind it
+            if not queued:
+                self._rider = message
+                self._rider_at = _clock()
+                if self._lingerer is None:
+                    lingerer = self._new_lingerer_locked()
+        finally:
+            self._lock.release()
+        if queued:
+            return self.submit("progress", message)
+        if lingerer is not None:
+            self._start(lingerer)
+        return None
+
+    def release_old(self):
+        """Sends the held message when it waited _RIDE_MAX_AGE_S (cheap
+        when none waits): the training loop's calls that send nothing."""
+        if self._rider is not None and _clock() - self._rider_at >= _RIDE_MAX_AGE_S:
+            self._pump(_LOCK_WAIT_S)
 
     def settle(self, patience):
         """At exit only, never from the training loop: tries again until
@@ -583,16 +689,20 @@ class _Outbox:
 
     def waiting(self):
         """Whether any message waits to be sent (read without the lock)."""
-        return bool(self._inbox) or bool(self._pending)
+        return bool(self._inbox) or bool(self._pending) or self._rider is not None
 
     def close(self):
-        """Gives up on what is pending (counted as dropped) and closes the socket."""
-        self._is_closed = True
-        self._closed.set()
+        """Sends a held message (one try), gives up on what is pending
+        (counted as dropped) and closes the socket."""
         if not self._lock.acquire(timeout=0.1):
+            self._is_closed = True
+            self._closed.set()
             return  # a holder is stuck under us (a signal handler): leave the socket
         try:
             self._take_inbox_locked()
+            self._flush_locked()
+            self._is_closed = True
+            self._closed.set()
             self.dropped += len(self._pending)
             self._pending.clear()
             try:
@@ -626,33 +736,55 @@ class _Outbox:
                 return
 
     def _take_inbox_locked(self):
+        if self._rider is not None:  # older than anything in the inbox
+            self._take_rider_locked()
         while self._inbox:
             slot, message = self._inbox.popleft()
             if self._pending.pop(slot, None) is not None:
                 self.dropped += 1
             self._pending[slot] = message
 
+    def _take_rider_locked(self):
+        """The held message joins the queue, in its own slot (a newer
+        progress message does not replace it)."""
+        if self._pending.pop("ride", None) is not None:
+            self.dropped += 1
+        self._pending["ride"] = self._rider
+        self._rider = None
+
     def _flush_locked(self):
-        """Sends pending messages, oldest first, until the agent refuses one."""
-        while self._pending:
-            slot, message = next(iter(self._pending.items()))
-            outcome = self._send_locked(message)
+        """Sends pending messages, oldest first, until the agent refuses
+        one: as many a datagram as the agent takes (_records) and fit."""
+        pending = self._pending
+        while pending:
+            messages = []
+            size = 0
+            for message in itertools.islice(pending.values(), self._records):
+                size += len(message) + _TAIL_CHARS  # ASCII: json's escapes
+                if messages and size > _MAX_DATAGRAM_BYTES:
+                    break
+                messages.append(message)
+            outcome = self._send_locked(messages)
             if outcome == "refused":
                 return
-            # Counted before it leaves the queue: once waiting() is False, the
-            # counts are final.
+            # Counted before they leave the queue: once waiting() is False,
+            # the counts are final.
             if outcome == "sent":
-                self.sent += 1
+                self.sent += len(messages)
             else:
-                self.dropped += 1
-            del self._pending[slot]
+                self.dropped += len(messages)
+            for _ in messages:
+                pending.popitem(last=False)
 
-    def _send_locked(self, message):
-        """One send: "sent", "refused" (queue full, try again) or "failed"."""
+    def _send_locked(self, messages):
+        """One datagram of `messages`, a line each: "sent", "refused" (queue
+        full, try again) or "failed"."""
         if self._is_closed:
             return "failed"
         try:
-            data = ('%s,"datagrams_dropped":%d}' % (message, self.dropped)).encode("utf-8")
+            tail = ',"datagrams_dropped":%d}' % self.dropped
+            data = (messages[0] + tail if len(messages) == 1 else
+                    (tail + "\n").join(messages) + tail).encode()
             if self._path is None:
                 self._sock.send(data)
             else:
@@ -671,25 +803,72 @@ class _Outbox:
                                          daemon=True)
         return self._retrier
 
-    def _start(self, retrier):
+    def _new_lingerer_locked(self):
+        """The lingerer to start when a message is held and none runs."""
+        if self._lingerer is not None or self._closed.is_set():
+            return None
+        self._lingerer = threading.Thread(target=self._linger, name="trainsup-linger",
+                                          daemon=True)
+        return self._lingerer
+
+    def _start(self, thread):
         try:
-            retrier.start()
+            thread.start()
         except Exception:  # noqa: BLE001 - no thread (shutdown): the next call retries
-            self._retrier = None
+            if thread is self._retrier:
+                self._retrier = None
+            if thread is self._lingerer:
+                self._lingerer = None
+
+    def _linger(self):
+        """The lingerer's body: every _RIDE_MAX_AGE_S, sends the held message
+        when it waited that long (no next message came: the rank waits for
+        its input, or hangs there); ends once none was held for
+        _LINGER_IDLE_S, or when the outbox is closed."""
+        idle_since = None
+        while not self._closed.wait(_RIDE_MAX_AGE_S):
+            now = _clock()
+            retrier = None
+            with self._lock:  # held for microseconds by everyone else
+                if self._rider is None:
+                    idle_since = now if idle_since is None else idle_since
+                    if now - idle_since >= _LINGER_IDLE_S:
+                        self._lingerer = None
+                        return
+                    continue
+                idle_since = None
+                if now - self._rider_at >= _RIDE_MAX_AGE_S:
+                    self._take_inbox_locked()
+                    self._flush_locked()
+                    retrier = self._new_retrier_locked()
+            if retrier is not None:
+                self._start(retrier)
+            if self._inbox:  # another thread's, left while this one held the lock
+                self._pump(_LOCK_WAIT_S)
 
     def _retry(self):
         """The retrier's body: one attempt every _RETRY_INTERVAL_S until
-        nothing is pending or the outbox is closed."""
+        nothing was pending for _RETRIER_IDLE_S (a queue full once is
+        often full again soon: a thread started costs the training loop
+        tens of microseconds) or the outbox is closed."""
+        idle_since = None
         while not self._closed.wait(_RETRY_INTERVAL_S):
+            now = _clock()
             with self._lock:  # held for microseconds by everyone else
-                self._take_inbox_locked()
-                self._flush_locked()
-                done = not self._pending
+                if self._pending or self._inbox:  # (a held message waits for its ride)
+                    self._take_inbox_locked()
+                    self._flush_locked()
+                if self._pending:
+                    idle_since = None
+                elif idle_since is None:
+                    idle_since = now
+                done = idle_since is not None and now - idle_since >= _RETRIER_IDLE_S
                 if done:
                     self._retrier = None
             if done:
                 break
-        self._pump(_LOCK_WAIT_S)  # what reached the inbox while this thread held the lock
+        if self._inbox:  # what reached it while this thread held the lock
+            self._pump(_LOCK_WAIT_S)
 
 
 def should_checkpoint(plans, step):
@@ -726,7 +905,7 @@ class _Compute:
         self._begin = time.monotonic()
         self._hb._send_phase("HEARTBEAT_KIND_COMPUTE_BEGIN", self._begin, self._step)
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         end = time.monotonic()
         self._hb._pending_compute_s = end - self._begin
         self._hb._send_phase("HEARTBEAT_KIND_COMPUTE_END", end, self._step)
@@ -744,7 +923,7 @@ class _DataWait:
     def __enter__(self):
         self._begin = time.monotonic()
 
-    def __exit__(self, *exc):
+    def __exit__(self, exc_type, exc, tb):
         hb = self._hb
         hb._pending_data_wait_s = (hb._pending_data_wait_s or 0.0) + (
             time.monotonic() - self._begin)
@@ -791,12 +970,16 @@ class Heartbeat:
         self._plan_errors = 0
         self._pending_data_wait_s = None
         self._agent_fields = _env_int("TRAINSUP_HEARTBEAT_FIELDS", _OLDEST_AGENT_FIELDS)
+        self._unknown_fields = frozenset(
+            name for name, number in _FIELD_NUMBER.items() if number > self._agent_fields)
         self._settings, self.signal_errors = _signal_settings(signals)
         self._capacity = _count(device_memory_capacity_bytes, _MAX_MEMORY_BYTES) \
             if device_memory_capacity_bytes is not None else None
         if self._capacity == 0:
             self._capacity = None
         self._rss = _ResidentSetSize() if host_rss else None
+        self._sends_rss = self._rss is not None and self._knows("host_rss_bytes")
+        self._sends_digest = self._knows("replica_digest")
         self._kill = {}  # the kill criteria set so far, as sent
         if not self.enabled:
             return
@@ -812,7 +995,8 @@ class Heartbeat:
             path = None
         except OSError:  # no agent there (yet): each datagram names the path
             pass
-        self._outbox = _Outbox(sock, path)
+        self._outbox = _Outbox(sock, path, _env_int("TRAINSUP_HEARTBEAT_RECORDS", 1))
+        self._step_head = self._head("HEARTBEAT_KIND_STEP")
         stack_signal = _register_stack_dump(env.get("TRAINSUP_STACK_DIR", ""),
                                             self._identity["rank"])
         start = {"step": max(start_step, 0), "stack_signal": stack_signal}
@@ -869,52 +1053,70 @@ class Heartbeat:
             if step_duration_s is None:
                 step_duration_s = 0.0 if self._last_step_time is None else now - self._last_step_time
             self._last_step_time = now
-            self._last_step = int(step)
+            step = self._last_step = int(step)
             if compute_s is None:
                 compute_s = self._pending_compute_s
             self._pending_compute_s = None
             if data_wait_s is None:
                 data_wait_s = self._pending_data_wait_s or 0.0
             self._pending_data_wait_s = None
-            fields = {
-                "step": int(step),
-                "step_duration_seconds": _duration(step_duration_s),
-                "data_wait_seconds": _duration(data_wait_s),
-            }
+            if not (self.enabled and _process["pid"] == self._pid):  # _live()
+                return
+            # The message's JSON, written out: the same text as json.dumps
+            # of the fields in this order (_message), in fewer steps.
+            # (A float as it is comes first: fewer calls.)
+            parts = ['%s,"step":%d,"step_duration_seconds":%r,"data_wait_seconds":%r' % (
+                self._step_head + repr(now) if type(now) is float
+                else self._stamp("HEARTBEAT_KIND_STEP", now), step,
+                step_duration_s if type(step_duration_s) is float and 0.0 < step_duration_s < _INF
+                else _duration(step_duration_s),
+                data_wait_s if type(data_wait_s) is float and 0.0 < data_wait_s < _INF
+                else _duration(data_wait_s))]
             if compute_s is not None:
-                fields["compute_seconds"] = _duration(compute_s)
-            for name, value in (("loss", loss), ("learning_rate", lr), ("grad_norm", grad_norm)):
-                if value is not None:
-                    value = _number(value)
-                    if value is not None:
-                        fields[name] = value
+                parts.append(',"compute_seconds":%r' % (
+                    compute_s if type(compute_s) is float and 0.0 < compute_s < _INF
+                    else _duration(compute_s)))
+            for key, value in ((',"loss":', loss), (',"learning_rate":', lr),
+                               (',"grad_norm":', grad_norm)):
+                if type(value) is float and -_INF < value < _INF:
+                    parts.append(key + repr(value))
+                elif value is not None:
+                    text = _number_json(value)
+                    if text is not None:
+                        parts.append(key + text)
             if samples is not None or tokens is not None or device_memory_bytes is not None:
-                self._add_counts(fields, samples, tokens, device_memory_bytes,
+                self._add_counts(parts, samples, tokens, device_memory_bytes,
                                  device_memory_capacity_bytes)
-            if replica_digest is not None and self._knows("replica_digest"):
-                self._add_digest(fields, replica_digest, replica_group)
-            if self._rss is not None and self._knows("host_rss_bytes"):
+            if replica_digest is not None and self._sends_digest:
+                self._add_digest(parts, replica_digest, replica_group)
+            if self._sends_rss:
                 rss = self._rss.read(now)
                 if rss is not None and rss <= _MAX_MEMORY_BYTES:
-                    fields["host_rss_bytes"] = rss
-            self._send("HEARTBEAT_KIND_STEP", when=now, **fields)
+                    parts.append(',"host_rss_bytes":%d' % rss)
+            self._outbox.hold("".join(parts))
         except Exception:  # noqa: BLE001
             pass
 
-    def _add_counts(self, fields, samples, tokens, device_memory_bytes, capacity):
+    def _add_counts(self, parts, samples, tokens, device_memory_bytes, capacity):
         """The step's counts, each left out when the supervisor would refuse it."""
-        for name, value, limit in (("samples", samples, _MAX_STEP_COUNT),
-                                   ("tokens", tokens, _MAX_STEP_COUNT),
-                                   ("device_memory_bytes", device_memory_bytes, _MAX_MEMORY_BYTES)):
-            n = None if value is None else _count(value, limit)
-            if n is not None and self._knows(name):
-                fields[name] = n
-        if "device_memory_bytes" in fields and self._knows("device_memory_capacity_bytes"):
-            capacity = self._capacity if capacity is None else _count(capacity, _MAX_MEMORY_BYTES)
-            if capacity:
-                fields["device_memory_capacity_bytes"] = capacity
+        if samples is not None:
+            n = _count(samples, _MAX_STEP_COUNT)
+            if n is not None:
+                parts.append(',"samples":%d' % n)
+        if tokens is not None and self._knows("tokens"):
+            n = _count(tokens, _MAX_STEP_COUNT)
+            if n is not None:
+                parts.append(',"tokens":%d' % n)
+        n = None if device_memory_bytes is None else _count(device_memory_bytes, _MAX_MEMORY_BYTES)
+        if n is not None:
+            parts.append(',"device_memory_bytes":%d' % n)
+            if self._knows("device_memory_capacity_bytes"):
+                capacity = (self._capacity if capacity is None
+                            else _count(capacity, _MAX_MEMORY_BYTES))
+                if capacity:
+                    parts.append(',"device_memory_capacity_bytes":%d' % capacity)
 
-    def _add_digest(self, fields, value, group):
+    def _add_digest(self, parts, value, group):
         digest = _digest(value)
         if digest is None:
             return
@@ -922,8 +1124,8 @@ class Heartbeat:
             group = _count(group, 2**32 - 1)
             if group is None or group >= self._identity["world_size"]:
                 return  # the supervisor would refuse the step
-            fields["replica_group"] = group
-        fields["replica_digest"] = digest
+            parts.append(',"replica_group":%d' % group)
+        parts.append(',"replica_digest":"%s"' % digest)
 
     def data_wait(self):
         """Brackets waiting on the input pipeline (``next(loader)``): its time
@@ -954,6 +1156,8 @@ class Heartbeat:
         ``plan_errors``).
         """
         try:
+            if self._outbox is not None:
+                self._outbox.release_old()
             self._reload_plans()
             return should_checkpoint(self._plans, int(step))
         except Exception:  # noqa: BLE001
@@ -1087,7 +1291,7 @@ class Heartbeat:
 
     def _knows(self, field):
         """Whether the agent decodes `field` (one of the newer ones, or any other)."""
-        return self._agent_fields >= _FIELD_NUMBER.get(field, 0)
+        return field not in self._unknown_fields
 
     def _reload_plans(self):
         """Re-reads the plan file when it changed (one stat per call)."""
@@ -1123,15 +1327,18 @@ class Heartbeat:
         without datagrams_dropped and the closing brace. The same text as
         json.dumps of the identity, kind, monotonic_seconds and the fields
         in that order; the fixed head is encoded once per kind."""
-        head = self._heads.get(kind) or self._head(kind)
-        when = time.monotonic() if when is None else when
-        text = head + (repr(when) if type(when) is float else _ENCODER.encode(when))
+        text = self._stamp(kind, time.monotonic() if when is None else when)
         if not fields:
             return text
         step = fields.get("step")
         if len(fields) == 1 and type(step) is int:  # COMPUTE_*: the hot path
             return '%s,"step":%d' % (text, step)
         return text + "," + _ENCODER.encode(fields)[1:-1]
+
+    def _stamp(self, kind, when):
+        """The start of a message of `kind` at `when`, up to its time's value."""
+        head = self._heads.get(kind) or self._head(kind)
+        return head + (repr(when) if type(when) is float else _ENCODER.encode(when))
 
     def _head(self, kind):
         """The start of every message of `kind`, up to its time's value."""
