@@ -110,6 +110,39 @@ TEST(DropSecretsTest, DropsWhatTheAgentShouldNotHaveSent) {
   EXPECT_EQ(r.env(0).name(), "NCCL_DEBUG");
 }
 
+v1::RankHeartbeat HelperRecord(uint64_t generation, const std::string& path,
+                               const std::string& hash) {
+  v1::RankHeartbeat hb;
+  hb.set_kind(v1::HEARTBEAT_KIND_PROVENANCE);
+  hb.set_generation(generation);
+  hb.mutable_provenance()->set_python("3.11.2");
+  hb.mutable_provenance()->set_resumed_step(40);
+  hb.mutable_provenance()->set_resumed_path(path);
+  hb.mutable_provenance()->set_resumed_hash(hash);
+  return hb;
+}
+
+TEST(MergeRankProvenanceTest, TheFirstRecordWholeThenOnlyTheHashOfTheSameCheckpointOnce) {
+  v1::GenerationProvenance r;
+  r.set_generation(3);
+  EXPECT_FALSE(MergeRankProvenance(HelperRecord(2, "/ckpt/40", ""), &r));  // not this launch's
+  EXPECT_FALSE(r.has_runtime());
+  ASSERT_TRUE(MergeRankProvenance(HelperRecord(3, "/ckpt/40", ""), &r));
+  EXPECT_EQ(r.runtime().python(), "3.11.2");
+  EXPECT_EQ(r.runtime().resumed_hash(), "");
+  v1::RankHeartbeat other = HelperRecord(3, "/ckpt/40", "");
+  other.mutable_provenance()->set_python("3.12.0");
+  EXPECT_FALSE(MergeRankProvenance(other, &r));  // the first one stays
+  EXPECT_FALSE(MergeRankProvenance(HelperRecord(3, "/ckpt/30", "sha256:30"), &r));
+  v1::RankHeartbeat update = HelperRecord(3, "/ckpt/40", "sha256:40");
+  update.mutable_provenance()->set_python("3.12.0");
+  ASSERT_TRUE(MergeRankProvenance(update, &r));
+  EXPECT_EQ(r.runtime().resumed_hash(), "sha256:40");
+  EXPECT_EQ(r.runtime().python(), "3.11.2");  // only the hash is taken
+  EXPECT_FALSE(MergeRankProvenance(HelperRecord(3, "/ckpt/40", "sha256:other"), &r));
+  EXPECT_EQ(r.runtime().resumed_hash(), "sha256:40");
+}
+
 v1::GenerationProvenance Record(const std::string& node, const std::string& nccl_debug) {
   v1::GenerationProvenance r;
   r.set_node(node);
