@@ -33,15 +33,18 @@ def git(repo, *args):
 
 
 class ProvenanceEndToEnd(ClusterTestCase):
-    def provenance(self, job, generation):
-        """The generation's records once both nodes' carry the helper's part."""
+    def provenance(self, job, generation, steps=True):
+        """The generation's records once both nodes' carry the helper's part
+        and, if it steps, trainsupd has its first step."""
         def complete():
             code, out, _ = self.cluster.ctl("-o", "json", "job", job, "--generation",
                                             str(generation), check=False)
             if code != 0:
                 return None
-            nodes = json.loads(out)["provenance"].get("nodes", [])
-            return nodes if len(nodes) == 2 and all("runtime" in n for n in nodes) else None
+            provenance = json.loads(out)["provenance"]
+            nodes = provenance.get("nodes", [])
+            done = len(nodes) == 2 and all("runtime" in n for n in nodes)
+            return nodes if done and (not steps or "first_step" in provenance) else None
         return wait_for(complete, STARTUP, what=f"{job} generation {generation}'s provenance")
 
     def diff(self, *args):
@@ -86,9 +89,14 @@ class ProvenanceEndToEnd(ClusterTestCase):
         c.forget_agents()
         c.start_job("prov-b", nproc_per_node=1, train_args=train_args, master_port=port,
                     script=script, env=dict(env, NCCL_DEBUG="WARN"), agent_args=agent_args)
-        self.provenance("prov-b", 1)
+        # It resumes from prov-a's last checkpoint, of its last step: no step.
+        self.assertEqual(c.wait_agents(timeout=180), {"node-a": 0, "node-b": 0})
+        self.provenance("prov-b", 1, steps=False)
         table, changes = self.diff("prov-a", "2", "prov-b", "1")
-        self.assertEqual(changes, [("env", "NCCL_DEBUG", "INFO", "WARN")], table)
+        self.assertEqual(changes, [("env", "NCCL_DEBUG", "INFO", "WARN"),
+                                   ("first_step.learning_rate", "", "0.01", ""),
+                                   ("first_step.samples", "", "128", ""),
+                                   ("first_step.tokens", "", "0", "")], table)
         self.assertIn("INFO -> WARN", table)
         print(table, file=sys.stderr)
 

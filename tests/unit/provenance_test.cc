@@ -219,5 +219,49 @@ TEST(RenderProvenanceDiffTest, OneLinePerChangeOrNothing) {
             "env NCCL_DEBUG            INFO -> WARN\n");
 }
 
+v1::FirstStep First(int64_t step, double lr, uint64_t samples) {
+  v1::FirstStep s;
+  s.set_step(step);
+  s.set_learning_rate(lr);
+  s.set_samples(samples);
+  s.set_ranks(4);
+  return s;
+}
+
+TEST(DiffFirstStepTest, LearningRateSamplesAndTokensButNotTheStep) {
+  const v1::FirstStep a = First(0, 3e-4, 256);
+  EXPECT_TRUE(DiffFirstStep(&a, &a).empty());
+  const v1::FirstStep elsewhere = First(4001, 3e-4, 256);
+  EXPECT_TRUE(DiffFirstStep(&a, &elsewhere).empty());  // every restart resumes elsewhere
+  v1::FirstStep b = First(4001, 3e-3, 128);
+  b.set_tokens(65536);
+  std::vector<std::string> got;
+  for (const Change& c : DiffFirstStep(&a, &b)) got.push_back(c.field() + "|" + c.a() + "|" + c.b());
+  EXPECT_THAT(got, ElementsAre("first_step.learning_rate|0.0003|0.003", "first_step.samples|256|128",
+                               "first_step.tokens|0|65536"));
+  v1::FirstStep no_rate = a;
+  no_rate.clear_learning_rate();
+  got.clear();
+  for (const Change& c : DiffFirstStep(&a, nullptr)) got.push_back(c.field() + "|" + c.b());
+  EXPECT_THAT(got, ElementsAre("first_step.learning_rate|", "first_step.samples|",
+                               "first_step.tokens|"));
+  ASSERT_EQ(DiffFirstStep(&no_rate, &a).size(), 1u);
+  EXPECT_TRUE(DiffFirstStep(nullptr, nullptr).empty());
+}
+
+TEST(RenderProvenanceTest, TheFirstStepOrThatThereIsNoneYet) {
+  v1::ProvenanceResponse p;
+  p.set_generation(2);
+  *p.add_nodes() = Record("n1", "INFO");
+  EXPECT_THAT(RenderProvenance(p), HasSubstr("first step  - (trainsupd has seen none)\n"));
+  *p.mutable_first_step() = First(4001, 3e-4, 256);
+  EXPECT_THAT(RenderProvenance(p),
+              HasSubstr("first step  4001 (4 ranks): learning rate 0.0003, 256 samples, 0 tokens\n"));
+  v1::ProvenanceResponse b = p;
+  b.mutable_first_step()->set_learning_rate(1e-4);
+  EXPECT_THAT(RenderProvenanceDiff(MakeProvenanceDiff(p, b)),
+              HasSubstr("first_step.learning_rate  0.0003 -> 0.0001\n"));
+}
+
 }  // namespace
 }  // namespace trainsup
