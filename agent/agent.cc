@@ -391,10 +391,7 @@ void Agent::OnRankRecord(absl::string_view record, absl::Duration now, bool* wat
 }
 
 void Agent::OnRankProvenance(const v1::RankHeartbeat& hb) {
-  // One record a generation: another rank's, or an older generation's, is
-  // not this launch's.
-  if (hb.generation() != provenance_.generation() || provenance_.has_runtime()) return;
-  *provenance_.mutable_runtime() = hb.provenance();
+  if (!MergeRankProvenance(hb, &provenance_)) return;
   BoundProvenance(&provenance_);
   v1::AgentMessage record;
   *record.mutable_provenance() = provenance_;

@@ -176,4 +176,21 @@ v1::GenerationProvenance CaptureProvenance(
   return record;
 }
 
+bool MergeRankProvenance(const v1::RankHeartbeat& hb, v1::GenerationProvenance* record) {
+  if (hb.generation() != record->generation()) return false;
+  if (!record->has_runtime()) {
+    *record->mutable_runtime() = hb.provenance();
+    return true;
+  }
+  const v1::RuntimeProvenance& held = record->runtime();
+  const v1::RuntimeProvenance& update = hb.provenance();
+  if (!held.resumed_hash().empty() || update.resumed_hash().empty() ||
+      update.resumed_path() != held.resumed_path() ||
+      update.resumed_step() != held.resumed_step()) {
+    return false;
+  }
+  record->mutable_runtime()->set_resumed_hash(update.resumed_hash());
+  return true;
+}
+
 }  // namespace trainsup

@@ -6,6 +6,7 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "trainsup/v1/heartbeat.pb.h"
 #include "trainsup/v1/provenance.pb.h"
 
 // What the agent records of each launch (docs/provenance.md). The pure parts
@@ -52,6 +53,14 @@ v1::GenerationProvenance CaptureProvenance(
     uint64_t generation, const std::vector<std::string>& argv,
     const std::vector<std::pair<std::string, std::string>>& extra_env,
     const ProvenanceOptions& options);
+
+// Takes the rank helper's record (a PROVENANCE heartbeat) into `record`,
+// the node's record of the generation it launched: the generation's first
+// one whole (another generation's is not this launch's); after it, only the
+// checkpoint hash the helper computed on request (docs/provenance.md), for
+// the same checkpoint, once. Returns whether `record` changed (it then goes
+// up again).
+bool MergeRankProvenance(const v1::RankHeartbeat& hb, v1::GenerationProvenance* record);
 
 }  // namespace trainsup
 

@@ -77,6 +77,15 @@ std::string RenderProvenance(const v1::ProvenanceResponse& p) {
   std::string out = absl::StrCat("provenance of generation ", p.generation(), " (",
                                  p.nodes_size(), p.nodes_size() == 1 ? " node: " : " nodes: ",
                                  absl::StrJoin(nodes, ", "), ")\n");
+  if (p.has_first_step()) {
+    const v1::FirstStep& s = p.first_step();
+    absl::StrAppend(&out, "first step  ", s.step(), " (", s.ranks(),
+                    s.ranks() == 1 ? " rank" : " ranks", "): learning rate ",
+                    OrDash(FirstStepLearningRate(s)), ", ", s.samples(), " samples, ", s.tokens(),
+                    " tokens\n");
+  } else {
+    absl::StrAppend(&out, "first step  - (trainsupd has seen none)\n");
+  }
   for (const v1::GenerationProvenance& r : p.nodes()) RenderNode(r, &out);
   return out;
 }
@@ -97,6 +106,11 @@ v1::ProvenanceDiff MakeProvenanceDiff(const v1::ProvenanceResponse& a,
   for (v1::ProvenanceDiff::Change& c : DiffProvenance(nodes_a, nodes_b)) {
     *diff.add_changes() = std::move(c);
   }
+  for (v1::ProvenanceDiff::Change& c :
+       DiffFirstStep(a.has_first_step() ? &a.first_step() : nullptr,
+                     b.has_first_step() ? &b.first_step() : nullptr)) {
+    *diff.add_changes() = std::move(c);
+  }
   return diff;
 }
 
@@ -104,7 +118,8 @@ std::string RenderProvenanceDiff(const v1::ProvenanceDiff& d) {
   std::string out = absl::StrCat(d.job_a(), " generation ", d.generation_a(), " -> ", d.job_b(),
                                  " generation ", d.generation_b(), ": ");
   if (d.changes().empty()) {
-    return out + "no difference in command, code, environment, versions, world size or nodes\n";
+    return out + "no difference in command, code, environment, versions, world size, nodes or "
+                 "first step\n";
   }
   absl::StrAppend(&out, d.changes_size(), d.changes_size() == 1 ? " change\n" : " changes\n");
   for (const v1::ProvenanceDiff::Change& c : d.changes()) {

@@ -10,6 +10,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
 namespace trainsup {
@@ -166,6 +167,25 @@ std::vector<Change> DiffProvenance(const std::vector<Record>& a, const std::vect
     return out;
   };
   DiffNamed("nodes", nodes(a), nodes(b), &out);
+  return out;
+}
+
+std::string FirstStepLearningRate(const v1::FirstStep& step) {
+  return step.has_learning_rate() ? absl::StrFormat("%.9g", step.learning_rate()) : "";
+}
+
+std::vector<Change> DiffFirstStep(const v1::FirstStep* a, const v1::FirstStep* b) {
+  std::vector<Change> out;
+  if (a == nullptr && b == nullptr) return out;
+  auto scalar = [&](absl::string_view field,
+                    const std::function<std::string(const v1::FirstStep&)>& f) {
+    const std::string va = a == nullptr ? "" : f(*a);
+    const std::string vb = b == nullptr ? "" : f(*b);
+    if (va != vb) out.push_back(MakeChange(field, "", Change::KIND_CHANGED, va, vb));
+  };
+  scalar("first_step.learning_rate", FirstStepLearningRate);
+  scalar("first_step.samples", [](const v1::FirstStep& s) { return absl::StrCat(s.samples()); });
+  scalar("first_step.tokens", [](const v1::FirstStep& s) { return absl::StrCat(s.tokens()); });
   return out;
 }
 

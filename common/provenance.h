@@ -2,6 +2,7 @@
 #define TRAINSUP_COMMON_PROVENANCE_H_
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -40,6 +41,16 @@ bool BoundProvenance(v1::GenerationProvenance* record, size_t max_bytes = kMaxPr
 std::vector<v1::ProvenanceDiff::Change> DiffProvenance(
     const std::vector<v1::GenerationProvenance>& a,
     const std::vector<v1::GenerationProvenance>& b);
+
+// What differs between two generations' first steps (null: none seen):
+// the learning rate, the samples and the tokens, not the step (every
+// restart resumes elsewhere). A value not there reads as "".
+std::vector<v1::ProvenanceDiff::Change> DiffFirstStep(const v1::FirstStep* a,
+                                                      const v1::FirstStep* b);
+
+// A first step's learning rate as shown and compared (9 significant
+// digits); "" when none was sent.
+std::string FirstStepLearningRate(const v1::FirstStep& step);
 
 }  // namespace trainsup
 

@@ -324,12 +324,10 @@ grpc::Status OperatorServiceImpl::GetProvenance(grpc::ServerContext* context,
   if (grpc::Status s = access_->Check(*context, Access::kRead, "GetProvenance"); !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::vector<v1::GenerationProvenance>> records =
+  absl::StatusOr<v1::ProvenanceResponse> provenance =
       host_->ProvenanceOf(request->job_id(), request->generation());
-  if (!records.ok()) return ToGrpcStatus(records.status());
-  response->set_job_id(request->job_id());
-  response->set_generation(request->generation());
-  for (v1::GenerationProvenance& r : *records) *response->add_nodes() = std::move(r);
+  if (!provenance.ok()) return ToGrpcStatus(provenance.status());
+  *response = std::move(*provenance);
   return grpc::Status::OK;
 }
 

@@ -224,7 +224,13 @@ absl::Status SupervisorHost::Provenance(SessionId session, v1::GenerationProvena
     return true;
   });
   if (!known) return absl::FailedPreconditionError("unknown or superseded agent session; reconnect");
-  if (store_ == nullptr) return absl::OkStatus();
+  record.clear_first_step();  // trainsupd's, never an agent's
+  StoreProvenance(job, std::move(record));
+  return absl::OkStatus();  // the agent's stream goes on either way
+}
+
+void SupervisorHost::StoreProvenance(const std::string& job, v1::GenerationProvenance record) {
+  if (store_ == nullptr) return;
   DropSecrets(&record);
   BoundProvenance(&record);
   absl::Status stored = store_->PutProvenance(job, record, clock_->Now());
@@ -233,11 +239,33 @@ absl::Status SupervisorHost::Provenance(SessionId session, v1::GenerationProvena
     TRAINSUP_LOG_ERROR("job %s node %s: the provenance of generation %d was not stored: %s", job,
                        record.node(), record.generation(), stored.message());
   }
-  return absl::OkStatus();  // the agent's stream goes on either way
 }
 
-absl::StatusOr<std::vector<v1::GenerationProvenance>> SupervisorHost::ProvenanceOf(
-    const std::string& job, uint64_t generation) const {
+std::vector<std::pair<std::string, v1::GenerationProvenance>>
+SupervisorHost::NewFirstStepsLocked() {
+  std::vector<std::pair<std::string, v1::GenerationProvenance>> out;
+  for (const JobEntry* entry : core_.Jobs()) {
+    const std::optional<StepSummary>& first = entry->signals.first_step();
+    const uint64_t generation = entry->signals.record().generation();
+    if (!first.has_value()) continue;
+    auto [it, added] = first_step_stored_.try_emplace(entry->job().id(), generation);
+    if (!added && it->second == generation) continue;
+    it->second = generation;
+    v1::GenerationProvenance record;
+    record.set_generation(generation);
+    v1::FirstStep* step = record.mutable_first_step();
+    step->set_step(first->step);
+    if (first->learning_rate.has_value()) step->set_learning_rate(*first->learning_rate);
+    step->set_samples(first->samples);
+    step->set_tokens(first->tokens);
+    step->set_ranks(first->ranks);
+    out.emplace_back(entry->job().id(), std::move(record));
+  }
+  return out;
+}
+
+absl::StatusOr<v1::ProvenanceResponse> SupervisorHost::ProvenanceOf(const std::string& job,
+                                                                    uint64_t generation) const {
   std::vector<v1::GenerationProvenance> records;
   if (store_ != nullptr) {
     absl::Status read = store_->Provenance(job, generation, &records);
@@ -249,7 +277,17 @@ absl::StatusOr<std::vector<v1::GenerationProvenance>> SupervisorHost::Provenance
                                             store_ == nullptr ? " (trainsupd keeps none without "
                                                                 "a state store)" : ""));
   }
-  return records;
+  v1::ProvenanceResponse response;
+  response.set_job_id(job);
+  response.set_generation(generation);
+  for (v1::GenerationProvenance& r : records) {
+    if (r.node().empty()) {  // the generation's own record (store/provenance.h)
+      *response.mutable_first_step() = r.first_step();
+    } else {
+      *response.add_nodes() = std::move(r);
+    }
+  }
+  return response;
 }
 
 void SupervisorHost::Disconnected(SessionId session) {
@@ -265,7 +303,15 @@ void SupervisorHost::Disconnected(SessionId session) {
 }
 
 std::vector<Event> SupervisorHost::Sweep() {
-  return Mutate([](Supervisor& core, absl::Time now) { return core.Sweep(now); });
+  std::vector<std::pair<std::string, v1::GenerationProvenance>> first_steps;
+  std::vector<Event> events = Mutate([&](Supervisor& core, absl::Time now) {
+    std::vector<Event> swept = core.Sweep(now);
+    if (store_ != nullptr) first_steps = NewFirstStepsLocked();
+    return swept;
+  });
+  // Off the lock, as the agents' records are (store_ has its own).
+  for (auto& [job, record] : first_steps) StoreProvenance(job, std::move(record));
+  return events;
 }
 
 absl::StatusOr<std::string> SupervisorHost::SetKillCriteria(

@@ -18,6 +18,7 @@
 #include "daemon/journal_writer.h"
 #include "daemon/snapshot_publisher.h"
 #include "trainsup/v1/agent.pb.h"
+#include "trainsup/v1/operator.pb.h"
 #include "trainsup/v1/provenance.pb.h"
 
 namespace trainsup {
@@ -80,13 +81,14 @@ class SupervisorHost {
   // record says, with secret-looking variables dropped and bounded to
   // kMaxProvenanceBytes. Not kept without a state store.
   absl::Status Provenance(SessionId session, v1::GenerationProvenance record);
-  // The records of one generation of a job, by node. NotFound when there is
-  // none (or no state store).
-  absl::StatusOr<std::vector<v1::GenerationProvenance>> ProvenanceOf(const std::string& job,
-                                                                     uint64_t generation) const;
+  // The records of one generation of a job, by node, and its first step.
+  // NotFound when there is none (or no state store).
+  absl::StatusOr<v1::ProvenanceResponse> ProvenanceOf(const std::string& job,
+                                                      uint64_t generation) const;
   void Disconnected(SessionId session);
 
-  // Runs the core's sweep at the clock's time. Returns the new events.
+  // Runs the core's sweep at the clock's time. Returns the new events. A
+  // generation's first step seen since is stored in its provenance.
   std::vector<Event> Sweep();
 
   // Operator actions (see Supervisor).
@@ -155,6 +157,13 @@ class SupervisorHost {
     publisher_->PublishNow();
     return result;
   }
+  // The first steps of generations the core saw since the last call, as
+  // the generations' own provenance records (job, record).
+  std::vector<std::pair<std::string, v1::GenerationProvenance>> NewFirstStepsLocked()
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `record` of `job` (bounded, no secret); a failure is logged and
+  // counted, never returned.
+  void StoreProvenance(const std::string& job, v1::GenerationProvenance record);
   // What a decision does outside the supervisor, once it is committed.
   struct Send {
     std::shared_ptr<AgentChannel> channel;
@@ -184,6 +193,8 @@ class SupervisorHost {
   mutable absl::Mutex mu_;
   Supervisor core_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, std::shared_ptr<AgentChannel>> channels_ ABSL_GUARDED_BY(mu_);
+  // Per job: the generation whose first step was last stored.
+  absl::flat_hash_map<std::string, uint64_t> first_step_stored_ ABSL_GUARDED_BY(mu_);
   absl::Mutex fence_mu_;  // the writer thread reads fence_; Shutdown nulls it
   FenceRunner* fence_ ABSL_GUARDED_BY(fence_mu_) = nullptr;
   std::atomic<uint64_t> store_errors_{0};  // read without mu_ (by the metrics collector)

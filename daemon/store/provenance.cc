@@ -31,9 +31,11 @@ absl::Status PutProvenance(const Db& db, const std::string& job,
   if (!google::protobuf::util::MessageToJsonString(record, &json, options).ok()) {
     return absl::InvalidArgumentError("provenance record not expressible as JSON");
   }
-  Statement upsert(db,
-                   "INSERT OR REPLACE INTO provenance (job, generation, node, time, record)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5)");
+  Statement upsert(db, record.node().empty()
+                           ? "INSERT OR IGNORE INTO provenance (job, generation, node, time, record)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5)"
+                           : "INSERT OR REPLACE INTO provenance (job, generation, node, time, record)"
+                             " VALUES (?1, ?2, ?3, ?4, ?5)");
   upsert.BindText(1, job);
   upsert.BindUint(2, record.generation());
   upsert.BindText(3, record.node());

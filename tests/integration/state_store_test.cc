@@ -400,6 +400,30 @@ TEST_F(StateStoreTest, ProvenanceRecordsRoundTripOnePerNodeAndGenerationAndArePr
   EXPECT_EQ(records.size(), 1u);
 }
 
+TEST_F(StateStoreTest, AGenerationsOwnRecordKeepsTheFirstStepFirstStored) {
+  std::unique_ptr<StateStore> store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  v1::GenerationProvenance node;
+  node.set_generation(2);
+  node.set_node("node-a");
+  v1::GenerationProvenance own;  // trainsupd's: no node
+  own.set_generation(2);
+  own.mutable_first_step()->set_step(41);
+  own.mutable_first_step()->set_learning_rate(0.01);
+  own.mutable_first_step()->set_samples(128);
+  v1::GenerationProvenance later = own;  // a restarted trainsupd's first step seen
+  later.mutable_first_step()->set_step(90);
+  ASSERT_TRUE(store->PutProvenance("llama", node, kT0).ok());
+  ASSERT_TRUE(store->PutProvenance("llama", own, kT0).ok());
+  ASSERT_TRUE(store->PutProvenance("llama", later, kT0).ok());
+  std::vector<v1::GenerationProvenance> records;
+  ASSERT_TRUE(store->Provenance("llama", 2, &records).ok());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].node(), "");  // first
+  EXPECT_EQ(records[0].SerializeAsString(), own.SerializeAsString());
+  EXPECT_EQ(records[1].node(), "node-a");
+}
+
 TEST_F(StateStoreTest, EmptyJournalIsANoOp) {
   std::unique_ptr<StateStore> store = OpenOrDie();
   ASSERT_NE(store, nullptr);

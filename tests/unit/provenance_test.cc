@@ -110,6 +110,39 @@ TEST(DropSecretsTest, DropsWhatTheAgentShouldNotHaveSent) {
   EXPECT_EQ(r.env(0).name(), "NCCL_DEBUG");
 }
 
+v1::RankHeartbeat HelperRecord(uint64_t generation, const std::string& path,
+                               const std::string& hash) {
+  v1::RankHeartbeat hb;
+  hb.set_kind(v1::HEARTBEAT_KIND_PROVENANCE);
+  hb.set_generation(generation);
+  hb.mutable_provenance()->set_python("3.11.2");
+  hb.mutable_provenance()->set_resumed_step(40);
+  hb.mutable_provenance()->set_resumed_path(path);
+  hb.mutable_provenance()->set_resumed_hash(hash);
+  return hb;
+}
+
+TEST(MergeRankProvenanceTest, TheFirstRecordWholeThenOnlyTheHashOfTheSameCheckpointOnce) {
+  v1::GenerationProvenance r;
+  r.set_generation(3);
+  EXPECT_FALSE(MergeRankProvenance(HelperRecord(2, "/ckpt/40", ""), &r));  // not this launch's
+  EXPECT_FALSE(r.has_runtime());
+  ASSERT_TRUE(MergeRankProvenance(HelperRecord(3, "/ckpt/40", ""), &r));
+  EXPECT_EQ(r.runtime().python(), "3.11.2");
+  EXPECT_EQ(r.runtime().resumed_hash(), "");
+  v1::RankHeartbeat other = HelperRecord(3, "/ckpt/40", "");
+  other.mutable_provenance()->set_python("3.12.0");
+  EXPECT_FALSE(MergeRankProvenance(other, &r));  // the first one stays
+  EXPECT_FALSE(MergeRankProvenance(HelperRecord(3, "/ckpt/30", "sha256:30"), &r));
+  v1::RankHeartbeat update = HelperRecord(3, "/ckpt/40", "sha256:40");
+  update.mutable_provenance()->set_python("3.12.0");
+  ASSERT_TRUE(MergeRankProvenance(update, &r));
+  EXPECT_EQ(r.runtime().resumed_hash(), "sha256:40");
+  EXPECT_EQ(r.runtime().python(), "3.11.2");  // only the hash is taken
+  EXPECT_FALSE(MergeRankProvenance(HelperRecord(3, "/ckpt/40", "sha256:other"), &r));
+  EXPECT_EQ(r.runtime().resumed_hash(), "sha256:40");
+}
+
 v1::GenerationProvenance Record(const std::string& node, const std::string& nccl_debug) {
   v1::GenerationProvenance r;
   r.set_node(node);
@@ -184,6 +217,50 @@ TEST(RenderProvenanceDiffTest, OneLinePerChangeOrNothing) {
   EXPECT_EQ(RenderProvenanceDiff(MakeProvenanceDiff(a, b)),
             "j generation 1 -> j generation 2: 1 change\n"
             "env NCCL_DEBUG            INFO -> WARN\n");
+}
+
+v1::FirstStep First(int64_t step, double lr, uint64_t samples) {
+  v1::FirstStep s;
+  s.set_step(step);
+  s.set_learning_rate(lr);
+  s.set_samples(samples);
+  s.set_ranks(4);
+  return s;
+}
+
+TEST(DiffFirstStepTest, LearningRateSamplesAndTokensButNotTheStep) {
+  const v1::FirstStep a = First(0, 3e-4, 256);
+  EXPECT_TRUE(DiffFirstStep(&a, &a).empty());
+  const v1::FirstStep elsewhere = First(4001, 3e-4, 256);
+  EXPECT_TRUE(DiffFirstStep(&a, &elsewhere).empty());  // every restart resumes elsewhere
+  v1::FirstStep b = First(4001, 3e-3, 128);
+  b.set_tokens(65536);
+  std::vector<std::string> got;
+  for (const Change& c : DiffFirstStep(&a, &b)) got.push_back(c.field() + "|" + c.a() + "|" + c.b());
+  EXPECT_THAT(got, ElementsAre("first_step.learning_rate|0.0003|0.003", "first_step.samples|256|128",
+                               "first_step.tokens|0|65536"));
+  v1::FirstStep no_rate = a;
+  no_rate.clear_learning_rate();
+  got.clear();
+  for (const Change& c : DiffFirstStep(&a, nullptr)) got.push_back(c.field() + "|" + c.b());
+  EXPECT_THAT(got, ElementsAre("first_step.learning_rate|", "first_step.samples|",
+                               "first_step.tokens|"));
+  ASSERT_EQ(DiffFirstStep(&no_rate, &a).size(), 1u);
+  EXPECT_TRUE(DiffFirstStep(nullptr, nullptr).empty());
+}
+
+TEST(RenderProvenanceTest, TheFirstStepOrThatThereIsNoneYet) {
+  v1::ProvenanceResponse p;
+  p.set_generation(2);
+  *p.add_nodes() = Record("n1", "INFO");
+  EXPECT_THAT(RenderProvenance(p), HasSubstr("first step  - (trainsupd has seen none)\n"));
+  *p.mutable_first_step() = First(4001, 3e-4, 256);
+  EXPECT_THAT(RenderProvenance(p),
+              HasSubstr("first step  4001 (4 ranks): learning rate 0.0003, 256 samples, 0 tokens\n"));
+  v1::ProvenanceResponse b = p;
+  b.mutable_first_step()->set_learning_rate(1e-4);
+  EXPECT_THAT(RenderProvenanceDiff(MakeProvenanceDiff(p, b)),
+              HasSubstr("first_step.learning_rate  0.0003 -> 0.0001\n"));
 }
 
 }  // namespace

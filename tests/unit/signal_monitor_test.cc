@@ -78,6 +78,16 @@ class SyntheticJob {
     monitor_.OnStart(job_, hb);
   }
 
+  // Every rank's START, as its helper sends it before the first step.
+  void StartRanks(uint32_t world_size = kWorld) {
+    for (uint32_t r = 0; r < kWorld; ++r) {
+      Heartbeat hb = Base(r, 0);
+      hb.kind = HeartbeatKind::kStart;
+      hb.world_size = world_size;
+      (void)job_.Apply(now_, r / kPerNode, hb);
+    }
+  }
+
   // Every rank completes `step` (a checkpoint after it every 200 steps),
   // then the supervisor sweeps once a second.
   void Step(int64_t step, const std::function<void(RankStep&)>& tweak = nullptr) {
@@ -229,6 +239,52 @@ TEST(SignalMonitorTest, ARestartsIdleTimeAndAResumeAtAnotherLevelRaiseNothing) {
   EXPECT_EQ(at->samples, 64u);
   EXPECT_EQ(at->ranks, kWorld);
   EXPECT_DOUBLE_EQ(*at->learning_rate, 3e-4);
+}
+
+TEST(SignalMonitorTest, TheGenerationsFirstStepIsKeptForItsProvenance) {
+  SyntheticJob job(TestOptions(), 15);
+  EXPECT_FALSE(job.monitor().first_step().has_value());
+  job.StartRanks();
+  job.Steps(0, 300);
+  std::optional<StepSummary> first = job.monitor().first_step();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(job.monitor().record().generation(), 1u);
+  EXPECT_EQ(first->step, 0);
+  EXPECT_DOUBLE_EQ(*first->learning_rate, 3e-4);
+  EXPECT_EQ(first->samples, 64u);  // 8 a rank, summed
+  EXPECT_EQ(first->ranks, kWorld);
+  job.Restart(absl::Seconds(30));
+  job.StartRanks();
+  job.Steps(200, 210, [](RankStep& rs) {
+    rs.hb.learning_rate = 1e-4;
+    rs.hb.tokens = 1024;
+  });
+  first = job.monitor().first_step();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(job.monitor().record().generation(), 2u);
+  EXPECT_EQ(first->step, 200);  // the resume's, not a later one
+  EXPECT_DOUBLE_EQ(*first->learning_rate, 1e-4);
+  EXPECT_EQ(first->tokens, 1024u * kWorld);
+}
+
+TEST(SignalMonitorTest, AFirstStepHandedOverWithoutEveryRankIsPassedOverForOneWithThemAll) {
+  // No START before the steps: the first step is handed over with the one
+  // rank heard so far; the next one has them all.
+  SyntheticJob job(TestOptions(), 16);
+  job.Steps(0, 20);
+  std::optional<StepSummary> first = job.monitor().first_step();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->step, 1);
+  EXPECT_EQ(first->ranks, kWorld);
+  EXPECT_EQ(first->samples, 64u);
+  // Ranks that never all report: the first of the first steps with the most.
+  job.Restart(absl::Seconds(30));
+  job.StartRanks(kWorld + 1);  // one rank that never reports
+  job.Steps(100, 120, [](RankStep& rs) { rs.hb.world_size = kWorld + 1; });
+  first = job.monitor().first_step();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->step, 100);
+  EXPECT_EQ(first->ranks, kWorld);
 }
 
 TEST(SignalMonitorTest, RestartsThatNeverStepRaiseNoResumeFinding) {

@@ -82,6 +82,8 @@ import sys
 import threading
 import time
 
+from trainsup import _checkpoint_hash
+
 __all__ = ["Heartbeat", "should_checkpoint", "VERDICTS"]
 
 # Limits the supervisor enforces (common/limits.h): the helper truncates to them.
@@ -944,7 +946,8 @@ class Heartbeat:
         projected to it). `host_rss`: send this process's resident set size
         with every step. `resumed_path`, `resumed_hash`: the checkpoint this
         generation loaded (its `start_step`) and a hash of its content, for
-        the generation's provenance (docs/provenance.md)."""
+        the generation's provenance (docs/provenance.md); ``resumed_hash="sha256"``
+        has the helper hash the checkpoint itself, on a thread of its own."""
         env = os.environ
         self.enabled = bool(env.get("TRAINSUP_SOCKET"))
         self._identity = {
@@ -1004,9 +1007,14 @@ class Heartbeat:
             start["signal_settings"] = self._settings
         self._send("HEARTBEAT_KIND_START", **start)
         if self._identity["local_rank"] == 0 and self._knows("provenance"):
-            self._send("HEARTBEAT_KIND_PROVENANCE", step=max(start_step, 0),
-                       provenance=_provenance(start_step, self._identity["world_size"],
-                                              resumed_path, resumed_hash))
+            hashing = _checkpoint_hash.requested(resumed_hash)
+            record = _provenance(start_step, self._identity["world_size"], resumed_path,
+                                 None if hashing else resumed_hash)
+            self._send("HEARTBEAT_KIND_PROVENANCE", step=max(start_step, 0), provenance=record)
+            if hashing and resumed_path:  # the record again, with the hash, when done
+                _checkpoint_hash.start(resumed_path, lambda digest: self._send(
+                    "HEARTBEAT_KIND_PROVENANCE", step=max(start_step, 0),
+                    provenance=dict(record, resumed_hash=digest)))
         _install_process_hooks(self)
 
     @property

@@ -25,6 +25,10 @@ void SignalMonitor::Roll(const Job& job) {
   if (job.generation() != generation_) {
     generation_ = job.generation();
     resume_.reset();  // before previous_ moves: it points there
+    first_step_.reset();
+    first_candidate_.reset();
+    first_tries_ = 0;
+    world_size_ = 0;
     checkpoint_ends_.clear();
     if (record_.size() > 0) previous_ = std::move(record_);
     record_ = GenerationRecord(generation_);
@@ -78,6 +82,7 @@ void SignalMonitor::OnCheckpoint(const Job& job, const Heartbeat& hb) {
 void SignalMonitor::OnStep(absl::Time now, const Job& job, const RankState& r,
                            const Heartbeat& hb, double checkpoint_s) {
   Roll(job);
+  world_size_ = std::max(world_size_, hb.world_size);
   const RankAt at{r.rank, r.node};
   if (hb.loss && options_.non_finite.action != NonFiniteAction::kOff) {
     rules_->non_finite.ObserveLoss(now, hb.step, at, *hb.loss);
@@ -120,6 +125,12 @@ void SignalMonitor::Feed(const StepSignals& s) {
   if (s.step_time_s && *s.step_time_s > 0) last_step_time_s_ = *s.step_time_s;
   const StepSummary summary{s.step, s.loss, s.learning_rate, s.samples, s.tokens, s.ranks};
   if (!resume_) resume_.emplace(options_.resume, generation_, &previous_, last_checkpoint_step_);
+  if (!first_step_) {
+    if (!first_candidate_ || summary.ranks > first_candidate_->ranks) first_candidate_ = summary;
+    if (summary.ranks >= world_size_ || ++first_tries_ >= kFirstStepTries) {
+      first_step_ = first_candidate_;
+    }
+  }
   resume_->Observe(summary);
   record_.Add(summary);
   if (s.loss_nonfinite > 0) ++totals_.loss_steps;

@@ -125,6 +125,14 @@ class SignalMonitor : public StepObserver {
   // loaded (resumed_step), in which generation, and how many steps after.
   const std::optional<ResumeSpikeFinding>& resume_spike() const { return resume_spike_; }
 
+  // The current generation's first step (docs/provenance.md), of
+  // record().generation(): the first one with every rank's STEP in it (a
+  // generation's first steps may be handed over before some rank's first
+  // report arrived), or, when none of its first kFirstStepTries steps has
+  // them all, the first of those with the most. Unset before it.
+  static constexpr int kFirstStepTries = 8;
+  const std::optional<StepSummary>& first_step() const { return first_step_; }
+
   // The current and the previous generation's last steps.
   const GenerationRecord& record() const { return record_; }
   const GenerationRecord& previous_record() const { return previous_; }
@@ -196,6 +204,12 @@ class SignalMonitor : public StepObserver {
   // Made at the generation's first step, against previous_ (so not
   // remade when a START's settings arrive after it).
   std::optional<ResumeRule> resume_;
+  std::optional<StepSummary> first_step_;
+  // Until first_step_ is set: the best step so far, how many were tried,
+  // and the world size the generation's STEPs say.
+  std::optional<StepSummary> first_candidate_;
+  int first_tries_ = 0;
+  uint32_t world_size_ = 0;
   std::optional<ResumeSpikeFinding> resume_spike_;
   int64_t last_checkpoint_step_ = -1;
   // The generation's checkpoints not yet complete: step -> ranks that ended it.
