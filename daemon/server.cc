@@ -383,6 +383,12 @@ absl::Status Server::Lead(const ActingDeadline* deadline) {
 
 void Server::StandBy(std::string why, std::string leader) {
   gate_.Close(std::move(why), std::move(leader));
+  // The next Lead() starts over from the committed state, as a new leader
+  // would: while standing by this instance heard no agent, so what its
+  // core last heard is stale (a node would read as lost for the silence
+  // this instance made).
+  absl::MutexLock lock(&lead_mu_);
+  restored_ = false;
 }
 
 void Server::SetStatusSource(StatusSource source) {

@@ -111,9 +111,11 @@ class Server {
   uint64_t listener_restarts() const { return listener_restarts_.load(); }
 
   // Under an election (docs/ha.md). Lead(): loads the shared state into
-  // the store and restores from it (the first time) and starts acting. StandBy(): stops acting at once (calls
+  // the store and restores from it (the first time, and after each
+  // StandBy(): the core starts over from what was committed, as a new
+  // leader's would) and starts acting. StandBy(): stops acting at once (calls
   // refused with `why`, sweeps skipped, agent streams ended at their next
-  // message); the state in memory is kept for a Lead() that follows;
+  // message);
   // `leader`, the leader's gRPC address when known, goes with each refusal
   // for clients to follow. `deadline` (not owned; null: none) bounds the
   // acting in time.

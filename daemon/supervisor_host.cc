@@ -57,12 +57,16 @@ void LogRestored(const PersistedState& state, const Supervisor& core) {
 
 SupervisorHost::SupervisorHost(SupervisorOptions options, const Clock* clock, StateStore* store,
                                JournalSink* sink)
-    : clock_(clock), store_(store), incarnation_(RandomId()), core_(options) {
+    : clock_(clock),
+      store_(store),
+      incarnation_(RandomId()),
+      options_(options),
+      core_(std::make_unique<Supervisor>(options)) {
   publisher_ = std::make_unique<SnapshotPublisher>(
       [this](uint64_t after_id) {
         absl::ReaderMutexLock lock(&mu_);
-        return SnapshotPublisher::Capture{CaptureSnapshot(core_, clock_->Now()),
-                                          core_.events().Since(after_id)};
+        return SnapshotPublisher::Capture{CaptureSnapshot(*core_, clock_->Now()),
+                                          core_->events().Since(after_id)};
       },
       options.event_log_size);
   if (sink == nullptr) sink = store;
@@ -80,18 +84,25 @@ void SupervisorHost::FlushWrites() {
 
 absl::Status SupervisorHost::Restore() {
   if (store_ == nullptr) return absl::OkStatus();
+  FlushWrites();  // everything the core decided is in the store
   absl::StatusOr<PersistedState> state = store_->Load(kRestoreEvents, kRestoreFailures, kRestoreRestarts);
   if (!state.ok()) return state.status();
   absl::MutexLock lock(&mu_);
-  core_.Restore(clock_->Now(), *state);
+  // The agents' sessions were with the core replaced: each agent says hello
+  // again (its stream was ended while this instance did not act).
+  channels_.clear();
+  const SessionId last_session = core_->last_session();
+  core_ = std::make_unique<Supervisor>(options_);
+  core_->StartSessionsAfter(last_session);
+  core_->Restore(clock_->Now(), *state);
   ActLocked();  // the fences still pending run again
-  LogRestored(*state, core_);
+  LogRestored(*state, *core_);
   return absl::OkStatus();
 }
 
 void SupervisorHost::ActLocked(bool reporting) {
   publisher_->Changed();
-  SupervisorOutput output = core_.TakeOutput();
+  SupervisorOutput output = core_->TakeOutput();
   for (const Event& e : output.events) {
     TRAINSUP_LOG_INFO("event %d %s job=%s generation=%d%s: %s", e.id, EventKindName(e.kind), e.job,
                       e.generation, e.node.empty() ? "" : " node=" + e.node, e.message);
@@ -163,7 +174,7 @@ void SupervisorHost::NotActedOn(const Effects& effects, const absl::Status& stat
   TRAINSUP_LOG_ERROR("%s", text);
   if (reporting) return;  // a failure to record a failure: counted, not looped
   absl::MutexLock lock(&mu_);
-  core_.PersistFailed(clock_->Now(), node, text);
+  core_->PersistFailed(clock_->Now(), node, text);
   ActLocked(/*reporting=*/true);
 }
 
@@ -173,7 +184,7 @@ absl::StatusOr<Supervisor::HelloResult> SupervisorHost::Hello(
   absl::StatusOr<Supervisor::HelloResult> result;
   {
     absl::MutexLock lock(&mu_);
-    result = core_.Hello(clock_->Now(), hello);
+    result = core_->Hello(clock_->Now(), hello);
     if (!result.ok()) return result;
     // The welcome goes first, before any command the core decided for it.
     v1::SupervisorMessage welcome;
@@ -244,7 +255,7 @@ void SupervisorHost::StoreProvenance(const std::string& job, v1::GenerationProve
 std::vector<std::pair<std::string, v1::GenerationProvenance>>
 SupervisorHost::NewFirstStepsLocked() {
   std::vector<std::pair<std::string, v1::GenerationProvenance>> out;
-  for (const JobEntry* entry : core_.Jobs()) {
+  for (const JobEntry* entry : core_->Jobs()) {
     const std::optional<StepSummary>& first = entry->signals.first_step();
     const uint64_t generation = entry->signals.record().generation();
     if (!first.has_value()) continue;
@@ -293,7 +304,7 @@ absl::StatusOr<v1::ProvenanceResponse> SupervisorHost::ProvenanceOf(const std::s
 void SupervisorHost::Disconnected(SessionId session) {
   std::shared_ptr<AgentChannel> channel;  // released after the lock
   absl::MutexLock lock(&mu_);
-  core_.Disconnected(clock_->Now(), session);
+  core_->Disconnected(clock_->Now(), session);
   ActLocked();  // e.g. the node of an ended job as it left
   auto it = channels_.find(session);
   if (it != channels_.end()) {

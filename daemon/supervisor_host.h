@@ -57,8 +57,12 @@ class SupervisorHost {
   SupervisorHost(const SupervisorHost&) = delete;
   SupervisorHost& operator=(const SupervisorHost&) = delete;
 
-  // Loads the state store into the core, and runs again the fences it kept
-  // as pending. Call once, before serving, after set_fence_runner().
+  // Builds the core afresh from the state store, and runs again the fences
+  // it kept as pending. Call before serving, after set_fence_runner(); and
+  // again, under an election, whenever this instance acts after a time it
+  // did not (docs/ha.md): it heard nothing from the agents then, so their
+  // silence is no evidence, and it starts over from what it committed, as
+  // a new leader would.
   absl::Status Restore();
   // Where quarantined nodes are fenced (may be null: fences stay pending in
   // the store). Set before serving; null it before the runner goes away.
@@ -126,7 +130,7 @@ class SupervisorHost {
   template <typename Fn>
   auto Read(Fn fn) const {
     absl::ReaderMutexLock lock(&mu_);
-    return fn(static_cast<const Supervisor&>(core_), clock_->Now());
+    return fn(static_cast<const Supervisor&>(*core_), clock_->Now());
   }
 
   // Journals (and provenance records) the state store refused. Lock-free.
@@ -146,7 +150,7 @@ class SupervisorHost {
   template <typename Fn>
   auto Mutate(Fn fn) {
     absl::MutexLock lock(&mu_);
-    auto result = fn(core_, clock_->Now());
+    auto result = fn(*core_, clock_->Now());
     ActLocked();
     return result;
   }
@@ -190,8 +194,9 @@ class SupervisorHost {
   // The epoch of this instance's leadership (0: no election), stamped on
   // every message decided for an agent.
   std::atomic<int64_t> epoch_{0};
+  const SupervisorOptions options_;  // for each core Restore() builds
   mutable absl::Mutex mu_;
-  Supervisor core_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Supervisor> core_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<SessionId, std::shared_ptr<AgentChannel>> channels_ ABSL_GUARDED_BY(mu_);
   // Per job: the generation whose first step was last stored.
   absl::flat_hash_map<std::string, uint64_t> first_step_stored_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_CORE_AGENT_REGISTRY_H_
 #define TRAINSUP_DAEMON_CORE_AGENT_REGISTRY_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -133,6 +134,13 @@ class AgentRegistry {
     if (!any) return {};
     return Compact(gone);
   }
+
+  // The last session id handed out (0: none yet), and the ids to hand out
+  // after it: a registry that replaces another (the host's core rebuilt
+  // from the store) never gives an agent an id a stream of the old one may
+  // still use.
+  SessionId last_session() const { return next_session_ - 1; }
+  void StartSessionsAfter(SessionId last) { next_session_ = std::max(next_session_, last + 1); }
 
  private:
   void MoveToJob(NodeIndex index, const std::string& job);

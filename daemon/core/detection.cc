@@ -216,6 +216,13 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
   // lasts until the next generation's verdicts.
   if (v.stalled) return false;
   const Job& observed = job.job();
+  // Just restored: until every rank's agent has said hello again, or had
+  // the time to, a stall judged on the ranks seen would name no culprit,
+  // or the wrong one (the hung rank may be on a node not back yet).
+  if (observed.ranks_reporting() < observed.world_size() &&
+      now - job.restored_at < kRejoinGrace) {
+    return false;
+  }
   const StallVerdict verdict = stall_.Check(observed, now, stats, ReportIntervalOf(job));
   if (!verdict.stalled) return false;
   // A node silent for half the stall's own silence did not just miss a

@@ -24,6 +24,11 @@ namespace trainsup {
 // can no longer be heard, and when it is heard again. Thread-compatible.
 class Detection {
  public:
+  // After a job is restored, how long its stall waits for every rank's
+  // agent to say hello again: an agent comes back within its reconnect
+  // backoff (--reconnect-max, 5s) and a standby's refusal (at most 1s).
+  static constexpr absl::Duration kRejoinGrace = absl::Seconds(10);
+
   Detection(const SupervisorOptions& options, AgentRegistry& agents, Decisions& decisions,
             FailureHandler& failures)
       : crash_(options.crash),

@@ -150,6 +150,10 @@ class JobEntry {
   // When an agent last spoke for the job (a hello or a report), or when it
   // was restored: a job no agent spoke for in --job-retention leaves memory.
   absl::Time last_heard = absl::InfinitePast();
+  // When the job was put back from the state store (a restart, or an
+  // elected trainsupd that starts leading): its agents are saying hello
+  // again. InfinitePast: never.
+  absl::Time restored_at = absl::InfinitePast();
 
   // The stacks of the job's recent hung generations.
   static constexpr size_t kMaxStackSets = 8;

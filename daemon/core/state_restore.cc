@@ -23,6 +23,7 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     // A job that ended long ago leaves memory at the first sweep; any other
     // waits --job-retention for its agents to come back.
     job.last_heard = HasEnded(life.state) ? row.changed : now;
+    job.restored_at = now;
     life.last_world_size = row.world_size;
     if (row.restarts_forgiven_before != absl::InfinitePast()) {
       life.governor.Forgive(row.restarts_forgiven_before);

@@ -129,6 +129,11 @@ class Supervisor {
 
   // Puts back what the state store kept (call once, before any agent).
   void Restore(absl::Time now, const PersistedState& state);
+  // A core that replaces `last_session`'s (rebuilt from the store) hands
+  // out session ids after it: a stream of the old core is never mistaken
+  // for an agent of this one.
+  SessionId last_session() const { return agents_.last_session(); }
+  void StartSessionsAfter(SessionId last_session) { agents_.StartSessionsAfter(last_session); }
 
   // The read model (job_view.h): what the adapters render, as values the
   // core computed, most of them at the sweep.
