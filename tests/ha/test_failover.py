@@ -11,12 +11,16 @@ leader is SIGKILLed mid-job:
   1, its ranks go on stepping;
 - a hang injected after the takeover is caught by the new leader, which names
   the culprit rank and its node.
+And etcd's quorum lost mid-job: no instance leads, the job trains on, and a
+hang that begins then is neither stopped nor restarted until the quorum is
+back, when a leader catches it and restarts the job.
 Measured and printed ("measured: ..."): kill -> new leader; -> every agent
 reconnected; -> first detection possible (the new leader hears every rank
 alive and stepping). TTL from TRAINSUP_FAILOVER_TTLS (default "5,2") and runs
 per TTL from TRAINSUP_FAILOVER_RUNS (default 1).
 """
 
+import datetime
 import os
 import re
 import signal
@@ -28,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "e2e"))
 from ha_cluster import EtcdCluster, Instance, log_time  # noqa: E402
-from cluster import Cluster, has_failed, wait_for  # noqa: E402
+from cluster import Cluster, has_failed, train_steps, wait_for  # noqa: E402
 
 STARTUP = 120
 # Short detection, so that the hang is caught in seconds (the defaults are
@@ -168,6 +172,72 @@ class FailoverTest(unittest.TestCase):
                 print(f"measured: TTL {ttl:g}s, kill -> {what}: min {values[0]:.2f}s "
                       f"median {values[len(values) // 2]:.2f}s max {values[-1]:.2f}s "
                       f"({len(values)} runs)", file=sys.stderr)
+
+    def test_quorum_lost_mid_job_nothing_is_decided_until_it_returns(self):
+        """etcd loses its quorum mid-job: no instance can make a decision
+        durable, so none leads; the job trains on, and a hang that begins
+        then is neither stopped nor restarted until the quorum is back, when
+        a leader catches it and restarts the job."""
+        c, ttl = self.cluster, 2.0
+        a = self.start_instance("a", ttl)
+        wait_for(a.leads, 30, what="the first instance to lead")
+        b = self.start_instance("b", ttl)
+        wait_for(lambda: b.seen(f"the leader is {a.name} "), 30, what="b to learn the leader")
+        both = f"{a.grpc},{b.grpc}"
+        c.grpc_address = both
+        hang_file = os.path.join(c.workdir, "hang")
+        c.start_job(JOB, train_args=["--steps", "1000000", "--step-seconds", "0.05",
+                                     "--hang-rank", "2", "--hang-file", hang_file],
+                    supervisors={"node-a": both, "node-b": both})
+        wait_for(lambda: (self.job() or {}).get("step", 0) >= 20, STARTUP,
+                 what="the job to step under the first leader")
+
+        def last_step():
+            return max((e["step"] for e in train_steps_of(c)), default=-1)
+
+        self.etcd.kill(1)
+        self.etcd.kill(2)
+        wait_for(lambda: not a.leads() and not b.leads(), ttl + 3,
+                 what="no instance to lead without etcd's quorum")
+        # The job trains on without a leader.
+        at_loss = last_step()
+        wait_for(lambda: last_step() >= at_loss + 20, 30, what="the job to step on")
+        # A hang now: past the stall floor (3s) twice over, nothing acts on it.
+        with open(hang_file, "w"):
+            pass
+        hung_wall = time.time()
+        deadline = time.monotonic() + 7
+        while time.monotonic() < deadline:  # sampled: nobody may lead meanwhile
+            self.assertFalse(a.leads() or b.leads(), "an instance led without quorum")
+            time.sleep(0.25)
+        self.assertTrue(all(agent.poll() is None for agent in c.agents.values()))
+        self.assertEqual({e["generation"] for e in train_steps_of(c)}, {1},
+                         "a generation started without quorum")
+
+        back_wall = time.time()
+        self.etcd.start(1)
+        self.etcd.start(2)
+        wait_for(lambda: a.leads() or b.leads(), 30, what="a leader once the quorum is back")
+        # The leader catches the hang that began without it, and restarts.
+        stall = wait_for(lambda: next((e for e in c.events(JOB) if e["kind"] == "stall"), None),
+                         60, what="the hang to be caught")
+        self.assertEqual((stall.get("rank"), stall["node"]), (2, "node-b"), stall["message"])
+        self.assertGreater(event_time(stall), back_wall)
+        os.remove(hang_file)  # the next generation trains (the restart waits 5s)
+        wait_for(lambda: any(e["generation"] == 2 for e in train_steps_of(c)), STARTUP,
+                 what="generation 2 to train")
+        print(f"\nmeasured: quorum lost mid-job: the job stepped on without a leader; a hang "
+              f"{back_wall - hung_wall:.1f}s before the quorum returned was caught "
+              f"{event_time(stall) - back_wall:.1f}s after it returned", file=sys.stderr)
+
+
+def train_steps_of(cluster):
+    return train_steps(cluster.train_log)
+
+
+def event_time(e):
+    """An event's time as seconds since the epoch (RFC 3339 in the JSON)."""
+    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
 if __name__ == "__main__":
