@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/heartbeat_decoder.h"
 #include "agent/rank_log.h"
+#include "common/free_port.h"
 #include "common/provenance.h"
 #include "agent/torchrun_args.h"
 #include "common/failure_text.h"
@@ -100,24 +101,6 @@ std::string ReadRange(const std::string& path, int64_t offset, int64_t length) {
   close(fd);
   bytes.resize(got);
   return bytes;
-}
-
-// A TCP port free on every address of this host now (0 when none could be
-// had): the kernel's pick for a socket bound to port 0.
-uint32_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t length = sizeof(addr);
-  uint32_t port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
 }
 
 }  // namespace

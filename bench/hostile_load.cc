@@ -31,6 +31,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/free_port.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "trainsup/v1/agent.grpc.pb.h"
@@ -55,18 +56,6 @@ bool Flag(const char* arg, const char* name, std::string* value) {
   if (std::string(arg).rfind(prefix, 0) != 0) return false;
   *value = std::string(arg).substr(prefix.size());
   return true;
-}
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 // The "VmHWM:" (peak) or "VmRSS:" line of /proc/PID/status, in KiB; -1 if gone.
