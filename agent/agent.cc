@@ -75,6 +75,10 @@ absl::Duration DrainInterval(const AgentOptions& options) {
   return absl::ZeroDuration();
 }
 
+// How long an exiting agent waits for the supervisor to read its final
+// report (reconnecting if need be).
+constexpr absl::Duration kFinalReportTimeout = absl::Seconds(5);
+
 // After the command ended, how long its stderr may take to end.
 constexpr absl::Duration kStderrDrainTime = absl::Milliseconds(300);
 
@@ -636,10 +640,15 @@ int Agent::Run() {
     PublishLauncher();
   }
   launcher_.EndGroup();
-  if (link_->connected() && !link_->Flush(absl::Seconds(2))) {
-    TRAINSUP_LOG_WARN("could not send the final report to the supervisor");
+  // The last report says how the command ended: the supervisor must have
+  // read it before the agent goes (a stream cut at once loses what the
+  // supervisor had not read yet, and the job would show running for good).
+  // An agent no supervisor ever welcomed has nobody to wait for.
+  if (!link_->Close(link_->sessions() > 0 ? kFinalReportTimeout : absl::ZeroDuration()) &&
+      link_->sessions() > 0) {
+    TRAINSUP_LOG_WARN("the supervisor did not confirm the final report within %s",
+                      absl::FormatDuration(kFinalReportTimeout));
   }
-  link_->Stop();
   close(signal_fd);
   const int exit_code = *state_->exit_code();
   TRAINSUP_LOG_INFO("exiting with code %d", exit_code);

@@ -49,6 +49,24 @@ SupervisorLink::~SupervisorLink() { Stop(); }
 
 void SupervisorLink::Start() { thread_ = std::thread([this] { Run(); }); }
 
+bool SupervisorLink::Close(absl::Duration timeout) {
+  bool in_order = false;
+  if (timeout > absl::ZeroDuration()) {
+    absl::MutexLock lock(&mu_);
+    closing_ = true;
+    close_deadline_ = SteadyNow() + timeout;
+    // A stream not welcomed yet starts over, bounded by the deadline.
+    if (!connected_ && context_ != nullptr) context_->TryCancel();
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return closed_in_order_ || thread_done_;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&done), timeout);
+    in_order = closed_in_order_;
+  }
+  Stop();
+  return in_order;
+}
+
 void SupervisorLink::Stop() {
   {
     absl::MutexLock lock(&mu_);
@@ -85,6 +103,14 @@ void SupervisorLink::Send(v1::AgentMessage message) {
 }
 
 void SupervisorLink::Run() {
+  // Close() waits for this thread's end as well as for the supervisor's.
+  struct Done {
+    SupervisorLink* link;
+    ~Done() {
+      absl::MutexLock lock(&link->mu_);
+      link->thread_done_ = true;
+    }
+  } done{this};
   if (absl::StatusOr<SupervisorAddresses> parsed = SupervisorAddresses::Parse(options_.address);
       parsed.ok()) {
     addresses_ = *std::move(parsed);
@@ -96,9 +122,12 @@ void SupervisorLink::Run() {
   absl::Duration backoff = options_.backoff_initial;
   bool warned = false;
   for (;;) {
+    bool closing = false;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (stopping_ || closed_in_order_) return;
+      if (closing_ && SteadyNow() >= close_deadline_) return;
+      closing = closing_;
     }
     // A new channel after every session that ended, so that renewed TLS
     // files are read without restarting the agent. The channel goes before
@@ -140,9 +169,13 @@ void SupervisorLink::Run() {
     std::uniform_real_distribution<double> jitter(0.5, 1.0);
     absl::Duration wait = backoff * jitter(rng);
     backoff = std::min(backoff * 2, cap);
+    // The agent's last word cannot wait long.
+    if (closing) wait = std::min(wait, options_.backoff_initial);
     absl::MutexLock lock(&mu_);
-    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-    mu_.AwaitWithTimeout(absl::Condition(&stopping), wait);
+    auto woken = [this, closing]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stopping_ || closed_in_order_ || closing_ != closing;
+    };
+    mu_.AwaitWithTimeout(absl::Condition(&woken), wait);
   }
 }
 
@@ -162,6 +195,10 @@ SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& st
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return SessionEnd::kUnreached;
+    if (closing_) {
+      const absl::Duration left = std::max(absl::ZeroDuration(), close_deadline_ - SteadyNow());
+      context.set_deadline(std::chrono::system_clock::now() + absl::ToChronoNanoseconds(left));
+    }
     context_ = &context;
     session_ended_ = false;
   }
@@ -171,13 +208,22 @@ SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& st
   hello.mutable_hello()->set_report_interval_seconds(
       absl::ToDoubleSeconds(options_.report_interval));
   bool welcomed = false;
+  bool half_closed = false;  // the agent's side closed after its last report
   if (stream->Write(hello)) {
     batcher_->BeginSession();
     std::thread reader([this, &stream, &address] { ReadCommands(stream.get(), address); });
-    WriteReports(stream.get());
+    half_closed = WriteReports(stream.get());
     bool reader_done;
     {
       absl::MutexLock lock(&mu_);
+      if (half_closed) {
+        // The supervisor ends the stream once it has read all of it.
+        auto ended = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return session_ended_ || stopping_;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&ended),
+                             std::max(absl::ZeroDuration(), close_deadline_ - SteadyNow()));
+      }
       reader_done = session_ended_;
     }
     // Ends the reader's Read if the stream is still up (a write failed).
@@ -191,7 +237,8 @@ SupervisorLink::SessionEnd SupervisorLink::RunSession(v1::AgentService::Stub& st
   bool refused = false;
   {
     absl::MutexLock lock(&mu_);
-    if (connected_ && !stopping_) {
+    if (half_closed && status.ok()) closed_in_order_ = true;
+    if (connected_ && !stopping_ && !closed_in_order_) {
       TRAINSUP_LOG_WARN("stream to the supervisor ended: %s",
                         status.ok() ? std::string("closed") : status.error_message());
     }
@@ -244,7 +291,7 @@ void SupervisorLink::ReadCommands(Stream* stream, const std::string& address) {
   session_ended_ = true;
 }
 
-void SupervisorLink::WriteReports(Stream* stream) {
+bool SupervisorLink::WriteReports(Stream* stream) {
   {
     // Nothing before the welcome: on a stream the supervisor refuses, what
     // was written is lost.
@@ -253,7 +300,7 @@ void SupervisorLink::WriteReports(Stream* stream) {
       return stopping_ || session_ended_ || connected_;
     };
     mu_.Await(absl::Condition(&welcomed));
-    if (stopping_ || session_ended_) return;
+    if (stopping_ || session_ended_) return false;
   }
   // The next report is due one interval in force after the last; a new
   // interval takes effect from the last report on.
@@ -262,17 +309,20 @@ void SupervisorLink::WriteReports(Stream* stream) {
     const absl::Duration next_report = last_report + report_interval();
     uint64_t flush_ticket = 0;
     bool flushing = false;
+    bool closing = false;
     std::deque<v1::AgentMessage> queued;
     {
       absl::MutexLock lock(&mu_);
       auto wake = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || session_ended_ || flush_requested_ > flush_done_ || !outbox_.empty();
+        return stopping_ || session_ended_ || closing_ || flush_requested_ > flush_done_ ||
+               !outbox_.empty();
       };
       mu_.AwaitWithTimeout(absl::Condition(&wake),
                            std::max(absl::ZeroDuration(), next_report - SteadyNow()));
-      if (stopping_ || session_ended_) return;
+      if (stopping_ || session_ended_) return false;
       flush_ticket = flush_requested_;
       flushing = flush_requested_ > flush_done_;
+      closing = closing_;
       queued.swap(outbox_);
     }
     // Queued messages first: they tell what happened before the report's news.
@@ -283,21 +333,23 @@ void SupervisorLink::WriteReports(Stream* stream) {
           outbox_.push_front(std::move(queued.back()));
           queued.pop_back();
         }
-        return;
+        return false;
       }
       queued.pop_front();
     }
     const absl::Duration now = SteadyNow();
-    if (now < next_report && !flushing) continue;
+    if (now < next_report && !flushing && !closing) continue;
     v1::AgentMessage message;
     bool more = false;
     *message.mutable_report() =
         batcher_->TakeReport(now, ReportBatcher::kMaxReportBytes, &more);
     if (!stream->Write(message)) {
       batcher_->Restore(std::move(*message.mutable_report()));
-      return;
+      return false;
     }
     if (more) continue;  // a backlog beyond one message: the rest goes at once
+    // The last word is out: the agent's side closes, in order.
+    if (closing) return stream->WritesDone();
     // On the schedule, unless it fell behind by a whole interval.
     last_report = now - next_report >= report_interval() ? now : next_report;
     absl::MutexLock lock(&mu_);

@@ -79,8 +79,18 @@ class SupervisorLink {
   SupervisorLink& operator=(const SupervisorLink&) = delete;
 
   void Start();
-  // Ends the stream and the thread. Idempotent.
+  // Ends the stream and the thread. Idempotent. What was written and not
+  // yet read by the supervisor may be lost with the stream: an agent that
+  // is done ends with Close.
   void Stop();
+  // The agent is done: its last word goes to the supervisor, then the link
+  // ends as Stop() does. Sends the queued messages and a last report, closes
+  // the agent's side of the stream and waits until the supervisor has read
+  // everything and ended the stream in turn; a stream that breaks first is
+  // dialled again (its hello says the launcher's last state). True when the
+  // supervisor ended the stream after the last report; false when
+  // `timeout` passed first (or is zero while no stream is up). Call once.
+  bool Close(absl::Duration timeout);
 
   // Sends a report now and waits until it was written (with the messages
   // queued before it). False when not connected or `timeout` passed first.
@@ -113,8 +123,9 @@ class SupervisorLink {
   SessionEnd RunSession(v1::AgentService::Stub& stub, const std::string& address);
   void ReadCommands(Stream* stream, const std::string& address);
   // Once the stream is welcomed, sends queued messages and reports until it
-  // breaks or Stop(). Returns on either.
-  void WriteReports(Stream* stream);
+  // breaks or Stop(), or, on Close(), until it has sent the last report and
+  // closed its side (then true). Returns on any of them.
+  bool WriteReports(Stream* stream);
 
   const LinkOptions options_;
   ReportBatcher* const batcher_;
@@ -130,6 +141,12 @@ class SupervisorLink {
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Close(): send the last word, then end; until `close_deadline_`. Closed
+  // in order once the supervisor ended the stream after the last report.
+  bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Duration close_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
+  bool closed_in_order_ ABSL_GUARDED_BY(mu_) = false;
+  bool thread_done_ ABSL_GUARDED_BY(mu_) = false;
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   bool session_ended_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -56,6 +56,10 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::S
 
   void OnReadDone(bool ok) override {
     if (!ok) {  // the agent closed its side, or the stream broke
+      // Every message of the stream was handled: the node is free before
+      // the agent learns that its stream ended (and exits, and the next
+      // job's agent for the node says hello).
+      if (session_ != 0) host_->Disconnected(std::exchange(session_, 0));
       RequestFinish(grpc::Status::OK);
       return;
     }

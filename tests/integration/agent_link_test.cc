@@ -3,6 +3,7 @@
 // against a real in-process trainsupd (its refusal of a second agent).
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
@@ -145,6 +146,57 @@ TEST_F(AgentLinkTest, AMessageQueuedWhileTheSupervisorIsAwayGoesOnTheNextStream)
     return false;
   }));
   link->Stop();
+}
+
+// An agent that is done says its last word and leaves only once the
+// supervisor has read it: the stream is closed in order, not cut.
+TEST_F(AgentLinkTest, CloseSendsTheLastReportAndReturnsOnceTheSupervisorEndedTheStream) {
+  FakeSupervisor supervisor;
+  // A long interval: the last report must not wait for it.
+  std::unique_ptr<SupervisorLink> link = StartLink(Options(supervisor.address(), absl::Seconds(30)));
+  ASSERT_TRUE(testing::WaitFor([&] { return link->connected(); }));
+  v1::LauncherStatus exited;
+  exited.set_state(v1::LauncherStatus::STATE_EXITED);
+  batcher_.SetLauncher(exited);
+
+  EXPECT_TRUE(link->Close(absl::Seconds(5)));
+
+  const std::vector<v1::NodeReport> reports = Reports(supervisor.received());
+  ASSERT_FALSE(reports.empty());
+  EXPECT_EQ(reports.back().launcher().state(), v1::LauncherStatus::STATE_EXITED);
+  EXPECT_FALSE(link->connected());
+}
+
+// The stream broke just before the agent's end: the link dials again and
+// says its last word on the new stream.
+TEST_F(AgentLinkTest, CloseWhileTheSupervisorIsAwayWaitsForItUpToTheTimeout) {
+  FakeSupervisor supervisor;
+  supervisor.Refuse(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "not now"));
+  std::unique_ptr<SupervisorLink> link = StartLink(Options(supervisor.address()));
+  ASSERT_TRUE(testing::WaitFor([&] { return supervisor.refusals() >= 1; }));
+  v1::LauncherStatus exited;
+  exited.set_state(v1::LauncherStatus::STATE_EXITED);
+  batcher_.SetLauncher(exited);
+
+  std::thread welcome([&] {
+    absl::SleepFor(absl::Milliseconds(200));  // away for a while, then back
+    supervisor.SetWelcome(v1::Welcome());
+  });
+  EXPECT_TRUE(link->Close(absl::Seconds(5)));
+  welcome.join();
+  const std::vector<v1::NodeReport> reports = Reports(supervisor.received());
+  ASSERT_FALSE(reports.empty());
+  EXPECT_EQ(reports.back().launcher().state(), v1::LauncherStatus::STATE_EXITED);
+}
+
+TEST_F(AgentLinkTest, CloseGivesUpAtItsTimeoutWhenNoSupervisorAnswers) {
+  FakeSupervisor supervisor;
+  const std::string address = supervisor.address();
+  supervisor.Shutdown();  // nothing listens there any more
+  std::unique_ptr<SupervisorLink> link = StartLink(Options(address));
+  const absl::Time start = absl::Now();
+  EXPECT_FALSE(link->Close(absl::Milliseconds(300)));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(3));
 }
 
 TEST_F(AgentLinkTest, ARefusedHelloIsReportedAndRetried) {

@@ -28,6 +28,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "agent/launcher.h"
 #include "agent/plan_file.h"
 #include "agent/rank_log.h"
@@ -978,6 +979,53 @@ TEST_F(AgentBinaryTest, ABadVerdictRuleIsABadUsage) {
   ASSERT_TRUE(WIFEXITED(status)) << status;
   EXPECT_EQ(WEXITSTATUS(status), kExitUsage) << log();
   EXPECT_THAT(log(), HasSubstr("error: --verdict: verdict rule 'exit:16=elsewhere'"));
+}
+
+// A supervisor busy when the job ends (a sweep, a loaded host) has not
+// read the agent's last report when the agent is done: the agent waits for
+// the supervisor to read all it wrote before it exits, so that "the command
+// exited 0" is never lost with the stream (its job would show running for
+// good).
+TEST_F(AgentBinaryTest, AnAgentExitsOnlyOnceTheSupervisorReadItsLastReport) {
+  MonotonicClock clock;
+  ServerOptions server_options;
+  server_options.listen = "127.0.0.1:0";
+  server_options.metrics_listen = "";
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(server_options, &clock);
+  ASSERT_TRUE(server.ok()) << server.status();
+  SupervisorHost& host = (*server)->host();
+  auto launcher = [&] {
+    return host.Read([](const Supervisor& core, absl::Time) {
+      const NodeRecord* node = nullptr;
+      for (const NodeRecord& n : core.nodes()) {
+        if (n.name == "n1") node = &n;
+      }
+      return node == nullptr ? LauncherInfo() : node->launcher;
+    });
+  };
+  const std::string go = dir_ + "/go";
+  StartAgent({"--supervisor", (*server)->grpc_address(), "--node", "n1", "--report-interval",
+              "50ms"},
+             {"/bin/sh", "-c", absl::StrCat("while [ ! -e ", go, " ]; do sleep 0.02; done")});
+  ASSERT_TRUE(WaitFor([&] { return launcher().state == LauncherState::kRunning; })) << log();
+
+  // The supervisor is busy from before the command ends until a while after
+  // the agent said it is done: long enough for an agent that does not wait
+  // to be gone. This one waits.
+  int status = -1;
+  const bool exited_while_busy = host.Read([&](const Supervisor&, absl::Time) {
+    std::ofstream(go).close();  // the command ends with exit code 0
+    WaitFor([&] { return log().find("the command succeeded") != std::string::npos; });
+    absl::SleepFor(absl::Milliseconds(500));
+    return waitpid(agent_, &status, WNOHANG) == agent_;
+  });
+  EXPECT_FALSE(exited_while_busy) << log();
+
+  if (!exited_while_busy) status = AwaitAgent();
+  ASSERT_TRUE(WIFEXITED(status)) << status << "\n" << log();
+  EXPECT_EQ(WEXITSTATUS(status), 0) << log();
+  EXPECT_TRUE(launcher().succeeded()) << LauncherStateName(launcher().state) << "\n" << log();
+  (*server)->Shutdown(absl::ZeroDuration());
 }
 
 }  // namespace

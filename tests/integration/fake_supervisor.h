@@ -22,7 +22,9 @@ namespace testing {
 // An AgentService played by the test on a loopback port, for the agent's
 // side of the stream: it records every message an agent sends (with when it
 // arrived), welcomes each hello as told (or refuses it with a status), and
-// sends the commands the test queues. Thread-safe.
+// sends the commands the test queues. It can stop reading for a while, as a
+// busy supervisor does (what an agent writes then waits in the transport).
+// Thread-safe.
 class FakeSupervisor final : public v1::AgentService::Service {
  public:
   struct Received {
@@ -67,6 +69,16 @@ class FakeSupervisor final : public v1::AgentService::Service {
   void Send(const v1::SupervisorMessage& command) {
     absl::MutexLock lock(&mu_);
     commands_.push_back(command);
+  }
+
+  // From now on no message is read (after the hello) until ResumeReading.
+  void PauseReading() {
+    absl::MutexLock lock(&mu_);
+    reading_paused_ = true;
+  }
+  void ResumeReading() {
+    absl::MutexLock lock(&mu_);
+    reading_paused_ = false;
   }
 
   // Every message received so far, across streams, in arrival order.
@@ -124,7 +136,15 @@ class FakeSupervisor final : public v1::AgentService::Service {
       }
     });
     v1::AgentMessage message;
-    while (stream->Read(&message)) {
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto reading = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+          return !reading_paused_ || shutting_down_;
+        };
+        mu_.Await(absl::Condition(&reading));
+      }
+      if (!stream->Read(&message)) break;
       absl::MutexLock lock(&mu_);
       received_.push_back(Received{message, absl::Now()});
     }
@@ -146,6 +166,7 @@ class FakeSupervisor final : public v1::AgentService::Service {
   std::vector<Received> received_ ABSL_GUARDED_BY(mu_);
   int refusals_ ABSL_GUARDED_BY(mu_) = 0;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool reading_paused_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The reports among `received`, in order.
