@@ -263,7 +263,6 @@ void Agent::Do(const AgentAction& action) {
 }
 
 void Agent::Launch(uint64_t generation, const std::string& why) {
-  batcher_.SetGeneration(generation);
   watcher_.Clear();
   failure_lines_.clear();
   rank_drops_logged_.clear();  // the new ranks count from zero
@@ -305,6 +304,9 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
     return;
   }
+  // The new generation goes up with its running launcher, never with the
+  // last generation's end.
+  batcher_.StartGeneration(generation, launcher_.status());
   provenance_ = CaptureProvenance(generation, argv, env, options_.provenance);
   v1::AgentMessage record;
   *record.mutable_provenance() = provenance_;

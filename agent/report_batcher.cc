@@ -55,9 +55,19 @@ void ReportBatcher::SetProcesses(std::vector<ProcessObservation> processes) {
 
 void ReportBatcher::SetGeneration(uint64_t generation) {
   absl::MutexLock lock(&mu_);
+  SetGenerationLocked(generation);
+}
+
+void ReportBatcher::SetGenerationLocked(uint64_t generation) {
   if (generation == generation_) return;
   generation_ = generation;
   latest_.clear();  // the old generation's state means nothing in the new one
+}
+
+void ReportBatcher::StartGeneration(uint64_t generation, const v1::LauncherStatus& launcher) {
+  absl::MutexLock lock(&mu_);
+  SetGenerationLocked(generation);
+  launcher_ = launcher;
 }
 
 uint64_t ReportBatcher::generation() const {

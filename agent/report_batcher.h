@@ -38,6 +38,10 @@ class ReportBatcher {
   v1::LauncherStatus launcher() const;
   void SetProcesses(std::vector<ProcessObservation> processes);
   void SetGeneration(uint64_t generation);
+  // The command was launched as `generation`, its launcher now `launcher`:
+  // both at once, so that no report says the new generation with the last
+  // one's launcher (its exit read as the new generation's end).
+  void StartGeneration(uint64_t generation, const v1::LauncherStatus& launcher);
   uint64_t generation() const;
   // What every report says in plans_held_through (PlanFile::held_through).
   void SetPlansHeldThrough(uint64_t plan_id);
@@ -76,6 +80,7 @@ class ReportBatcher {
   };
   void PushLocked(Entry entry) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PrependLatestLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetGenerationLocked(uint64_t generation) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const size_t max_backlog_;
   mutable absl::Mutex mu_;

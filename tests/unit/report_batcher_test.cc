@@ -120,6 +120,23 @@ TEST_F(ReportBatcherTest, ReportCarriesGenerationAndLauncher) {
   EXPECT_EQ(report.launcher().pid(), 777u);
 }
 
+TEST_F(ReportBatcherTest, ANewGenerationGoesUpWithItsOwnLauncherNeverTheLastOnesEnd) {
+  v1::LauncherStatus ended;
+  ended.set_state(v1::LauncherStatus::STATE_EXITED);
+  ended.set_exit_code(1);
+  batcher_.SetLauncher(ended);  // generation 1 failed
+  v1::LauncherStatus running;
+  running.set_state(v1::LauncherStatus::STATE_RUNNING);
+  running.set_pid(778);
+
+  batcher_.StartGeneration(2, running);
+
+  v1::NodeReport report = Take();
+  EXPECT_EQ(report.generation(), 2u);
+  EXPECT_EQ(report.launcher().state(), v1::LauncherStatus::STATE_RUNNING);
+  EXPECT_EQ(report.launcher().pid(), 778u);
+}
+
 TEST(ReportBatcherBoundTest, FullBacklogDropsTheOldestAndCountsThem) {
   ReportBatcher batcher(3);
   for (int step = 1; step <= 5; ++step) batcher.AddHeartbeat(Step(0, step));
