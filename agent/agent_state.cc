@@ -205,15 +205,13 @@ AgentAction AgentStateMachine::OnNodeTaken(absl::string_view message) {
   if (phase_ == Phase::kDone) return Ignore("refusal");
   const bool first = !node_taken_;
   node_taken_ = true;
-  node_taken_message_ = std::string(message);
-  if (!first) return AgentAction();
   if (phase_ == Phase::kConnecting) {
-    return Alert(absl::StrCat("the supervisor refuses this agent: ", message,
-                              "; retrying until the connect timeout (",
-                              absl::FormatDuration(options_.connect_timeout),
-                              " from the start), then exiting with code ", kExitNodeTaken,
-                              " without launching"));
+    AgentAction action = Finish(
+        kExitNodeTaken, "another agent serves this node; nothing was launched");
+    action.error = std::string(message);
+    return action;
   }
+  if (!first) return AgentAction();
   return Alert(absl::StrCat("the supervisor refuses this agent: ", message, "; ",
                             CommandRuns() ? "the command runs on" : "the agent goes on",
                             " (fail-open) and keeps retrying"));
@@ -286,14 +284,6 @@ AgentAction AgentStateMachine::OnCommandEnded(absl::Duration now, CommandEnd end
 
 AgentAction AgentStateMachine::ConnectTimedOut() {
   const std::string waited = absl::FormatDuration(options_.connect_timeout);
-  if (node_taken_) {
-    AgentAction action =
-        Finish(kExitNodeTaken, absl::StrCat("still refused after ", waited,
-                                            ": another agent serves this node; nothing was "
-                                            "launched"));
-    action.error = node_taken_message_;
-    return action;
-  }
   if (options_.fail_closed) {
     AgentAction action =
         Finish(kExitUnsupervised, absl::StrCat("no word from the supervisor within ", waited,

@@ -118,11 +118,14 @@ class AgentStateMachine {
   AgentAction OnOtherMessage(absl::Duration now);
 
   // The supervisor refused the hello: another agent serves this node
-  // (`message` is the supervisor's). Before the first launch the agent keeps
-  // retrying; if no welcome came by the connect timeout it exits with
-  // kExitNodeTaken, having launched nothing (no fail-open start: the node's
-  // work is someone else's). After a launch the command runs on (fail-open);
-  // the first refusal of a streak is alerted, a welcome ends the streak.
+  // (`message` is the supervisor's; it refuses only while that agent is
+  // heard, and lets an agent take over from one that is gone). Before the
+  // first launch the agent exits at once with kExitNodeTaken, having
+  // launched nothing, and `message` as its error: no fail-open start, and no
+  // retry that would join whatever runs under the node's name next (the
+  // first agent's job run again once it ended). After a launch the command
+  // runs on (fail-open); the first refusal of a streak is alerted, a welcome
+  // ends the streak.
   AgentAction OnNodeTaken(absl::string_view message);
 
   // A carried-out kLaunch failed: exit with kExitFailure.
@@ -162,8 +165,8 @@ class AgentStateMachine {
   // Any word from the supervisor restarts the wait for its decision.
   void Heard(absl::Duration now);
   AgentAction Launch(uint64_t generation, absl::string_view why);
-  // kConnecting's deadline: exit 76 if refused, 77 if fail-closed, else
-  // launch generation 1 unsupervised.
+  // kConnecting's deadline: exit 77 if fail-closed, else launch generation
+  // 1 unsupervised.
   AgentAction ConnectTimedOut();
   // SIGTERM now, SIGKILL at now + grace. REQUIRES: CommandRuns().
   AgentAction Stop(absl::Duration now, absl::Duration grace, absl::string_view why);
@@ -187,9 +190,8 @@ class AgentStateMachine {
   absl::Duration pending_grace_;
   std::string pending_stop_why_;
   // The supervisor refused this agent since its last welcome: another agent
-  // serves the node. The supervisor's last word on it.
+  // serves the node.
   bool node_taken_ = false;
-  std::string node_taken_message_;
   int last_exit_code_ = 0;
   std::optional<int> exit_code_;
 };

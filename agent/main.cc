@@ -66,8 +66,8 @@ int main(int argc, char** argv) {
                     "cap of the reconnect backoff when the supervisor is away");
   AddDurationOption(*run, "--connect-timeout", &options.timeouts.connect_timeout,
                     "at start, wait this long for the supervisor's go before launching anyway "
-                    "(--fail-mode open) or exiting 77 (closed); or exiting 76, if the supervisor "
-                    "says another agent serves this --node");
+                    "(--fail-mode open) or exiting 77 (closed); a supervisor that says another "
+                    "agent serves this --node has the agent exit 76 at once");
   std::string fail_mode = "open";
   run->add_option("--fail-mode", fail_mode,
                   "without a word from the supervisor by --connect-timeout: open launches the "
