@@ -20,6 +20,15 @@ AgentRegistry::Connection AgentRegistry::Connect(absl::Time now, const AgentHell
     node.agent_rejected.clear();
     node.agent_dropped = 0;
   }
+  if (node.job != hello.job) {
+    // The name serves another job now: what it did for the last one stays
+    // with that job (its ranks, and GenerationVerdicts::nodes_ran).
+    node.heartbeats_received = 0;
+    node.reports_received = 0;
+    node.member_generation = 0;
+    node.unreachable = false;
+    node.silent_since = absl::InfinitePast();
+  }
   c.session = next_session_++;
   sessions_.emplace(c.session, c.node);
   MoveToJob(c.node, hello.job);

@@ -86,7 +86,8 @@ class AgentRegistry {
     SessionId superseded = 0;  // the node's previous live session (0: none)
   };
   // A new session for `hello.node` (created if new), which now speaks for
-  // `hello.job`. REQUIRES: the names are valid.
+  // `hello.job`; a node that spoke for another job starts its counts and
+  // its standing in a generation afresh. REQUIRES: the names are valid.
   Connection Connect(absl::Time now, const AgentHelloInfo& hello);
 
   // Ends `session`; returns its node, or kNoNode when the session is unknown

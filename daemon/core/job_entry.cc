@@ -21,6 +21,16 @@ void JobEntry::SyncGeneration() {
   verdicts_ = GenerationVerdicts(job_.generation(), straggler_options_);
 }
 
+void JobEntry::NoteLauncher(const std::string& node, uint64_t generation,
+                            const LauncherInfo& launcher) {
+  if (generation == 0 || generation != job_.generation()) return;
+  SyncGeneration();
+  GenerationNode& ran = verdicts_.nodes_ran[node];
+  ran.state = launcher.state;
+  ran.exit_code = launcher.exit_code;
+  ran.signal = launcher.signal;
+}
+
 const JobStepStats& JobEntry::StepStats() {
   if (verdicts_.step_stats_heartbeats != job_.heartbeats_received()) {
     verdicts_.step_stats = ComputeJobStepStats(job_);

@@ -83,6 +83,18 @@ struct JobLifecycle {
   std::string leave_out_next;
 };
 
+// How a node's command last stood in a generation, as its agent said it
+// for the job.
+struct GenerationNode {
+  LauncherState state = LauncherState::kUnspecified;
+  int32_t exit_code = 0;
+  int32_t signal = 0;
+
+  bool succeeded() const {
+    return state == LauncherState::kExited && exit_code == 0 && signal == 0;
+  }
+};
+
 // The rules' verdicts on the job's current generation. A new generation
 // starts with none.
 struct GenerationVerdicts {
@@ -98,6 +110,12 @@ struct GenerationVerdicts {
   // The nodes the generation runs without for a restart-elsewhere verdict:
   // not waited for to finish it.
   std::vector<std::string> left_out;
+  // The nodes that ran the generation, by name, with their commands' last
+  // state there (JobEntry::NoteLauncher): the job's own record of them. A
+  // node's name passes to another job as soon as that job's agent says hello
+  // with it (back-to-back jobs on the same hosts), and the generation's end
+  // is still judged from what its own nodes said.
+  absl::flat_hash_map<std::string, GenerationNode> nodes_ran;
   // Stall: held until the next generation (a stall is acted on at once).
   bool stalled = false;
   std::optional<uint32_t> stall_culprit;
@@ -134,6 +152,10 @@ class JobEntry {
   void SyncGeneration();
   GenerationVerdicts& verdicts() { return verdicts_; }
   const GenerationVerdicts& verdicts() const { return verdicts_; }
+  // The agent of `node` says (in a report or a hello) that its command
+  // stands as `launcher` in `generation`: kept in the verdicts' nodes_ran
+  // when that is the job's current generation. O(1).
+  void NoteLauncher(const std::string& node, uint64_t generation, const LauncherInfo& launcher);
   // The generation's step statistics, kept in its verdicts and computed
   // again only when heartbeats arrived since: one pass over every rank's
   // window serves a sweep's rules and the read model.

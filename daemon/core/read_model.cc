@@ -70,7 +70,13 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.last_progress = job.last_progress();
   view.heartbeats_received = job.heartbeats_received();
   view.datagrams_dropped = job.datagrams_dropped();
-  view.nodes = static_cast<uint32_t>(agents_.NodesOf(job.id()).size());
+  // Once it ended, the nodes its last generation ran on: their names may
+  // serve other jobs by now.
+  const bool ended =
+      entry.lifecycle.state == JobState::kFinished || entry.lifecycle.state == JobState::kFailed;
+  view.nodes = static_cast<uint32_t>(ended && !verdicts.nodes_ran.empty()
+                                         ? verdicts.nodes_ran.size()
+                                         : agents_.NodesOf(job.id()).size());
 
   view.step_stats = verdicts.step_stats;
   view.stall_threshold = verdicts.stall_threshold;
@@ -201,10 +207,14 @@ std::vector<NodeView> ReadModel::NodeViews() const {
     view.quarantined = quarantine_.IsQuarantined(node.name);
     view.unreachable = node.unreachable;
   }
-  // Ranks per node, counted once over every job's ranks.
+  // Ranks per node: those of the job it serves now (the ranks of a job its
+  // name served before still name it).
   jobs_.ForEach([&](const JobEntry& job) {
     for (const auto& [i, r] : job.job().ranks()) {
-      if (r.seen && r.node != kNoNode && r.node < views.size()) ++views[r.node].ranks;
+      if (r.seen && r.node != kNoNode && r.node < views.size() &&
+          views[r.node].job == job.id()) {
+        ++views[r.node].ranks;
+      }
     }
   });
   return views;

@@ -237,19 +237,26 @@ void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
 }
 
 void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
-  int participating = 0;
-  const std::vector<std::string>& left_out = job.verdicts().left_out;
+  const uint64_t generation = job.job().generation();
+  const GenerationVerdicts& verdicts = job.verdicts();
+  // A quarantined node, or one left out by a verdict, is not waited for.
+  auto waived = [&](const std::string& name) {
+    return quarantine_.IsQuarantined(name) ||
+           std::find(verdicts.left_out.begin(), verdicts.left_out.end(), name) !=
+               verdicts.left_out.end();
+  };
+  // A connected node of the job that has not run this generation yet is
+  // still to come; one that left is not waited for.
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
-    if (quarantine_.IsQuarantined(node.name)) continue;
-    if (std::find(left_out.begin(), left_out.end(), node.name) != left_out.end()) continue;
-    if (node.generation != job.job().generation()) {
-      // A connected node that has not run this generation yet is still to
-      // come; one that left is not waited for.
-      if (node.connected) return;
-      continue;
-    }
-    if (!node.launcher.succeeded()) return;
+    if (node.connected && node.generation != generation && !waived(node.name)) return;
+  }
+  // The generation's end, from what its own nodes said for this job: their
+  // records may serve another job by now.
+  int participating = 0;
+  for (const auto& [name, ran] : verdicts.nodes_ran) {
+    if (waived(name)) continue;
+    if (!ran.succeeded()) return;
     ++participating;
   }
   if (participating == 0) return;

@@ -64,8 +64,12 @@ class RestartCoordinator {
   // Running: once the generation made its first step, says whether the world
   // size changed and how long the recovery took (it becomes a measured R).
   void TrackRecovery(absl::Time now, JobEntry& job);
-  // Running: finished when every node of the generation exited 0 (a node
-  // left out of it by a verdict is not waited for).
+  // Running (or pending): finished when every node that ran the generation
+  // said its command exited 0 there (a quarantined node, or one left out by
+  // a verdict, is not waited for), and no connected node of the job has yet
+  // to run it. Judged from the job's own record of the generation's nodes
+  // (GenerationVerdicts::nodes_ran), not from the nodes' records, which
+  // pass to the next job that uses their names.
   void CheckFinished(absl::Time now, JobEntry& job);
   // The operator lifted a hold, a kill (or a failure): the restart cap forgets what
   // came before, and the next generation starts now.

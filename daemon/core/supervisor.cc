@@ -72,6 +72,8 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   NodeRecord& node = agents_.mutable_node(connection.node);
   if (cadence_.enabled()) node.report_interval = cadence_.current();
   const Admission::Admitted admitted = admission_.Admit(now, hello, connection.node);
+  // An agent that comes back says how its command stands.
+  admitted.job->NoteLauncher(node.name, hello.generation, node.launcher);
   HelloResult result;
   result.session = connection.session;
   result.superseded = connection.superseded;
@@ -174,6 +176,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
     observed.ApplyProcess(now, index, process);
   }
   job.SyncGeneration();
+  job.NoteLauncher(node.name, node.generation, node.launcher);
   // O(1) per report (a report must not cost O(ranks) or O(nodes)).
   Detection::NoticeReport(now, job,
                           node.generation == observed.generation() && node.launcher.failed());

@@ -78,6 +78,7 @@ class CorePartsTest : public ::testing::Test {
       n.told.start_generation = 1;
       n.launcher.state = LauncherState::kRunning;
       n.launcher.pid = 4000;
+      entry.NoteLauncher(name, 1, n.launcher);  // as its agent's report does
     }
     for (uint32_t rank = 0; rank < kTestWorldSize; ++rank) {
       Beat(MakeHeartbeat(HeartbeatKind::kStart, rank, -1, kTestWorldSize, 1));

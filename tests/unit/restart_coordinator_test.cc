@@ -22,6 +22,7 @@ using ::testing::Optional;
 using ::trainsup::testing::CorePartsOptions;
 using ::trainsup::testing::CorePartsTest;
 using ::trainsup::testing::Figure;
+using ::trainsup::testing::MakeHello;
 using ::trainsup::testing::OfKind;
 
 class RestartCoordinatorTest : public CorePartsTest {
@@ -29,12 +30,15 @@ class RestartCoordinatorTest : public CorePartsTest {
   explicit RestartCoordinatorTest(SupervisorOptions options = CorePartsOptions())
       : CorePartsTest(std::move(options)) {}
 
-  // `name`'s agent reports its command ended (with `exit_code`), now.
+  // `name`'s agent reports its command ended (with `exit_code`), now: its
+  // node's record and the job's record of its generation's nodes say so, as
+  // the Supervisor's Report has them say it.
   void Exited(const std::string& name, int32_t exit_code = 143) {
     NodeRecord& n = Node(name);
     n.launcher.state = LauncherState::kExited;
     n.launcher.exit_code = exit_code;
     n.last_report = now();
+    job().NoteLauncher(name, n.generation, n.launcher);
   }
   // A failure on node-b a second ago stops the job; both agents stop and
   // the coordinator moves it to restarting.
@@ -219,6 +223,24 @@ TEST_F(RestartCoordinatorTest, JobFinishesWhenEveryNodeOfItsGenerationExitedZero
   EXPECT_EQ(job().lifecycle.reason, "the command exited 0 on all 2 nodes");
   // An ended job's picture is journaled as it ends.
   EXPECT_EQ(decisions_.Take().journal.ended_jobs.size(), 1u);
+}
+
+// The job's end comes from what its generation's nodes said for it: a node
+// whose name already serves the next job still counts with its exit 0.
+TEST_F(RestartCoordinatorTest, JobFinishesFromItsOwnNodesWhenTheirNamesServeTheNextJob) {
+  RunJob();
+  Exited("node-a", 0);
+  Exited("node-b", 0);
+  agents_.Disconnect(Node("node-a").session);
+  agents_.Disconnect(Node("node-b").session);
+  agents_.Connect(now(), MakeHello("node-a", "next", 7));
+  agents_.Connect(now(), MakeHello("node-b", "next", 8));
+  ASSERT_TRUE(agents_.NodesOf("job").empty());
+
+  restarts_.CheckFinished(now(), job());
+
+  EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
+  EXPECT_EQ(job().lifecycle.reason, "the command exited 0 on all 2 nodes");
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "daemon/core/supervisor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
 #include "tests/support/fake_agents.h"
 #include "tests/support/test_time.h"
 
@@ -31,6 +32,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
+using ::trainsup::testing::MakeHeartbeat;
+using ::trainsup::testing::MakeHello;
 using ::trainsup::testing::Figure;
 using ::trainsup::testing::OfKind;
 using Kind = AgentCommand::Kind;
@@ -881,6 +884,116 @@ TEST_F(LifecycleTest, AllAgentsExitingZeroFinishTheJobWithoutARestart) {
   EXPECT_TRUE(later.journal.empty());
   EXPECT_EQ(job().generation(), 1u);
   EXPECT_EQ(state(), "finished");
+}
+
+// Back to back on the same hosts (two srun steps of one batch script, or
+// the next job Slurm puts on the node): the next job's agents say hello with
+// the same node names before this job's sweep. The job ends from what its
+// own nodes said, whatever its nodes' names serve next.
+TEST_F(LifecycleTest, AJobWhoseNodesPassToTheNextJobBeforeItsSweepStillFinishes) {
+  Start();
+  StepAll(AtS(1), 1);
+  Take();
+  SendLauncherExit(AtS(10), a_, 0);
+  SendLauncherExit(AtS(10), b_, 0);
+  Disconnect(AtS(10), a_);
+  Disconnect(AtS(10), b_);
+  Connect(AtMs(10400), MakeHello("node-a", "next", 101));
+  Connect(AtMs(10400), MakeHello("node-b", "next", 102));
+
+  Sweep(AtS(11));
+
+  EXPECT_EQ(state(), "finished");
+  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("exited 0 on all 2 nodes"));
+  const JobView view = *sup_->ViewOf("job", AtS(11));
+  EXPECT_EQ(view.nodes, 2u);  // the nodes its generation ran on
+  EXPECT_EQ(sup_->Diagnose("job", AtS(11))->verdict, DiagnosisVerdict::kFinished);
+  EXPECT_EQ(JobStateName(sup_->FindEntry("next")->lifecycle.state), "pending");
+}
+
+// Its first node already serves the next job while its second still runs:
+// the job waits for the second, and ends with both.
+TEST_F(LifecycleTest, AJobWaitsForItsOwnNodesNotForTheNamesItsNodesServeNext) {
+  Start();
+  StepAll(AtS(1), 1);
+  SendLauncherExit(AtS(10), a_, 0);
+  Disconnect(AtS(10), a_);
+  const SessionId next = Connect(AtMs(10400), MakeHello("node-a", "next", 101));
+  Sweep(AtS(11));
+  EXPECT_EQ(state(), "running");  // node-b still runs
+
+  // node-a runs the next job's first generation (its agent reports it).
+  LauncherInfo running;
+  running.state = LauncherState::kRunning;
+  NodeReportInfo report;
+  report.generation = 1;
+  report.launcher = running;
+  ASSERT_TRUE(sup_->Report(AtS(12), next, report).ok());
+  SendLauncherExit(AtS(12), b_, 0);
+  Sweep(AtS(12));
+
+  EXPECT_EQ(state(), "finished");
+  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("exited 0 on all 2 nodes"));
+}
+
+// The negative control: a node whose agent left with its command running
+// (a lost host) says nothing of the generation's end, even once its name
+// serves another job.
+TEST_F(LifecycleTest, ANodeThatLeftWithItsCommandRunningKeepsItsJobFromFinishing) {
+  Start();
+  StepAll(AtS(1), 1);
+  SendLauncherExit(AtS(10), a_, 0);
+  Disconnect(AtS(10), a_);
+  Disconnect(AtS(10), b_);  // its command still running
+  Connect(AtS(11), MakeHello("node-b", "next", 102));
+  Sweep(AtS(11));
+  EXPECT_EQ(state(), "running");
+}
+
+// A job whose command never reports a rank (`sleep`) stays pending while it
+// runs; it still finishes when its commands exit 0, names passed on or not.
+TEST_F(LifecycleTest, APendingJobWhoseCommandsExitedZeroFinishesAfterItsNodesPassOn) {
+  Start();
+  SendLauncherExit(AtS(2), a_, 0);
+  SendLauncherExit(AtS(2), b_, 0);
+  Disconnect(AtS(2), a_);
+  Disconnect(AtS(2), b_);
+  Connect(AtMs(2300), MakeHello("node-a", "next", 101));
+  Connect(AtMs(2300), MakeHello("node-b", "next", 102));
+
+  Sweep(AtS(3));
+
+  EXPECT_EQ(state(), "finished");
+}
+
+// `trainsupctl nodes`: a node's ranks and heartbeats are those of the job it
+// serves now, not the sum over every job its name served.
+TEST_F(LifecycleTest, ANodeShowsTheRanksAndHeartbeatsOfItsCurrentJobOnly) {
+  Start();
+  StepAll(AtS(1), 1);
+  StepAll(AtS(2), 2);
+  SendLauncherExit(AtS(3), a_, 0);
+  Disconnect(AtS(3), a_);
+  const SessionId next = Connect(AtS(4), MakeHello("node-a", "next", 101));
+  std::vector<Heartbeat> hbs;
+  for (uint32_t rank : {0u, 1u}) {
+    Heartbeat hb = MakeHeartbeat(HeartbeatKind::kStep, rank, 1, kWorld, 1);
+    hb.job = "next";
+    hbs.push_back(hb);
+  }
+  NodeReportInfo report;
+  report.generation = 1;
+  report.launcher.state = LauncherState::kRunning;
+  report.heartbeats = hbs;
+  ASSERT_TRUE(sup_->Report(AtS(5), next, report).ok());
+
+  for (const NodeView& node : sup_->NodeViews()) {
+    if (node.name != "node-a") continue;
+    EXPECT_EQ(node.job, "next");
+    EXPECT_EQ(node.generation, 1u);
+    EXPECT_EQ(node.ranks, 2u);       // not 4: job's ranks 0, 1 are no longer its
+    EXPECT_EQ(node.heartbeats, 2u);  // the next job's only
+  }
 }
 
 TEST_F(LifecycleTest, OneAgentExitingNonZeroIsACrashNotAFinish) {
