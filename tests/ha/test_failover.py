@@ -203,6 +203,7 @@ class FailoverTest(unittest.TestCase):
         self.assertEqual(stall.get("rank"), 2, stall["message"])
         self.assertEqual(stall["node"], "node-b")
         self.assertEqual(stall["generation"], generation)
+        caught = time.monotonic()
 
         # One history: the first leader's events, as they were, then the new
         # leader's own, numbered on from them.
@@ -222,7 +223,7 @@ class FailoverTest(unittest.TestCase):
         self.assertEqual(printed, ids, "events --follow across the failover skipped or "
                          "repeated an event")
         figures = (led - killed_wall, max(connected.values()) - killed_wall,
-                   detectable - killed_wall, time.monotonic() - hung)
+                   detectable - killed_wall, caught - hung)
         print(f"\nmeasured: TTL {ttl:g}s run {run}: kill -> new leader {figures[0]:.2f}s, "
               f"-> every agent reconnected {figures[1]:.2f}s, -> first detection possible "
               f"{figures[2]:.2f}s; hang -> stall event naming rank 2 {figures[3]:.1f}s",
