@@ -172,9 +172,11 @@ void PrintEvent(const EventsQuery& query, const v1::Event& e) {
 }
 
 // `events --follow`: the newest events the query wants (10 unless --limit),
-// then each new one, until interrupted. When trainsupd goes away (a restart)
-// it says so on stderr and reconnects, going on after the last event it
-// printed: nothing twice, nothing missed that trainsupd kept.
+// then each new one, until interrupted. When trainsupd goes away (a restart,
+// or a failover: the call goes to the leader of --supervisor's list) it says
+// so on stderr and reconnects, going on after the last event it printed:
+// nothing twice, nothing missed that trainsupd kept (a new leader numbers on
+// from the ids it was shown, docs/ha.md).
 int FollowEvents(OperatorClient& client, EventsQuery query) {
   constexpr absl::Duration kRetry = absl::Seconds(1);
   if (query.limit == 0) query.limit = 10;
