@@ -19,7 +19,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from cluster import REPO, Cluster, free_port, wait_for  # noqa: E402
+from cluster import REPO, Cluster, binary, free_port, wait_for  # noqa: E402
 
 BINARIES = ("trainsupd", "trainsup-agent", "trainsupctl")
 
@@ -54,9 +54,11 @@ class ErrorLines(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.cluster = Cluster()
+        cls.sim = binary("TRAINSUP_SIM", "sim/trainsup-sim")
         cls.binaries = {"trainsupd": cls.cluster.trainsupd,
                         "trainsup-agent": cls.cluster.agent_bin,
-                        "trainsupctl": cls.cluster.ctl_bin}
+                        "trainsupctl": cls.cluster.ctl_bin,
+                        "trainsup-sim": cls.sim}
 
     @classmethod
     def tearDownClass(cls):
@@ -70,11 +72,40 @@ class ErrorLines(unittest.TestCase):
     def test_usage_errors_say_error_and_exit_2(self):
         for argv in ([self.cluster.trainsupd, "--no-such-flag"],
                      [self.cluster.agent_bin, "run", "--job"],
-                     [self.cluster.ctl_bin, "jobs", "--no-such-flag"]):
+                     [self.cluster.ctl_bin, "jobs", "--no-such-flag"],
+                     [self.sim, "frob"],
+                     [self.sim, "run", "--ranks"],
+                     [self.sim, "run", "--no-such-flag"]):
             with self.subTest(argv=argv):
                 code, _, err = self.run_binary(*argv)
                 self.assertEqual(code, 2, err)
                 self.assertTrue(err.startswith("error: "), err)
+
+    def test_usage_errors_name_the_word_at_fault(self):
+        agent, daemon, ctl = self.cluster.agent_bin, self.cluster.trainsupd, self.cluster.ctl_bin
+        for argv, said in (
+                # A stray word before `--`, not the command after it.
+                ([agent, "run", "--job", "j", "--node", "n", "stray", "--", "true"],
+                 "unexpected argument 'stray' (the command to run comes after --)"),
+                ([agent, "run", "--job", "j", "--"], "no command to run: give it after --"),
+                # The unknown option, not its value first.
+                ([daemon, "--lisen", "127.0.0.1:1"], "unknown option --lisen"),
+                ([daemon, "--lisen=127.0.0.1:1"], "unknown option --lisen"),
+                ([agent, "run", "--job", "j", "--nod", "n", "--", "true"], "unknown option --nod"),
+                # An unknown verb, and the verbs there are.
+                ([ctl, "frob"], "'frob' is not a command of trainsupctl; the commands: jobs,"),
+                ([ctl], "trainsupctl needs a command: jobs,"),
+                ([ctl, "kill-criteria", "j", "frob"],
+                 "'frob' is not a command of kill-criteria; the commands: set, list, clear"),
+                ([self.sim, "frob"],
+                 "'frob' is not a command of trainsup-sim; the commands: run, trace, stragglers"),
+                ([ctl, "jobs", "stray"], "unexpected argument 'stray'")):
+            with self.subTest(argv=argv[1:]):
+                code, _, err = self.run_binary(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertTrue(err.startswith(f"error: {said}"), err)
+                self.assertNotIn("A subcommand is required", err)
+                self.assertNotIn("not expected", err)
 
     def test_numbers_are_checked_where_they_are_parsed(self):
         ctl = self.cluster.ctl_bin
@@ -136,7 +167,7 @@ class ErrorLines(unittest.TestCase):
 
     def test_each_help_lists_its_own_exit_codes(self):
         own = {"trainsupd": {0, 1, 2}, "trainsup-agent": {1, 2, 75, 76, 77},
-               "trainsupctl": {0, 1, 2, 3, 4, 5}}
+               "trainsupctl": {0, 1, 2, 3, 4, 5}, "trainsup-sim": {0, 2}}
         for name, path in self.binaries.items():
             with self.subTest(binary=name):
                 code, out, _ = self.run_binary(path, "--help")
