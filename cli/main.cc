@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
@@ -413,7 +414,15 @@ int main(int argc, char** argv) {
                    "reconnects when the supervisor restarts");
   events->add_option("--kind", events_query.kinds,
                      "only events of this kind (repeatable; the kinds: docs/cli.md)")
-      ->type_name("KIND");
+      ->type_name("KIND")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            const std::vector<std::string>& kinds = EventKindNames();
+            if (std::find(kinds.begin(), kinds.end(), text) != kinds.end()) return std::string();
+            return absl::StrCat("'", text, "' is not an event kind; the kinds: ",
+                                absl::StrJoin(kinds, ", "));
+          },
+          ""));
   absl::Duration events_since = absl::ZeroDuration();
   CLI::Option* since_option = AddDurationOption(
       *events, "--since", &events_since, "only events of the last DURATION (e.g. 10m, 2h)",
@@ -623,6 +632,13 @@ int main(int argc, char** argv) {
     if (*since_option) events_query.since = absl::Now() - events_since;
     if (follow) return FollowEvents(client, events_query);
     absl::StatusOr<v1::ListEventsResponse> kept = client.ListEvents(events_query.job);
+    if (kept.ok() && kept->events_size() == 0 && !events_query.job.empty()) {
+      // None kept of it: a job the supervisor does not know either is no
+      // job (exit 4, as for every verb), not an empty history.
+      if (absl::StatusOr<v1::JobDetail> known = client.GetJob(events_query.job); !known.ok()) {
+        kept = known.status();
+      }
+    }
     if (kept.ok()) kept = Filtered(events_query, *kept);
     return Emit(kept, json, RenderEventsTable);
   }

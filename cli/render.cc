@@ -212,6 +212,19 @@ std::string RenderJsonLine(const google::protobuf::Message& message) {
   return writer.Take() + "\n";
 }
 
+const std::vector<std::string>& EventKindNames() {
+  static const std::vector<std::string>* const kNames = new std::vector<std::string>{
+      "stall", "crash", "straggler", "straggler_cleared", "state", "restart", "recovered",
+      "hold", "resume", "quarantine", "unquarantine", "quarantine_skipped", "fence",
+      "world_size_changed", "checkpoint_plan", "node_unreachable", "node_reachable",
+      "node_lost", "stacks", "persist_failed", "unfence", "verdict", "not_finite",
+      "loss_shift", "loss_flat", "grad_spike", "grad_collapse", "throughput_change",
+      "throughput_decay", "memory_growth", "replica_mismatch", "rendezvous", "start_timeout",
+      "leadership", "resumed_behind", "lr_mismatch", "data_position_mismatch", "resume_spike",
+      "checkpoint_suspect", "checkpoint_fallback", "spike_rollback", "killed_by_criterion"};
+  return *kNames;
+}
+
 std::string FormatSeconds(double seconds) {
   if (!(seconds >= 0)) return "-";  // unknown (negative) or NaN
   // Choose the unit after rounding, so that 0.9996 reads 1.00s, not 1000ms.

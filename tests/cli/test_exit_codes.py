@@ -380,6 +380,19 @@ class ExitCodes(unittest.TestCase):
             with self.subTest(binary=binary, code=code):
                 self.assertEqual(case(), code)
 
+    def test_events_of_no_job_exits_4_and_an_unknown_kind_2(self):
+        code, err = self.ctl("events", "no-such-job")
+        self.assertEqual(code, 4, err)
+        self.assertIn("no job 'no-such-job'", err)
+        code, err = self.ctl("events", "--kind", "crashes")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--kind: 'crashes' is not an event kind; the kinds: stall, crash,", err)
+        # A job the supervisor knows, with no event of the kind asked: none, 0.
+        agent = self.agent_with_sleep("quiet", "cli-e1")
+        code, err = self.ctl("events", "quiet", "--kind", "crash")
+        agent.stop()
+        self.assertEqual(code, 0, err)
+
     def test_the_agent_exits_with_its_commands_code_or_128_plus_the_signal(self):
         for command, code in ((["sh", "-c", "exit 7"], 7),
                               (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM)):

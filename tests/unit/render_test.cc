@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "cli/table.h"
+#include "daemon/core/event_log.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -59,6 +60,16 @@ v1::Rank MakeRank(uint32_t rank, double p99) {
   r.set_step_p50_seconds(p99 / 2);
   r.set_step_p99_seconds(p99);
   return r;
+}
+
+// --- Event kinds ---
+
+TEST(EventKindNamesTest, AreTheCoresKindsInItsOrder) {
+  std::vector<std::string> core;
+  for (int k = 0; k < kEventKindCount; ++k) {
+    core.emplace_back(EventKindName(static_cast<EventKind>(k)));
+  }
+  EXPECT_EQ(EventKindNames(), core);
 }
 
 // --- Table ---
