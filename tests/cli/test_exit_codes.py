@@ -393,6 +393,30 @@ class ExitCodes(unittest.TestCase):
         agent.stop()
         self.assertEqual(code, 0, err)
 
+    def test_kill_criteria_set_without_a_criterion_is_refused_and_keeps_those_in_force(self):
+        agent = self.agent_with_sleep("kc", "cli-k1")
+        try:
+            code, err = self.ctl("kill-criteria", "kc", "set", "--loss-above", "4", "--at-step",
+                                 "100")
+            self.assertEqual(code, 0, err)
+            for args, said in ((["set"], "kill-criteria set needs a criterion: --loss-above, "
+                                         "--reference or --spikes"),
+                               (["set", "--total-steps", "1000"], "needs a criterion"),
+                               (["set", "--band", "0.2"], "--band requires --reference"),
+                               (["set", "--band-absolute", "--spikes", "3"],
+                                "--band-absolute requires --reference"),
+                               (["set", "--at-step", "5", "--spikes", "3"],
+                                "--at-step requires --loss-above")):
+                with self.subTest(args=args):
+                    code, err = self.ctl("kill-criteria", "kc", *args)
+                    self.assertEqual(code, 2, err)
+                    self.assertIn(said, err)
+            listed = self.cluster.ctl_json("kill-criteria", "kc", "list")["jobs"]
+            self.assertEqual([j["criteria"]["loss_above"] for j in listed], [4])
+            self.assertEqual(self.ctl("kill-criteria", "kc", "set", "--spikes", "3")[0], 0)
+        finally:
+            agent.stop()
+
     def test_the_agent_exits_with_its_commands_code_or_128_plus_the_signal(self):
         for command, code in ((["sh", "-c", "exit 7"], 7),
                               (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM)):
