@@ -287,6 +287,15 @@ absl::Time TimeOf(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
+// The STATE cell: the state, `,STALLED` while hung, `,NO_AGENT` while it
+// waits for `resume` and no agent waits to run it.
+std::string JobStateCell(const v1::Job& job) {
+  const bool waits_for_resume =
+      job.state() == "held" || job.state() == "killed" || job.state() == "failed";
+  return absl::StrCat(job.state(), job.stalled() ? ",STALLED" : "",
+                      waits_for_resume && job.agents_waiting() == 0 ? ",NO_AGENT" : "");
+}
+
 }  // namespace
 
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now) {
@@ -298,7 +307,7 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
       progress = FormatAge(absl::ToDoubleSeconds(now - TimeOf(job.last_progress_time())));
     }
     table.AddRow({job.job_id(), absl::StrCat(job.generation()),
-                  job.state() + (job.stalled() ? ",STALLED" : ""),
+                  JobStateCell(job),
                   absl::StrCat(job.ranks_reporting(), "/", job.world_size()),
                   absl::StrCat(job.ranks_alive()), absl::StrCat(job.nodes()), FormatStep(job.step()),
                   FormatSeconds(job.step_p50_seconds()), FormatSeconds(job.step_p99_seconds()),

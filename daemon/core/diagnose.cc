@@ -115,6 +115,16 @@ bool IsFailureEvent(const Event& e) {
 
 // ---- 1. Progress ----
 
+// What restarts a job that waits for an operator: `resume`, once an agent
+// waits to run it (with none, its next generation would start nowhere).
+std::string UntilResumed(const JobView& job) {
+  if (job.agents_waiting > 0) {
+    return absl::StrCat("not restarted until `trainsupctl resume ", job.id, "`");
+  }
+  return absl::StrCat("not restarted, and no agent waits to run it (its agents have left): "
+                      "start them again, then `trainsupctl resume ", job.id, "`");
+}
+
 // What trainsupd did about a failure and does next, by the job's state.
 std::string Handling(const JobView& job, absl::Time now) {
   switch (job.state) {
@@ -125,7 +135,7 @@ std::string Handling(const JobView& job, absl::Time now) {
       return absl::StrCat("stopped everywhere; generation ", job.generation + 1, " starts in ",
                           HumanSeconds(std::max(0.0, Seconds(job.restart_at - now))));
     case JobState::kHeld:
-      return absl::StrCat("held: not restarted until `trainsupctl resume ", job.id, "`");
+      return absl::StrCat("held: ", UntilResumed(job));
     case JobState::kFailed:
       return "failed: not restarted (no node left to run on)";
     default:
@@ -165,8 +175,8 @@ Finding Killed(const DiagnoseInput& in, Finding f) {
       absl::StrAppend(&f.summary, "; ", HumanSeconds(*saved), " of GPU time saved");
     }
   }
-  f.handling = absl::StrCat("killed: stopped on every node and not restarted until `trainsupctl "
-                            "resume ", job.id, "`");
+  f.handling = absl::StrCat("killed: stopped on every node and ", UntilResumed(job));
+  f.figures.emplace_back("agents_waiting", job.agents_waiting);
   f.command = absl::StrCat("trainsupctl kill-criteria ", job.id, " list");
   f.fix = absl::StrCat("the run has lost against its criteria: give its allocation back, or fix "
                        "it (data, learning rate) and `trainsupctl resume ", job.id, "`");
@@ -272,6 +282,9 @@ Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOpt
   if (failure != nullptr) MergeFigures(failure->figures, &f.figures);
   if (job.state == JobState::kRestarting) {
     f.figures.emplace_back("restart_in_seconds", std::max(0.0, Seconds(job.restart_at - now)));
+  }
+  if (job.state == JobState::kHeld || job.state == JobState::kFailed) {
+    f.figures.emplace_back("agents_waiting", job.agents_waiting);
   }
   f.handling = Handling(job, now);
 

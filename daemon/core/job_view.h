@@ -106,6 +106,8 @@ struct JobView {
   uint64_t heartbeats_received = 0;
   uint64_t datagrams_dropped = 0;
   uint32_t nodes = 0;  // nodes whose agent speaks for the job
+  // Of those, the ones connected and heard now (AgentRegistry::AgentsWaiting).
+  uint32_t agents_waiting = 0;
 
   // What the rules decided about the generation. The step statistics and
   // the stall threshold are the last sweep's (first taken when the

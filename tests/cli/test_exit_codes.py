@@ -417,6 +417,35 @@ class ExitCodes(unittest.TestCase):
         finally:
             agent.stop()
 
+    def test_resume_of_a_finished_job_or_of_one_no_agent_waits_for_exits_1(self):
+        c = self.cluster
+        # One rank that makes 5 steps, then exits 0.
+        rank = ("import trainsup\nhb = trainsup.Heartbeat(rank=0, local_rank=0, world_size=1)\n"
+                "for step in range(5):\n    hb.step(step, loss=1.0)\n")
+        done = c.start_agent("done", "cli-r1", ["/usr/bin/python3", "-c", rank])
+        self.assertEqual(done.wait(timeout=60), 0, done.tail())
+        wait_for(lambda: any(j["job_id"] == "done" and j["state"] == "finished"
+                             for j in c.ctl_json("jobs")["jobs"]), 20, what="done to finish")
+        code, err = self.ctl("resume", "done")
+        self.assertEqual(code, 1, err)
+        self.assertIn("job done has finished", err)
+        # Held (it fails the same way twice before any rank reports), and its
+        # agent leaves at its --hold-timeout.
+        agent = c.start_agent("left", "cli-r2", ["sh", "-c", "exit 3"], ["--hold-timeout", "1s"])
+        self.assertEqual(agent.wait(timeout=60), 3, agent.tail())
+        job = next(j for j in c.ctl_json("jobs")["jobs"] if j["job_id"] == "left")
+        self.assertEqual((job["state"], job["agents_waiting"]), ("held", 0), job)
+        _, table, _ = c.ctl("jobs")
+        self.assertIn("held,NO_AGENT", next(line for line in table.splitlines()
+                                             if line.startswith("left ")))
+        code, err = self.ctl("resume", "left")
+        self.assertEqual(code, 1, err)
+        self.assertIn("no agent waits to run it", err)
+        diagnosis = c.ctl_json("diagnose", "left")["findings"][0]
+        self.assertIn("no agent waits to run it", diagnosis["handling"])
+        self.assertEqual(next(j for j in c.ctl_json("jobs")["jobs"]
+                              if j["job_id"] == "left")["state"], "held")
+
     def test_the_agent_exits_with_its_commands_code_or_128_plus_the_signal(self):
         for command, code in ((["sh", "-c", "exit 7"], 7),
                               (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM)):

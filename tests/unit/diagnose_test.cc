@@ -44,6 +44,7 @@ class DiagnoseTest : public ::testing::Test {
     job_.step = 500;
     job_.last_progress = kNow - absl::Milliseconds(200);
     job_.stall_threshold = absl::Seconds(3);
+    job_.nodes = job_.agents_waiting = 2;
     job_.ledger.seconds[static_cast<int>(Bucket::kUseful)] = 90;
     job_.ledger.seconds[static_cast<int>(Bucket::kLost)] = 10;
     nodes_.resize(2);
@@ -216,6 +217,21 @@ TEST_F(DiagnoseTest, HeldForTheWorkloadSaysResumeAndTheHoldsFigures) {
   EXPECT_DOUBLE_EQ(*FigureOf(f, "node_fault"), 0);
   EXPECT_DOUBLE_EQ(*FigureOf(f, "workload_repeat"), 1);
   EXPECT_NE(f.handling.find("trainsupctl resume job"), std::string::npos) << f.handling;
+}
+
+TEST_F(DiagnoseTest, AHeldJobWhoseAgentsLeftSaysNoAgentWaits) {
+  job_.state = JobState::kHeld;
+  job_.state_reason = "restart limit reached";
+  Diagnosis d = Run();
+  EXPECT_EQ(d.findings[0].handling, "held: not restarted until `trainsupctl resume job`");
+  EXPECT_DOUBLE_EQ(*FigureOf(d.findings[0], "agents_waiting"), 2);
+
+  job_.agents_waiting = 0;
+  d = Run();
+  EXPECT_EQ(d.findings[0].handling,
+            "held: not restarted, and no agent waits to run it (its agents have left): start "
+            "them again, then `trainsupctl resume job`");
+  EXPECT_DOUBLE_EQ(*FigureOf(d.findings[0], "agents_waiting"), 0);
 }
 
 TEST_F(DiagnoseTest, InputBoundNamesTheNodeWithItsShare) {

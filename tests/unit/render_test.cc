@@ -1,6 +1,7 @@
 #include "cli/render.h"
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_split.h"
@@ -324,6 +325,26 @@ TEST(RenderRanksTableTest, ShowsUnknownStepAndLossAsDash) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP"), "-");
   EXPECT_EQ(CellUnder(lines[0], lines[1], "LOSS"), "-");
+}
+
+TEST(RenderJobsTableTest, AJobWaitingForResumeWithNoAgentSaysSo) {
+  v1::ListJobsResponse response;
+  for (const auto& [id, state, waiting] :
+       std::vector<std::tuple<std::string, std::string, int>>{{"held-left", "held", 0},
+                                                              {"held-waits", "held", 2},
+                                                              {"killed-left", "killed", 0},
+                                                              {"done", "finished", 0}}) {
+    v1::Job* job = response.add_jobs();
+    job->set_job_id(id);
+    job->set_state(state);
+    job->set_agents_waiting(waiting);
+  }
+  const std::vector<std::string> lines = Lines(RenderJobsTable(response, absl::UnixEpoch()));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STATE"), "held,NO_AGENT");
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "STATE"), "held");
+  EXPECT_EQ(CellUnder(lines[0], lines[3], "STATE"), "killed,NO_AGENT");
+  EXPECT_EQ(CellUnder(lines[0], lines[4], "STATE"), "finished");
 }
 
 TEST(RenderJobsTableTest, ShowsLastProgressAsAnAge) {
