@@ -234,6 +234,10 @@ std::string FormatSeconds(double seconds) {
   return absl::FormatDuration(absl::Seconds(std::round(seconds)));  // "27m13s", "24h11s"
 }
 
+std::string FormatMeasured(double seconds) {
+  return seconds > 0 ? FormatSeconds(seconds) : "-";
+}
+
 std::string FormatAge(double seconds) {
   return seconds >= 0 ? FormatSeconds(seconds) + " ago" : "-";
 }
@@ -267,9 +271,9 @@ std::vector<std::string> RankCells(const v1::Rank& r) {
           absl::StrCat(r.pid()),
           FormatStep(r.step()),
           r.phase(),
-          r.compute_p99_seconds() > 0 ? FormatSeconds(r.compute_p99_seconds()) : "-",
-          FormatSeconds(r.step_p50_seconds()),
-          FormatSeconds(r.step_p99_seconds()),
+          FormatMeasured(r.compute_p99_seconds()),
+          FormatMeasured(r.step_p50_seconds()),
+          FormatMeasured(r.step_p99_seconds()),
           FormatAge(r.last_heartbeat_age_seconds()),
           r.liveness().empty() ? "-" : r.liveness(),
           r.has_loss() ? absl::StrFormat("%.4g", r.loss()) : "-",
@@ -310,7 +314,7 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
                   JobStateCell(job),
                   absl::StrCat(job.ranks_reporting(), "/", job.world_size()),
                   absl::StrCat(job.ranks_alive()), absl::StrCat(job.nodes()), FormatStep(job.step()),
-                  FormatSeconds(job.step_p50_seconds()), FormatSeconds(job.step_p99_seconds()),
+                  FormatMeasured(job.step_p50_seconds()), FormatMeasured(job.step_p99_seconds()),
                   progress, absl::StrCat(job.stragglers()), absl::StrCat(job.restarts()),
                   absl::StrCat(job.heartbeats_received())});
   }

@@ -58,6 +58,9 @@ std::string RenderJsonLine(const google::protobuf::Message& message);
 // "27m13s", "24h11s" from a minute up; "-" for unknown (negative) values
 // and NaN.
 std::string FormatSeconds(double seconds);
+// A measured time (a percentile of step or compute times): FormatSeconds,
+// or "-" for 0, which the supervisor sends when nothing was measured yet.
+std::string FormatMeasured(double seconds);
 // "1.23s ago"; "-" for unknown (negative) ages.
 std::string FormatAge(double seconds);
 // A step for a table: "-" before the first (negative).

@@ -327,6 +327,30 @@ TEST(RenderRanksTableTest, ShowsUnknownStepAndLossAsDash) {
   EXPECT_EQ(CellUnder(lines[0], lines[1], "LOSS"), "-");
 }
 
+TEST(RenderRanksTableTest, ARankWithNoStepTimesShowsDashNotZero) {
+  v1::ListRanksResponse response;
+  v1::Rank fresh = MakeRank(0, 0);  // no step in this generation yet
+  fresh.set_step(-1);
+  *response.add_ranks() = fresh;
+  *response.add_ranks() = MakeRank(1, 0.2);
+
+  std::vector<std::string> lines = Lines(RenderRanksTable(response));
+
+  ASSERT_EQ(lines.size(), 3u);
+  for (const char* column : {"COMPUTE_P99", "STEP_P50", "STEP_P99"}) {
+    EXPECT_EQ(CellUnder(lines[0], lines[1], column), "-") << column;
+  }
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "STEP_P50"), "100ms");
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "STEP_P99"), "200ms");
+
+  v1::ListJobsResponse jobs;
+  jobs.add_jobs()->set_job_id("new");
+  lines = Lines(RenderJobsTable(jobs, absl::UnixEpoch()));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP_P50"), "-");
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP_P99"), "-");
+}
+
 TEST(RenderJobsTableTest, AJobWaitingForResumeWithNoAgentSaysSo) {
   v1::ListJobsResponse response;
   for (const auto& [id, state, waiting] :
