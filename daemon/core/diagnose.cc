@@ -207,11 +207,20 @@ Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOpt
       return f;
     }
     const double since = std::max(0.0, Seconds(now - job.last_progress));
-    f.summary = absl::StrCat("stepping: step ", job.step, ", last advanced ",
-                             HumanSeconds(since), " ago");
     f.figures = {{"step", static_cast<double>(job.step)},
                  {"since_progress_seconds", since},
                  {"generation", static_cast<double>(job.generation)}};
+    if (job.seen.dead > 0) {
+      // Its ranks are exiting (the end of the run, or a crash being judged):
+      // not stepping, and not judged for a stall.
+      f.summary = absl::StrCat("ending: ", job.seen.dead, " of ", job.ranks_reporting,
+                               " ranks exited; the last step ", job.step, " was ",
+                               HumanSeconds(since), " ago");
+      f.figures.emplace_back("ranks_exited", job.seen.dead);
+      return f;
+    }
+    f.summary = absl::StrCat("stepping: step ", job.step, ", last advanced ",
+                             HumanSeconds(since), " ago");
     if (job.stall_threshold) {
       absl::StrAppend(&f.summary, " (stall threshold ",
                       HumanSeconds(Seconds(*job.stall_threshold)), ")");
@@ -521,8 +530,10 @@ DiagnosisVerdict VerdictOf(DiagnosisCheck check) {
   return DiagnosisVerdict::kHealthy;
 }
 
-std::string GoodputText(const LedgerTotals& ledger) {
-  return absl::StrCat("goodput ", Percent(ledger.goodput()), " so far (useful ",
+// "so far" unless the job has finished: its goodput is final.
+std::string GoodputText(const LedgerTotals& ledger, JobState state) {
+  return absl::StrCat("goodput ", Percent(ledger.goodput()),
+                      state == JobState::kFinished ? "" : " so far", " (useful ",
                       HumanSeconds(ledger.seconds[static_cast<int>(Bucket::kUseful)]), " of ",
                       HumanSeconds(ledger.wall_seconds()), ")");
 }
@@ -588,7 +599,7 @@ Diagnosis Diagnose(const DiagnoseInput& in, absl::Time now, const DiagnoseOption
   }
   if (job.state == JobState::kFinished) {
     d.verdict = DiagnosisVerdict::kFinished;
-    d.headline = absl::StrCat(progress.summary, "; ", GoodputText(job.ledger));
+    d.headline = absl::StrCat(progress.summary, "; ", GoodputText(job.ledger, job.state));
     return d;
   }
   for (const Finding& f : d.findings) {
@@ -598,7 +609,7 @@ Diagnosis Diagnose(const DiagnoseInput& in, absl::Time now, const DiagnoseOption
     return d;
   }
   d.verdict = DiagnosisVerdict::kHealthy;
-  d.headline = absl::StrCat("healthy: ", GoodputText(job.ledger));
+  d.headline = absl::StrCat("healthy: ", GoodputText(job.ledger, job.state));
   return d;
 }
 

@@ -113,7 +113,8 @@ struct JobView {
   // the stall threshold are the last sweep's (first taken when the
   // generation began to run).
   JobStepStats step_stats;
-  std::optional<absl::Duration> stall_threshold;  // absent while no rank reports
+  // Absent while the stall rule does not judge: no rank reports, or one ended.
+  std::optional<absl::Duration> stall_threshold;
   bool stalled = false;
   // The rank a stalled job is held up by, and its node; absent unless the
   // job is stalled and a rank was named.

@@ -345,6 +345,20 @@ TEST_F(DiagnoseTest, FinishedIsFinished) {
   const Diagnosis d = Run();
   EXPECT_EQ(d.verdict, DiagnosisVerdict::kFinished);
   EXPECT_DOUBLE_EQ(*FigureOf(d.findings[0], "step"), 500);
+  // Its goodput is final, not "so far".
+  EXPECT_EQ(d.headline,
+            "finished at step 500 (generation 2); goodput 90.0% (useful 1m30s of 1m40s)");
+}
+
+TEST_F(DiagnoseTest, RanksExitingAreEndingNotStepping) {
+  job_.seen.dead = 3;
+  job_.stall_threshold.reset();  // the stall rule does not judge a job with a rank ended
+  const Diagnosis d = Run();
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.status, FindingStatus::kOk);
+  EXPECT_EQ(f.summary, "ending: 3 of 4 ranks exited; the last step 500 was 0.2s ago");
+  EXPECT_DOUBLE_EQ(*FigureOf(f, "ranks_exited"), 3);
+  EXPECT_FALSE(FigureOf(f, "threshold_seconds").has_value());
 }
 
 TEST_F(DiagnoseTest, ARecentTrainingSignalIsAFindingWithItsFigures) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "cli/diagnose_render.h"
 #include "cli/table.h"
 #include "daemon/core/event_log.h"
 #include "gmock/gmock.h"
@@ -369,6 +370,20 @@ TEST(RenderJobsTableTest, AJobWaitingForResumeWithNoAgentSaysSo) {
   EXPECT_EQ(CellUnder(lines[0], lines[2], "STATE"), "held");
   EXPECT_EQ(CellUnder(lines[0], lines[3], "STATE"), "killed,NO_AGENT");
   EXPECT_EQ(CellUnder(lines[0], lines[4], "STATE"), "finished");
+}
+
+TEST(RenderDiagnosisTest, AFinishedJobsGoodputIsFinalNotSoFar) {
+  v1::DiagnoseResponse d;
+  d.set_job_id("j");
+  d.set_verdict("healthy");
+  d.set_state("running");
+  d.mutable_ledger()->set_goodput_fraction(0.9);
+  d.mutable_ledger()->set_useful_seconds(90);
+  d.mutable_ledger()->set_wall_seconds(100);
+  EXPECT_THAT(Lines(RenderDiagnosis(d))[2],
+              "state running; goodput 90.0% so far (useful 1m30s of 1m40s)");
+  d.set_state("finished");
+  EXPECT_THAT(Lines(RenderDiagnosis(d))[2], "state finished; goodput 90.0% (useful 1m30s of 1m40s)");
 }
 
 TEST(RenderJobsTableTest, ShowsLastProgressAsAnAge) {
