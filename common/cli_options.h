@@ -1,7 +1,7 @@
 #ifndef TRAINSUP_COMMON_CLI_OPTIONS_H_
 #define TRAINSUP_COMMON_CLI_OPTIONS_H_
 
-// CLI11 glue shared by the three binaries. Include only from a binary's
+// CLI11 glue shared by the binaries. Include only from a binary's
 // main.cc: CLI11 costs seconds of compile time per translation unit.
 
 #include <cstdio>
@@ -12,7 +12,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-
 #include "absl/time/time.h"
 #include "common/credentials.h"
 #include "common/options.h"

@@ -134,6 +134,29 @@ class ErrorLines(unittest.TestCase):
                 self.assertEqual(err.count(said), 1, err)
                 self.assertIn("error: ", err)
 
+    def test_trainsupd_without_state_warns_once_what_a_restart_loses(self):
+        state = os.path.join(self.cluster.workdir, "warn.db")
+        for extra, warned in (([], 1), (["--state", state], 0)):
+            with self.subTest(extra=extra):
+                daemon = subprocess.Popen([self.cluster.trainsupd, "--listen", "127.0.0.1:0",
+                                           "--metrics-listen", "", *extra],
+                                          stderr=subprocess.PIPE, text=True)
+                lines = []
+                for line in daemon.stderr:
+                    lines.append(line)
+                    if "listening grpc=" in line:
+                        break
+                daemon.send_signal(signal.SIGTERM)
+                lines += daemon.stderr.readlines()
+                self.assertEqual(daemon.wait(timeout=30), 0, "".join(lines))
+                daemon.stderr.close()
+                warnings = [line for line in lines if " W trainsupd: no --state: " in line]
+                self.assertEqual(len(warnings), warned, "".join(lines))
+                if warned:
+                    self.assertIn("jobs, events, quarantines, the failure history (the MTBF) "
+                                  "and provenance are kept in memory only and lost when "
+                                  "trainsupd stops", warnings[0])
+
     def test_an_unwritable_state_directory_is_said_so(self):
         state_dir = tempfile.mkdtemp(prefix="trainsup-cli-state-")
         os.chmod(state_dir, 0o555)
