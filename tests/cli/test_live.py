@@ -6,6 +6,7 @@ trainsupd restart, and `top` waits for the job it is opened on."""
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -156,6 +157,18 @@ class Live(unittest.TestCase):
             follow.terminate()
             _, err = follow.communicate(timeout=10)
         self.assertIn("reconnecting", err.decode())
+
+    def test_top_not_on_a_terminal_shows_a_step_rate_in_its_one_frame(self):
+        c = self.cluster
+        self.run_job("rate", "node-a", steps=2000)
+        wait_for(lambda: any(j["job_id"] == "rate" and j["state"] == "running"
+                             and j["step_p50_seconds"] > 0 for j in c.ctl_json("jobs")["jobs"]),
+                 30, what="the job stepping")
+        _, frame, _ = c.ctl("top", "rate")
+        # Each step is about 30 ms (10 ms compute, 20 ms sleep): some 33 a second.
+        rate = re.search(r"   ([\d.]+) steps/s   ", frame.splitlines()[0])
+        self.assertIsNotNone(rate, frame)
+        self.assertTrue(5 < float(rate.group(1)) < 60, frame)
 
     def test_top_waits_for_the_job_it_was_opened_on(self):
         c = self.cluster
