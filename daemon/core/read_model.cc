@@ -77,6 +77,7 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.nodes = static_cast<uint32_t>(ended && !verdicts.nodes_ran.empty()
                                          ? verdicts.nodes_ran.size()
                                          : agents_.NodesOf(job.id()).size());
+  view.agents_waiting = agents_.AgentsWaiting(job.id());
 
   view.step_stats = verdicts.step_stats;
   view.stall_threshold = verdicts.stall_threshold;
