@@ -427,14 +427,16 @@ Event LossShiftEvent(absl::Time time, const EventJob& job, const LossShiftFindin
   Event e = Make(time, job, EventKind::kLossShift);
   e.message = absl::StrFormat(
       "loss shifted up since step %d: at step %d the least loss of the last %d steps, %.4g, is "
-      "above %.4g (the median %.4g of the %d steps before + max(%.4g, %.4g x sigma %.4g))",
-      f.onset_step, f.step, options.window, f.recent_min, f.threshold, f.baseline_median,
-      options.baseline, options.floor, options.sigmas, f.baseline_sigma);
+      "above %.4g (the level %.4g the %d steps before had reached, their trend %+.3g a step, "
+      "+ max(%.4g, %.4g x sigma %.4g about the trend))",
+      f.onset_step, f.step, options.window, f.recent_min, f.threshold, f.baseline_level,
+      options.baseline, f.baseline_slope, options.floor, options.sigmas, f.baseline_sigma);
   e.figures = {{"step", static_cast<double>(f.step)},
                {"onset_step", static_cast<double>(f.onset_step)},
                {"recent_min", f.recent_min},
                {"threshold", f.threshold},
-               {"baseline_median", f.baseline_median},
+               {"baseline_level", f.baseline_level},
+               {"baseline_slope", f.baseline_slope},
                {"baseline_sigma", f.baseline_sigma},
                {"window_steps", static_cast<double>(options.window)},
                {"baseline_steps", static_cast<double>(options.baseline)},
