@@ -103,6 +103,32 @@ class FallbackTest : public FakeAgentsTest {
   // report, so that the crash is judged first; 800ms: the NaN is). Returns
   // when the job stopped.
   absl::Time NaNThenRaise(absl::Time t, absl::Duration exception_after);
+
+  // Rank 3 (node-b) raises `type: message` at `step` and dies of it.
+  void Rank3Raises(absl::Time now, int64_t step, const std::string& type,
+                   const std::string& message) {
+    Heartbeat hb = Hb(HeartbeatKind::kException, 3, step);
+    hb.exception_type = type;
+    hb.exception_message = message;
+    RankProcessInfo dead = Died(3, 0.0, 1);
+    dead.exception_seen = true;
+    Send(now, b_, {hb}, {Alive(2), dead});
+  }
+
+  // One checkpoint_suspect, naming `checkpoint`, in `generation`, and one
+  // checkpoint_fallback: the next generations load at or below `limit`
+  // (`resume_at`).
+  void ExpectFallback(uint64_t generation, int64_t checkpoint, int64_t limit, int64_t resume_at) {
+    std::vector<Event> suspect = Events(EventKind::kCheckpointSuspect);
+    ASSERT_EQ(suspect.size(), 1u);
+    EXPECT_EQ(suspect[0].generation, generation);
+    EXPECT_EQ(Figure(suspect[0], "checkpoint"), checkpoint);
+    std::vector<Event> fallback = Events(EventKind::kCheckpointFallback);
+    ASSERT_EQ(fallback.size(), 1u);
+    EXPECT_EQ(Figure(fallback[0], "resume_limit"), limit);
+    EXPECT_EQ(Figure(fallback[0], "resume_at"), resume_at);
+    EXPECT_THAT(fallback[0].message, HasSubstr(CheckpointName(checkpoint)));
+  }
 };
 
 double Healthy(int64_t step) { return 2.0 + 4.0 / (1 + step); }
@@ -124,12 +150,8 @@ absl::Time FallbackTest::NaNThenRaise(absl::Time t, absl::Duration exception_aft
   const absl::Time nan_at = t;
   bool raised = false;
   auto raise = [&](absl::Time now) {
-    Heartbeat hb = Hb(HeartbeatKind::kException, 3, 42);
-    hb.exception_type = "FloatingPointError";
-    hb.exception_message = "Rank 3: found NaN in local forward loss calculation";
-    RankProcessInfo dead = Died(3, 0.0, 1);
-    dead.exception_seen = true;
-    Send(now, b_, {hb}, {Alive(2), dead});
+    Rank3Raises(now, 42, "FloatingPointError",
+                "Rank 3: found NaN in local forward loss calculation");
     raised = true;
   };
   for (SessionId session : {a_, b_}) {
@@ -165,15 +187,7 @@ TEST_F(FallbackTest, ACheckpointThatFailsAfterEveryLoadIsFallenBackFromAndTheJob
   ASSERT_EQ(NextGeneration(t)[0].resume.limit, 41);
   t = Steps(t, 40, 60, NaNAt42);  // generation 3 loads 39 again: suspect
   ASSERT_EQ(state(), "stopping");
-  std::vector<Event> suspect = Events(EventKind::kCheckpointSuspect);
-  ASSERT_EQ(suspect.size(), 1u);
-  EXPECT_EQ(suspect[0].generation, 3u);
-  EXPECT_EQ(Figure(suspect[0], "checkpoint"), 39.0);
-  std::vector<Event> fallback = Events(EventKind::kCheckpointFallback);
-  ASSERT_EQ(fallback.size(), 1u);
-  EXPECT_EQ(Figure(fallback[0], "resume_limit"), 38.0);
-  EXPECT_EQ(Figure(fallback[0], "resume_at"), 29.0);
-  EXPECT_THAT(fallback[0].message, HasSubstr("checkpoint step 39"));
+  ExpectFallback(3, 39, 38, 29);
 
   // Not held: generation 4 is told to load at or below 38, on every node.
   std::vector<AgentCommand> starts = NextGeneration(t);
@@ -244,15 +258,10 @@ TEST_F(FallbackTest, ACheckpointCommittedAfterTheFirstNaNIsNeverLoaded) {
   EXPECT_THAT(nan[0].message, HasSubstr("restarted from the newest checkpoint at or below step "
                                         "57 (one committed from step 58 on may hold the NaN)"));
   EXPECT_EQ(Figure(nan[0], "resume_limit"), 57.0);
-  std::vector<Event> suspect = Events(EventKind::kCheckpointSuspect);
-  ASSERT_EQ(suspect.size(), 1u);
-  EXPECT_EQ(Figure(suspect[0], "checkpoint"), 59.0);
-  EXPECT_EQ(Figure(suspect[0], "non_finite_step"), 58.0);
-  EXPECT_THAT(suspect[0].message, HasSubstr("checkpoint step 59 was committed after it"));
-  std::vector<Event> fallback = Events(EventKind::kCheckpointFallback);
-  ASSERT_EQ(fallback.size(), 1u);
-  EXPECT_EQ(Figure(fallback[0], "resume_limit"), 57.0);
-  EXPECT_EQ(Figure(fallback[0], "resume_at"), 49.0);
+  ExpectFallback(1, 59, 57, 49);
+  const Event suspect = Events(EventKind::kCheckpointSuspect)[0];
+  EXPECT_EQ(Figure(suspect, "non_finite_step"), 58.0);
+  EXPECT_THAT(suspect.message, HasSubstr("checkpoint step 59 was committed after it"));
 
   // Generation 2 is told so on every node, loads 49 and trains on.
   std::vector<AgentCommand> starts = NextGeneration(t);
@@ -301,14 +310,7 @@ TEST_F(FallbackTest, ACrashSoonAfterALoadCountsLikeTheNaNWhicheverIsHeardFirst) 
     NextGeneration(t);
     t = NaNThenRaise(t, order[1]);  // generation 3 loads 39
     ASSERT_EQ(state(), "stopping");
-    std::vector<Event> suspect = Events(EventKind::kCheckpointSuspect);
-    ASSERT_EQ(suspect.size(), 1u);
-    EXPECT_EQ(suspect[0].generation, 3u);
-    EXPECT_EQ(Figure(suspect[0], "checkpoint"), 39.0);
-    std::vector<Event> fallback = Events(EventKind::kCheckpointFallback);
-    ASSERT_EQ(fallback.size(), 1u);
-    EXPECT_EQ(Figure(fallback[0], "resume_limit"), 38.0);
-    EXPECT_EQ(Figure(fallback[0], "resume_at"), 29.0);
+    ExpectFallback(3, 39, 38, 29);
     std::vector<AgentCommand> starts = NextGeneration(t);  // not held
     ASSERT_EQ(starts.size(), 2u);
     EXPECT_EQ(starts[0].resume.limit, 38);
@@ -324,12 +326,7 @@ TEST_F(FallbackTest, AnInfrastructureErrorAfterALoadIsTheNodesNotTheCheckpoints)
     NextGeneration(t);
     t = Steps(t, 40, 42, Healthy);
     t += absl::Milliseconds(500);
-    Heartbeat hb = Hb(HeartbeatKind::kException, 3, 41);
-    hb.exception_type = "RuntimeError";
-    hb.exception_message = "CUDA error: unspecified launch failure";
-    RankProcessInfo dead = Died(3, 0.0, 1);
-    dead.exception_seen = true;
-    Send(t, b_, {hb}, {Alive(2), dead});
+    Rank3Raises(t, 41, "RuntimeError", "CUDA error: unspecified launch failure");
     for (int i = 0; i < 20 && state() == "running"; ++i) Sweep(t += absl::Milliseconds(200));
     ASSERT_EQ(state(), "stopping");
   }
