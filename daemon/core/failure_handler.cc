@@ -41,13 +41,13 @@ void FailureHandler::JudgeCheckpoints(JobEntry& job, int64_t step,
 void FailureHandler::Attach(const FallbackDecision& d, Failure& failure) {
   switch (d.kind) {
     case FallbackDecision::Kind::kFallBack:
-      // The checkpoint's: not the training code's repeat, nor the node's.
+      // The checkpoint's, not the training code's repeat. A native crash
+      // stays charged to its node as classified: a node that keeps
+      // crashing after every load is still quarantined.
       failure.hold.reset();
-      failure.charged = false;
       break;
     case FallbackDecision::Kind::kHold:
       failure.hold = FallbackHold(d);
-      failure.charged = false;
       break;
     default:
       break;

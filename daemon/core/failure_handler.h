@@ -99,10 +99,10 @@ class FailureHandler {
   // resume below it, whatever stopped it. Sets `failure.fallback` and
   // `failure.cut`, and the hold: a fallback lifts the hold of a repeat (the
   // checkpoint's, not the training code's), past the cap the job is held
-  // naming the checkpoint; neither charges a node.
+  // naming the checkpoint. A charge to the node stays as classified.
   void JudgeCheckpoints(JobEntry& job, int64_t step, std::optional<LoadFailureKind> load_kind,
                         Failure& failure);
-  // Sets what `d` decides on `failure` (its hold, its charge).
+  // Sets what `d` decides on `failure`'s hold.
   static void Attach(const FallbackDecision& d, Failure& failure);
 
   // A failure that kills `job`: recorded, the job stopped everywhere and

@@ -319,6 +319,23 @@ TEST_F(FallbackTest, ACrashSoonAfterALoadCountsLikeTheNaNWhicheverIsHeardFirst) 
   }
 }
 
+TEST_F(FallbackTest, ANativeCrashAfterEveryLoadFallsBackAndStillChargesItsNode) {
+  // A segfault soon after loading 39, twice: the checkpoint is suspect, and
+  // each crash still counts toward node-b's quarantine.
+  absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);
+  for (int generation = 2; generation <= 3; ++generation) {
+    NextGeneration(t);
+    t = Steps(t, 40, 42, Healthy);
+    t += absl::Milliseconds(500);
+    Send(t, b_, {}, {Alive(2), Died(3, 0.0, 0, /*signal=*/11)});
+    for (int i = 0; i < 20 && state() == "running"; ++i) Sweep(t += absl::Milliseconds(200));
+    ASSERT_EQ(state(), "stopping");
+    ASSERT_TRUE(entry().lifecycle.last_recorded_failure.has_value());
+    EXPECT_TRUE(entry().lifecycle.last_recorded_failure->charged) << generation;
+  }
+  ExpectFallback(3, 39, 38, 29);
+}
+
 TEST_F(FallbackTest, AnInfrastructureErrorAfterALoadIsTheNodesNotTheCheckpoints) {
   // A CUDA error soon after loading 39, twice: the hardware's own word.
   absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);
