@@ -6,6 +6,7 @@
 // to skip; a trainsupd restart keeps the limit in force.
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -104,6 +105,10 @@ class FallbackTest : public FakeAgentsTest {
   // when the job stopped.
   absl::Time NaNThenRaise(absl::Time t, absl::Duration exception_after);
 
+  // The next generation starts, loads 39, steps to 41, and `fail`s; returns
+  // when the job stopped for it.
+  absl::Time LoadAndFail(absl::Time t, const std::function<void(absl::Time)>& fail);
+
   // Rank 3 (node-b) raises `type: message` at `step` and dies of it.
   void Rank3Raises(absl::Time now, int64_t step, const std::string& type,
                    const std::string& message) {
@@ -142,6 +147,16 @@ absl::Time FallbackTest::LoadThePoisonedCheckpointTwice() {
   t = Steps(t, 40, 60, NaNAt42);
   NextGeneration(t);
   return Steps(t, 40, 60, NaNAt42);
+}
+
+absl::Time FallbackTest::LoadAndFail(absl::Time t,
+                                     const std::function<void(absl::Time)>& fail) {
+  NextGeneration(t);
+  t = Steps(t, 40, 42, Healthy);
+  t += absl::Milliseconds(500);
+  fail(t);
+  for (int i = 0; i < 20 && state() == "running"; ++i) Sweep(t += absl::Milliseconds(200));
+  return t;
 }
 
 absl::Time FallbackTest::NaNThenRaise(absl::Time t, absl::Duration exception_after) {
@@ -324,11 +339,9 @@ TEST_F(FallbackTest, ANativeCrashAfterEveryLoadFallsBackAndStillChargesItsNode) 
   // each crash still counts toward node-b's quarantine.
   absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);
   for (int generation = 2; generation <= 3; ++generation) {
-    NextGeneration(t);
-    t = Steps(t, 40, 42, Healthy);
-    t += absl::Milliseconds(500);
-    Send(t, b_, {}, {Alive(2), Died(3, 0.0, 0, /*signal=*/11)});
-    for (int i = 0; i < 20 && state() == "running"; ++i) Sweep(t += absl::Milliseconds(200));
+    t = LoadAndFail(t, [&](absl::Time now) {
+      Send(now, b_, {}, {Alive(2), Died(3, 0.0, 0, /*signal=*/11)});
+    });
     ASSERT_EQ(state(), "stopping");
     ASSERT_TRUE(entry().lifecycle.last_recorded_failure.has_value());
     EXPECT_TRUE(entry().lifecycle.last_recorded_failure->charged) << generation;
@@ -340,11 +353,9 @@ TEST_F(FallbackTest, AnInfrastructureErrorAfterALoadIsTheNodesNotTheCheckpoints)
   // A CUDA error soon after loading 39, twice: the hardware's own word.
   absl::Time t = Steps(AtS(0), 0, 60, NaNAt45);
   for (int generation = 2; generation <= 3; ++generation) {
-    NextGeneration(t);
-    t = Steps(t, 40, 42, Healthy);
-    t += absl::Milliseconds(500);
-    Rank3Raises(t, 41, "RuntimeError", "CUDA error: unspecified launch failure");
-    for (int i = 0; i < 20 && state() == "running"; ++i) Sweep(t += absl::Milliseconds(200));
+    t = LoadAndFail(t, [&](absl::Time now) {
+      Rank3Raises(now, 41, "RuntimeError", "CUDA error: unspecified launch failure");
+    });
     ASSERT_EQ(state(), "stopping");
   }
   EXPECT_TRUE(Events(EventKind::kCheckpointSuspect).empty());
