@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "agent/agent.h"
 #include "common/cli_options.h"
 #include "common/log.h"
@@ -13,6 +14,14 @@
 #include "common/version.h"
 
 namespace {
+
+// The index of the first `--` in argv, or argc when there is none.
+int SeparatorIndex(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") return i;
+  }
+  return argc;
+}
 
 std::string Hostname() {
   char name[256] = {0};
@@ -117,9 +126,21 @@ int main(int argc, char** argv) {
                   "with --advertise-address: the port a rendezvous store on this node listens on "
                   "(default: a free port found at start)")
       ->check(CLI::Range(1, 65535));
-  run->add_option("command", options.command, "the command to run, after --")->required();
+  run->add_option("command", options.command, "the command to run, after --");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
-  if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
+  // The command is what follows `--`, set aside before parsing: CLI11 would
+  // take a stray word before `--` as the command's first word, then call
+  // the real command unexpected ("`true` was not expected").
+  const int separator = SeparatorIndex(argc, argv);
+  if (int code = ParseOrExitCode(app, separator, argv); code >= 0) return code;
+  if (separator < argc) {
+    if (!options.command.empty()) {
+      return UsageErrorExit(absl::StrCat("unexpected argument '", options.command.front(),
+                                         "' (the command to run comes after --)"));
+    }
+    options.command.assign(argv + separator + 1, argv + argc);
+  }
+  if (options.command.empty()) return UsageErrorExit("no command to run: give it after --");
   SetLogVerbose(verbose);
   options.timeouts.fail_closed = fail_mode == "closed";
   options.drain_forced = drain->count() > 0;

@@ -7,13 +7,18 @@
 //    node's record, its failure, its pending fence, its event; fsynced, as
 //    before a fence runs) to the SQLite store alone, and to the store then
 //    etcd fenced on an election key (SharedJournalSink): p50 and p99 of each,
-//    interleaved in one run.
+//    interleaved in one run. And as many journals of an event alone (a
+//    checkpoint plan published: history, no decision), not fsynced.
 // 2. Heartbeat ingest: SupervisorHost::Report of `nodes` nodes x 8 ranks for
 //    3000 steps, with no sink (nothing persisted), the SQLite store, and the
 //    store + etcd, while a thread quarantines and lifts spare nodes (a
 //    decision every 10 ms, each a journal for the sink), and the store + an
 //    etcd that does not answer (every decision waits). `rounds` rounds, the
 //    four interleaved; the median rate of each and its ratio to no sink.
+// 3. The snapshot: a store that kept 20000 events (and a quarantine), its
+//    snapshot of the shared state (bytes, the events it carries), the fenced
+//    compaction that writes it to etcd, and a new leader's load of it
+//    (LoadSharedState: read from etcd, replayed into an empty store).
 //
 // bench/fenced_write.py starts a 3-member etcd on loopback and runs it.
 #include <time.h>
@@ -74,6 +79,20 @@ Journal QuarantineJournal(int i, absl::Time now) {
   e.message = "quarantined: 3 failures within 1h";
   j.events.push_back(e);
   return j;
+}
+
+// An event alone, as most are (a checkpoint plan published, a straggler
+// named, a training signal): history, no change to the decisions' tables.
+Event PlanEvent(uint64_t id, absl::Time now) {
+  Event e;
+  e.id = id;
+  e.time = now;
+  e.kind = EventKind::kCheckpointPlan;
+  e.job = "bench";
+  e.generation = 1;
+  e.message = "checkpoint every 120 steps from step 4200 (Young: C 4.1 s, MTBF 18.3 h)";
+  e.figures = {{"interval_steps", 120}, {"anchor_step", 4200}, {"checkpoint_seconds", 4.1}};
+  return e;
 }
 
 class NullChannel : public AgentChannel {
@@ -196,7 +215,7 @@ int Main(int argc, char** argv) {
     std::unique_ptr<StateStore> shared_store = open_store();
     EtcdStateLog log(*channel, log_options, [&] { return token; });
     SharedJournalSink shared(shared_store.get(), &log, [](const std::string&) {});
-    std::vector<double> sqlite_s, fenced_s;
+    std::vector<double> sqlite_s, fenced_s, event_sqlite_s, event_fenced_s;
     const absl::Time now = absl::Now();
     for (int i = 0; i < decisions; ++i) {
       const Journal j = QuarantineJournal(i, now);
@@ -210,6 +229,15 @@ int Main(int argc, char** argv) {
       auto t2 = std::chrono::steady_clock::now();
       sqlite_s.push_back(Seconds(t1 - t0).count());
       fenced_s.push_back(Seconds(t2 - t1).count());
+      Journal history;
+      history.events.push_back(PlanEvent(static_cast<uint64_t>(decisions + i) + 1, now));
+      t0 = std::chrono::steady_clock::now();
+      if (!alone->Apply(history, JournalSink::Sync::kNormal).ok()) return 1;
+      t1 = std::chrono::steady_clock::now();
+      if (!shared.Apply(history, JournalSink::Sync::kNormal).ok()) return 1;
+      t2 = std::chrono::steady_clock::now();
+      event_sqlite_s.push_back(Seconds(t1 - t0).count());
+      event_fenced_s.push_back(Seconds(t2 - t1).count());
     }
     std::printf("decision commit (%d quarantines, fsynced), p50 / p99:\n", decisions);
     std::printf("  SQLite only           %7.2f / %7.2f ms\n", Percentile(sqlite_s, 0.5) * 1e3,
@@ -217,6 +245,11 @@ int Main(int argc, char** argv) {
     std::printf("  SQLite + etcd fenced  %7.2f / %7.2f ms  (%d log entries, %d compactions)\n",
                 Percentile(fenced_s, 0.5) * 1e3, Percentile(fenced_s, 0.99) * 1e3,
                 static_cast<int>(log.appended()), static_cast<int>(log.compactions()));
+    std::printf("event alone (%d, not fsynced), p50 / p99:\n", decisions);
+    std::printf("  SQLite only           %7.2f / %7.2f ms\n", Percentile(event_sqlite_s, 0.5) * 1e3,
+                Percentile(event_sqlite_s, 0.99) * 1e3);
+    std::printf("  SQLite + etcd fenced  %7.2f / %7.2f ms\n", Percentile(event_fenced_s, 0.5) * 1e3,
+                Percentile(event_fenced_s, 0.99) * 1e3);
   }
 
   // 2. Heartbeat ingest, side by side.
@@ -277,6 +310,44 @@ int Main(int argc, char** argv) {
   row("SQLite + etcd fenced", fenced,
       absl::StrCat("(", fenced_entries, " etcd log entries written meanwhile)"));
   row("SQLite + etcd away", away, "(every decision waiting)");
+
+  // 3. The snapshot of a store that kept many events, and a new leader's load.
+  {
+    constexpr int kEvents = 20000;
+    std::unique_ptr<StateStore> store = open_store();
+    const absl::Time now = absl::Now();
+    if (!store->Apply(QuarantineJournal(0, now)).ok()) return 1;
+    for (int i = 0; i < kEvents; i += 100) {
+      Journal j;
+      for (int k = 0; k < 100; ++k) j.events.push_back(PlanEvent(i + k + 2, now));
+      if (!store->Apply(j).ok()) return 1;
+    }
+    EtcdStateLog::Options snap_options = log_options;
+    snap_options.key_prefix = "/trainsup/bench-snapshot/";
+    EtcdStateLog log(*channel, snap_options, [&] { return token; });
+    if (!log.Load().ok()) return 1;
+    std::string snapshot;
+    auto t0 = std::chrono::steady_clock::now();
+    if (!store->SnapshotShared(&snapshot).ok()) return 1;
+    auto t1 = std::chrono::steady_clock::now();
+    if (absl::Status s = log.Compact(snapshot); !s.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    auto t2 = std::chrono::steady_clock::now();
+    std::unique_ptr<StateStore> fresh = std::move(*StateStore::OpenInMemory());
+    EtcdStateLog reader(*channel, snap_options, [&] { return token; });
+    auto t3 = std::chrono::steady_clock::now();
+    if (!LoadSharedState(&reader, fresh.get()).ok()) return 1;
+    auto t4 = std::chrono::steady_clock::now();
+    absl::StatusOr<PersistedState> loaded = fresh->Load(kEvents, 10, 10);
+    if (!loaded.ok()) return 1;
+    std::printf("snapshot of a store with %d events: %zu bytes carrying %zu events; taken in "
+                "%.1f ms, compacted into etcd (fenced) in %.1f ms; a new leader loads it in "
+                "%.1f ms\n", kEvents, snapshot.size(), loaded->events.size(),
+                Seconds(t1 - t0).count() * 1e3, Seconds(t2 - t1).count() * 1e3,
+                Seconds(t4 - t3).count() * 1e3);
+  }
   std::filesystem::remove_all(dir);
   return 0;
 }

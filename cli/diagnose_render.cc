@@ -11,8 +11,10 @@ std::string RenderDiagnosis(const v1::DiagnoseResponse& d) {
   const v1::LedgerBuckets& ledger = d.ledger();
   std::string out = absl::StrCat("job ", d.job_id(), ": ", d.verdict(), "\n  ", d.headline(),
                                  "\n");
+  // A finished job's goodput is final; any other's is so far.
   absl::StrAppend(&out, "state ", d.state(), "; goodput ", Percent(ledger.goodput_fraction()),
-                  " so far (useful ", HumanSeconds(ledger.useful_seconds()), " of ",
+                  d.state() == "finished" ? "" : " so far", " (useful ",
+                  HumanSeconds(ledger.useful_seconds()), " of ",
                   HumanSeconds(ledger.wall_seconds()), ")\n\n");
   int n = 0;
   for (const v1::Finding& f : d.findings()) {

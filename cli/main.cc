@@ -9,6 +9,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
@@ -172,9 +173,11 @@ void PrintEvent(const EventsQuery& query, const v1::Event& e) {
 }
 
 // `events --follow`: the newest events the query wants (10 unless --limit),
-// then each new one, until interrupted. When trainsupd goes away (a restart)
-// it says so on stderr and reconnects, going on after the last event it
-// printed: nothing twice, nothing missed that trainsupd kept.
+// then each new one, until interrupted. When trainsupd goes away (a restart,
+// or a failover: the call goes to the leader of --supervisor's list) it says
+// so on stderr and reconnects, going on after the last event it printed:
+// nothing twice, nothing missed that trainsupd kept (a new leader numbers on
+// from the ids it was shown, docs/ha.md).
 int FollowEvents(OperatorClient& client, EventsQuery query) {
   constexpr absl::Duration kRetry = absl::Seconds(1);
   if (query.limit == 0) query.limit = 10;
@@ -361,19 +364,21 @@ int main(int argc, char** argv) {
   kill->require_subcommand(1);
   CLI::App* kill_set = kill->add_subcommand("set", "set JOB's criteria (in force instead of the "
                                                    "script's)");
-  kill_set->add_option("--loss-above", kill_flags.loss_above,
-                       "stop when the smoothed loss is above this ...");
+  CLI::Option* loss_above = kill_set->add_option(
+      "--loss-above", kill_flags.loss_above, "stop when the smoothed loss is above this ...");
   kill_set->add_option("--at-step", kill_flags.at_step, "... from this step on")
-      ->capture_default_str();
-  kill_set->add_option("--reference", kill_flags.reference,
-                       "a good run's loss curve: STEP:LOSS,STEP:LOSS,... (steps increasing)");
+      ->capture_default_str()->needs(loss_above);
+  CLI::Option* reference = kill_set->add_option(
+      "--reference", kill_flags.reference,
+      "a good run's loss curve: STEP:LOSS,STEP:LOSS,... (steps increasing)");
   kill_set->add_option("--band", kill_flags.band,
                        "the band above the curve: a fraction of it (0.1 = 10 %)")
-      ->capture_default_str();
-  kill_set->add_flag("--band-absolute", kill_flags.band_absolute, "--band in loss units");
-  kill_set->add_option("--spikes", kill_flags.spikes,
-                       "loss shifts in a row with no recovery that stop it (0: off)")
-      ->capture_default_str();
+      ->capture_default_str()->needs(reference);
+  kill_set->add_flag("--band-absolute", kill_flags.band_absolute, "--band in loss units")
+      ->needs(reference);
+  CLI::Option* spikes = kill_set->add_option(
+      "--spikes", kill_flags.spikes, "loss shifts in a row with no recovery that stop it (0: off)");
+  spikes->capture_default_str();
   kill_set->add_option("--total-steps", kill_flags.total_steps,
                        "the job's total steps (the GPU-time a kill saves is counted on them)");
   kill_set->add_flag("--observe-only", kill_flags.observe_only,
@@ -413,7 +418,15 @@ int main(int argc, char** argv) {
                    "reconnects when the supervisor restarts");
   events->add_option("--kind", events_query.kinds,
                      "only events of this kind (repeatable; the kinds: docs/cli.md)")
-      ->type_name("KIND");
+      ->type_name("KIND")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            const std::vector<std::string>& kinds = EventKindNames();
+            if (std::find(kinds.begin(), kinds.end(), text) != kinds.end()) return std::string();
+            return absl::StrCat("'", text, "' is not an event kind; the kinds: ",
+                                absl::StrJoin(kinds, ", "));
+          },
+          ""));
   absl::Duration events_since = absl::ZeroDuration();
   CLI::Option* since_option = AddDurationOption(
       *events, "--since", &events_since, "only events of the last DURATION (e.g. 10m, 2h)",
@@ -593,6 +606,12 @@ int main(int argc, char** argv) {
       return kExitUsage;
     }
     if (*kill_clear) return Emit(client.SetKillCriteria(job_id, std::nullopt), json, say);
+    // A set replaces the criteria in force: one without a criterion would
+    // drop them and set none but the default --spikes.
+    if (!*loss_above && !*reference && !*spikes) {
+      return UsageErrorExit("kill-criteria set needs a criterion: --loss-above, --reference or "
+                            "--spikes (the criteria in force are kept)");
+    }
     absl::StatusOr<v1::KillCriteria> criteria = KillCriteriaOf(kill_flags);
     if (!criteria.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(criteria.status().message()).c_str());
@@ -623,6 +642,13 @@ int main(int argc, char** argv) {
     if (*since_option) events_query.since = absl::Now() - events_since;
     if (follow) return FollowEvents(client, events_query);
     absl::StatusOr<v1::ListEventsResponse> kept = client.ListEvents(events_query.job);
+    if (kept.ok() && kept->events_size() == 0 && !events_query.job.empty()) {
+      // None kept of it: a job the supervisor does not know either is no
+      // job (exit 4, as for every verb), not an empty history.
+      if (absl::StatusOr<v1::JobDetail> known = client.GetJob(events_query.job); !known.ok()) {
+        kept = known.status();
+      }
+    }
     if (kept.ok()) kept = Filtered(events_query, *kept);
     return Emit(kept, json, RenderEventsTable);
   }

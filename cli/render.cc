@@ -212,6 +212,19 @@ std::string RenderJsonLine(const google::protobuf::Message& message) {
   return writer.Take() + "\n";
 }
 
+const std::vector<std::string>& EventKindNames() {
+  static const std::vector<std::string>* const kNames = new std::vector<std::string>{
+      "stall", "crash", "straggler", "straggler_cleared", "state", "restart", "recovered",
+      "hold", "resume", "quarantine", "unquarantine", "quarantine_skipped", "fence",
+      "world_size_changed", "checkpoint_plan", "node_unreachable", "node_reachable",
+      "node_lost", "stacks", "persist_failed", "unfence", "verdict", "not_finite",
+      "loss_shift", "loss_flat", "grad_spike", "grad_collapse", "throughput_change",
+      "throughput_decay", "memory_growth", "replica_mismatch", "rendezvous", "start_timeout",
+      "leadership", "resumed_behind", "lr_mismatch", "data_position_mismatch", "resume_spike",
+      "checkpoint_suspect", "checkpoint_fallback", "spike_rollback", "killed_by_criterion"};
+  return *kNames;
+}
+
 std::string FormatSeconds(double seconds) {
   if (!(seconds >= 0)) return "-";  // unknown (negative) or NaN
   // Choose the unit after rounding, so that 0.9996 reads 1.00s, not 1000ms.
@@ -219,6 +232,10 @@ std::string FormatSeconds(double seconds) {
   if (std::round(seconds * 100) < 6000) return absl::StrFormat("%.2fs", seconds);
   if (!std::isfinite(seconds)) return HumanSeconds(seconds);  // "never"
   return absl::FormatDuration(absl::Seconds(std::round(seconds)));  // "27m13s", "24h11s"
+}
+
+std::string FormatMeasured(double seconds) {
+  return seconds > 0 ? FormatSeconds(seconds) : "-";
 }
 
 std::string FormatAge(double seconds) {
@@ -254,9 +271,9 @@ std::vector<std::string> RankCells(const v1::Rank& r) {
           absl::StrCat(r.pid()),
           FormatStep(r.step()),
           r.phase(),
-          r.compute_p99_seconds() > 0 ? FormatSeconds(r.compute_p99_seconds()) : "-",
-          FormatSeconds(r.step_p50_seconds()),
-          FormatSeconds(r.step_p99_seconds()),
+          FormatMeasured(r.compute_p99_seconds()),
+          FormatMeasured(r.step_p50_seconds()),
+          FormatMeasured(r.step_p99_seconds()),
           FormatAge(r.last_heartbeat_age_seconds()),
           r.liveness().empty() ? "-" : r.liveness(),
           r.has_loss() ? absl::StrFormat("%.4g", r.loss()) : "-",
@@ -274,6 +291,15 @@ absl::Time TimeOf(const google::protobuf::Timestamp& t) {
   return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
 }
 
+// The STATE cell: the state, `,STALLED` while hung, `,NO_AGENT` while it
+// waits for `resume` and no agent waits to run it.
+std::string JobStateCell(const v1::Job& job) {
+  const bool waits_for_resume =
+      job.state() == "held" || job.state() == "killed" || job.state() == "failed";
+  return absl::StrCat(job.state(), job.stalled() ? ",STALLED" : "",
+                      waits_for_resume && job.agents_waiting() == 0 ? ",NO_AGENT" : "");
+}
+
 }  // namespace
 
 std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now) {
@@ -285,10 +311,10 @@ std::string RenderJobsTable(const v1::ListJobsResponse& response, absl::Time now
       progress = FormatAge(absl::ToDoubleSeconds(now - TimeOf(job.last_progress_time())));
     }
     table.AddRow({job.job_id(), absl::StrCat(job.generation()),
-                  job.state() + (job.stalled() ? ",STALLED" : ""),
+                  JobStateCell(job),
                   absl::StrCat(job.ranks_reporting(), "/", job.world_size()),
                   absl::StrCat(job.ranks_alive()), absl::StrCat(job.nodes()), FormatStep(job.step()),
-                  FormatSeconds(job.step_p50_seconds()), FormatSeconds(job.step_p99_seconds()),
+                  FormatMeasured(job.step_p50_seconds()), FormatMeasured(job.step_p99_seconds()),
                   progress, absl::StrCat(job.stragglers()), absl::StrCat(job.restarts()),
                   absl::StrCat(job.heartbeats_received())});
   }

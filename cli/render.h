@@ -45,6 +45,10 @@ std::string RenderEventsTable(const v1::ListEventsResponse& response);
 std::string RenderStacks(const v1::StacksResponse& stacks);
 // `trainsupctl job JOB`: state, MTBF, C, R, the plan, the goodput ledger.
 std::string RenderJobDetail(const v1::JobDetail& detail);
+// The kinds of event trainsupd keeps, by their names ("stall", "crash",
+// ...), in the core's order (daemon/core/event_log.h; render_test holds the
+// two the same): what `events --kind` accepts.
+const std::vector<std::string>& EventKindNames();
 // One event as a line: "TIME KIND JOB [rank R] [node N]: message".
 std::string RenderEventLine(const v1::Event& event);
 // One event as one line of JSON (for `events --follow -o json`).
@@ -54,6 +58,9 @@ std::string RenderJsonLine(const google::protobuf::Message& message);
 // "27m13s", "24h11s" from a minute up; "-" for unknown (negative) values
 // and NaN.
 std::string FormatSeconds(double seconds);
+// A measured time (a percentile of step or compute times): FormatSeconds,
+// or "-" for 0, which the supervisor sends when nothing was measured yet.
+std::string FormatMeasured(double seconds);
 // "1.23s ago"; "-" for unknown (negative) ages.
 std::string FormatAge(double seconds);
 // A step for a table: "-" before the first (negative).

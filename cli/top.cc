@@ -32,6 +32,13 @@ std::optional<double> StepRate::PerSecond() const {
   return (samples_.back().step - samples_.front().step) / absl::ToDoubleSeconds(span);
 }
 
+std::optional<double> StepsPerSecondOfStepTimes(const v1::Job& job) {
+  if (job.state() != "running" || job.stalled() || !(job.step_p50_seconds() > 0)) {
+    return std::nullopt;
+  }
+  return 1 / job.step_p50_seconds();
+}
+
 std::string FitLine(const std::string& text, int cols) {
   std::string out;
   int shown = 0;
@@ -206,6 +213,7 @@ void TopView::Refresh(int rank_rows, absl::Time now) {
   }
   rate_.Add(detail->job().generation(), detail->job().step(), now);
   data_.steps_per_second = rate_.PerSecond();
+  if (!data_.steps_per_second) data_.steps_per_second = StepsPerSecondOfStepTimes(detail->job());
   data_.detail = *std::move(detail);
   data_.ranks = *std::move(ranks);
   data_.read_at = now;

@@ -53,6 +53,13 @@ class StepRate {
   std::deque<Sample> samples_;
 };
 
+// Steps per second from the job's recent step times alone, for a view that
+// has read once (not a terminal: its one frame; a terminal: until StepRate
+// has two samples): a synchronous job steps at its ranks' step time, the
+// median rank's p50 over its last steps. nullopt unless it steps now
+// (running, not stalled) and has a step time.
+std::optional<double> StepsPerSecondOfStepTimes(const v1::Job& job);
+
 // What the view shows: the last answers read (kept while the supervisor is
 // away, so that the screen goes stale rather than blank) and what went wrong
 // on the last attempt.

@@ -1,13 +1,17 @@
 #ifndef TRAINSUP_COMMON_CLI_OPTIONS_H_
 #define TRAINSUP_COMMON_CLI_OPTIONS_H_
 
-// CLI11 glue shared by the three binaries. Include only from a binary's
+// CLI11 glue shared by the binaries. Include only from a binary's
 // main.cc: CLI11 costs seconds of compile time per translation unit.
 
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "common/credentials.h"
 #include "common/options.h"
@@ -112,22 +116,62 @@ inline CLI::Validator PositiveValidator() {
 
 // Sets up what every binary's command line shares: a repeated option takes
 // its last value (scripts append overrides), `--version` prints
-// VersionLine(name), errors are printed as "error: ...", and --help ends with
-// `exit_codes`.
+// VersionLine(name), and --help ends with `exit_codes`. Errors are printed
+// by ParseOrExitCode.
 inline void ConfigureApp(CLI::App& app, const std::string& version_line,
                          const std::string& exit_codes) {
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.set_version_flag("--version", version_line, "print the binary's name, version and commit");
   app.footer(exit_codes);
-  app.failure_message([](const CLI::App* failed, const CLI::Error& e) {
-    std::string text = std::string("error: ") + e.what() + "\n";
-    if (failed->get_help_ptr() != nullptr) text += "Run with --help for more information.\n";
-    return text;
-  });
 }
 
-// Parses argv; on error or --help prints CLI11's message and returns the exit
-// code to use (kExitUsage for errors, 0 for --help); -1 when parsing succeeded.
+// Prints a usage error the way every binary does ("error: ...", then where
+// to read more) and returns kExitUsage.
+inline int UsageErrorExit(const std::string& message) {
+  std::fprintf(stderr, "error: %s\nRun with --help for more information.\n", message.c_str());
+  return kExitUsage;
+}
+
+// What a parse error says, naming the word at fault. CLI11 2.1.2 names it
+// badly: its list of unexpected words comes reversed (`--lisen X` reads "X
+// --lisen"), and a word that is no subcommand reads "A subcommand is
+// required". The words the parse left over are in `app.remaining()`, in the
+// order typed.
+inline std::string UsageErrorText(const CLI::App& app, const CLI::ParseError& e) {
+  // The deepest command parsed: where the words were typed.
+  const CLI::App* at = &app;
+  while (!at->get_subcommands().empty()) at = at->get_subcommands().front();
+  std::vector<std::string> left;
+  for (std::string& word : app.remaining(/*recurse=*/true)) {
+    if (word != "--") left.push_back(std::move(word));
+  }
+  const bool needs_command = at->get_require_subcommand_min() > 0;
+  const bool extras = dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr;
+  const bool required = dynamic_cast<const CLI::RequiredError*>(&e) != nullptr;
+  if (!extras && !(needs_command && required)) return e.what();
+  std::vector<std::string> commands;
+  for (const CLI::App* sub :
+       at->get_subcommands([](const CLI::App* s) { return !s->get_name().empty(); })) {
+    commands.push_back(sub->get_name());
+  }
+  const std::string one_of = absl::StrJoin(commands, ", ");
+  if (left.empty()) {
+    return extras ? e.what() : absl::StrCat(at->get_name(), " needs a command: ", one_of);
+  }
+  const std::string& word = left.front();
+  if (word.size() > 1 && word[0] == '-') {
+    return absl::StrCat("unknown option ", word.substr(0, word.find('=')));
+  }
+  if (needs_command) {
+    return absl::StrCat("'", word, "' is not a command of ", at->get_name(), "; the commands: ",
+                        one_of);
+  }
+  return absl::StrCat("unexpected argument '", word, "'");
+}
+
+// Parses argv; on error or --help prints CLI11's message (an error as
+// UsageErrorText says it) and returns the exit code to use (kExitUsage for
+// errors, 0 for --help); -1 when parsing succeeded.
 inline int ParseOrExitCode(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
@@ -138,8 +182,7 @@ inline int ParseOrExitCode(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return kExitUsage;
+    return UsageErrorExit(UsageErrorText(app, e));
   }
   return -1;
 }

@@ -302,6 +302,10 @@ void HaServer::Shutdown() {
     }
     server = std::move(server_);
   }
+  // The resignation's own record is shared while this instance still holds
+  // the election: after Resign etcd would refuse it as a deposed leader's
+  // (an error line, "fenced", on every graceful stop).
+  if (server != nullptr) server->host().FlushWrites();
   // Not acting any more: hand over at once.
   if (election_ != nullptr) election_->Resign();
   if (follower_.joinable()) follower_.join();

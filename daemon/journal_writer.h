@@ -21,7 +21,10 @@ class JournalSink {
     kFull,    // also a power loss: fsynced before Apply returns
   };
   virtual ~JournalSink() = default;
-  // Writes all of `journal` or nothing of it.
+  // Writes all of `journal` or nothing of it. Aborted: refused because this
+  // instance may no longer decide (fenced: another instance leads), so the
+  // journal is void, its events too; any other error: it could not be made
+  // durable (its commands and fences are not acted on).
   virtual absl::Status Apply(const Journal& journal, Sync sync) = 0;
 };
 

@@ -171,6 +171,22 @@ int AwaitTermination(sigset_t* signals, Reload reload) {
   return signal_number;
 }
 
+// Says once, at start, what a trainsupd without --state loses when it
+// stops: nothing else would tell, until the restart that loses it.
+void WarnIfStateless(const trainsup::ServerOptions& options, bool elected) {
+  if (!options.state_path.empty()) {
+    TRAINSUP_LOG_INFO("state store %s", options.state_path);
+  } else if (elected) {
+    TRAINSUP_LOG_WARN("no --state: this instance's own history (events, stacks, provenance) is "
+                      "kept in memory only and lost when it stops; the decisions are shared "
+                      "through etcd");
+  } else {
+    TRAINSUP_LOG_WARN("no --state: jobs, events, quarantines, the failure history (the MTBF) "
+                      "and provenance are kept in memory only and lost when trainsupd stops; "
+                      "--state PATH keeps them in SQLite");
+  }
+}
+
 // trainsupd under an election (--etcd-endpoints, --instance): a standby
 // until elected; on SIGTERM it stops acting and resigns before it stops.
 int RunElected(const trainsup::ServerOptions& options, const trainsup::HaOptions& ha,
@@ -184,6 +200,7 @@ int RunElected(const trainsup::ServerOptions& options, const trainsup::HaOptions
   TRAINSUP_LOG_INFO("listening grpc=%s metrics=%s (standby until elected)",
                     (*server)->grpc_address(),
                     (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());
+  WarnIfStateless(options, /*elected=*/true);
   AwaitTermination(signals, [&] { return (*server)->ReloadCertificates(); });
   (*server)->Shutdown();
   TRAINSUP_LOG_INFO("stopped");
@@ -441,7 +458,7 @@ int main(int argc, char** argv) {
   }
   TRAINSUP_LOG_INFO("listening grpc=%s metrics=%s", (*server)->grpc_address(),
                     (*server)->metrics_address().empty() ? "off" : (*server)->metrics_address());
-  if (!options.state_path.empty()) TRAINSUP_LOG_INFO("state store %s", options.state_path);
+  WarnIfStateless(options, /*elected=*/false);
 
   AwaitTermination(&signals, [&] { return (*server)->ReloadCertificates(); });
   (*server)->Shutdown();

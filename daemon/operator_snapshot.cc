@@ -37,6 +37,7 @@ void RenderJob(const JobView& view, v1::Job* out) {
     SetTimestamp(view.state_since, out->mutable_state_since());
   }
   out->set_restarts(view.restarts);
+  out->set_agents_waiting(view.agents_waiting);
 }
 
 void RenderMtbf(const MtbfEstimate& m, v1::Mtbf* out) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -135,7 +136,10 @@ Server::Server(const ServerOptions& options, const Clock* clock, std::unique_ptr
                        ? nullptr
                        : std::make_unique<SharedJournalSink>(
                              store_.get(), shared_log_,
-                             [this](const std::string& why) { gate_.Close("fenced: " + why); })),
+                             [this](const std::string& why) {
+                               gate_.Close(absl::StartsWith(why, "fenced") ? why
+                                                                           : "fenced: " + why);
+                             })),
       access_(std::move(access)),
       host_(CoreOptions(options), clock, store_.get(), shared_sink_.get()),
       stream_limits_(options.streams),

@@ -24,7 +24,7 @@ absl::Status SharedJournalSink::Apply(const Journal& journal, Sync sync) {
     if (absl::IsFailedPrecondition(s)) {
       TRAINSUP_LOG_ERROR("shared state: %s; not acting on it, and stopping", s.message());
       fenced_(std::string(s.message()));
-      return s;
+      return absl::AbortedError(s.message());  // void, as JournalSink says
     }
     if (!absl::IsUnavailable(s) && !absl::IsDeadlineExceeded(s) && !absl::IsCancelled(s)) {
       return s;  // etcd refused the request itself (too big): not acted on

@@ -20,9 +20,10 @@ namespace trainsup {
 // to every second) for as long as this instance is still elected: the
 // decision is neither acted on nor dropped, and everything after it queues
 // behind it on the JournalWriter's thread (never the ingest of reports). If
-// the write is refused (another instance leads), Apply fails and calls
-// `fenced` (to stop acting at once); the store's copy may then be ahead of
-// the shared state, and is replaced by it before this instance leads again.
+// the write is refused (another instance leads), Apply fails Aborted and
+// calls `fenced` (to stop acting at once); the store's copy may then be
+// ahead of the shared state, and is replaced by it before this instance
+// leads again.
 //
 // Compacts the shared log into a snapshot of the store when it is due.
 // Thread-compatible: called by one JournalWriter.

@@ -94,6 +94,10 @@ absl::Status Initialize(const Db& db, bool in_memory) {
   status = store::CheckSchema(db, &schema);
   if (!status.ok()) return status;
 
+  // In memory too: an event's figures go with it (ON DELETE CASCADE) when
+  // the history is pruned or the shared tables replaced.
+  status = Exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys");
+  if (!status.ok()) return status;
   if (in_memory) {
     return InTransaction(db, "BEGIN IMMEDIATE",
                          [&]() { return store::CreateOrMigrate(db, schema); });
@@ -112,8 +116,6 @@ absl::Status Initialize(const Db& db, bool in_memory) {
   // WAL with synchronous=NORMAL: a committed transaction survives a crash of
   // the process; only a power loss can lose the last few.
   status = Exec(db, "PRAGMA synchronous = NORMAL", "setting synchronous mode");
-  if (!status.ok()) return status;
-  status = Exec(db, "PRAGMA foreign_keys = ON", "enabling foreign keys");
   if (!status.ok()) return status;
 
   return InTransaction(db, "BEGIN IMMEDIATE", [&]() { return store::CreateOrMigrate(db, schema); });
@@ -225,9 +227,9 @@ absl::StatusOr<PersistedState> StateStore::Load(size_t max_events, size_t max_fa
   return state;
 }
 
-absl::Status StateStore::SnapshotShared(std::string* changeset) {
+absl::Status StateStore::SnapshotShared(std::string* changeset, size_t max_events) {
   absl::MutexLock lock(&mu_);
-  return store::SnapshotShared(Db{db_, path_}, changeset);
+  return store::SnapshotShared(Db{db_, path_}, max_events, changeset);
 }
 
 absl::Status StateStore::ReplaceShared(const std::vector<std::string>& changesets) {

@@ -46,6 +46,9 @@ class StateStore : public JournalSink {
   // The schema this build writes. A database of an older version is migrated
   // when opened (logged; all or nothing); a newer one is refused.
   static constexpr int kSchemaVersion = store::kSchemaVersion;
+  // The newest events trainsupd reads back when it restores, and so the
+  // most a snapshot of the shared state carries (SnapshotShared).
+  static constexpr size_t kEventsRestored = 10000;
 
   // Opens the database at `path`, creating the file and the schema if
   // missing, and checks it (PRAGMA quick_check). Errors:
@@ -79,11 +82,12 @@ class StateStore : public JournalSink {
   // through etcd (store/changeset.h; "" when it changed none of them).
   absl::Status Apply(const Journal& journal, Sync sync, std::string* changeset);
 
-  // A changeset that inserts every row of the shared tables as they are now.
-  absl::Status SnapshotShared(std::string* changeset);
-  // Replaces the shared tables' rows with those `changesets` make, applied
-  // in order to empty tables, in one transaction. The history (events,
-  // stacks, provenance) is kept.
+  // A changeset that inserts every row of the shared tables as they are now,
+  // of the events only the newest `max_events` (store/changeset.h).
+  absl::Status SnapshotShared(std::string* changeset, size_t max_events = kEventsRestored);
+  // Replaces the shared tables' rows (the events' too) with those
+  // `changesets` make, applied in order to empty tables, in one
+  // transaction. This instance's own history (stacks, provenance) is kept.
   absl::Status ReplaceShared(const std::vector<std::string>& changesets);
 
   // Everything stored: every node and every job (latest row of each, by
@@ -94,8 +98,10 @@ class StateStore : public JournalSink {
   absl::StatusOr<PersistedState> Load(size_t max_events, size_t max_failures, size_t max_restarts);
 
   // Deletes the history older than `before`, in one transaction: failures,
-  // restarts, events and stacks, and the jobs that finished or failed before
-  // it (with their measures). Nodes (the quarantine list) are kept.
+  // restarts, events (but the newest, whatever its age: the next event's id
+  // follows it, never restarts) and stacks, and the jobs that finished or
+  // failed before it (with their measures). Nodes (the quarantine list) are
+  // kept.
   absl::Status Prune(absl::Time before);
 
   // A node's record of a generation of `job` (docs/provenance.md), stored

@@ -30,8 +30,8 @@ const char* CommandName(AgentCommand::Kind kind) {
   return "command";
 }
 
-// How many records of each kind come back from the store at start-up.
-constexpr size_t kRestoreEvents = 10000;
+// How many records of each kind come back from the store at start-up (and
+// StateStore::kEventsRestored events).
 constexpr size_t kRestoreFailures = 100000;
 constexpr size_t kRestoreRestarts = 100000;
 
@@ -62,14 +62,22 @@ SupervisorHost::SupervisorHost(SupervisorOptions options, const Clock* clock, St
       incarnation_(RandomId()),
       options_(options),
       core_(std::make_unique<Supervisor>(options)) {
+  if (sink == nullptr) sink = store;
+  const bool committed_only = sink != nullptr;
   publisher_ = std::make_unique<SnapshotPublisher>(
-      [this](uint64_t after_id) {
+      [this, committed_only](uint64_t after_id) {
         absl::ReaderMutexLock lock(&mu_);
+        std::vector<Event> events = core_->events().Since(after_id);
+        if (committed_only) {
+          const uint64_t shown = events_shown_through_.load();
+          events.erase(std::find_if(events.begin(), events.end(),
+                                    [shown](const Event& e) { return e.id > shown; }),
+                       events.end());
+        }
         return SnapshotPublisher::Capture{CaptureSnapshot(*core_, clock_->Now()),
-                                          core_->events().Since(after_id)};
+                                          std::move(events)};
       },
       options.event_log_size);
-  if (sink == nullptr) sink = store;
   if (sink != nullptr) writer_ = std::make_unique<JournalWriter>(sink);
 }
 
@@ -85,19 +93,36 @@ void SupervisorHost::FlushWrites() {
 absl::Status SupervisorHost::Restore() {
   if (store_ == nullptr) return absl::OkStatus();
   FlushWrites();  // everything the core decided is in the store
-  absl::StatusOr<PersistedState> state = store_->Load(kRestoreEvents, kRestoreFailures, kRestoreRestarts);
+  absl::StatusOr<PersistedState> state =
+      store_->Load(StateStore::kEventsRestored, kRestoreFailures, kRestoreRestarts);
   if (!state.ok()) return state.status();
-  absl::MutexLock lock(&mu_);
-  // The agents' sessions were with the core replaced: each agent says hello
-  // again (its stream was ended while this instance did not act).
-  channels_.clear();
-  const SessionId last_session = core_->last_session();
-  core_ = std::make_unique<Supervisor>(options_);
-  core_->StartSessionsAfter(last_session);
-  core_->Restore(clock_->Now(), *state);
-  ActLocked();  // the fences still pending run again
-  LogRestored(*state, *core_);
+  {
+    absl::MutexLock lock(&mu_);
+    // The agents' sessions were with the core replaced: each agent says hello
+    // again (its stream was ended while this instance did not act).
+    channels_.clear();
+    const SessionId last_session = core_->last_session();
+    core_ = std::make_unique<Supervisor>(options_);
+    core_->StartSessionsAfter(last_session);
+    core_->Restore(clock_->Now(), *state);
+    ShowEventsThrough(core_->events().last_id());  // every one read is committed
+    ActLocked();  // the fences still pending run again
+    LogRestored(*state, *core_);
+  }
+  // The history restored is there for the first reader (the first call a
+  // new leader answers).
+  publisher_->PublishNow();
   return absl::OkStatus();
+}
+
+void SupervisorHost::ShowEventsThrough(uint64_t id) {
+  uint64_t shown = events_shown_through_.load();
+  while (id > shown) {
+    if (events_shown_through_.compare_exchange_weak(shown, id)) {
+      publisher_->Changed();  // republished with them
+      return;
+    }
+  }
 }
 
 void SupervisorHost::ActLocked(bool reporting) {
@@ -121,6 +146,7 @@ void SupervisorHost::ActLocked(bool reporting) {
     }
   }
   effects.fences = std::move(output.fences);
+  const uint64_t last_event = output.events.empty() ? 0 : output.events.back().id;
   if (writer_ == nullptr) {
     Perform(effects);
     return;
@@ -131,7 +157,9 @@ void SupervisorHost::ActLocked(bool reporting) {
   const JournalSink::Sync sync =
       effects.fences.empty() ? JournalSink::Sync::kNormal : JournalSink::Sync::kFull;
   writer_->Write(std::move(output.journal), sync,
-                 [this, effects = std::move(effects), reporting](const absl::Status& committed) {
+                 [this, effects = std::move(effects), reporting,
+                  last_event](const absl::Status& committed) {
+                   if (!absl::IsAborted(committed)) ShowEventsThrough(last_event);
                    if (committed.ok()) {
                      Perform(effects);
                    } else {

@@ -45,6 +45,12 @@ class AgentChannel {
 // agent streams take: a slow disk delays commands and fences, never the
 // ingest of reports. What could not be persisted is not acted on: a
 // `persist_failed` event and persist_failures() say so.
+//
+// With a store, readers see an event (Events, WaitForEvents) once its
+// journal's commit ended: committed, or failed (the persist_failed event
+// says so), never when it was void (JournalSink: Aborted, a fenced leader).
+// So an id a follower has seen is durable and is never given to another
+// event by a restart or by a new leader (docs/ha.md, "One history").
 class SupervisorHost {
  public:
   // `store` (the SQLite state store) and the fence runner may be null:
@@ -187,6 +193,8 @@ class SupervisorHost {
   void Perform(const Effects& effects);
   // The journal of `effects` could not be committed: count it, say so.
   void NotActedOn(const Effects& effects, const absl::Status& status, bool reporting);
+  // Readers may see the events up to `id` (ids only grow). Lock-free.
+  void ShowEventsThrough(uint64_t id);
 
   const Clock* const clock_;
   StateStore* const store_;
@@ -208,6 +216,9 @@ class SupervisorHost {
   std::atomic<uint64_t> fences_failed_{0};
   std::atomic<uint64_t> unfences_succeeded_{0};
   std::atomic<uint64_t> unfences_failed_{0};
+  // The highest event id readers may see (with a store; see the class
+  // comment). Read by the publisher's capture, raised by commits.
+  std::atomic<uint64_t> events_shown_through_{0};
   // After the core and its lock, which its thread reads: stopped before them.
   std::unique_ptr<SnapshotPublisher> publisher_;
   // Last: destroyed (drained and joined) first, while what its

@@ -5,6 +5,8 @@
 #   scripts/fuzz.sh --build              build the fuzz tree only
 #   scripts/fuzz.sh [TARGET [SECONDS]]   build, then run TARGET (every target
 #                                        when absent) for SECONDS (default 60)
+#   scripts/fuzz.sh --seeds TARGET       build, then run TARGET once over each
+#                                        seed of its corpus (no mutation)
 # Targets: heartbeat_decoder, agent_intake, state_restore (docs/fuzzing.md).
 # Environment: TRAINSUP_FUZZ_BUILD_DIR (default: build-fuzz), TRAINSUP_BUILD_JOBS
 # (default: 2). Exits 1 on any finding (crash, leak, undefined behaviour,
@@ -50,9 +52,16 @@ prepare_corpus() {
   done
 }
 
+# run TARGET SECONDS: mutates for SECONDS; run TARGET seeds: executes each
+# seed once (libFuzzer's -runs=0 still loads and runs the whole corpus).
 run() {
   local target=$1 seconds=$2
-  local work="$BUILD/runs/$target"
+  local limit=-max_total_time="$seconds" what="in ${seconds}s"
+  if [ "$seconds" = seeds ]; then
+    limit=-runs=0
+    what="(the seeds once)"
+  fi
+  local work="$BUILD/runs/${target}-${seconds}"
   rm -rf "$work"
   mkdir -p "$work/corpus" "$work/artifacts"
   prepare_corpus "$target" "$work/corpus"
@@ -64,14 +73,14 @@ run() {
   # -close_fd_mask=2: the targets' own log lines are dropped; libFuzzer and
   # the sanitizers still report (on a copy of stderr).
   local status=0
-  "$BUILD/fuzz/${target}_fuzzer" -max_total_time="$seconds" -print_final_stats=1 \
+  "$BUILD/fuzz/${target}_fuzzer" "$limit" -print_final_stats=1 \
     -timeout=25 -rss_limit_mb=2048 -close_fd_mask=2 -artifact_prefix="$work/artifacts/" \
     "$work/corpus" >"$work/log" 2>&1 || status=$?
   local executions
   executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
   local findings
   findings=$(find "$work/artifacts" -type f | wc -l)
-  echo "fuzz $target: ${executions:-?} executions in ${seconds}s, corpus $seeds seeds ->" \
+  echo "fuzz $target: ${executions:-?} executions $what, corpus $seeds seeds ->" \
     "$(find "$work/corpus" -type f | wc -l) inputs, findings: $findings"
   if [ "$status" -ne 0 ] || [ "$findings" -ne 0 ] ||
     grep -qE 'ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|runtime error:' "$work/log"; then
@@ -86,6 +95,12 @@ if [ "${1:-}" = "--build" ]; then
   build
   exit 0
 fi
+seeds_only=0
+if [ "${1:-}" = "--seeds" ]; then
+  seeds_only=1
+  shift
+  [ $# -eq 1 ] || { echo "usage: scripts/fuzz.sh --seeds TARGET" >&2; exit 2; }
+fi
 targets=("${TARGETS[@]}")
 if [ $# -ge 1 ]; then
   if [[ " ${TARGETS[*]} " != *" $1 "* ]]; then
@@ -95,6 +110,7 @@ if [ $# -ge 1 ]; then
   targets=("$1")
 fi
 seconds=${2:-60}
+[ "$seeds_only" -eq 1 ] && seconds=seeds
 build
 failed=0
 for target in "${targets[@]}"; do

@@ -1,17 +1,29 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that trainsup's build, tests and demo need.
+# Installs the Debian 12 packages that trainsup needs.
+#   scripts/install-deps.sh          everything: build, tests and demo
+#   scripts/install-deps.sh --demo   only what the demo builds and runs
+#                                    (no Slurm, etcd server, Prometheus,
+#                                    Alertmanager, clang: only tests use them)
 # Idempotent: when everything is already installed it prints nothing and exits 0.
 # Must run as root (or with sudo available).
 set -euo pipefail
 
-PACKAGES=(
+# What the demo builds (trainsupd, trainsup-agent, trainsupctl) and runs.
+DEMO_PACKAGES=(
   # build
   build-essential cmake ninja-build pkg-config git
-  # libraries
+  # libraries (GoogleTest: the build is configured with its tests, even
+  # where only the binaries are built)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libsqlite3-dev libcli11-dev
-  # end-to-end tests and demo: torchrun (gloo on CPU), promtool and a Prometheus server
-  python3 python3-torch prometheus
+  # the demo's job: torchrun (gloo on CPU)
+  python3 python3-torch
+)
+
+# What only the tests use.
+TEST_PACKAGES=(
+  # promtool and a Prometheus server (alert rules, end-to-end alerts)
+  prometheus
   # alert delivery end to end (tests/e2e/test_alerts.py) and amtool, which checks
   # deploy/alertmanager/alertmanager.yml
   prometheus-alertmanager
@@ -34,6 +46,13 @@ PACKAGES=(
   # and etcdctl to look at it
   etcd-server etcd-client
 )
+
+PACKAGES=("${DEMO_PACKAGES[@]}")
+case "${1:-}" in
+  --demo) ;;
+  "") PACKAGES+=("${TEST_PACKAGES[@]}") ;;
+  *) echo "usage: scripts/install-deps.sh [--demo]" >&2; exit 2 ;;
+esac
 
 # etcd's .proto files, from which the build generates trainsupd's etcd client
 # (proto/etcd/). Debian ships them in golang-etcd-server-dev, which as an

@@ -1,15 +1,48 @@
 #!/usr/bin/env bash
 # The whole test suite, from a clean clone on Debian 12 (as root, or with
 # sudo): installs what it needs, builds, and runs unit, integration and
-# end-to-end tests (real torchrun, real Prometheus) through CTest.
+# end-to-end tests (real torchrun, real Prometheus, real etcd, real Slurm)
+# through CTest.
 # Usage: scripts/test.sh [ctest options, e.g. -L unit or -R e2e_]
+#
+# With no options, the unit tests run first and the run stops at the first
+# one that fails (a broken core is known in minutes); then everything else
+# but the long fuzz runs (`scripts/test.sh -L fuzz-long` runs those).
+# At the end it prints the tests' total time and the ten slowest tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 start=$(date +%s)
 bash scripts/build.sh
-echo "build: $(( $(date +%s) - start ))s"
-# Two at a time: tests that time real processes run alone (RUN_SERIAL; see
-# tests/CMakeLists.txt), the rest share the 2 cores.
-ctest --test-dir build --output-on-failure --timeout 900 -j2 "$@"
-echo "tests: $(( $(date +%s) - start ))s in all"
+built=$(date +%s)
+echo "build: $(( built - start ))s"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# Tests that share nothing run side by side; suites that measure latency
+# figures run alone (RUN_SERIAL), and at most a few end-to-end suites at a
+# time (the `e2e_slots` resource of tests/resources.json; see
+# tests/CMakeLists.txt for which suite runs how and why).
+run_ctest() {
+  ctest --test-dir build --output-on-failure --timeout 900 \
+    --resource-spec-file "$PWD/tests/resources.json" "$@" 2>&1 | tee -a "$log"
+  return "${PIPESTATUS[0]}"
+}
+status=0
+if [ $# -eq 0 ]; then
+  run_ctest -L unit -j2 --stop-on-failure || status=$?
+  if [ "$status" -eq 0 ]; then
+    echo "unit tests passed in $(( $(date +%s) - built ))s; now the rest"
+    # The long fuzz runs only when asked for (-L fuzz-long).
+    run_ctest -LE 'unit|fuzz-long' -j4 || status=$?
+  fi
+else
+  run_ctest -j4 "$@" || status=$?
+fi
+echo "tests: $(( $(date +%s) - built ))s (build excluded); $(( $(date +%s) - start ))s in all"
+# CTest's own per-test times, from its result lines:
+#   "  12/340 Test  #87: e2e_recovery ....   Passed  101.23 sec"
+echo "the ten slowest tests:"
+sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$log" |
+  sort -rn | head -10 | awk '{ printf "  %8.1fs  %s\n", $1, $2 }'
+exit "$status"

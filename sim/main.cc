@@ -20,6 +20,7 @@
 #include "cli/render.h"
 #include "cli/table.h"
 #include "common/cli_options.h"
+#include "common/version.h"
 #include "sim/failure_trace.h"
 #include "sim/goodput_sim.h"
 #include "sim/stragglers.h"
@@ -27,9 +28,6 @@
 
 namespace trainsup::sim {
 namespace {
-
-constexpr int kExitOk = 0;
-constexpr int kExitUsage = 2;
 
 bool ParseList(const std::string& text, std::vector<uint64_t>* out) {
   out->clear();
@@ -240,7 +238,12 @@ int Run(RunFlags& f) {
 
 int main(int argc, char** argv) {
   using namespace trainsup::sim;  // NOLINT: one file, one namespace
-  CLI::App app{"trainsup-sim: a goodput simulator on trainsup's own rules (docs/simulator.md)"};
+  using trainsup::kExitOk;
+  CLI::App app{"trainsup-sim: a goodput simulator on trainsup's own rules (docs/simulator.md)",
+               "trainsup-sim"};
+  trainsup::ConfigureApp(app, trainsup::VersionLine("trainsup-sim"),
+                         "Exit codes: 0 ok; 2 bad usage (an option, or a trace file it cannot "
+                         "read).");
   app.require_subcommand(1);
 
   RunFlags f;
@@ -317,7 +320,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   stragglers->add_option("--trials", trials)->capture_default_str();
 
-  CLI11_PARSE(app, argc, argv);
+  if (int code = trainsup::ParseOrExitCode(app, argc, argv); code >= 0) return code;
   if (*run) return Run(f);
   if (*trace) {
     trace_options.nodes = static_cast<uint32_t>((trace_ranks + 7) / 8);

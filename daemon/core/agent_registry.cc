@@ -92,6 +92,14 @@ const std::vector<NodeIndex>& AgentRegistry::NodesOf(absl::string_view job) cons
   return it == by_job_.end() ? *kNone : it->second;
 }
 
+uint32_t AgentRegistry::AgentsWaiting(absl::string_view job) const {
+  uint32_t waiting = 0;
+  for (NodeIndex i : NodesOf(job)) {
+    if (nodes_[i].connected && !nodes_[i].unreachable) ++waiting;
+  }
+  return waiting;
+}
+
 std::vector<NodeIndex> AgentRegistry::Compact(const std::vector<bool>& gone) {
   std::vector<NodeIndex> moved(nodes_.size(), kNoNode);
   std::vector<NodeRecord> kept;

@@ -116,6 +116,10 @@ class AgentRegistry {
   const std::vector<NodeIndex>& NodesOf(absl::string_view job) const;
 
   uint32_t connected() const { return static_cast<uint32_t>(sessions_.size()); }
+  // The nodes of `job` whose agent is connected and heard (not unreachable):
+  // those that can run its next generation. A held job with none cannot be
+  // resumed: its agents have left.
+  uint32_t AgentsWaiting(absl::string_view job) const;
 
   // Forgets every node without a connected agent, last heard before
   // `cutoff`, for which `keep(record)` is false. The remaining nodes move

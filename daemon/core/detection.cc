@@ -375,7 +375,9 @@ void Detection::UpdateFigures(absl::Time now, JobEntry& job) {
   const Job& observed = job.job();
   GenerationVerdicts& v = job.verdicts();
   v.stall_threshold.reset();
-  if (observed.ranks_reporting() == 0) return;
+  // No threshold where the stall rule does not judge: no rank reports, or
+  // one ended (a crash, or the job's last step done and its ranks exiting).
+  if (observed.ranks_reporting() == 0 || observed.has_dead_rank()) return;
   v.stall_threshold = stall_.Check(observed, now, stats, ReportIntervalOf(job)).threshold;
 }
 

@@ -115,6 +115,16 @@ bool IsFailureEvent(const Event& e) {
 
 // ---- 1. Progress ----
 
+// What restarts a job that waits for an operator: `resume`, once an agent
+// waits to run it (with none, its next generation would start nowhere).
+std::string UntilResumed(const JobView& job) {
+  if (job.agents_waiting > 0) {
+    return absl::StrCat("not restarted until `trainsupctl resume ", job.id, "`");
+  }
+  return absl::StrCat("not restarted, and no agent waits to run it (its agents have left): "
+                      "start them again, then `trainsupctl resume ", job.id, "`");
+}
+
 // What trainsupd did about a failure and does next, by the job's state,
 // with where the next generation resumes when trainsupd says.
 std::string Handling(const JobView& job, absl::Time now) {
@@ -127,7 +137,7 @@ std::string Handling(const JobView& job, absl::Time now) {
       return absl::StrCat("stopped everywhere; generation ", job.generation + 1, " starts in ",
                           HumanSeconds(std::max(0.0, Seconds(job.restart_at - now))), resume);
     case JobState::kHeld:
-      return absl::StrCat("held: not restarted until `trainsupctl resume ", job.id, "`", resume);
+      return absl::StrCat("held: ", UntilResumed(job), resume);
     case JobState::kFailed:
       return "failed: not restarted (no node left to run on)";
     default:
@@ -167,8 +177,8 @@ Finding Killed(const DiagnoseInput& in, Finding f) {
       absl::StrAppend(&f.summary, "; ", HumanSeconds(*saved), " of GPU time saved");
     }
   }
-  f.handling = absl::StrCat("killed: stopped on every node and not restarted until `trainsupctl "
-                            "resume ", job.id, "`");
+  f.handling = absl::StrCat("killed: stopped on every node and ", UntilResumed(job));
+  f.figures.emplace_back("agents_waiting", job.agents_waiting);
   f.command = absl::StrCat("trainsupctl kill-criteria ", job.id, " list");
   f.fix = absl::StrCat("the run has lost against its criteria: give its allocation back, or fix "
                        "it (data, learning rate) and `trainsupctl resume ", job.id, "`");
@@ -199,11 +209,20 @@ Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOpt
       return f;
     }
     const double since = std::max(0.0, Seconds(now - job.last_progress));
-    f.summary = absl::StrCat("stepping: step ", job.step, ", last advanced ",
-                             HumanSeconds(since), " ago");
     f.figures = {{"step", static_cast<double>(job.step)},
                  {"since_progress_seconds", since},
                  {"generation", static_cast<double>(job.generation)}};
+    if (job.seen.dead > 0) {
+      // Its ranks are exiting (the end of the run, or a crash being judged):
+      // not stepping, and not judged for a stall.
+      f.summary = absl::StrCat("ending: ", job.seen.dead, " of ", job.ranks_reporting,
+                               " ranks exited; the last step ", job.step, " was ",
+                               HumanSeconds(since), " ago");
+      f.figures.emplace_back("ranks_exited", job.seen.dead);
+      return f;
+    }
+    f.summary = absl::StrCat("stepping: step ", job.step, ", last advanced ",
+                             HumanSeconds(since), " ago");
     if (job.stall_threshold) {
       absl::StrAppend(&f.summary, " (stall threshold ",
                       HumanSeconds(Seconds(*job.stall_threshold)), ")");
@@ -274,6 +293,9 @@ Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOpt
   if (failure != nullptr) MergeFigures(failure->figures, &f.figures);
   if (job.state == JobState::kRestarting) {
     f.figures.emplace_back("restart_in_seconds", std::max(0.0, Seconds(job.restart_at - now)));
+  }
+  if (job.state == JobState::kHeld || job.state == JobState::kFailed) {
+    f.figures.emplace_back("agents_waiting", job.agents_waiting);
   }
   if (job.resume_limit) {
     f.figures.emplace_back("resume_limit", static_cast<double>(*job.resume_limit));
@@ -513,8 +535,10 @@ DiagnosisVerdict VerdictOf(DiagnosisCheck check) {
   return DiagnosisVerdict::kHealthy;
 }
 
-std::string GoodputText(const LedgerTotals& ledger) {
-  return absl::StrCat("goodput ", Percent(ledger.goodput()), " so far (useful ",
+// "so far" unless the job has finished: its goodput is final.
+std::string GoodputText(const LedgerTotals& ledger, JobState state) {
+  return absl::StrCat("goodput ", Percent(ledger.goodput()),
+                      state == JobState::kFinished ? "" : " so far", " (useful ",
                       HumanSeconds(ledger.seconds[static_cast<int>(Bucket::kUseful)]), " of ",
                       HumanSeconds(ledger.wall_seconds()), ")");
 }
@@ -580,7 +604,7 @@ Diagnosis Diagnose(const DiagnoseInput& in, absl::Time now, const DiagnoseOption
   }
   if (job.state == JobState::kFinished) {
     d.verdict = DiagnosisVerdict::kFinished;
-    d.headline = absl::StrCat(progress.summary, "; ", GoodputText(job.ledger));
+    d.headline = absl::StrCat(progress.summary, "; ", GoodputText(job.ledger, job.state));
     return d;
   }
   for (const Finding& f : d.findings) {
@@ -590,7 +614,7 @@ Diagnosis Diagnose(const DiagnoseInput& in, absl::Time now, const DiagnoseOption
     return d;
   }
   d.verdict = DiagnosisVerdict::kHealthy;
-  d.headline = absl::StrCat("healthy: ", GoodputText(job.ledger));
+  d.headline = absl::StrCat("healthy: ", GoodputText(job.ledger, job.state));
   return d;
 }
 

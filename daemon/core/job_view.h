@@ -106,12 +106,15 @@ struct JobView {
   uint64_t heartbeats_received = 0;
   uint64_t datagrams_dropped = 0;
   uint32_t nodes = 0;  // nodes whose agent speaks for the job
+  // Of those, the ones connected and heard now (AgentRegistry::AgentsWaiting).
+  uint32_t agents_waiting = 0;
 
   // What the rules decided about the generation. The step statistics and
   // the stall threshold are the last sweep's (first taken when the
   // generation began to run).
   JobStepStats step_stats;
-  std::optional<absl::Duration> stall_threshold;  // absent while no rank reports
+  // Absent while the stall rule does not judge: no rank reports, or one ended.
+  std::optional<absl::Duration> stall_threshold;
   bool stalled = false;
   // The rank a stalled job is held up by, and its node; absent unless the
   // job is stalled and a rank was named.

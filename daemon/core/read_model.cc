@@ -71,6 +71,7 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.heartbeats_received = job.heartbeats_received();
   view.datagrams_dropped = job.datagrams_dropped();
   view.nodes = static_cast<uint32_t>(agents_.NodesOf(job.id()).size());
+  view.agents_waiting = agents_.AgentsWaiting(job.id());
 
   view.step_stats = verdicts.step_stats;
   view.stall_threshold = verdicts.stall_threshold;

@@ -260,10 +260,21 @@ void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
 
 absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry& job) {
   JobLifecycle& life = job.lifecycle;
+  if (life.state == JobState::kFinished) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job.id(), " has finished (", life.reason, "): nothing to resume"));
+  }
   if (life.state != JobState::kHeld && life.state != JobState::kFailed &&
       life.state != JobState::kKilled) {
     return absl::StrCat("job ", job.id(), " is not held (it is ", JobStateName(life.state),
                         "); nothing to resume");
+  }
+  // Its next generation would start on no node, and the job fail at once.
+  if (agents_.AgentsWaiting(job.id()) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job.id(), " is ", JobStateName(life.state), " and no agent waits to run it (its "
+        "agents have left): start them again (trainsup-agent run --job ", job.id(),
+        " ...), then resume it"));
   }
   life.governor.Forgive(now);
   job.kill.Rearm();  // a kill criterion may fire again, on the new generation's steps

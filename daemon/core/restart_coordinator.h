@@ -68,7 +68,8 @@ class RestartCoordinator {
   // left out of it by a verdict is not waited for).
   void CheckFinished(absl::Time now, JobEntry& job);
   // The operator lifted a hold, a kill (or a failure): the restart cap forgets what
-  // came before, and the next generation starts now.
+  // came before, and the next generation starts now. FailedPrecondition for
+  // a finished job, and for one no agent waits to run (AgentsWaiting).
   absl::StatusOr<std::string> Resume(absl::Time now, JobEntry& job);
 
   // Transitions the table refused since start (0 unless a rule is wrong).

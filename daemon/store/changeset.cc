@@ -7,6 +7,7 @@
 #include "daemon/store/changeset.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace trainsup {
 namespace store {
@@ -16,6 +17,7 @@ const std::vector<const char*>& SharedTables() {
       "nodes",         "failures",          "restarts",        "jobs",
       "job_measures",  "ledger_generations", "pending_fences",  "ended_jobs",
       "ended_job_nodes", "ended_job_ranks",  "checkpoint_fallbacks", "kill_criteria",
+      "events",        "event_figures",
   };
   return *kTables;
 }
@@ -42,14 +44,34 @@ absl::Status ChangeRecorder::Take(std::string* changeset) {
   return absl::OkStatus();
 }
 
-absl::Status SnapshotShared(const Db& db, std::string* changeset) {
+namespace {
+
+// What a snapshot deletes (and so carries) of `table`: every row, but of
+// the events only the newest `max_events`.
+std::string SnapshotDelete(absl::string_view table, size_t max_events) {
+  const std::string newest =
+      absl::StrCat("(SELECT id FROM events ORDER BY id DESC LIMIT ", max_events, ")");
+  if (table == "events") return absl::StrCat("DELETE FROM events WHERE id IN ", newest);
+  if (table == "event_figures") {
+    return absl::StrCat("DELETE FROM event_figures WHERE event_id IN ", newest);
+  }
+  return absl::StrCat("DELETE FROM ", table);
+}
+
+}  // namespace
+
+absl::Status SnapshotShared(const Db& db, size_t max_events, std::string* changeset) {
   std::string deleted;
   absl::Status status = Exec(db, "BEGIN IMMEDIATE", "starting a transaction");
   if (!status.ok()) return status;
   {
     ChangeRecorder recorder(db);
-    for (const char* table : SharedTables()) {
-      const std::string sql = absl::StrCat("DELETE FROM ", table);
+    // Rows that refer to others first: an event's figures go before the
+    // event, which would take them with it (ON DELETE CASCADE) and leave
+    // the figures' own delete nothing to pick.
+    const std::vector<const char*>& tables = SharedTables();
+    for (auto table = tables.rbegin(); table != tables.rend(); ++table) {
+      const std::string sql = SnapshotDelete(*table, max_events);
       status = Exec(db, sql.c_str(), "reading the shared tables");
       if (!status.ok()) break;
     }

@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_STORE_CHANGESET_H_
 #define TRAINSUP_DAEMON_STORE_CHANGESET_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,10 @@ namespace store {
 
 // The tables whose rows are the supervisor's decisions (quarantines, jobs
 // and their holds, failures, restarts, pending fences, measures, ended jobs'
-// pictures, fallbacks, kill criteria). Events, stacks and provenance are
-// each instance's own history and are left out.
+// pictures, fallbacks, kill criteria), and the events with their figures:
+// one history, which a new leader shows and numbers on from. Stacks and
+// provenance are each instance's own and are left out. A table comes after
+// the one its rows refer to (an event's figures after the events).
 const std::vector<const char*>& SharedTables();
 
 // Records what a transaction does to the shared tables. Create it before the
@@ -39,9 +42,11 @@ class ChangeRecorder {
   int rc_ = 0;  // of creating and attaching
 };
 
-// A changeset that inserts every row the shared tables hold now (deletes
-// them in a transaction it rolls back, and inverts what it recorded).
-absl::Status SnapshotShared(const Db& db, std::string* changeset);
+// A changeset that inserts every row the shared tables hold now, but of the
+// events only the newest `max_events` (by id) and their figures: the bound
+// on what a snapshot in etcd carries of a history pruned only by age. It
+// deletes them in a transaction it rolls back, and inverts what it recorded.
+absl::Status SnapshotShared(const Db& db, size_t max_events, std::string* changeset);
 
 // In one transaction: empties the shared tables, then applies `changesets`
 // in order (a row already there is replaced, a change to a missing one

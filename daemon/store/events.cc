@@ -105,7 +105,10 @@ const TableCodec& EventsTable() {
       {},
       Write,
       Read,
-      {"DELETE FROM events WHERE time < ?1"},  // and their figures (ON DELETE CASCADE)
+      // And their figures (ON DELETE CASCADE). The newest stays whatever its
+      // age: the ids go on from it (a follower resumes by id), in this
+      // store and in the shared state a new leader numbers on from.
+      {"DELETE FROM events WHERE time < ?1 AND id < (SELECT max(id) FROM events)"},
   };
   return *kCodec;
 }

@@ -39,6 +39,16 @@ class CliDoc(unittest.TestCase):
             with self.subTest(verb=verb):
                 self.assertIn("Codes:", sections[verb])
 
+    def test_every_event_kind_is_listed(self):
+        """The kinds `events --kind` accepts, as its error names them."""
+        err = subprocess.run([CTL, "events", "--kind", "no-such-kind"], capture_output=True,
+                             text=True, timeout=30).stderr
+        kinds = err[err.index("the kinds: ") + len("the kinds: "):].splitlines()[0].split(", ")
+        self.assertGreater(len(kinds), 30, err)
+        section = doc().split("\n### events")[1].split("\n### ")[0]
+        listed = section[section.index("Kinds"):section.index("Codes:")]
+        self.assertEqual(sorted(re.findall(r"`([a-z_]+)`", listed)), sorted(kinds))
+
     def test_every_column_of_the_offline_tables_is_named(self):
         text = doc()
         for argv in (["plan", "--mtbf-hours", "6", "--checkpoint-seconds", "60"],

@@ -19,7 +19,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
-from cluster import REPO, Cluster, free_port, wait_for  # noqa: E402
+from cluster import REPO, Cluster, binary, free_port, wait_for  # noqa: E402
 
 BINARIES = ("trainsupd", "trainsup-agent", "trainsupctl")
 
@@ -54,9 +54,11 @@ class ErrorLines(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.cluster = Cluster()
+        cls.sim = binary("TRAINSUP_SIM", "sim/trainsup-sim")
         cls.binaries = {"trainsupd": cls.cluster.trainsupd,
                         "trainsup-agent": cls.cluster.agent_bin,
-                        "trainsupctl": cls.cluster.ctl_bin}
+                        "trainsupctl": cls.cluster.ctl_bin,
+                        "trainsup-sim": cls.sim}
 
     @classmethod
     def tearDownClass(cls):
@@ -70,11 +72,40 @@ class ErrorLines(unittest.TestCase):
     def test_usage_errors_say_error_and_exit_2(self):
         for argv in ([self.cluster.trainsupd, "--no-such-flag"],
                      [self.cluster.agent_bin, "run", "--job"],
-                     [self.cluster.ctl_bin, "jobs", "--no-such-flag"]):
+                     [self.cluster.ctl_bin, "jobs", "--no-such-flag"],
+                     [self.sim, "frob"],
+                     [self.sim, "run", "--ranks"],
+                     [self.sim, "run", "--no-such-flag"]):
             with self.subTest(argv=argv):
                 code, _, err = self.run_binary(*argv)
                 self.assertEqual(code, 2, err)
                 self.assertTrue(err.startswith("error: "), err)
+
+    def test_usage_errors_name_the_word_at_fault(self):
+        agent, daemon, ctl = self.cluster.agent_bin, self.cluster.trainsupd, self.cluster.ctl_bin
+        for argv, said in (
+                # A stray word before `--`, not the command after it.
+                ([agent, "run", "--job", "j", "--node", "n", "stray", "--", "true"],
+                 "unexpected argument 'stray' (the command to run comes after --)"),
+                ([agent, "run", "--job", "j", "--"], "no command to run: give it after --"),
+                # The unknown option, not its value first.
+                ([daemon, "--lisen", "127.0.0.1:1"], "unknown option --lisen"),
+                ([daemon, "--lisen=127.0.0.1:1"], "unknown option --lisen"),
+                ([agent, "run", "--job", "j", "--nod", "n", "--", "true"], "unknown option --nod"),
+                # An unknown verb, and the verbs there are.
+                ([ctl, "frob"], "'frob' is not a command of trainsupctl; the commands: jobs,"),
+                ([ctl], "trainsupctl needs a command: jobs,"),
+                ([ctl, "kill-criteria", "j", "frob"],
+                 "'frob' is not a command of kill-criteria; the commands: set, list, clear"),
+                ([self.sim, "frob"],
+                 "'frob' is not a command of trainsup-sim; the commands: run, trace, stragglers"),
+                ([ctl, "jobs", "stray"], "unexpected argument 'stray'")):
+            with self.subTest(argv=argv[1:]):
+                code, _, err = self.run_binary(*argv)
+                self.assertEqual(code, 2, err)
+                self.assertTrue(err.startswith(f"error: {said}"), err)
+                self.assertNotIn("A subcommand is required", err)
+                self.assertNotIn("not expected", err)
 
     def test_numbers_are_checked_where_they_are_parsed(self):
         ctl = self.cluster.ctl_bin
@@ -102,6 +133,29 @@ class ErrorLines(unittest.TestCase):
                 self.assertEqual(code, 2, err)
                 self.assertEqual(err.count(said), 1, err)
                 self.assertIn("error: ", err)
+
+    def test_trainsupd_without_state_warns_once_what_a_restart_loses(self):
+        state = os.path.join(self.cluster.workdir, "warn.db")
+        for extra, warned in (([], 1), (["--state", state], 0)):
+            with self.subTest(extra=extra):
+                daemon = subprocess.Popen([self.cluster.trainsupd, "--listen", "127.0.0.1:0",
+                                           "--metrics-listen", "", *extra],
+                                          stderr=subprocess.PIPE, text=True)
+                lines = []
+                for line in daemon.stderr:
+                    lines.append(line)
+                    if "listening grpc=" in line:
+                        break
+                daemon.send_signal(signal.SIGTERM)
+                lines += daemon.stderr.readlines()
+                self.assertEqual(daemon.wait(timeout=30), 0, "".join(lines))
+                daemon.stderr.close()
+                warnings = [line for line in lines if " W trainsupd: no --state: " in line]
+                self.assertEqual(len(warnings), warned, "".join(lines))
+                if warned:
+                    self.assertIn("jobs, events, quarantines, the failure history (the MTBF) "
+                                  "and provenance are kept in memory only and lost when "
+                                  "trainsupd stops", warnings[0])
 
     def test_an_unwritable_state_directory_is_said_so(self):
         state_dir = tempfile.mkdtemp(prefix="trainsup-cli-state-")
@@ -136,7 +190,7 @@ class ErrorLines(unittest.TestCase):
 
     def test_each_help_lists_its_own_exit_codes(self):
         own = {"trainsupd": {0, 1, 2}, "trainsup-agent": {1, 2, 75, 76, 77},
-               "trainsupctl": {0, 1, 2, 3, 4, 5}}
+               "trainsupctl": {0, 1, 2, 3, 4, 5}, "trainsup-sim": {0, 2}}
         for name, path in self.binaries.items():
             with self.subTest(binary=name):
                 code, out, _ = self.run_binary(path, "--help")
@@ -348,6 +402,72 @@ class ExitCodes(unittest.TestCase):
         for (code, binary), case in sorted(self.cases().items()):
             with self.subTest(binary=binary, code=code):
                 self.assertEqual(case(), code)
+
+    def test_events_of_no_job_exits_4_and_an_unknown_kind_2(self):
+        code, err = self.ctl("events", "no-such-job")
+        self.assertEqual(code, 4, err)
+        self.assertIn("no job 'no-such-job'", err)
+        code, err = self.ctl("events", "--kind", "crashes")
+        self.assertEqual(code, 2, err)
+        self.assertIn("--kind: 'crashes' is not an event kind; the kinds: stall, crash,", err)
+        # A job the supervisor knows, with no event of the kind asked: none, 0.
+        agent = self.agent_with_sleep("quiet", "cli-e1")
+        code, err = self.ctl("events", "quiet", "--kind", "crash")
+        agent.stop()
+        self.assertEqual(code, 0, err)
+
+    def test_kill_criteria_set_without_a_criterion_is_refused_and_keeps_those_in_force(self):
+        agent = self.agent_with_sleep("kc", "cli-k1")
+        try:
+            code, err = self.ctl("kill-criteria", "kc", "set", "--loss-above", "4", "--at-step",
+                                 "100")
+            self.assertEqual(code, 0, err)
+            for args, said in ((["set"], "kill-criteria set needs a criterion: --loss-above, "
+                                         "--reference or --spikes"),
+                               (["set", "--total-steps", "1000"], "needs a criterion"),
+                               (["set", "--band", "0.2"], "--band requires --reference"),
+                               (["set", "--band-absolute", "--spikes", "3"],
+                                "--band-absolute requires --reference"),
+                               (["set", "--at-step", "5", "--spikes", "3"],
+                                "--at-step requires --loss-above")):
+                with self.subTest(args=args):
+                    code, err = self.ctl("kill-criteria", "kc", *args)
+                    self.assertEqual(code, 2, err)
+                    self.assertIn(said, err)
+            listed = self.cluster.ctl_json("kill-criteria", "kc", "list")["jobs"]
+            self.assertEqual([j["criteria"]["loss_above"] for j in listed], [4])
+            self.assertEqual(self.ctl("kill-criteria", "kc", "set", "--spikes", "3")[0], 0)
+        finally:
+            agent.stop()
+
+    def test_resume_of_a_finished_job_or_of_one_no_agent_waits_for_exits_1(self):
+        c = self.cluster
+        # One rank that makes 5 steps, then exits 0.
+        rank = ("import trainsup\nhb = trainsup.Heartbeat(rank=0, local_rank=0, world_size=1)\n"
+                "for step in range(5):\n    hb.step(step, loss=1.0)\n")
+        done = c.start_agent("done", "cli-r1", ["/usr/bin/python3", "-c", rank])
+        self.assertEqual(done.wait(timeout=60), 0, done.tail())
+        wait_for(lambda: any(j["job_id"] == "done" and j["state"] == "finished"
+                             for j in c.ctl_json("jobs")["jobs"]), 20, what="done to finish")
+        code, err = self.ctl("resume", "done")
+        self.assertEqual(code, 1, err)
+        self.assertIn("job done has finished", err)
+        # Held (it fails the same way twice before any rank reports), and its
+        # agent leaves at its --hold-timeout.
+        agent = c.start_agent("left", "cli-r2", ["sh", "-c", "exit 3"], ["--hold-timeout", "1s"])
+        self.assertEqual(agent.wait(timeout=60), 3, agent.tail())
+        job = next(j for j in c.ctl_json("jobs")["jobs"] if j["job_id"] == "left")
+        self.assertEqual((job["state"], job["agents_waiting"]), ("held", 0), job)
+        _, table, _ = c.ctl("jobs")
+        self.assertIn("held,NO_AGENT", next(line for line in table.splitlines()
+                                             if line.startswith("left ")))
+        code, err = self.ctl("resume", "left")
+        self.assertEqual(code, 1, err)
+        self.assertIn("no agent waits to run it", err)
+        diagnosis = c.ctl_json("diagnose", "left")["findings"][0]
+        self.assertIn("no agent waits to run it", diagnosis["handling"])
+        self.assertEqual(next(j for j in c.ctl_json("jobs")["jobs"]
+                              if j["job_id"] == "left")["state"], "held")
 
     def test_the_agent_exits_with_its_commands_code_or_128_plus_the_signal(self):
         for command, code in ((["sh", "-c", "exit 7"], 7),

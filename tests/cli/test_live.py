@@ -6,6 +6,7 @@ trainsupd restart, and `top` waits for the job it is opened on."""
 import json
 import os
 import pty
+import re
 import select
 import shutil
 import subprocess
@@ -116,11 +117,16 @@ class Live(unittest.TestCase):
         before = [e["id"] for e in c.events()]
         follow = subprocess.Popen([c.ctl_bin, "--supervisor", c.grpc_address, "-o", "json",
                                    "events", "--follow", "--limit", "1000"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
             lines = []
+            pending = b""
 
             def read_until(pred, timeout, what):
+                # Reads the pipe's bytes as they come, not through readline():
+                # a buffered reader may hold several lines that select() no
+                # longer sees, and the wait would outlast them.
+                nonlocal pending
                 deadline = time.monotonic() + timeout
                 while not pred():
                     left = deadline - time.monotonic()
@@ -128,12 +134,16 @@ class Live(unittest.TestCase):
                         raise AssertionError(f"timed out waiting for {what}: {lines}")
                     ready, _, _ = select.select([follow.stdout], [], [], left)
                     if ready:
-                        line = follow.stdout.readline()
-                        if line:
-                            lines.append(json.loads(line)["id"])
+                        chunk = os.read(follow.stdout.fileno(), 65536)
+                        if not chunk:
+                            raise AssertionError(f"events --follow exited: {lines}")
+                        pending += chunk
+                        *complete, pending = pending.split(b"\n")
+                        lines.extend(json.loads(line)["id"] for line in complete if line)
 
-            read_until(lambda: lines[-len(before):] == before if lines else False, 20,
-                       "the kept events")
+            # Every event kept so far comes first, in order; more may follow
+            # them (the job's own end can land between the two reads).
+            read_until(lambda: lines[:len(before)] == before, 20, "the kept events")
             address = c.grpc_address
             c.kill_supervisor()
             c.start_supervisor(listen=address)
@@ -146,7 +156,19 @@ class Live(unittest.TestCase):
         finally:
             follow.terminate()
             _, err = follow.communicate(timeout=10)
-        self.assertIn("reconnecting", err)
+        self.assertIn("reconnecting", err.decode())
+
+    def test_top_not_on_a_terminal_shows_a_step_rate_in_its_one_frame(self):
+        c = self.cluster
+        self.run_job("rate", "node-a", steps=2000)
+        wait_for(lambda: any(j["job_id"] == "rate" and j["state"] == "running"
+                             and j["step_p50_seconds"] > 0 for j in c.ctl_json("jobs")["jobs"]),
+                 30, what="the job stepping")
+        _, frame, _ = c.ctl("top", "rate")
+        # Each step is about 30 ms (10 ms compute, 20 ms sleep): some 33 a second.
+        rate = re.search(r"   ([\d.]+) steps/s   ", frame.splitlines()[0])
+        self.assertIsNotNone(rate, frame)
+        self.assertTrue(5 < float(rate.group(1)) < 60, frame)
 
     def test_top_waits_for_the_job_it_was_opened_on(self):
         c = self.cluster

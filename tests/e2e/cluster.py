@@ -281,8 +281,14 @@ class Cluster:
         return json.loads(self.ctl("-o", "json", *args)[1])
 
     def events(self, job="", kind=None):
-        """Events from `trainsupctl -o json events [JOB]`, of one kind if given."""
-        events = self.ctl_json("events", *([job] if job else [])).get("events", [])
+        """Events from `trainsupctl -o json events [JOB]`, of one kind if given;
+        [] while the supervisor does not know JOB (it exits 4)."""
+        code, out, err = self.ctl("-o", "json", "events", *([job] if job else []), check=False)
+        if code == 4 and job:
+            return []
+        if code != 0:
+            raise RuntimeError(f"trainsupctl events {job} exited {code}: {err}")
+        events = json.loads(out).get("events", [])
         return [e for e in events if kind is None or e["kind"] == kind]
 
     def ranks(self, job):

@@ -5,8 +5,8 @@ with bash from the repository's root, in the shells the README names: step
 0's exports in each, trainsupd in the first, the two agents in the second,
 trainsupctl in the third while the job trains. The only changes are those
 the README itself invites: its ports (TRAINSUP_SUPERVISOR, METRICS,
-MASTER_PORT) become free ones, and `build/` becomes the build directory when
-the tests run from another one. Then the job must have run supervised: both
+MASTER_PORT) become free ones, its state file (STATE) one of this run's, and
+`build/` becomes the build directory when the tests run from another one. Then the job must have run supervised: both
 agents launched on the supervisor's word, trainsupd saw all 4 ranks train to
 the last step, the job ended without a failure, and trainsupd stops on
 Ctrl-C. The python block of step 2 must use no name the README does not say
@@ -57,7 +57,10 @@ class ReadmeRunsAsWritten(ClusterTestCase):
         self.shells = []
         self.ports = {"TRAINSUP_SUPERVISOR": f"127.0.0.1:{free_port()}",
                       "METRICS": f"127.0.0.1:{free_port()}",
-                      "MASTER_PORT": str(free_port())}
+                      "MASTER_PORT": str(free_port()),
+                      # A state file of this run's own: the README's would hold a
+                      # job my-job from the run before.
+                      "STATE": os.path.join(self.scratch, "trainsup.db")}
 
     def tearDown(self):
         if has_failed(self):
@@ -70,8 +73,9 @@ class ReadmeRunsAsWritten(ClusterTestCase):
         super().tearDown()
 
     def env_block(self):
-        """Step 0 with the README's ports replaced by free ones, and build/
-        by the build directory under test."""
+        """Step 0 with the README's ports replaced by free ones, its state file
+        by one in the test's scratch directory, and build/ by the build
+        directory under test."""
         text = block("env")
         for name, value in self.ports.items():
             text, found = re.subn(rf"(?m)^export {name}=\S+", f"export {name}={value}", text)
@@ -149,6 +153,11 @@ class ReadmeRunsAsWritten(ClusterTestCase):
         self.assertEqual((job["generation"], job["restarts"]), (1, 0), job)
         kinds = {e["kind"] for e in self.ctl_json("events", "my-job")["events"]}
         self.assertFalse(kinds & {"stall", "crash", "node_lost", "restart"}, kinds)
+
+        # It kept its state where step 0 says, and so did not warn that it would not.
+        self.assertIn(f"state store {self.ports['STATE']}", supervisor.output())
+        self.assertNotIn("no --state", supervisor.output())
+        self.assertTrue(os.path.exists(self.ports["STATE"]))
 
         # Ctrl-C stops trainsupd.
         os.killpg(supervisor.pid, signal.SIGINT)

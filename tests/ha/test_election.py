@@ -17,6 +17,7 @@ lease TTL 2s (etcd's floor) so that the suite is quick:
 """
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,6 +135,41 @@ class ElectionTest(unittest.TestCase):
         took = standby.led_at(stopped) - stopped
         print(f"\nSIGTERM -> new leader: {took * 1000:.0f}ms", file=sys.stderr)
         self.assertEqual(leader.proc.wait(timeout=15), 0)
+
+    def test_a_graceful_stop_of_the_leader_logs_no_error(self):
+        """SIGTERM of a leader an agent reports to, three times over: it resigns
+        and exits 0 with no error line and nothing fenced in its log (its
+        resignation's record went to etcd after it resigned, and was refused
+        as a deposed leader's: 3 of 5 stops logged two errors and a
+        "fenced: fenced: ..." refusal)."""
+        leader, standby = self.pair()
+        for round in range(3):
+            agent = subprocess.Popen(
+                [TRAINSUP_AGENT, "run", "--supervisor", leader.grpc, "--job", f"g{round}",
+                 "--node", f"g{round}", "--", "sleep", "600"],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                def connected():
+                    nodes = self.ctl(leader, "-o", "json", "nodes")
+                    return nodes.returncode == 0 and f'"node": "g{round}"' in nodes.stdout \
+                        and '"connected": true' in nodes.stdout
+                wait_for(connected, 30, f"agent g{round} on {leader.name}")
+                leader.signal(signal.SIGTERM)
+                self.assertEqual(leader.proc.wait(timeout=15), 0)
+                leader.reader.join(timeout=5)
+                with leader.lock:
+                    lines = [line for _, line in leader.lines]
+                self.assertEqual([line for line in lines if re.search(r"Z E |fenced", line)], [],
+                                 "\n".join(lines[-30:]))
+                self.assertTrue(any("resigned: shutting down" in line for line in lines))
+            finally:
+                agent.kill()
+                agent.wait()
+            wait_for(standby.leads, 5, "the standby to lead")
+            fresh = self.start(f"s{round}")
+            wait_for(lambda: fresh.seen(f"the leader is {standby.name} "), 30,
+                     "the new standby to learn the leader")
+            leader, standby = standby, fresh
 
     def test_a_leader_paused_past_its_lease_does_not_act_when_it_resumes(self):
         leader, standby = self.pair()

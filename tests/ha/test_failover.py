@@ -10,7 +10,11 @@ leader is SIGKILLed mid-job:
 - the job is never stopped by it: its torchruns stay up, its generation stays
   1, its ranks go on stepping;
 - a hang injected after the takeover is caught by the new leader, which names
-  the culprit rank and its node.
+  the culprit rank and its node;
+- the job's history is one: the new leader shows the job's events from before
+  the kill (the same ids, times and messages) and its own after them, and a
+  `trainsupctl events JOB --follow` running across the failover (given both
+  addresses) prints every event of the job exactly once, in order.
 And etcd's quorum lost mid-job: no instance leads, the job trains on, and a
 hang that begins then is neither stopped nor restarted until the quorum is
 back, when a leader catches it and restarts the job.
@@ -21,10 +25,13 @@ per TTL from TRAINSUP_FAILOVER_RUNS (default 1).
 """
 
 import datetime
+import json
 import os
 import re
 import signal
+import subprocess
 import sys
+import threading
 import time
 import unittest
 
@@ -52,6 +59,42 @@ def agent_connected_at(agent, address, after):
             if t >= after:
                 return t
     return None
+
+
+class Follower:
+    """`trainsupctl -o json events JOB --follow` in the background: the ids it
+    printed, in order."""
+
+    def __init__(self, cluster, job):
+        self.ids = []
+        self.lock = threading.Lock()
+        self.stderr = open(os.path.join(cluster.workdir, f"follow-{job}.err"), "w+")
+        self.proc = subprocess.Popen(
+            [cluster.ctl_bin, "--supervisor", cluster.grpc_address, "-o", "json", "events",
+             job, "--follow", "--limit", "100000"],
+            stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self.lock:
+                self.ids.append(json.loads(line)["id"])
+
+    def printed(self):
+        with self.lock:
+            return list(self.ids)
+
+    def close(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=10)
+        self.reader.join(timeout=5)
+        self.proc.stdout.close()
+        self.stderr.seek(0)
+        err = self.stderr.read()
+        self.stderr.close()
+        return err
 
 
 class FailoverTest(unittest.TestCase):
@@ -107,6 +150,21 @@ class FailoverTest(unittest.TestCase):
         wait_for(lambda: (self.job() or {}).get("step", 0) >= 20, STARTUP,
                  what="the job to step under the first leader")
         generation = self.job()["generation"]
+        follower = Follower(c, JOB)
+        try:
+            figures = self.kill_the_leader(run, ttl, a, b, follower, hang_file, generation)
+        except BaseException:
+            print(f"--- events --follow's stderr ---\n{follower.close()}", file=sys.stderr)
+            raise
+        follower.close()
+        return figures
+
+    def kill_the_leader(self, run, ttl, a, b, follower, hang_file, generation):
+        c = self.cluster
+        before = c.events(JOB)
+        self.assertTrue(before, "no event of the job under the first leader")
+        wait_for(lambda: before[-1]["id"] in follower.printed(), 20,
+                 what="events --follow to print the first leader's events")
 
         killed_wall, killed = time.time(), time.monotonic()
         a.signal(signal.SIGKILL)
@@ -145,8 +203,27 @@ class FailoverTest(unittest.TestCase):
         self.assertEqual(stall.get("rank"), 2, stall["message"])
         self.assertEqual(stall["node"], "node-b")
         self.assertEqual(stall["generation"], generation)
+        caught = time.monotonic()
+
+        # One history: the first leader's events, as they were, then the new
+        # leader's own, numbered on from them.
+        after = c.events(JOB)
+        key = lambda e: (e["id"], e["kind"], e["message"])  # noqa: E731
+        self.assertEqual([key(e) for e in after[:len(before)]], [key(e) for e in before],
+                         "the new leader does not show the job's events from before the kill")
+        for old, new in zip(before, after):  # read back from the store: to the microsecond
+            self.assertAlmostEqual(event_time(new), event_time(old), delta=1e-6)
+        ids = [e["id"] for e in after]
+        self.assertEqual(ids, sorted(set(ids)))
+        self.assertIn(stall["id"], ids)
+        # events --follow across the failover: each event once, none missed.
+        wait_for(lambda: ids[-1] in follower.printed(), 20,
+                 what="events --follow to print the new leader's events")
+        printed = [i for i in follower.printed() if i <= ids[-1]]
+        self.assertEqual(printed, ids, "events --follow across the failover skipped or "
+                         "repeated an event")
         figures = (led - killed_wall, max(connected.values()) - killed_wall,
-                   detectable - killed_wall, time.monotonic() - hung)
+                   detectable - killed_wall, caught - hung)
         print(f"\nmeasured: TTL {ttl:g}s run {run}: kill -> new leader {figures[0]:.2f}s, "
               f"-> every agent reconnected {figures[1]:.2f}s, -> first detection possible "
               f"{figures[2]:.2f}s; hang -> stall event naming rank 2 {figures[3]:.1f}s",
@@ -161,8 +238,8 @@ class FailoverTest(unittest.TestCase):
             for run in range(runs):
                 with self.subTest(ttl=ttl, run=run):
                     try:
-                        results.setdefault(ttl, []).append(
-                            self.run_failover(ttl, f"{ttl:g}-{run}"))
+                        figures = self.run_failover(ttl, f"{ttl:g}-{run}")
+                        results.setdefault(ttl, []).append(figures)
                     finally:
                         self.start_afresh()
         for ttl, figures in results.items():

@@ -2,7 +2,8 @@
 // (one member on free loopback ports, data in a temporary directory):
 // appends fenced on an election key, entries larger than a request split into
 // parts, compaction into a snapshot, and a load that gives back what was
-// written. Skipped when etcd is not installed.
+// written; and the events through it as trainsupd shares them, one history
+// across a takeover. Skipped when etcd is not installed.
 #include "daemon/ha/etcd_state_log.h"
 
 #include <netinet/in.h>
@@ -20,8 +21,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/free_port.h"
+#include "daemon/shared_journal_sink.h"
+#include "daemon/state_store.h"
+#include "daemon/supervisor_host.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "tests/support/wait.h"
 
 namespace trainsup {
 namespace {
@@ -196,6 +202,86 @@ TEST_F(EtcdStateLogTest, AGapInTheLogIsDataLoss) {
   ASSERT_TRUE(log->Append("3").ok());
   Delete(StateKeys("/trainsup/test/").Log(2));
   EXPECT_EQ(Log(&token)->Load().status().code(), absl::StatusCode::kDataLoss);
+}
+
+// One elected trainsupd's pieces (docs/ha.md): its store in memory, the
+// shared log fenced on its key, the sink, and the host over them.
+struct Instance {
+  Instance(std::unique_ptr<EtcdStateLog> shared_log, const Clock* clock)
+      : store(std::move(*StateStore::OpenInMemory())),
+        log(std::move(shared_log)),
+        sink(store.get(), log.get(), [](const std::string&) {}),
+        host(SupervisorOptions(), clock, store.get(), &sink) {}
+
+  // As a new leader: the shared state into its store, then restored.
+  absl::Status Lead() {
+    if (absl::Status s = LoadSharedState(log.get(), store.get()); !s.ok()) return s;
+    return host.Restore();
+  }
+  std::vector<Event> Shown() const { return host.Events(0, "", SIZE_MAX); }
+  uint64_t Decided() const {
+    return host.Read([](const Supervisor& core, absl::Time) { return core.events().last_id(); });
+  }
+
+  std::unique_ptr<StateStore> store;
+  std::unique_ptr<EtcdStateLog> log;
+  SharedJournalSink sink;
+  SupervisorHost host;
+};
+
+std::vector<std::string> Summary(const std::vector<Event>& events) {
+  std::vector<std::string> out;
+  for (const Event& e : events) {
+    std::string figures;
+    for (const auto& [name, value] : e.figures) absl::StrAppend(&figures, " ", name, "=", value);
+    out.push_back(absl::StrCat(e.id, " ", EventKindName(e.kind), " ", absl::FormatTime(e.time),
+                               " ", e.message, figures));
+  }
+  return out;
+}
+
+TEST_F(EtcdStateLogTest, ALeadersEventsAreTheNextLeadersHistoryAndTheIdsGoOn) {
+  FakeClock clock;
+  absl::StatusOr<int64_t> epoch_a = Put("/trainsup/test/leader/a", "a");
+  ASSERT_TRUE(epoch_a.ok());
+  const FencingToken token_a{"/trainsup/test/leader/a", *epoch_a};
+  Instance a(Log(&token_a), &clock);  // compacted every 4 entries
+  ASSERT_TRUE(a.Lead().ok());
+  for (int i = 1; i <= 6; ++i) {
+    clock.Advance(absl::Seconds(1));
+    a.host.LeadershipChanged("leader", *epoch_a, absl::StrCat("decision ", i));
+  }
+  a.host.FlushWrites();
+  ASSERT_TRUE(testing::WaitFor([&] { return a.Shown().size() == 6; }));
+  const std::vector<Event> committed = a.Shown();
+  // Seeded (empty), then compacted at 4 entries: 4 events in the snapshot,
+  // 2 in the log after it.
+  EXPECT_EQ(a.log->compactions(), 2u);
+
+  // Deposed: its key is gone, another instance's holds the leadership. Its
+  // next event is refused by etcd: void, never shown.
+  Delete(token_a.key);
+  absl::StatusOr<int64_t> epoch_b = Put("/trainsup/test/leader/b", "b");
+  ASSERT_TRUE(epoch_b.ok());
+  a.host.LeadershipChanged("leader", *epoch_a, "decided after it lost");
+  a.host.FlushWrites();
+  EXPECT_EQ(a.Decided(), 7u);
+  a.host.LeadershipChanged("standby", 0, "lost");  // publishes at once
+  EXPECT_EQ(Summary(a.Shown()), Summary(committed));
+
+  // The new leader shows them as they were, and numbers on from them: its
+  // first event takes the id of the deposed leader's void one.
+  const FencingToken token_b{"/trainsup/test/leader/b", *epoch_b};
+  Instance b(Log(&token_b), &clock);
+  ASSERT_TRUE(b.Lead().ok());
+  EXPECT_EQ(Summary(b.Shown()), Summary(committed));
+  b.host.LeadershipChanged("leader", *epoch_b, "took over");
+  b.host.FlushWrites();
+  ASSERT_TRUE(testing::WaitFor([&] { return b.Shown().size() == 7; }));
+  const std::vector<Event> history = b.Shown();
+  EXPECT_EQ(Summary({history.begin(), history.begin() + 6}), Summary(committed));
+  EXPECT_EQ(history.back().id, 7u);
+  EXPECT_EQ(history.back().message, absl::StrCat("leader (epoch ", *epoch_b, "): took over"));
 }
 
 }  // namespace

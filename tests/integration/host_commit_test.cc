@@ -17,6 +17,7 @@
 #include "daemon/core/supervisor.h"
 #include "daemon/fence_runner.h"
 #include "daemon/journal_writer.h"
+#include "daemon/state_store.h"
 #include "daemon/supervisor_host.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -259,6 +260,62 @@ TEST_F(HostCommitTest, ADecisionThatCannotBePersistedIsNotActedOn) {
   EXPECT_THAT(failed[0], HasSubstr("not acted on"));
   EXPECT_THAT(failed[0], HasSubstr("fence node-b"));
   EXPECT_THAT(failed[0], HasSubstr("disk full"));
+}
+
+// The newest event readers see (0: none).
+uint64_t LastShown(const SupervisorHost& host) {
+  const std::vector<Event> shown = host.Events(0, "", SIZE_MAX);
+  return shown.empty() ? 0 : shown.back().id;
+}
+
+uint64_t LastDecided(const SupervisorHost& host) {
+  return host.Read([](const Supervisor& core, absl::Time) { return core.events().last_id(); });
+}
+
+TEST_F(HostCommitTest, AnEventIsShownOnceCommittedAndNeverWhenItsJournalWasVoid) {
+  ASSERT_TRUE(WaitFor([&] { return LastShown(*host_) == LastDecided(*host_); }));
+  const uint64_t committed = LastShown(*host_);
+
+  sink_.Hold();
+  host_->LeadershipChanged("leader", 5, "won the election");  // published at once
+  ASSERT_GT(LastDecided(*host_), committed);
+  EXPECT_EQ(LastShown(*host_), committed);  // its event waits for its commit
+  sink_.Release();
+  ASSERT_TRUE(WaitFor([&] { return LastShown(*host_) == LastDecided(*host_); }));
+  const uint64_t led = LastShown(*host_);
+
+  // Fenced: the journal is void, its event never shown (a follower that saw
+  // it would skip the event a new leader gives its id).
+  sink_.FailWith(absl::AbortedError("fenced: another instance leads"));
+  host_->LeadershipChanged("standby", 0, "lost the election");
+  host_->FlushWrites();
+  host_->LeadershipChanged("standby", 0, "lost the election");  // publishes now
+  host_->FlushWrites();
+  EXPECT_EQ(LastDecided(*host_), led + 2);
+  EXPECT_EQ(LastShown(*host_), led);
+
+  // A store that failed: the event is shown (the operator must see it),
+  // and with it those before.
+  sink_.FailWith(absl::ResourceExhaustedError("state database x: disk full"));
+  host_->LeadershipChanged("leader", 6, "won again");
+  EXPECT_TRUE(WaitFor([&] { return LastShown(*host_) == led + 3; }));
+}
+
+TEST(HostRestoreTest, TheHistoryRestoredIsShownAtOnceAndItsIdsGoOn) {
+  FakeClock clock;
+  absl::StatusOr<std::unique_ptr<StateStore>> store = StateStore::OpenInMemory();
+  ASSERT_TRUE(store.ok()) << store.status();
+  {
+    SupervisorHost first(SupervisorOptions(), &clock, store->get());
+    ASSERT_TRUE(first.Restore().ok());
+    for (int64_t epoch : {1, 2, 3}) first.LeadershipChanged("leader", epoch, "won");
+    first.FlushWrites();
+  }
+  SupervisorHost next(SupervisorOptions(), &clock, store->get());
+  ASSERT_TRUE(next.Restore().ok());
+  EXPECT_EQ(LastShown(next), 3u);  // no wait: the first call after a takeover sees them
+  next.LeadershipChanged("leader", 4, "won");
+  EXPECT_EQ(LastDecided(next), 4u);
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // SharedJournalSink (daemon/shared_journal_sink.h) on a store in memory and
 // a scripted shared log: a journal counts as committed only once the shared
 // log took it; while etcd does not answer the decision waits (and what
-// follows it queues behind); a refused write stops the instance; the log
-// is compacted when due; LoadSharedState seeds an empty log or replaces the
-// store's shared tables.
+// follows it queues behind); a refused write stops the instance (and is
+// void); events are shared, stacks are not; the log is compacted when due;
+// LoadSharedState seeds an empty log or replaces the store's shared tables.
 #include "daemon/shared_journal_sink.h"
 
 #include <deque>
@@ -102,35 +102,47 @@ TEST(SharedJournalSinkTest, ARefusedWriteIsNotCommittedAndStopsTheInstance) {
   std::string why;
   SharedJournalSink sink(store.get(), &log, [&](const std::string& w) { why = w; });
   const absl::Status s = sink.Apply(Quarantine("n1"), JournalSink::Sync::kFull);
-  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);  // void: its events are not shown
   EXPECT_EQ(why, "fenced: another instance leads");
   EXPECT_TRUE(log.entries.empty());
 }
 
-TEST(SharedJournalSinkTest, HistoryOnlyChecksTheFenceAndTheLogIsCompactedWhenDue) {
+TEST(SharedJournalSinkTest, EventsAreSharedStacksOnlyCheckTheFenceAndTheLogIsCompactedWhenDue) {
   std::unique_ptr<StateStore> store = MemoryStore();
   ScriptedLog log;
-  log.compact_at = 2;
+  log.compact_at = 3;
   SharedJournalSink sink(store.get(), &log, [](const std::string&) {});
+  // An event alone: one history, an entry of the log.
   Journal history;
   Event e;
   e.id = 1;
   e.time = kT0;
   e.kind = EventKind::kStall;
+  e.job = "j1";
+  e.figures = {{"threshold_seconds", 3}};
   history.events.push_back(e);
   ASSERT_TRUE(sink.Apply(history, JournalSink::Sync::kNormal).ok());
-  EXPECT_EQ(log.attempts, 1);  // asked, with nothing to append
-  EXPECT_TRUE(log.entries.empty());
+  EXPECT_EQ(log.attempts, 1);
+  EXPECT_EQ(log.entries.size(), 1u);
+  // Stacks are this instance's own: nothing to append, the fence is checked.
+  Journal stacks;
+  stacks.stacks.push_back({"j1", 1, 1, kT0, 0.1, std::nullopt, 0, "n1", true, "x"});
+  ASSERT_TRUE(sink.Apply(stacks, JournalSink::Sync::kNormal).ok());
+  EXPECT_EQ(log.attempts, 2);  // asked, with nothing to append
+  EXPECT_EQ(log.entries.size(), 1u);
   ASSERT_TRUE(sink.Apply(Quarantine("n1"), JournalSink::Sync::kNormal).ok());
   ASSERT_TRUE(sink.Apply(Quarantine("n2"), JournalSink::Sync::kNormal).ok());
   ASSERT_EQ(log.snapshots.size(), 1u);
-  // The snapshot is the store's shared state: it gives another store both.
+  // The snapshot is the store's shared state: it gives another store all.
   std::unique_ptr<StateStore> other = MemoryStore();
   ASSERT_TRUE(other->ReplaceShared({log.snapshots[0]}).ok());
   absl::StatusOr<PersistedState> state = other->Load(10, 10, 10);
   ASSERT_TRUE(state.ok());
   EXPECT_EQ(state->nodes.size(), 2u);
   EXPECT_EQ(state->fences.size(), 2u);
+  ASSERT_EQ(state->events.size(), 1u);
+  EXPECT_EQ(state->events[0].figures, e.figures);
+  EXPECT_TRUE(state->stacks.empty());
 }
 
 TEST(SharedJournalSinkTest, LoadSeedsAnEmptyLogOrReplacesTheSharedTables) {

@@ -1407,11 +1407,9 @@ TEST_F(StateStoreTest, AppliedJournalSurvivesAProcessThatDiesWithoutClosing) {
 }
 
 // What the tables shared through etcd hold (store/changeset.h): the state
-// without the per-instance history (events, stacks).
+// without the per-instance history (stacks; the events are shared).
 std::string DumpShared(PersistedState state) {
-  state.events.clear();
   state.stacks.clear();
-  state.event_counts.clear();
   return Dump(state);
 }
 
@@ -1428,27 +1426,37 @@ TEST_F(StateStoreTest, ChangesetsReplayedInOrderGiveAnotherStoreTheSameSharedSta
   second.fences.push_back({"node-a", "", kT0, false, FenceAction::kFence});
   second.failures.push_back(MakeFailure(9));
   ASSERT_TRUE(leader->Apply(second, JournalSink::Sync::kFull, &changesets[1]).ok());
-  // History only: nothing to share.
+  // An event alone (history): shared too, with its figures.
   Journal history;
-  history.events.push_back(MakeEvent(100));
+  Event alone = MakeEvent(100);
+  alone.figures = {{"threshold_seconds", 20}, {"p99_seconds", 0.5}};
+  history.events.push_back(alone);
   ASSERT_TRUE(leader->Apply(history, JournalSink::Sync::kNormal, &changesets[2]).ok());
   EXPECT_FALSE(changesets[0].empty());
   EXPECT_FALSE(changesets[1].empty());
-  EXPECT_TRUE(changesets[2].empty());
+  EXPECT_FALSE(changesets[2].empty());
 
-  // A standby whose own copy is stale (a quarantine the leader never made,
-  // and its own events, which it keeps).
+  // A standby whose own copy is stale: a quarantine the leader never made,
+  // events of its own (one with an id the leader used for another) and its
+  // stacks, which it keeps.
   absl::StatusOr<std::unique_ptr<StateStore>> standby = StateStore::OpenInMemory();
   ASSERT_TRUE(standby.ok()) << standby.status();
   Journal stale;
   stale.nodes.push_back({"node-z", true, "stale", kT0, "policy"});
-  stale.events.push_back(MakeEvent(1));
+  Event own = MakeEvent(1, EventKind::kLeadership);
+  own.figures = {{"epoch", 7}};
+  stale.events.push_back(own);
+  stale.events.push_back(MakeEvent(500));
+  stale.stacks.push_back({"llama", 1, 500, kT0, 0.1, std::nullopt, 0, "node-z", true, "x"});
   ASSERT_TRUE((*standby)->Apply(stale).ok());
   ASSERT_TRUE((*standby)->ReplaceShared(changesets).ok());
   const PersistedState got = LoadAll(**standby);
-  EXPECT_EQ(DumpShared(got), DumpShared(LoadAll(*leader)));
-  ASSERT_EQ(got.events.size(), 1u);  // its own history stays
-  EXPECT_EQ(got.events[0].id, 1u);
+  const PersistedState want = LoadAll(*leader);
+  EXPECT_EQ(DumpShared(got), DumpShared(want));  // the events the leader's, with their figures
+  ASSERT_FALSE(got.events.empty());
+  EXPECT_EQ(got.events.back().id, 100u);
+  EXPECT_EQ(got.events.back().figures, alone.figures);
+  EXPECT_EQ(got.stacks.size(), 1u);  // its own stays
   EXPECT_TRUE(got.fences.empty());  // the fence was done
 }
 
@@ -1469,7 +1477,7 @@ TEST_F(StateStoreTest, SharedSnapshotCarriesEverySharedRowAndNothingElse) {
   ASSERT_TRUE((*copy)->ReplaceShared({snapshot}).ok());
   const PersistedState got = LoadAll(**copy);
   EXPECT_EQ(DumpShared(got), DumpShared(LoadAll(*leader)));
-  EXPECT_TRUE(got.events.empty());
+  EXPECT_EQ(got.events.size(), journal.events.size());
   EXPECT_TRUE(got.stacks.empty());
 
   // A snapshot of empty tables is empty.
@@ -1477,6 +1485,60 @@ TEST_F(StateStoreTest, SharedSnapshotCarriesEverySharedRowAndNothingElse) {
   ASSERT_TRUE(empty.ok());
   ASSERT_TRUE((*empty)->SnapshotShared(&snapshot).ok());
   EXPECT_TRUE(snapshot.empty());
+}
+
+TEST_F(StateStoreTest, ASnapshotCarriesOnlyTheNewestEventsWithTheirFigures) {
+  std::unique_ptr<StateStore> leader = OpenOrDie();
+  ASSERT_NE(leader, nullptr);
+  Journal journal;
+  journal.nodes.push_back({"node-a", true, "bad GPU", kT0, "operator"});
+  for (uint64_t id = 1; id <= 5; ++id) {
+    Event e = MakeEvent(id);
+    e.figures = {{"x", static_cast<double>(id)}, {"y", 0}};
+    journal.events.push_back(e);
+  }
+  ASSERT_TRUE(leader->Apply(journal).ok());
+  std::string snapshot;
+  ASSERT_TRUE(leader->SnapshotShared(&snapshot, /*max_events=*/2).ok());
+  EXPECT_EQ(LoadAll(*leader).events.size(), 5u);  // taking it changed nothing
+
+  absl::StatusOr<std::unique_ptr<StateStore>> copy = StateStore::OpenInMemory();
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE((*copy)->ReplaceShared({snapshot}).ok());
+  const PersistedState got = LoadAll(**copy);
+  EXPECT_EQ(got.nodes.size(), 1u);
+  ASSERT_EQ(got.events.size(), 2u);
+  EXPECT_EQ(got.events[0].id, 4u);
+  EXPECT_EQ(got.events[1].id, 5u);
+  for (const Event& e : got.events) {
+    EXPECT_EQ(e.figures, (std::vector<std::pair<std::string, double>>{
+                             {"x", static_cast<double>(e.id)}, {"y", 0}}));
+  }
+}
+
+TEST_F(StateStoreTest, PruneKeepsTheNewestEventWhateverItsAgeSoThatIdsGoOn) {
+  for (bool in_memory : {false, true}) {
+    std::unique_ptr<StateStore> store;
+    if (in_memory) {
+      store = std::move(*StateStore::OpenInMemory());
+    } else {
+      store = OpenOrDie();
+    }
+    ASSERT_NE(store, nullptr);
+    Journal journal;
+    for (uint64_t id = 1; id <= 3; ++id) {
+      Event e = MakeEvent(id);  // at kT0 + id seconds
+      e.figures = {{"x", 1}};
+      journal.events.push_back(e);
+    }
+    ASSERT_TRUE(store->Apply(journal).ok());
+    ASSERT_TRUE(store->Prune(kT0 + absl::Hours(1)).ok());
+    const PersistedState state = LoadAll(*store);
+    ASSERT_EQ(state.events.size(), 1u) << in_memory;
+    EXPECT_EQ(state.events[0].id, 3u);
+    EXPECT_EQ(state.events[0].figures.size(), 1u);
+  }
+  EXPECT_EQ(RawCount(path_, "SELECT count(*) FROM event_figures"), 1);  // the others' went
 }
 
 TEST_F(StateStoreTest, AnUnreadableChangesetChangesNothing) {

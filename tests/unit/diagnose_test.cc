@@ -44,6 +44,7 @@ class DiagnoseTest : public ::testing::Test {
     job_.step = 500;
     job_.last_progress = kNow - absl::Milliseconds(200);
     job_.stall_threshold = absl::Seconds(3);
+    job_.nodes = job_.agents_waiting = 2;
     job_.ledger.seconds[static_cast<int>(Bucket::kUseful)] = 90;
     job_.ledger.seconds[static_cast<int>(Bucket::kLost)] = 10;
     nodes_.resize(2);
@@ -218,6 +219,21 @@ TEST_F(DiagnoseTest, HeldForTheWorkloadSaysResumeAndTheHoldsFigures) {
   EXPECT_NE(f.handling.find("trainsupctl resume job"), std::string::npos) << f.handling;
 }
 
+TEST_F(DiagnoseTest, AHeldJobWhoseAgentsLeftSaysNoAgentWaits) {
+  job_.state = JobState::kHeld;
+  job_.state_reason = "restart limit reached";
+  Diagnosis d = Run();
+  EXPECT_EQ(d.findings[0].handling, "held: not restarted until `trainsupctl resume job`");
+  EXPECT_DOUBLE_EQ(*FigureOf(d.findings[0], "agents_waiting"), 2);
+
+  job_.agents_waiting = 0;
+  d = Run();
+  EXPECT_EQ(d.findings[0].handling,
+            "held: not restarted, and no agent waits to run it (its agents have left): start "
+            "them again, then `trainsupctl resume job`");
+  EXPECT_DOUBLE_EQ(*FigureOf(d.findings[0], "agents_waiting"), 0);
+}
+
 TEST_F(DiagnoseTest, InputBoundNamesTheNodeWithItsShare) {
   ranks_[2].data_wait_share = 0.40f;
   ranks_[3].data_wait_share = 0.42f;
@@ -329,6 +345,20 @@ TEST_F(DiagnoseTest, FinishedIsFinished) {
   const Diagnosis d = Run();
   EXPECT_EQ(d.verdict, DiagnosisVerdict::kFinished);
   EXPECT_DOUBLE_EQ(*FigureOf(d.findings[0], "step"), 500);
+  // Its goodput is final, not "so far".
+  EXPECT_EQ(d.headline,
+            "finished at step 500 (generation 2); goodput 90.0% (useful 1m30s of 1m40s)");
+}
+
+TEST_F(DiagnoseTest, RanksExitingAreEndingNotStepping) {
+  job_.seen.dead = 3;
+  job_.stall_threshold.reset();  // the stall rule does not judge a job with a rank ended
+  const Diagnosis d = Run();
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.status, FindingStatus::kOk);
+  EXPECT_EQ(f.summary, "ending: 3 of 4 ranks exited; the last step 500 was 0.2s ago");
+  EXPECT_DOUBLE_EQ(*FigureOf(f, "ranks_exited"), 3);
+  EXPECT_FALSE(FigureOf(f, "threshold_seconds").has_value());
 }
 
 TEST_F(DiagnoseTest, ARecentTrainingSignalIsAFindingWithItsFigures) {

@@ -1,11 +1,14 @@
 #include "cli/render.h"
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "cli/diagnose_render.h"
 #include "cli/table.h"
+#include "daemon/core/event_log.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -59,6 +62,16 @@ v1::Rank MakeRank(uint32_t rank, double p99) {
   r.set_step_p50_seconds(p99 / 2);
   r.set_step_p99_seconds(p99);
   return r;
+}
+
+// --- Event kinds ---
+
+TEST(EventKindNamesTest, AreTheCoresKindsInItsOrder) {
+  std::vector<std::string> core;
+  for (int k = 0; k < kEventKindCount; ++k) {
+    core.emplace_back(EventKindName(static_cast<EventKind>(k)));
+  }
+  EXPECT_EQ(EventKindNames(), core);
 }
 
 // --- Table ---
@@ -313,6 +326,64 @@ TEST(RenderRanksTableTest, ShowsUnknownStepAndLossAsDash) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP"), "-");
   EXPECT_EQ(CellUnder(lines[0], lines[1], "LOSS"), "-");
+}
+
+TEST(RenderRanksTableTest, ARankWithNoStepTimesShowsDashNotZero) {
+  v1::ListRanksResponse response;
+  v1::Rank fresh = MakeRank(0, 0);  // no step in this generation yet
+  fresh.set_step(-1);
+  *response.add_ranks() = fresh;
+  *response.add_ranks() = MakeRank(1, 0.2);
+
+  std::vector<std::string> lines = Lines(RenderRanksTable(response));
+
+  ASSERT_EQ(lines.size(), 3u);
+  for (const char* column : {"COMPUTE_P99", "STEP_P50", "STEP_P99"}) {
+    EXPECT_EQ(CellUnder(lines[0], lines[1], column), "-") << column;
+  }
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "STEP_P50"), "100ms");
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "STEP_P99"), "200ms");
+
+  v1::ListJobsResponse jobs;
+  jobs.add_jobs()->set_job_id("new");
+  lines = Lines(RenderJobsTable(jobs, absl::UnixEpoch()));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP_P50"), "-");
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STEP_P99"), "-");
+}
+
+TEST(RenderJobsTableTest, AJobWaitingForResumeWithNoAgentSaysSo) {
+  v1::ListJobsResponse response;
+  for (const auto& [id, state, waiting] :
+       std::vector<std::tuple<std::string, std::string, int>>{{"held-left", "held", 0},
+                                                              {"held-waits", "held", 2},
+                                                              {"killed-left", "killed", 0},
+                                                              {"done", "finished", 0}}) {
+    v1::Job* job = response.add_jobs();
+    job->set_job_id(id);
+    job->set_state(state);
+    job->set_agents_waiting(waiting);
+  }
+  const std::vector<std::string> lines = Lines(RenderJobsTable(response, absl::UnixEpoch()));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(CellUnder(lines[0], lines[1], "STATE"), "held,NO_AGENT");
+  EXPECT_EQ(CellUnder(lines[0], lines[2], "STATE"), "held");
+  EXPECT_EQ(CellUnder(lines[0], lines[3], "STATE"), "killed,NO_AGENT");
+  EXPECT_EQ(CellUnder(lines[0], lines[4], "STATE"), "finished");
+}
+
+TEST(RenderDiagnosisTest, AFinishedJobsGoodputIsFinalNotSoFar) {
+  v1::DiagnoseResponse d;
+  d.set_job_id("j");
+  d.set_verdict("healthy");
+  d.set_state("running");
+  d.mutable_ledger()->set_goodput_fraction(0.9);
+  d.mutable_ledger()->set_useful_seconds(90);
+  d.mutable_ledger()->set_wall_seconds(100);
+  EXPECT_THAT(Lines(RenderDiagnosis(d))[2],
+              "state running; goodput 90.0% so far (useful 1m30s of 1m40s)");
+  d.set_state("finished");
+  EXPECT_THAT(Lines(RenderDiagnosis(d))[2], "state finished; goodput 90.0% (useful 1m30s of 1m40s)");
 }
 
 TEST(RenderJobsTableTest, ShowsLastProgressAsAnAge) {

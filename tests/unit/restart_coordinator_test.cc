@@ -206,6 +206,47 @@ TEST_F(RestartCapTest, FailurePastTheCapHoldsTheJobAndResumeForgivesIt) {
   EXPECT_THAT(*restarts_.Resume(now(), job()), HasSubstr("is not held"));
 }
 
+TEST_F(RestartCapTest, ResumeIsRefusedWhileNoAgentWaitsToRunTheJob) {
+  RunJob();
+  restarts_.BeginRestart(now(), job(), now(), "crash", RestartLimitHold(1, absl::Hours(1), 1,
+                                                                        "crash"));
+  clock_.Advance(absl::Seconds(1));
+  Exited("node-a");
+  Exited("node-b");
+  restarts_.SweepStopping(now(), job());
+  ASSERT_EQ(job().lifecycle.state, JobState::kHeld);
+  decisions_.Take();
+  // Both agents gave up waiting (--hold-timeout) and left.
+  agents_.Disconnect(Node("node-a").session);
+  agents_.Disconnect(Node("node-b").session);
+  EXPECT_EQ(agents_.AgentsWaiting("job"), 0u);
+
+  absl::StatusOr<std::string> refused = restarts_.Resume(now(), job());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("no agent waits to run it"));
+  EXPECT_EQ(job().lifecycle.state, JobState::kHeld);
+  EXPECT_TRUE(decisions_.Take().events.empty());
+
+  // One agent is back: the job can restart on it.
+  agents_.Connect(now(), ::trainsup::testing::MakeHello("node-a"));
+  EXPECT_EQ(agents_.AgentsWaiting("job"), 1u);
+  ASSERT_TRUE(restarts_.Resume(now(), job()).ok());
+  EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
+}
+
+TEST_F(RestartCoordinatorTest, AFinishedJobHasNothingToResume) {
+  RunJob();
+  Exited("node-a", 0);
+  Exited("node-b", 0);
+  restarts_.CheckFinished(now(), job());
+  ASSERT_EQ(job().lifecycle.state, JobState::kFinished);
+
+  absl::StatusOr<std::string> refused = restarts_.Resume(now(), job());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("has finished"));
+  EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
+}
+
 TEST_F(RestartCoordinatorTest, JobFinishesWhenEveryNodeOfItsGenerationExitedZero) {
   RunJob();
   Exited("node-a", 0);

@@ -101,6 +101,24 @@ TEST_F(SupervisorDiagnoseTest, ACrashNamesItsCulpritNodeFaultAndWhatIsDone) {
   EXPECT_NE(f.event_id, 0u);
 }
 
+TEST_F(SupervisorDiagnoseTest, RanksExitingAfterTheLastStepAreEndingNotSteppingUnderNoThreshold) {
+  Steps(1, 5, /*step_s=*/0.2, /*wait_b=*/0.0);
+  Sweep(At(3));
+  ASSERT_TRUE(sup_->ViewOf("job", At(3))->stall_threshold.has_value());
+  // The last step is done: node-a's ranks exit 0, node-b's are still exiting.
+  Send(At(3.5), a_, {}, {Died(0, 0.1, 0), Died(1, 0.1, 0)});
+  Sweep(At(4));
+  ASSERT_EQ(state(), "running");
+  EXPECT_FALSE(sup_->ViewOf("job", At(4))->stall_threshold.has_value());
+  const Diagnosis d = DiagnoseAt(At(4));
+  const Finding& f = d.findings[0];
+  EXPECT_EQ(f.summary.rfind("ending: 2 of 4 ranks exited; the last step 5 was ", 0), 0u)
+      << f.summary;
+  EXPECT_EQ(f.summary.find("stall threshold"), std::string::npos) << f.summary;
+  EXPECT_FALSE(FigureOf(f, "threshold_seconds").has_value());
+  EXPECT_EQ(*FigureOf(f, "ranks_exited"), 2);
+}
+
 TEST_F(SupervisorDiagnoseTest, AnUnknownJobIsNotFound) {
   EXPECT_EQ(sup_->Diagnose("nope", At(1)).status().code(), absl::StatusCode::kNotFound);
 }

@@ -210,6 +210,22 @@ TEST(StepRate, StartsOverWithANewGenerationOrAStepBackwards) {
   EXPECT_EQ(rate.PerSecond(), std::nullopt);
 }
 
+TEST(StepsPerSecondOfStepTimes, IsTheInverseOfTheStepTimeWhileTheJobSteps) {
+  v1::Job job;
+  job.set_state("running");
+  EXPECT_EQ(StepsPerSecondOfStepTimes(job), std::nullopt);  // no step time yet
+  job.set_step_p50_seconds(0.25);
+  job.set_step_p99_seconds(0.4);
+  EXPECT_DOUBLE_EQ(*StepsPerSecondOfStepTimes(job), 4.0);
+  job.set_stalled(true);
+  EXPECT_EQ(StepsPerSecondOfStepTimes(job), std::nullopt);
+  job.set_stalled(false);
+  for (const char* state : {"held", "finished", "restarting", "pending"}) {
+    job.set_state(state);
+    EXPECT_EQ(StepsPerSecondOfStepTimes(job), std::nullopt) << state;
+  }
+}
+
 TEST(StepRate, NeedsHalfASecondBetweenSamples) {
   StepRate rate;
   rate.Add(1, 10, kNow);
