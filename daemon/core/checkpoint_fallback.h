@@ -51,10 +51,12 @@ struct FallbackState {
   int spike_rollbacks = 0;  // spike rollbacks in a row
 };
 
-// What kind of failure counts against the checkpoint a generation loaded.
+// What kind of failure counts against the checkpoint a generation loaded:
+// the same evidence, whatever form the failure takes.
 enum class LoadFailureKind {
   kNonFinite,    // a NaN/Inf loss (signals/non_finite_rule.h)
   kResumeSpike,  // a loss at resume far above the loss before the failure
+  kCrash,        // a rank that failed on its own: an exception, a failing exit, a crash
 };
 
 // What is done about a failure soon after a load, or about a loss spike.
@@ -65,13 +67,20 @@ struct FallbackDecision {
     kFallBack,  // the checkpoint is suspect: restart from the one before it
     kRollBack,  // a loss spike: restart before it, skipping its batches
     kHold,      // past the cap: hold the job
+    kCut,       // the generation went non-finite: the next resume below it
   };
   Kind kind = Kind::kNone;
   // The checkpoint the failure is about (kRetry, kFallBack, kHold after a
-  // load failure), or the one rolled back to (kRollBack).
+  // load failure), the one rolled back to (kRollBack), or the first the
+  // generation committed at or after its non-finite step (kCut; -1: none
+  // seen yet).
   int64_t checkpoint = -1;
-  // kFallBack, kRollBack: what the next generation is told; and the newest
-  // checkpoint seen at or below its limit (nullopt: none seen).
+  // kCut: the generation's first step with a non-finite loss, and the
+  // checkpoints it committed from that step on, seen so far.
+  int64_t non_finite_step = -1;
+  std::vector<int64_t> poisoned;
+  // kFallBack, kRollBack, kCut: what the next generation is told; and the
+  // newest checkpoint seen at or below its limit (nullopt: none seen).
   ResumeAdvice advice;
   std::optional<int64_t> resume_at;
   int rollbacks = 0;  // counted so far, this decision included
@@ -80,12 +89,15 @@ struct FallbackDecision {
 };
 
 // Which checkpoint a job's generations must load (docs/recovery.md, "Bad
-// checkpoints and spike rollback"). A non-finite loss (or a resume spike)
-// within `load_steps` of loading the same checkpoint in two generations in a
-// row makes that checkpoint suspect: the next generations are told to load
-// the newest checkpoint at or below the step before it, until one of them
-// completes a checkpoint past that limit; after `max_rollbacks` the job is
-// held, naming the checkpoint. A loss spike (with on_loss_spike=rollback)
+// checkpoints and spike rollback"). A generation stopped for a non-finite
+// loss poisons what it committed from that step on: the next generations are
+// told to load the newest checkpoint below it. A failure of any form (a
+// non-finite loss, a resume spike, a rank's crash) within `load_steps` of
+// loading the same checkpoint in two generations in a row makes that
+// checkpoint suspect: the next generations are told to load the newest
+// checkpoint at or below the step before it. Either limit holds until a
+// later generation completes a checkpoint past it; after `max_rollbacks`
+// suspects fallen back from the job is held, naming the checkpoint. A loss spike (with on_loss_spike=rollback)
 // rolls back to the newest checkpoint before its onset and skips the
 // batches that led into it; `max_spike_rollbacks` in a row hold the job.
 // Pure; fed by the job's heartbeats (steps and completed checkpoints).
@@ -102,13 +114,22 @@ class CheckpointFallback {
   // persist changed (a new generation's first step).
   bool OnStep(uint64_t generation, int64_t step);
   // A CHECKPOINT_END of `generation` at `step`: the checkpoint completed.
-  // O(kMaxCheckpoints) for a new one, O(1) for one seen. Returns true when
-  // the state to persist changed (a new checkpoint; advice lifted).
+  // O(kMaxCheckpoints) for a new one, O(1) for the latest again (every
+  // rank ends it). Returns true when the state to persist changed (a new
+  // checkpoint; a new suspect; advice lifted).
   bool OnCheckpoint(uint64_t generation, int64_t step);
 
   // A failure of `kind` at `step` of `generation`.
   FallbackDecision OnLoadFailure(uint64_t generation, int64_t step, LoadFailureKind kind,
                                  const FallbackOptions& options);
+  // `generation`, the current one, is stopped for a non-finite loss first
+  // seen at `step`: a checkpoint it committed at or after `step` may hold
+  // the NaN (the one written between the NaN and the stop), now or while
+  // it stops. The next generations load the newest checkpoint at or below
+  // step - 1 (kCut); what it commits from `step` on is suspect. Not counted
+  // against `max_rollbacks`: nothing failed after a load. kNone for another
+  // generation.
+  FallbackDecision OnNonFinite(uint64_t generation, int64_t step);
   // A loss spike that began at `onset_step`, found at `step`, in
   // `generation`, when on_loss_spike is rollback.
   FallbackDecision OnLossSpike(uint64_t generation, int64_t onset_step, int64_t step,
@@ -127,12 +148,27 @@ class CheckpointFallback {
 
  private:
   void Advise(uint64_t generation, ResumeAdvice advice);
+  // Notes `step` among the suspects (once; the newest kMaxCheckpoints).
+  bool AddSuspect(int64_t step);
 
   FallbackState state_;
+  // Not kept by the state store (they matter for seconds, while a
+  // generation stops; the advice they led to is kept): the checkpoints the
+  // current generation committed (the newest kMaxCheckpoints), and the
+  // generation stopped for a non-finite loss with its first step.
+  std::vector<int64_t> committed_;
+  uint64_t cut_generation_ = 0;
+  int64_t cut_step_ = -1;
 };
 
 // "checkpoint step 40"; "a fresh start" for 0.
 std::string CheckpointName(int64_t step);
+
+// Where the next generation is told to resume, for people: "the next
+// generation loads the newest checkpoint at or below step 59 (step 59)",
+// with ", skipping the batches of steps 100 to 113" for a skip range; ""
+// without advice.
+std::string ResumeAdviceText(const CheckpointFallback& fallback);
 
 }  // namespace trainsup
 

@@ -9,6 +9,7 @@
 #include "common/format.h"
 #include "daemon/core/early_failure.h"
 #include "daemon/core/events.h"
+#include "daemon/core/failure_classifier.h"
 #include "daemon/core/verdicts.h"
 
 namespace trainsup {
@@ -144,6 +145,25 @@ void Detection::JudgeRankFailure(JobEntry& job, const CrashVerdict& verdict, Fai
   life.last_failure = fingerprint;
 }
 
+void Detection::JudgeCrashForCheckpoints(JobEntry& job, const CrashVerdict& verdict,
+                                         Failure& failure) {
+  // A rank that failed on its own soon after a load is evidence against the
+  // checkpoint, whatever form the failure took (an exception, a failing
+  // exit, a crash signal), as a non-finite loss is: a script that raises on
+  // its NaN is often heard of as a crash first. Not the hardware's own word
+  // (an infrastructure error), not the job's own verdict, not a lost node.
+  std::optional<LoadFailureKind> kind;
+  int64_t step = job.job().max_step();
+  if (verdict.kind == CrashVerdict::Kind::kRank && verdict.rank) {
+    const RankState& r = job.job().rank(*verdict.rank);
+    step = r.step;
+    if (!failure.verdict && ClassifyRankFailure(r) != FailureClass::kInfrastructure) {
+      kind = LoadFailureKind::kCrash;
+    }
+  }
+  failures_.JudgeCheckpoints(job, step, kind, failure);
+}
+
 JudgedEarlyFailure Detection::JudgeEarly(JobEntry& job, EarlyFailure early) {
   JudgedEarlyFailure out;
   const uint64_t generation = job.job().generation();
@@ -193,6 +213,7 @@ bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
   const std::string& node = agents_.NameOf(verdict->node);
   std::optional<JudgedEarlyFailure> early;
   Failure failure = CrashFailure(job, *verdict, &early);
+  JudgeCrashForCheckpoints(job, *verdict, failure);
   std::optional<std::string> repeat;
   if (failure.hold && !early) repeat = failure.hold->reason;
   decisions_.Emit(&job, early ? EarlyCrashEvent(now, EventJobOf(job), node, verdict->death, *early)

@@ -89,6 +89,11 @@ class Detection {
   // A rank's crash: the job's own verdict on it, or else whether it repeats
   // as the training code's.
   void JudgeRankFailure(JobEntry& job, const CrashVerdict& verdict, Failure& f) const;
+  // What a crash says about the job's checkpoints (FailureHandler::
+  // JudgeCheckpoints): a rank's own failure soon after a load counts toward
+  // the checkpoint loaded; any crash of a generation that sent a non-finite
+  // loss has the next generations resume below it.
+  void JudgeCrashForCheckpoints(JobEntry& job, const CrashVerdict& verdict, Failure& failure);
   // `early`, the command of `job` on its node that failed before any rank
   // reported, against the job's other nodes and its last early failure.
   JudgedEarlyFailure JudgeEarly(JobEntry& job, EarlyFailure early);

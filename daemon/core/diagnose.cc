@@ -125,17 +125,19 @@ std::string UntilResumed(const JobView& job) {
                       "start them again, then `trainsupctl resume ", job.id, "`");
 }
 
-// What trainsupd did about a failure and does next, by the job's state.
+// What trainsupd did about a failure and does next, by the job's state,
+// with where the next generation resumes when trainsupd says.
 std::string Handling(const JobView& job, absl::Time now) {
+  const std::string resume = job.resume_advice.empty() ? "" : absl::StrCat("; ", job.resume_advice);
   switch (job.state) {
     case JobState::kStopping:
       return absl::StrCat("stopping every node; then generation ", job.generation + 1,
-                          " starts (restart ", job.restarts + 1, ")");
+                          " starts (restart ", job.restarts + 1, ")", resume);
     case JobState::kRestarting:
       return absl::StrCat("stopped everywhere; generation ", job.generation + 1, " starts in ",
-                          HumanSeconds(std::max(0.0, Seconds(job.restart_at - now))));
+                          HumanSeconds(std::max(0.0, Seconds(job.restart_at - now))), resume);
     case JobState::kHeld:
-      return absl::StrCat("held: ", UntilResumed(job));
+      return absl::StrCat("held: ", UntilResumed(job), resume);
     case JobState::kFailed:
       return "failed: not restarted (no node left to run on)";
     default:
@@ -294,6 +296,9 @@ Finding CheckProgress(const DiagnoseInput& in, absl::Time now, const DiagnoseOpt
   }
   if (job.state == JobState::kHeld || job.state == JobState::kFailed) {
     f.figures.emplace_back("agents_waiting", job.agents_waiting);
+  }
+  if (job.resume_limit) {
+    f.figures.emplace_back("resume_limit", static_cast<double>(*job.resume_limit));
   }
   f.handling = Handling(job, now);
 

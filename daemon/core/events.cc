@@ -390,7 +390,8 @@ std::string MoveText(const ThroughputFinding& f) {
 
 Event NotFiniteEvent(absl::Time time, const EventJob& job, const NonFiniteFinding& f,
                      const std::vector<std::string>& nodes, bool restart,
-                     const std::optional<std::string>& workload_hold) {
+                     const std::optional<std::string>& workload_hold,
+                     std::optional<int64_t> resume_limit) {
   Event e = Make(time, job, EventKind::kNotFinite);
   if (!f.ranks.empty()) e.rank = f.ranks.front().rank;
   if (!nodes.empty()) e.node = nodes.front();
@@ -406,6 +407,11 @@ Event NotFiniteEvent(absl::Time time, const EventJob& job, const NonFiniteFindin
   }
   if (workload_hold) {
     absl::StrAppend(&e.message, "; the job is held: ", *workload_hold);
+  } else if (restart && resume_limit) {
+    absl::StrAppend(&e.message, "; generation ", job.generation,
+                    " is stopped on every node and restarted from the newest checkpoint at or "
+                    "below step ", *resume_limit, " (one committed from step ", f.first_step,
+                    " on may hold the NaN)");
   } else if (restart) {
     absl::StrAppend(&e.message, "; generation ", job.generation,
                     " is stopped on every node and restarted from its last checkpoint");
@@ -419,6 +425,7 @@ Event NotFiniteEvent(absl::Time time, const EventJob& job, const NonFiniteFindin
                {"restart", restart && !workload_hold ? 1.0 : 0.0},
                {"workload_repeat", workload_hold ? 1.0 : 0.0}};
   if (f.grad_norm) e.figures.emplace_back("consecutive_steps", f.consecutive_steps);
+  if (restart && resume_limit) e.figures.emplace_back("resume_limit", *resume_limit);
   return e;
 }
 
@@ -427,14 +434,16 @@ Event LossShiftEvent(absl::Time time, const EventJob& job, const LossShiftFindin
   Event e = Make(time, job, EventKind::kLossShift);
   e.message = absl::StrFormat(
       "loss shifted up since step %d: at step %d the least loss of the last %d steps, %.4g, is "
-      "above %.4g (the median %.4g of the %d steps before + max(%.4g, %.4g x sigma %.4g))",
-      f.onset_step, f.step, options.window, f.recent_min, f.threshold, f.baseline_median,
-      options.baseline, options.floor, options.sigmas, f.baseline_sigma);
+      "above %.4g (the level %.4g the %d steps before had reached, their trend %+.3g a step, "
+      "+ max(%.4g, %.4g x sigma %.4g about the trend))",
+      f.onset_step, f.step, options.window, f.recent_min, f.threshold, f.baseline_level,
+      options.baseline, f.baseline_slope, options.floor, options.sigmas, f.baseline_sigma);
   e.figures = {{"step", static_cast<double>(f.step)},
                {"onset_step", static_cast<double>(f.onset_step)},
                {"recent_min", f.recent_min},
                {"threshold", f.threshold},
-               {"baseline_median", f.baseline_median},
+               {"baseline_level", f.baseline_level},
+               {"baseline_slope", f.baseline_slope},
                {"baseline_sigma", f.baseline_sigma},
                {"window_steps", static_cast<double>(options.window)},
                {"baseline_steps", static_cast<double>(options.baseline)},
@@ -785,9 +794,11 @@ HoldCause VerdictHold(const Verdict& verdict, const std::string& failure,
       {{"verdict", static_cast<double>(verdict.action)}}};
 }
 
-Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause) {
+Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause,
+                const std::string& resume) {
   Event e = Make(time, job, EventKind::kHold);
-  e.message = absl::StrCat(cause.reason, ". `trainsupctl resume ", job.id, "` lifts it");
+  e.message = absl::StrCat(cause.reason, ". `trainsupctl resume ", job.id, "` lifts it",
+                           resume.empty() ? "" : absl::StrCat(": ", resume));
   e.figures = cause.figures;
   return e;
 }
@@ -921,9 +932,15 @@ Event FallbackEvent(absl::Time time, const EventJob& job, EventKind kind,
                     const FallbackDecision& d) {
   Event e = Make(time, job, kind);
   e.message = d.reason;
-  e.figures = {{"checkpoint", static_cast<double>(d.checkpoint)},
-               {"rollbacks", static_cast<double>(d.rollbacks)},
-               {"cap", static_cast<double>(d.cap)}};
+  e.figures = {{"checkpoint", static_cast<double>(d.checkpoint)}};
+  if (d.kind == FallbackDecision::Kind::kCut) {
+    // Not counted against the fallback cap: nothing failed after a load.
+    e.figures.emplace_back("non_finite_step", static_cast<double>(d.non_finite_step));
+    e.figures.emplace_back("suspects", static_cast<double>(d.poisoned.size()));
+  } else {
+    e.figures.emplace_back("rollbacks", static_cast<double>(d.rollbacks));
+    e.figures.emplace_back("cap", static_cast<double>(d.cap));
+  }
   if (d.advice.limit) e.figures.emplace_back("resume_limit", *d.advice.limit);
   if (d.resume_at) e.figures.emplace_back("resume_at", *d.resume_at);
   if (d.advice.skip_first) {

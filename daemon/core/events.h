@@ -136,11 +136,14 @@ Event StacksEvent(absl::Time time, const EventJob& job, const std::string& node,
 
 // kNotFinite: `f`, its first ranks on `nodes` (their names, in f.ranks'
 // order). `restart`: the generation is stopped everywhere and restarted for
-// it; `workload_hold`: held instead, the same failure as the last
-// generation's (failure_classifier.h: WorkloadRepeat), quoted.
+// it, from the newest checkpoint at or below `resume_limit` when set (one
+// committed after the NaN may hold it); `workload_hold`: held instead, the
+// same failure as the last generation's (failure_classifier.h:
+// WorkloadRepeat), quoted.
 Event NotFiniteEvent(absl::Time time, const EventJob& job, const NonFiniteFinding& f,
                      const std::vector<std::string>& nodes, bool restart,
-                     const std::optional<std::string>& workload_hold);
+                     const std::optional<std::string>& workload_hold,
+                     std::optional<int64_t> resume_limit = std::nullopt);
 
 // kLossShift: the job's loss (the mean over its ranks) shifted (`f`).
 Event LossShiftEvent(absl::Time time, const EventJob& job, const LossShiftFinding& f,
@@ -239,8 +242,10 @@ HoldCause VerdictHold(const Verdict& verdict, const std::string& failure, const 
 // A checkpoint failed soon after every load past the fallback cap, or loss
 // spikes came in a row past the spike rollback cap (checkpoint_fallback.h).
 HoldCause FallbackHold(const FallbackDecision& decision);
-// kHold: the job is held for `cause`.
-Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause);
+// kHold: the job is held for `cause`; `resume`: where the generation a
+// resume starts is told to resume (ResumeAdviceText; empty: as it likes).
+Event HoldEvent(absl::Time time, const EventJob& job, const HoldCause& cause,
+                const std::string& resume = "");
 
 // kResume: an operator resumed the job from `from`, where it was for
 // `reason`.
@@ -319,7 +324,8 @@ Event CheckpointRequestedEvent(absl::Time time, const EventJob& job,
 // ---- Bad checkpoints and spike rollback (checkpoint_fallback.h) ----
 
 // kCheckpointSuspect: `decision.checkpoint` failed soon after its load in two
-// generations in a row (a fallback or a hold follows).
+// generations in a row (a fallback or a hold follows), or was committed at
+// or after a non-finite loss (kCut).
 Event CheckpointSuspectEvent(absl::Time time, const EventJob& job,
                              const FallbackDecision& decision);
 // kCheckpointFallback: the next generations load the newest checkpoint at or

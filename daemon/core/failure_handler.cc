@@ -21,7 +21,69 @@ const FailureRow& FailureHandler::Record(JobEntry& job, const Failure& failure) 
   return decisions_.journal().failures.emplace_back(std::move(row));
 }
 
+void FailureHandler::JudgeCheckpoints(JobEntry& job, int64_t step,
+                                      std::optional<LoadFailureKind> load_kind, Failure& failure) {
+  if (options_.observe_only) return;
+  const uint64_t generation = job.job().generation();
+  const SignalOptions& signals = job.signals.options();
+  if (load_kind) {
+    failure.fallback = job.fallback.OnLoadFailure(generation, step, *load_kind, signals.fallback);
+    Attach(failure.fallback, failure);
+  }
+  // Under --on-non-finite restart the NaN stops the generation, whichever
+  // failure the supervisor heard of first (a script that raises on it).
+  if (signals.non_finite.action != NonFiniteAction::kRestart) return;
+  if (std::optional<int64_t> nan = job.signals.NonFiniteLossStep(generation); nan) {
+    failure.cut = job.fallback.OnNonFinite(generation, *nan);
+  }
+}
+
+void FailureHandler::Attach(const FallbackDecision& d, Failure& failure) {
+  switch (d.kind) {
+    case FallbackDecision::Kind::kFallBack:
+      // The checkpoint's, not the training code's repeat. A native crash
+      // stays charged to its node as classified: a node that keeps
+      // crashing after every load is still quarantined.
+      failure.hold.reset();
+      break;
+    case FallbackDecision::Kind::kHold:
+      failure.hold = FallbackHold(d);
+      break;
+    default:
+      break;
+  }
+}
+
+void FailureHandler::ActOnCheckpoints(absl::Time now, JobEntry& job, const Failure& failure) {
+  using Kind = FallbackDecision::Kind;
+  if (failure.fallback.kind == Kind::kNone && failure.cut.kind == Kind::kNone) return;
+  decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
+  const EventJob event_job = EventJobOf(job);
+  const FallbackDecision& d = failure.fallback;
+  switch (d.kind) {
+    case Kind::kFallBack:
+      decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, d));
+      decisions_.Emit(&job, CheckpointFallbackEvent(now, event_job, d));
+      break;
+    case Kind::kHold:
+      if (d.checkpoint >= 0) decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, d));
+      break;
+    case Kind::kRollBack:
+      decisions_.Emit(&job, SpikeRollbackEvent(now, event_job, d));
+      break;
+    default:
+      break;
+  }
+  // Named only when it excludes a checkpoint seen; the failure's own event
+  // says where the next generation resumes.
+  if (!failure.cut.poisoned.empty()) {
+    decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, failure.cut));
+    decisions_.Emit(&job, CheckpointFallbackEvent(now, event_job, failure.cut));
+  }
+}
+
 void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure) {
+  ActOnCheckpoints(now, job, failure);
   job.costs.AddFailure();
   job.lifecycle.last_recorded_failure = Record(job, failure);
   if (failure.verdict) return HonourVerdict(now, job, failure);

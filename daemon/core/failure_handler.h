@@ -43,6 +43,12 @@ struct Failure {
   std::optional<Verdict> verdict;
   // The failing rank's exit code, when known.
   std::optional<int32_t> exit_code;
+  // What it says about the job's checkpoints (checkpoint_fallback.h),
+  // decided before its own event (FailureHandler::JudgeCheckpoints) and
+  // acted on with it: a failure soon after a load (`fallback`), and the
+  // next generations' resume below a non-finite loss (`cut`).
+  FallbackDecision fallback;
+  FallbackDecision cut;
 };
 
 // Verdicts acted on since start, by action and source (the metric's labels).
@@ -84,10 +90,26 @@ class FailureHandler {
   FailureHandler(const FailureHandler&) = delete;
   FailureHandler& operator=(const FailureHandler&) = delete;
 
+  // What a failure that kills `job` at `step` of its current generation
+  // says about its checkpoints, before its event is built (nothing under
+  // --observe-only): a failure of `load_kind` (a rank's crash, a non-finite
+  // loss, a resume spike) soon after the generation loaded a checkpoint
+  // counts toward that checkpoint being suspect; a generation that sent a
+  // non-finite loss (--on-non-finite restart) has the next generations
+  // resume below it, whatever stopped it. Sets `failure.fallback` and
+  // `failure.cut`, and the hold: a fallback lifts the hold of a repeat (the
+  // checkpoint's, not the training code's), past the cap the job is held
+  // naming the checkpoint. A charge to the node stays as classified.
+  void JudgeCheckpoints(JobEntry& job, int64_t step, std::optional<LoadFailureKind> load_kind,
+                        Failure& failure);
+  // Sets what `d` decides on `failure`'s hold.
+  static void Attach(const FallbackDecision& d, Failure& failure);
+
   // A failure that kills `job`: recorded, the job stopped everywhere and
   // restarted (or held), then the failure charged to its node if it is. A
   // failure with the job's own verdict is acted on as the verdict says (a
-  // verdict event says what is done).
+  // verdict event says what is done). Its checkpoint decisions are
+  // journaled and their events emitted first.
   void OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure);
   // A failure charged to a node that does not restart the job by itself (a
   // persistent straggler): recorded and counted toward the node's quarantine.
@@ -104,6 +126,8 @@ class FailureHandler {
   const VerdictCounts& verdicts() const { return verdicts_; }
 
  private:
+  // The events and the journal row of a failure's checkpoint decisions.
+  void ActOnCheckpoints(absl::Time now, JobEntry& job, const Failure& failure);
   // Journals `failure`; returns the row journaled.
   const FailureRow& Record(JobEntry& job, const Failure& failure);
   // The stop and the restart (or hold) of a job-killing failure.

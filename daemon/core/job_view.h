@@ -135,6 +135,11 @@ struct JobView {
   // was charged to the node (the node's fault) or not (the training code's,
   // or the job's own verdict's).
   std::optional<FailureRow> last_failure;
+  // Where its next generation is told to resume (checkpoint_fallback.h):
+  // the limit in force, and for people ("the next generation loads the
+  // newest checkpoint at or below step 59 (step 59)"); empty: as it likes.
+  std::optional<int64_t> resume_limit;
+  std::string resume_advice;
 
   // Its costs, failure rate, checkpoint plans and goodput.
   MtbfEstimate mtbf;

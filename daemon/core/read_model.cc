@@ -99,6 +99,8 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.restarts = life.restarts;
   view.restart_at = life.restart_at;
   view.last_failure = life.last_recorded_failure;
+  view.resume_limit = entry.fallback.advice().limit;
+  view.resume_advice = ResumeAdviceText(entry.fallback);
 
   view.mtbf = planner_.JobMtbf(entry, now);
   view.checkpoint_cost = planner_.CheckpointCost(entry);

@@ -126,7 +126,7 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
 }
 
 void RestartCoordinator::Hold(absl::Time now, JobEntry& job, const HoldCause& cause) {
-  decisions_.Emit(&job, HoldEvent(now, EventJobOf(job), cause));
+  decisions_.Emit(&job, HoldEvent(now, EventJobOf(job), cause, ResumeAdviceText(job.fallback)));
   (void)Transition(now, job, JobState::kHeld, cause.reason);
   job.recovery.Abandon();
 }

@@ -14,7 +14,10 @@ const std::string& SignalDetection::NodeOfRank(const JobEntry& job, uint32_t ran
 }
 
 bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
-  SignalFindings found = job.signals.Sweep(now, job.job(), job.fallback.advice().limit);
+  SignalMonitor::ResumeTold told;
+  told.limit = job.fallback.advice().limit;
+  if (told.limit) told.at = job.fallback.NewestAtOrBelow(*told.limit);
+  SignalFindings found = job.signals.Sweep(now, job.job(), told);
   const SignalOptions& options = job.signals.options();
   const EventJob event_job = EventJobOf(job);
   if (found.loss_shift) {
@@ -92,63 +95,38 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
     fingerprint.node = observed.rank(fingerprint.rank).node;
   }
   std::optional<std::string> hold;
-  JobLifecycle& life = job.lifecycle;
-  FallbackDecision fallback;
+  Failure failure;
   if (act) {
+    JobLifecycle& life = job.lifecycle;
     if (life.last_failure) hold = WorkloadRepeat(*life.last_failure, fingerprint);
     life.last_failure = fingerprint;
-    if (!f.grad_norm && !options_.observe_only) {
-      fallback = job.fallback.OnLoadFailure(observed.generation(), f.first_step,
-                                            LoadFailureKind::kNonFinite,
-                                            job.signals.options().fallback);
-    }
+    if (hold) failure.hold = WorkloadHold(*hold);
+    // Soon after loading the same checkpoint as the generation before, it
+    // is the checkpoint's: the next generation loads the one before it (a
+    // repeat is no bug of the training code then), or, past the cap, the
+    // job is held naming it. A first such failure changes nothing: a
+    // repeat of the last generation's failure that loaded no checkpoint is
+    // the step's, not a checkpoint's, and older checkpoints would only
+    // replay it. Whatever else, the next generations resume below the NaN
+    // (a non-finite gradient norm with finite losses poisons nothing).
+    failures_.JudgeCheckpoints(job, f.first_step,
+                               f.grad_norm ? std::nullopt
+                                           : std::optional(LoadFailureKind::kNonFinite),
+                               failure);
   }
-  // Soon after loading the same checkpoint as the generation before, it is
-  // the checkpoint's: the next generation loads the one before it (a repeat
-  // is no bug of the training code then), or, past the cap, the job is held
-  // naming it. A first such failure changes nothing: a repeat of the last
-  // generation's failure that loaded no checkpoint is the step's, not a
-  // checkpoint's, and older checkpoints would only replay it.
-  if (fallback.kind == FallbackDecision::Kind::kFallBack) hold.reset();
-  if (fallback.kind == FallbackDecision::Kind::kHold) hold = fallback.reason;
   const bool restart = act && !options_.observe_only;
-  decisions_.Emit(&job, NotFiniteEvent(now, EventJobOf(job), f, nodes, restart,
-                                       restart ? hold : std::nullopt));
+  const std::optional<std::string> held =
+      restart && failure.hold ? std::optional(failure.hold->reason) : std::nullopt;
+  decisions_.Emit(&job, NotFiniteEvent(now, EventJobOf(job), f, nodes, restart, held,
+                                       failure.cut.advice.limit));
   if (!act) return false;
-  Failure failure;
   failure.kind = "not_finite";
   failure.node = fingerprint.node;
   failure.rank = f.ranks.empty() ? std::nullopt : std::optional<uint32_t>(fingerprint.rank);
   failure.failed_at = f.seen;
   failure.message = absl::StrCat(fingerprint.signature, " at step ", f.first_step);
-  if (hold) failure.hold = WorkloadHold(*hold);
-  ActOnFallback(now, job, fallback, failure);
   failures_.OnJobFailure(now, job, failure);  // under --observe-only: recorded only
   return restart;
-}
-
-void SignalDetection::ActOnFallback(absl::Time now, JobEntry& job, const FallbackDecision& d,
-                                    Failure& failure) {
-  using Kind = FallbackDecision::Kind;
-  if (d.kind == Kind::kNone) return;
-  decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
-  const EventJob event_job = EventJobOf(job);
-  switch (d.kind) {
-    case Kind::kFallBack:
-      decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, d));
-      decisions_.Emit(&job, CheckpointFallbackEvent(now, event_job, d));
-      break;
-    case Kind::kHold:
-      if (d.checkpoint >= 0) decisions_.Emit(&job, CheckpointSuspectEvent(now, event_job, d));
-      failure.hold = FallbackHold(d);
-      break;
-    case Kind::kRollBack:
-      decisions_.Emit(&job, SpikeRollbackEvent(now, event_job, d));
-      break;
-    case Kind::kRetry:
-    case Kind::kNone:
-      break;
-  }
 }
 
 bool SignalDetection::OnLossSpike(absl::Time now, JobEntry& job, const LossShiftFinding& f) {
@@ -165,7 +143,8 @@ bool SignalDetection::OnLossSpike(absl::Time now, JobEntry& job, const LossShift
   failure.kind = "loss_spike";
   failure.failed_at = now;
   failure.message = absl::StrCat("loss shifted up from step ", f.onset_step);
-  ActOnFallback(now, job, d, failure);
+  failure.fallback = d;
+  FailureHandler::Attach(d, failure);
   failures_.OnJobFailure(now, job, failure);
   return true;
 }
@@ -183,7 +162,8 @@ bool SignalDetection::OnResumeSpike(absl::Time now, JobEntry& job, int64_t step)
   failure.kind = "resume_spike";
   failure.failed_at = now;
   failure.message = absl::StrCat("resume spike at step ", step);
-  ActOnFallback(now, job, d, failure);
+  failure.fallback = d;
+  FailureHandler::Attach(d, failure);
   failures_.OnJobFailure(now, job, failure);
   return true;
 }

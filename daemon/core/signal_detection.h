@@ -17,10 +17,11 @@ namespace trainsup {
 // done about it: a non-finite loss stops the generation on every node and
 // restarts it from its last checkpoint (--on-non-finite, through the
 // FailureHandler like any job-killing failure; held instead when the same
-// non-finite failure repeats at the same step in the next generation); a
-// replica mismatch is charged to its node toward quarantine. A non-finite
-// loss soon after a load counts against the checkpoint loaded, and a loss
-// shift rolls back with on_loss_spike=rollback (checkpoint_fallback.h). A
+// non-finite failure repeats at the same step in the next generation), and
+// the next generations resume below it; a replica mismatch is charged to its
+// node toward quarantine. A non-finite loss soon after a load counts against
+// the checkpoint loaded, and a loss shift rolls back with
+// on_loss_spike=rollback (checkpoint_fallback.h). A
 // kill criterion met (kill_criteria.h: fed the generation's step losses and
 // the loss shifts) stops the job on every node and leaves it killed, unless
 // observe-only (--observe-only, or the job's criteria say so). Every other
@@ -51,8 +52,6 @@ class SignalDetection {
   // (a fallback, or the hold past the cap) stops the job. Returns true when
   // it did.
   bool OnResumeSpike(absl::Time now, JobEntry& job, int64_t step);
-  // The events and the hold of a fallback decision, and its state journaled.
-  void ActOnFallback(absl::Time now, JobEntry& job, const FallbackDecision& d, Failure& failure);
   // Feeds the job's kill criteria; true when one stopped the job.
   bool SweepKill(absl::Time now, JobEntry& job, const std::optional<LossShiftFinding>& shift);
   void OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f);

@@ -7,6 +7,17 @@ tests/e2e/train.py, on a 2-node x 2-rank job, is made to misbehave on demand:
   and 3 load it and go NaN; it is suspect, generation 4 is told
   (hb.resume_limit()) to load the checkpoint before it, and trains on to the
   end;
+- one NaN (issue 28): a NaN on one rank at step 60, steps of 0.03 s,
+  checkpoints every 20 steps, every default: the checkpoint of step 79 is
+  written in the second between the NaN and the stop, with NaN weights;
+  generation 2 is told (hb.resume_limit()) to resume below step 60, loads
+  59 and trains on to the end (before: it loaded 79, went NaN at 80, and so
+  on from each later poisoned checkpoint up to the restart cap);
+- the race (issue 28): the poisoned checkpoint again, with a script that
+  raises FloatingPointError after reporting the NaN (Megatron-LM's check),
+  or before (trainsupd hears of crashes only): the crash and the NaN count
+  alike against the checkpoint, so the fallback is decided in generation 3
+  whichever is heard first;
 - batches that make the loss spike, with --on-loss-spike=rollback: the job is
   restarted from the newest checkpoint before the spike and skips the batches
   that led into it (hb.skip_range()), and trains on to the end;
@@ -15,6 +26,7 @@ and, as a negative control, a clean run across two crashes and restarts
 raises no fallback. Every test prints "measured: ..." lines.
 """
 
+import math
 import os
 import sys
 import unittest
@@ -53,39 +65,46 @@ class FallbackEndToEnd(ClusterTestCase):
     def fallback_events(self, c, job):
         return [e for e in c.events(job) if e["kind"] in FALLBACK_KINDS]
 
-    def test_a_checkpoint_that_gives_nan_after_every_load_is_fallen_back_from(self):
+    def poisoned_checkpoint_run(self, job, *more):
+        """Generation 1 saves 19 and 39 (39 poisoned: NaN 3 steps after each
+        load), then crashes at 45; checkpoints every 20 steps of 0.15 s, so
+        each NaN is stopped before the next checkpoint. Returns the cluster
+        once its agents exited 0."""
         c = self.make_cluster()
-        job = "e2e-poisoned"
-        # Generation 1 saves 19 and 39 (39 poisoned: NaN 3 steps after each
-        # load), then crashes at 45; checkpoints every 20 steps of 0.15 s, so
-        # each NaN is stopped (about 1.4 s) before the next checkpoint (2.5 s).
         c.start_job(job, train_args=self.train_args(
             "--poison-checkpoint", "39:3:1", "--crash-rank", "1", "--crash-step", "45",
-            "--crash-generation", "1", step_seconds=0.15))
+            "--crash-generation", "1", *more, step_seconds=0.15))
         self.assertEqual(c.wait_agents(timeout=STARTUP * 4), {"node-a": 0, "node-b": 0})
+        return c
 
-        restarts = c.events(job, "restart")
-        self.assertEqual([int(r["generation"]) for r in restarts], [2, 3, 4])
-        nan = c.events(job, "not_finite")
-        self.assertEqual([(e["generation"], e["figures"]["first_step"]) for e in nan],
-                         [(2, 42), (3, 42)])
+    def assert_fell_back_in_generation_3(self, c, job):
+        """Generations 2 and 3 loaded 39 and failed; the fallback was
+        decided in generation 3; generation 4 loaded 19 and trained on."""
+        self.assertEqual([int(r["generation"]) for r in c.events(job, "restart")], [2, 3, 4])
         suspect = c.events(job, "checkpoint_suspect")
-        self.assertEqual(len(suspect), 1, suspect)
-        self.assertEqual((suspect[0]["generation"], suspect[0]["figures"]["checkpoint"]), (3, 39))
+        self.assertEqual([(e["generation"], e["figures"]["checkpoint"]) for e in suspect],
+                         [(3, 39)], suspect)
         fallback = c.events(job, "checkpoint_fallback")
-        self.assertEqual(len(fallback), 1, fallback)
-        self.assertEqual(fallback[0]["figures"]["resume_limit"], 38)
-        self.assertEqual(fallback[0]["figures"]["resume_at"], 19)
-        self.assertIn("checkpoint step 39", fallback[0]["message"])
+        self.assertEqual([(e["generation"], e["figures"]["resume_limit"],
+                           e["figures"]["resume_at"]) for e in fallback], [(3, 38, 19)])
         self.assertEqual(c.events(job, "hold"), [])
-        # Generations 2 and 3 loaded 39; 4 was told to stay at or below 38,
-        # loaded 19, and trained on to the end (saving 39 anew, soundly).
         for generation in (2, 3):
             self.assertEqual({s["resumed_from"] for s in starts(c.train_log, generation)}, {39})
         g4 = starts(c.train_log, 4)
         self.assertEqual({(s["resume_limit"], s["resumed_from"]) for s in g4}, {(38, 19)})
         steps = train_steps(c.train_log)
         self.assertEqual(max(s["step"] for s in steps if s["generation"] == 4), 79)
+
+    def test_a_checkpoint_that_gives_nan_after_every_load_is_fallen_back_from(self):
+        job = "e2e-poisoned"
+        c = self.poisoned_checkpoint_run(job)
+
+        self.assert_fell_back_in_generation_3(c, job)
+        nan = c.events(job, "not_finite")
+        self.assertEqual([(e["generation"], e["figures"]["first_step"]) for e in nan],
+                         [(2, 42), (3, 42)])
+        self.assertIn("checkpoint step 39", c.events(job, "checkpoint_fallback")[0]["message"])
+        steps = train_steps(c.train_log)
         # The agents exited 0; trainsupd marks the job finished at its next sweep.
         wait_for(lambda: c.ctl_json("jobs")["jobs"][0]["state"] == "finished", 10,
                  what="the job to be finished")
@@ -105,6 +124,67 @@ class FallbackEndToEnd(ClusterTestCase):
               f"cycle, 2 cycles instead of {ISSUE_CYCLES}: "
               f"{(ISSUE_CYCLES - 2) * ISSUE_CYCLE_SECONDS * ranks:.0f} GPU-s saved",
               file=sys.stderr)
+
+    def test_one_nan_poisons_no_checkpoint_the_next_generation_loads(self):
+        c = self.make_cluster()
+        job = "e2e-one-nan"
+        # Steps of 0.03 s: the stop (about 1.3 s after the NaN) comes some 40
+        # steps later, after the checkpoint of step 79 (and maybe 99).
+        c.start_job(job, train_args=self.train_args("--nan-at", "node-b:1:1:60", steps=140,
+                                                    step_seconds=0.03))
+        self.assertEqual(c.wait_agents(timeout=STARTUP * 4), {"node-a": 0, "node-b": 0})
+
+        nan = c.events(job, "not_finite")
+        self.assertEqual([(e["generation"], e["figures"]["first_step"]) for e in nan], [(1, 60)])
+        self.assertEqual(nan[0]["figures"]["resume_limit"], 59)
+        log = train_log(c.train_log)
+        poisoned = sorted({e["step"] for e in log if e.get("event") == "checkpoint"
+                           and e["generation"] == 1 and e["step"] >= 60})
+        self.assertTrue(poisoned, "generation 1 saved no checkpoint after its NaN: no test")
+        self.assertEqual([int(r["generation"]) for r in c.events(job, "restart")], [2])
+        # Generation 2 was told to stay below the NaN, loaded 59, and trained
+        # to the end with finite losses.
+        g2 = starts(c.train_log, 2)
+        self.assertEqual({(s["resume_limit"], s["resumed_from"]) for s in g2}, {(59, 59)})
+        steps = [s for s in train_steps(c.train_log) if s["generation"] == 2]
+        self.assertEqual(min(s["step"] for s in steps), 60)
+        self.assertEqual(max(s["step"] for s in steps), 139)
+        self.assertTrue(all(math.isfinite(s["loss"]) for s in steps))
+        # The checkpoints committed after the NaN that trainsupd saw are named.
+        named = {int(e["figures"]["checkpoint"]) for e in c.events(job, "checkpoint_suspect")}
+        self.assertLessEqual(named, set(poisoned))
+        self.assertEqual(c.events(job, "resumed_behind"), [])
+        print(f"\nmeasured (one NaN): NaN at step 60 in generation 1, checkpoints {poisoned} "
+              f"committed after it (named suspect: {sorted(named)}); generation 2 resumed "
+              f"cleanly from step 59 and trained to step 139", file=sys.stderr)
+
+    def heard(self, c, job):
+        """How generations 2 and 3 failed, as trainsupd heard it first."""
+        return [(e["generation"], e["kind"]) for e in c.events(job)
+                if e["kind"] in ("crash", "not_finite") and e["generation"] in (2, 3)]
+
+    def test_a_script_that_raises_on_the_nan_falls_back_in_generation_3(self):
+        job = "e2e-poisoned-raise"
+        c = self.poisoned_checkpoint_run(job, "--raise-on-nan", "after-report")
+        self.assert_fell_back_in_generation_3(c, job)
+        # Each failure was heard of as a crash or a NaN, whichever came
+        # first; the checkpoint was blamed either way.
+        heard = self.heard(c, job)
+        self.assertEqual([g for g, _ in heard], [2, 3], heard)
+        print(f"\nmeasured (the race): generations 2 and 3 heard as {[k for _, k in heard]}; "
+              f"fallback decided in generation 3, generation 4 resumed cleanly from step 19",
+              file=sys.stderr)
+
+    def test_a_crash_soon_after_every_load_falls_back_in_generation_3(self):
+        # The script raises before it reports the loss: trainsupd hears of
+        # crashes only (before: the same FloatingPointError at step 42 in
+        # generations 2 and 3 held the job as the training code's bug).
+        job = "e2e-poisoned-crash"
+        c = self.poisoned_checkpoint_run(job, "--raise-on-nan", "before-report")
+        self.assert_fell_back_in_generation_3(c, job)
+        self.assertEqual(self.heard(c, job), [(2, "crash"), (3, "crash")])
+        self.assertIn("a rank failing at step 41",
+                      c.events(job, "checkpoint_suspect")[0]["message"])
 
     def test_a_loss_spike_rolls_back_and_skips_its_batches(self):
         c = self.make_cluster("--on-loss-spike", "rollback", "--spike-skip-steps", "10",

@@ -8,7 +8,8 @@ framework's own verdict (an exit code, hb.verdict), a data loader slowed on one
 node, and the training signals' faults: a NaN loss, a replica whose digest
 disagrees, a node that slows down, memory that grows, a resume that does not
 restore the optimizer's or the learning-rate scheduler's state; a checkpoint that gives
-a NaN loss soon after every load, and batches that make the loss spike. It resumes where
+a NaN loss soon after every load (and a script that raises on it), and batches that make
+the loss spike. It resumes where
 the supervisor says (hb.resume_limit(), hb.skip_range()). Injected failures are logged
 (an "injected" line with the time) as they happen.
 Every rank appends one JSON line per completed step to --log (if given), so
@@ -19,6 +20,7 @@ import argparse
 import ctypes
 import datetime
 import json
+import math
 import os
 import random
 import signal
@@ -135,6 +137,10 @@ def parse_args():
                    help="STEP:K:GEN: the checkpoint of step STEP that generation GEN saves gives "
                         "a NaN loss K steps after every load of it (Megatron-LM#5281); saved "
                         "again by another generation, it is sound")
+    p.add_argument("--raise-on-nan", default="", choices=["", "after-report", "before-report"],
+                   help="on a non-finite loss, raise FloatingPointError as Megatron-LM's check "
+                        "of the loss does: after hb.step reported it, or before (the "
+                        "supervisor then hears only of the crash)")
     p.add_argument("--bad-batches", default="",
                    help="FIRST:LAST: the batches of these steps have labels 100x too large (a "
                         "loss spike that lasts while the model recovers), unless skipped")
@@ -480,6 +486,9 @@ def main():
         if rise_step is not None and step >= rise_step:
             inject_once("loss rise", step)
             reported *= rise_factor
+        if args.raise_on_nan == "before-report" and not math.isfinite(reported):
+            raise FloatingPointError(f"Rank {rank}: found NaN in local forward loss "
+                                     f"calculation at step {step}")
         hb.step(step, data_wait_s=data_wait, loss=reported, lr=lr, samples=64,
                 grad_norm=grad_norm, replica_digest=digest, **memory)
         if log:
@@ -487,6 +496,9 @@ def main():
                                   "local_rank": local_rank,
                                   "generation": GENERATION, "world_size": world,
                                   "loss": reported, "lr": lr, "time": time.time()}) + "\n")
+        if args.raise_on_nan == "after-report" and not math.isfinite(reported):
+            raise FloatingPointError(f"Rank {rank}: found NaN in local forward loss "
+                                     f"calculation at step {step}")
         if args.planned_checkpoints:
             due = hb.should_checkpoint(step)
         else:

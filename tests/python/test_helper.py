@@ -1825,6 +1825,59 @@ class PlanTest(HelperTestCase):
         os.unlink(os.path.join(self.dir, "plans.json"))
         self.assertTrue(hb.should_checkpoint(10))
 
+    # Issue 28, section 2: a checkpoint written between a NaN and the stop
+    # holds NaN parameters, and is what the next generation would load.
+    def test_no_checkpoint_once_this_rank_sent_a_non_finite_loss(self):
+        agent = self.agent()
+        path = self.write_plans(_plan_json([_plan(1, 0, 5, 0)]))
+        for bad in (float("nan"), float("inf"), float("-inf"), Tensorish(float("nan"))):
+            with self.subTest(loss=bad):
+                hb = self.heartbeat(agent, env=dict(TRAINSUP_PLAN_FILE=path))
+                hb.step(9, loss=2.5, grad_norm=float("nan"), lr=float("nan"))  # no loss NaN
+                self.assertTrue(hb.should_checkpoint(10))
+                self.assertIsNone(hb.non_finite_step)
+                hb.step(11, loss=bad)
+                self.assertEqual(hb.non_finite_step, 11)
+                self.assertFalse(hb.should_checkpoint(11))
+                hb.step(12, loss=1.0)  # a finite loss later changes nothing
+                self.assertEqual(hb.non_finite_step, 11)
+                self.assertFalse(any(hb.should_checkpoint(s) for s in range(12, 40)))
+                # What was sent is unchanged: the NaN goes to the agent.
+                losses = [m.get("loss") for m in agent.messages()
+                          if m["kind"] == "HEARTBEAT_KIND_STEP"]
+                self.assertIn(losses[1], ("NaN", "Infinity", "-Infinity"))
+                hb.close()
+
+    def test_the_next_generation_checkpoints_again(self):
+        agent = self.agent()
+        path = self.write_plans(_plan_json([_plan(1, 0, 5, 0)]))
+        hb = self.heartbeat(agent, env=dict(TRAINSUP_PLAN_FILE=path))
+        hb.step(3, loss=float("nan"))
+        self.assertFalse(hb.should_checkpoint(5))
+        # A new generation is a new process with its own Heartbeat.
+        fresh = self.heartbeat(agent, env=dict(TRAINSUP_PLAN_FILE=path, TRAINSUP_GENERATION=3))
+        self.assertIsNone(fresh.non_finite_step)
+        self.assertTrue(fresh.should_checkpoint(5))
+
+    def test_a_script_whose_supervisor_only_reports_a_nan_keeps_its_plan(self):
+        agent = self.agent()
+        path = self.write_plans(_plan_json([_plan(1, 0, 5, 0)]))
+        for action in (0, 1):
+            with self.subTest(non_finite=action):
+                hb = self.heartbeat(agent, env=dict(TRAINSUP_PLAN_FILE=path),
+                                    signals={"non_finite": action})
+                hb.step(3, loss=float("nan"))
+                self.assertEqual(hb.non_finite_step, 3)
+                self.assertTrue(hb.should_checkpoint(5))
+                hb.close()
+
+    def test_outside_an_agent_nothing_is_tracked(self):
+        with _environ():
+            hb = trainsup.Heartbeat()
+            hb.step(1, loss=float("nan"))
+            self.assertIsNone(hb.non_finite_step)
+            self.assertFalse(hb.should_checkpoint(5))
+
     def test_shared_table_with_the_supervisor(self):
         for name, plans, end, expected in SHARED_TABLE:
             with self.subTest(name):

@@ -1,5 +1,9 @@
 #include "daemon/core/checkpoint_fallback.h"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "gtest/gtest.h"
 
 namespace trainsup {
@@ -153,6 +157,121 @@ TEST_F(CheckpointFallbackTest, RestoredStateGoesOn) {
   RunGeneration(restored, 3, 39, 42);
   EXPECT_EQ(restored.OnLoadFailure(3, 42, LoadFailureKind::kNonFinite, options_).kind,
             Kind::kFallBack);
+}
+
+
+// ---- A generation stopped for a non-finite loss (issue 28, section 2) ----
+
+TEST(CheckpointFallbackCutTest, ACheckpointCommittedAfterTheFirstNaNIsSuspectFromTheStart) {
+  // Generation 1: a NaN at step 60, checkpoints every 20 steps; 79 is
+  // written in the second between the NaN and the stop, with NaN weights.
+  CheckpointFallback f;
+  RunGeneration(f, 1, -1, 85);
+  for (int64_t s : {19, 39, 59, 79}) f.OnCheckpoint(1, s);
+  FallbackDecision cut = f.OnNonFinite(1, 60);
+  EXPECT_EQ(cut.kind, Kind::kCut);
+  EXPECT_EQ(cut.non_finite_step, 60);
+  EXPECT_EQ(cut.poisoned, std::vector<int64_t>{79});
+  EXPECT_EQ(cut.checkpoint, 79);
+  EXPECT_EQ(cut.advice.limit, 59);
+  EXPECT_EQ(cut.resume_at, 59);
+  EXPECT_EQ(cut.rollbacks, 0);  // nothing failed after a load: no fallback counted
+  EXPECT_EQ(f.advice().limit, 59);
+  EXPECT_EQ(f.state().suspects, std::vector<int64_t>{79});
+  EXPECT_NE(cut.reason.find("checkpoint step 79 was committed after it"), std::string::npos)
+      << cut.reason;
+  EXPECT_NE(cut.reason.find("at or below step 59 (step 59)"), std::string::npos) << cut.reason;
+
+  // 99 ends while generation 1 stops: suspect too, and it lifts nothing.
+  EXPECT_TRUE(f.OnCheckpoint(1, 99));
+  EXPECT_EQ(f.state().suspects, (std::vector<int64_t>{79, 99}));
+  EXPECT_EQ(f.advice().limit, 59);
+
+  // Generation 2 loads 59 and trains past it: 79 saved anew lifts the limit.
+  RunGeneration(f, 2, 59, 80);
+  EXPECT_EQ(f.advice().limit, 59);
+  EXPECT_TRUE(f.OnCheckpoint(2, 79));
+  EXPECT_TRUE(f.advice().empty());
+  EXPECT_EQ(f.state().suspects, (std::vector<int64_t>{79, 99}));  // the record stays
+}
+
+TEST(CheckpointFallbackCutTest, WithNothingCommittedAfterItTheLimitStillGuardsTheStop) {
+  // The stop came before the next checkpoint: none is named, but one that
+  // completes later (a slow rank's CHECKPOINT_END) is excluded all the same.
+  CheckpointFallback f;
+  RunGeneration(f, 1, -1, 62);
+  for (int64_t s : {19, 39, 59}) f.OnCheckpoint(1, s);
+  FallbackDecision cut = f.OnNonFinite(1, 61);
+  EXPECT_EQ(cut.kind, Kind::kCut);
+  EXPECT_TRUE(cut.poisoned.empty());
+  EXPECT_EQ(cut.checkpoint, -1);
+  EXPECT_EQ(cut.advice.limit, 60);
+  EXPECT_EQ(cut.resume_at, 59);
+  EXPECT_NE(cut.reason.find("a checkpoint committed from that step on may hold it"),
+            std::string::npos)
+      << cut.reason;
+  // A checkpoint at step 0: the limit is below every step, a fresh start.
+  CheckpointFallback early;
+  RunGeneration(early, 1, -1, 2);
+  FallbackDecision at_zero = early.OnNonFinite(1, 0);
+  EXPECT_EQ(at_zero.advice.limit, -1);
+  EXPECT_EQ(at_zero.resume_at, std::nullopt);
+}
+
+TEST(CheckpointFallbackCutTest, KeepsAStricterLimitAndOnlyCutsTheCurrentGeneration) {
+  CheckpointFallback f;
+  RunGeneration(f, 1, -1, 45);
+  for (int64_t s : {9, 19, 29, 39}) f.OnCheckpoint(1, s);
+  FallbackOptions options;
+  RunGeneration(f, 2, 39, 42);
+  f.OnLoadFailure(2, 42, LoadFailureKind::kCrash, options);
+  RunGeneration(f, 3, 39, 42);
+  ASSERT_EQ(f.OnLoadFailure(3, 42, LoadFailureKind::kNonFinite, options).kind, Kind::kFallBack);
+  EXPECT_EQ(f.OnNonFinite(3, 42).advice.limit, 38);  // the fallback's, below the NaN's
+  EXPECT_EQ(f.advice().limit, 38);
+  // Not the current generation: nothing.
+  EXPECT_EQ(f.OnNonFinite(2, 42).kind, Kind::kNone);
+  EXPECT_EQ(f.OnNonFinite(9, 42).kind, Kind::kNone);
+}
+
+TEST(CheckpointFallbackCutTest, ARestoredStateKeepsTheLimit) {
+  CheckpointFallback f;
+  RunGeneration(f, 1, -1, 85);
+  for (int64_t s : {19, 39, 59, 79}) f.OnCheckpoint(1, s);
+  f.OnNonFinite(1, 60);
+  CheckpointFallback restored;
+  restored.Restore(f.state());
+  EXPECT_EQ(restored.advice().limit, 59);
+  EXPECT_EQ(restored.state().suspects, std::vector<int64_t>{79});
+}
+
+// ---- A failure soon after a load, whatever its form (issue 28, section 2) ----
+
+TEST_F(CheckpointFallbackTest, ACrashSoonAfterALoadCountsAsANonFiniteLossDoes) {
+  // Megatron-LM's check: the rank reports the NaN and raises. Which of the
+  // two the supervisor hears first varies; both count toward the checkpoint.
+  const LoadFailureKind orders[][2] = {
+      {LoadFailureKind::kCrash, LoadFailureKind::kCrash},
+      {LoadFailureKind::kNonFinite, LoadFailureKind::kCrash},
+      {LoadFailureKind::kCrash, LoadFailureKind::kNonFinite},
+  };
+  for (const auto& order : orders) {
+    CheckpointFallback f;
+    RunGeneration(f, 1, -1, 45);
+    for (int64_t s : {9, 19, 29, 39}) f.OnCheckpoint(1, s);
+    RunGeneration(f, 2, 39, 42);
+    FallbackDecision first = f.OnLoadFailure(2, 42, order[0], options_);
+    EXPECT_EQ(first.kind, Kind::kRetry);
+    RunGeneration(f, 3, 39, 42);
+    FallbackDecision second = f.OnLoadFailure(3, 42, order[1], options_);
+    EXPECT_EQ(second.kind, Kind::kFallBack);
+    EXPECT_EQ(second.advice.limit, 38);
+    EXPECT_EQ(second.resume_at, 29);
+    if (order[1] == LoadFailureKind::kCrash) {
+      EXPECT_NE(second.reason.find("a rank failing at step 42"), std::string::npos)
+          << second.reason;
+    }
+  }
 }
 
 }  // namespace

@@ -690,7 +690,8 @@ TEST(SignalEventTest, ALossShiftStatesItsThresholdAndBaseline) {
   f.step = 419;
   f.onset_step = 400;
   f.recent_min = 2.43;
-  f.baseline_median = 2.01;
+  f.baseline_level = 2.01;
+  f.baseline_slope = -0.0012;
   f.baseline_sigma = 0.021;
   f.threshold = 2.136;
   const Event e = LossShiftEvent(T(), kJob, f, LossShiftOptions());
@@ -698,12 +699,13 @@ TEST(SignalEventTest, ALossShiftStatesItsThresholdAndBaseline) {
   EXPECT_EQ(e.rank, std::nullopt);  // the job's loss, every rank's
   EXPECT_EQ(e.message,
             "loss shifted up since step 400: at step 419 the least loss of the last 20 steps, "
-            "2.43, is above 2.136 (the median 2.01 of the 128 steps before + max(0.05, 6 x sigma "
-            "0.021))");
+            "2.43, is above 2.136 (the level 2.01 the 128 steps before had reached, their trend "
+            "-0.0012 a step, + max(0.05, 6 x sigma 0.021 about the trend))");
   EXPECT_THAT(e.figures,
               ElementsAre(Pair("step", 419), Pair("onset_step", 400), Pair("recent_min", 2.43),
-                          Pair("threshold", 2.136), Pair("baseline_median", 2.01),
-                          Pair("baseline_sigma", 0.021), Pair("window_steps", 20),
+                          Pair("threshold", 2.136), Pair("baseline_level", 2.01),
+                          Pair("baseline_slope", -0.0012), Pair("baseline_sigma", 0.021),
+                          Pair("window_steps", 20),
                           Pair("baseline_steps", 128), Pair("floor", 0.05), Pair("sigmas", 6)));
 }
 

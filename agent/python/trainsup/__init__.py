@@ -19,8 +19,10 @@ Standard library only. Two lines in a training script::
 
 At start, ``hb.resume_limit()`` (load the newest checkpoint at or below that
 step; None: the newest) and ``hb.skip_range()`` (skip those steps' batches)
-say where the supervisor wants the job to resume after a bad checkpoint or a
-loss spike.
+say where the supervisor wants the job to resume after a bad checkpoint, a
+non-finite loss or a loss spike. Once the rank has sent a non-finite loss,
+``hb.should_checkpoint`` says no until the generation ends
+(``hb.non_finite_step`` says from which step).
 
 Guarantees: it never blocks the training loop for more than about a
 millisecond (one non-blocking datagram per event, or fewer: a STEP rides on
@@ -984,6 +986,11 @@ class Heartbeat:
         self._sends_rss = self._rss is not None and self._knows("host_rss_bytes")
         self._sends_digest = self._knows("replica_digest")
         self._kill = {}  # the kill criteria set so far, as sent
+        # The first step this rank sent a non-finite loss at (None: none):
+        # from then on should_checkpoint says no, unless the script's own
+        # settings say the supervisor does not restart for it.
+        self._non_finite_step = None
+        self._no_checkpoint_after_nan = self._settings.get("non_finite", 2) == 2
         if not self.enabled:
             return
         path = env.get("TRAINSUP_SOCKET", "")
@@ -1027,6 +1034,14 @@ class Heartbeat:
         """Messages given up on: replaced by a newer one while the agent's
         queue was full, or refused because the agent is gone."""
         return 0 if self._outbox is None else self._outbox.dropped
+
+    @property
+    def non_finite_step(self):
+        """The first step at which this rank sent a non-finite loss (NaN or
+        an infinity) in ``hb.step``, or None. A script that checkpoints on
+        a schedule of its own should not save from then on: trainsupd
+        resumes the next generation below this step (docs/recovery.md)."""
+        return self._non_finite_step
 
     @property
     def plan_errors(self):
@@ -1092,6 +1107,9 @@ class Heartbeat:
                     text = _number_json(value)
                     if text is not None:
                         parts.append(key + text)
+                        if (text[0] == '"' and key == ',"loss":'
+                                and self._non_finite_step is None):
+                            self._non_finite_step = step  # NaN or an infinity
             if samples is not None or tokens is not None or device_memory_bytes is not None:
                 self._add_counts(parts, samples, tokens, device_memory_bytes,
                                  device_memory_capacity_bytes)
@@ -1162,10 +1180,22 @@ class Heartbeat:
         publishes a plan, and outside an agent: False. A plan file that cannot
         be read leaves the plans held before in force (counted in
         ``plan_errors``).
+
+        Once this rank has sent a non-finite loss (``non_finite_step``), False
+        until the generation ends: the parameters the next all-reduce spreads
+        are NaN, and trainsupd stops the generation for it (``--on-non-finite
+        restart``, its default); a checkpoint written meanwhile would be the
+        one the next generation loads. The other ranks have the NaN by the
+        next step: a collective checkpoint at the NaN's own step may see them
+        disagree, and then never completes, which is what is wanted. A script
+        whose settings say the supervisor only reports a non-finite loss
+        (``signals={"non_finite": 1}``, or 0) keeps its plan.
         """
         try:
             if self._outbox is not None:
                 self._outbox.release_old()
+            if self._non_finite_step is not None and self._no_checkpoint_after_nan:
+                return False
             self._reload_plans()
             return should_checkpoint(self._plans, int(step))
         except Exception:  # noqa: BLE001

@@ -6,6 +6,15 @@ namespace trainsup {
 
 void LossShiftRule::Observe(int64_t step, double loss) { losses_.Add(step, loss); }
 
+double LossShiftRule::Trend(double step) const {
+  // The segment between two knots that holds `step`, or an end segment.
+  size_t i = 0;
+  while (i + 2 < kTrendParts && step > knot_steps_[i + 1]) ++i;
+  const double run = knot_steps_[i + 1] - knot_steps_[i];
+  const double slope = run > 0 ? (knot_values_[i + 1] - knot_values_[i]) / run : 0;
+  return knot_values_[i] + slope * (step - knot_steps_[i]);
+}
+
 std::optional<LossShiftFinding> LossShiftRule::Check() {
   if (!losses_.full()) return std::nullopt;
   const size_t baseline = static_cast<size_t>(options_.baseline);
@@ -20,17 +29,35 @@ std::optional<LossShiftFinding> LossShiftRule::Check() {
     }
     return std::nullopt;
   }
-  losses_.Values(0, baseline, &scratch_);
-  const RobustSpread spread = RobustSpreadOf(scratch_);
-  const double threshold =
-      spread.median + std::max(options_.floor, options_.sigmas * spread.sigma);
+  // The baseline's trend: the median of each part at the part's mean step
+  // (baseline >= 8: every part holds 2 steps or more).
+  const size_t part = baseline / kTrendParts;
+  for (size_t p = 0; p < kTrendParts; ++p) {
+    const size_t from = p * part;
+    const size_t to = p + 1 == kTrendParts ? baseline : from + part;
+    double steps = 0;
+    for (size_t i = from; i < to; ++i) steps += static_cast<double>(losses_.step(i));
+    knot_steps_[p] = steps / static_cast<double>(to - from);
+    knot_values_[p] = losses_.Median(from, to, &scratch_);
+  }
+  scratch_.clear();
+  for (size_t i = 0; i < baseline; ++i) {
+    scratch_.push_back(losses_.value(i) - Trend(static_cast<double>(losses_.step(i))));
+  }
+  const RobustSpread noise = RobustSpreadOf(scratch_);
+  const double last = static_cast<double>(losses_.step(baseline - 1));
+  const size_t tail = std::min(baseline, std::max<size_t>(3, static_cast<size_t>(options_.window) / 2));
+  const double level = std::max(Trend(last) + noise.median,
+                                losses_.Median(baseline - tail, baseline, &scratch_));
+  const double threshold = level + std::max(options_.floor, options_.sigmas * noise.sigma);
   if (!(recent_min > threshold)) return std::nullopt;
 
   LossShiftFinding f;
   f.step = step;
   f.recent_min = recent_min;
-  f.baseline_median = spread.median;
-  f.baseline_sigma = spread.sigma;
+  f.baseline_level = level;
+  f.baseline_slope = Trend(last) - Trend(last - 1);
+  f.baseline_sigma = noise.sigma;
   f.threshold = threshold;
   // The run above the threshold that ends now began at least `window` ago.
   size_t first = baseline;

@@ -52,6 +52,11 @@ class NonFiniteRule {
   uint64_t loss_steps() const { return loss_steps_; }
   uint64_t overflow_steps() const { return overflow_steps_; }
   bool reported() const { return reported_; }
+  // The least step with a non-finite loss heard so far, reported or not
+  // (a crash may stop the generation before its settle time).
+  std::optional<int64_t> first_loss_step() const {
+    return loss_ ? std::optional<int64_t>(loss_->first_step) : std::nullopt;
+  }
 
  private:
   const NonFiniteOptions options_;

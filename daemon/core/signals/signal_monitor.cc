@@ -156,7 +156,7 @@ void SignalMonitor::Feed(const StepSignals& s) {
 }
 
 SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job,
-                                    std::optional<int64_t> resume_limit) {
+                                    const ResumeTold& told) {
   SignalFindings out;
   Roll(job);
   aggregator_.Expire(now, kStepExpiry);
@@ -178,8 +178,14 @@ SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job,
   out.replica = rules.replica.Take();
   if (resume_) {
     out.resume = resume_->Take();
-    if (out.resume.behind && resume_limit && out.resume.behind->resumed_step <= *resume_limit) {
-      out.resume.behind.reset();  // behind on purpose
+    if (out.resume.behind && told.limit) {
+      ResumeBehindFinding& behind = *out.resume.behind;
+      if (!told.at || behind.resumed_step >= *told.at) {
+        out.resume.behind.reset();  // behind on purpose
+      } else {
+        behind.checkpoint_step = *told.at;  // behind what it was told to load
+        behind.repeated_steps = *told.at - behind.resumed_step;
+      }
     }
     Totals& t = totals_;
     if (out.resume.behind) {
@@ -227,6 +233,11 @@ void SignalMonitor::SweepThroughput(absl::Time now, SignalFindings& out) {
     out.throughput.push_back({false, pending_node_->node, pending_node_->finding, std::nullopt, 1});
     pending_node_.reset();
   }
+}
+
+std::optional<int64_t> SignalMonitor::NonFiniteLossStep(uint64_t generation) const {
+  if (!rules_ || generation != generation_) return std::nullopt;
+  return rules_->non_finite.first_loss_step();
 }
 
 bool SignalMonitor::loss_shifted() const { return rules_ && rules_->loss_shift.shifted(); }

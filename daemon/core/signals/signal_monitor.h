@@ -72,13 +72,19 @@ class SignalMonitor : public StepObserver {
   // A CHECKPOINT_END applied: the checkpoint of hb.step is complete once
   // every rank reporting in the generation has ended it.
   void OnCheckpoint(const Job& job, const Heartbeat& hb);
-  // Hands over steps whose ranks stopped reporting, and runs the rules.
-  // `resume_limit`: the step at or below which trainsupd told the current
-  // generation to resume (a fallback from a suspect checkpoint, a spike
-  // rollback); a resume behind the last checkpoint as told is no finding,
-  // neither an event nor a count.
-  SignalFindings Sweep(absl::Time now, const Job& job,
-                       std::optional<int64_t> resume_limit = std::nullopt);
+  // Where trainsupd told the current generation to resume (a fallback from
+  // a suspect checkpoint or below a non-finite loss, a spike rollback): the
+  // step at or below which to load (`limit`), and the newest checkpoint it
+  // saw there (`at`; nullopt: none, a fresh start).
+  struct ResumeTold {
+    std::optional<int64_t> limit;
+    std::optional<int64_t> at;
+  };
+  // Hands over steps whose ranks stopped reporting, and runs the rules. A
+  // resume behind the last checkpoint as `told` is no finding, neither an
+  // event nor a count; one behind the checkpoint it was told to load is
+  // judged against that one.
+  SignalFindings Sweep(absl::Time now, const Job& job, const ResumeTold& told = {});
 
   // The supervisor renumbered its nodes: `move(NodeIndex&)` for each.
   template <typename Move>
@@ -124,6 +130,11 @@ class SignalMonitor : public StepObserver {
   // The job's latest resume spike (any generation's): which checkpoint was
   // loaded (resumed_step), in which generation, and how many steps after.
   const std::optional<ResumeSpikeFinding>& resume_spike() const { return resume_spike_; }
+
+  // The least step at which a rank of `generation` sent a non-finite loss,
+  // while that is the generation the rules follow and the non-finite rule
+  // is on; nullopt otherwise.
+  std::optional<int64_t> NonFiniteLossStep(uint64_t generation) const;
 
   // The current generation's first step (docs/provenance.md), of
   // record().generation(): the first one with every rank's STEP in it (a
