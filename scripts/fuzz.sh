@@ -22,7 +22,10 @@ build() {
     exit 1
   fi
   local start=$SECONDS
+  # Line tables only: all a sanitizer's stack trace needs, and the tree
+  # compiles about a fifth faster than with full debug information.
   CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_C_FLAGS_DEBUG=-gline-tables-only -DCMAKE_CXX_FLAGS_DEBUG=-gline-tables-only \
     -DTRAINSUP_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
   ninja -C "$BUILD" -j "${TRAINSUP_BUILD_JOBS:-2}" fuzzers
   echo "fuzz tree: built in $((SECONDS - start))s"

@@ -40,9 +40,11 @@ else
   run_ctest -j4 "$@" || status=$?
 fi
 echo "tests: $(( $(date +%s) - built ))s (build excluded); $(( $(date +%s) - start ))s in all"
-# CTest's own per-test times, from its result lines:
+# CTest's own per-test times, from its result lines (awk reads to the end:
+# `head` would close the pipe early, and under pipefail sort's SIGPIPE would
+# be the script's exit status, 141, after a green run):
 #   "  12/340 Test  #87: e2e_recovery ....   Passed  101.23 sec"
 echo "the ten slowest tests:"
 sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: \([^ ]*\) .* \([0-9.]*\) sec$/\2 \1/p' "$log" |
-  sort -rn | head -10 | awk '{ printf "  %8.1fs  %s\n", $1, $2 }'
+  sort -rn | awk 'NR <= 10 { printf "  %8.1fs  %s\n", $1, $2 }'
 exit "$status"
