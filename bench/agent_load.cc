@@ -8,7 +8,8 @@
 // CPU and memory, operator verbs' latencies and /metrics scrapes while the
 // load runs, and the time to detect an injected hang or death. One table
 // per run. Exit status 1 when the injected fault was not reported, or named
-// the wrong rank or node.
+// the wrong rank or node, or a gate's budget (--max-verb-ratio,
+// --max-bytes-per-rank) was exceeded.
 //
 // The parent forks its load processes before it creates anything of gRPC:
 // a process that forks after gRPC started its threads cannot use gRPC in
@@ -24,6 +25,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +66,10 @@ struct Options {
   absl::Duration probe_pause = absl::Milliseconds(250);
   absl::Duration report_interval = absl::Milliseconds(200);
   std::string json;
+  std::string trainsupctl;  // also time `trainsupctl jobs` as a new process
+  // The gate (docs/benchmarks.md "The scale gate"); 0: off.
+  double max_verb_ratio = 0;      // each verb's p99 / the unloaded ListEvents p99
+  double max_bytes_per_rank = 0;  // trainsupd's steady RSS / ranks
 
   int64_t fault_rank() const { return load.hang_rank >= 0 ? load.hang_rank : load.kill_rank; }
 };
@@ -337,6 +343,37 @@ struct Detection {
   std::optional<double> restart_to_first_step_s;
 };
 
+// The scale gate: every verb's p99 within --max-verb-ratio times the
+// unloaded ListEvents p99 of the same run (the machine's own speed cancels
+// out), and the steady RSS within --max-bytes-per-rank. Says what failed.
+bool WithinGate(const Options& o, const Summary& unloaded, const std::vector<OperatorProber::Verb>& verbs,
+                double bytes_per_rank) {
+  bool within = true;
+  if (o.max_verb_ratio > 0) {
+    if (unloaded.n == 0) {
+      std::printf("gate: FAILED: no unloaded ListEvents call answered\n");
+      return false;
+    }
+    const double budget = o.max_verb_ratio * unloaded.p99;
+    for (const OperatorProber::Verb& v : verbs) {
+      const Summary s = Summarize(v.seconds);
+      const bool ok = s.n > 0 && v.errors == 0 && s.p99 <= budget;
+      std::printf("gate: %s p99 %s = %.0f x unloaded ListEvents p99 (%s); budget %.0f x: %s\n",
+                  v.name.c_str(), s.n ? FormatSeconds(s.p99).c_str() : "n/a",
+                  s.n ? s.p99 / unloaded.p99 : NAN, FormatSeconds(unloaded.p99).c_str(),
+                  o.max_verb_ratio, ok ? "ok" : "FAILED");
+      within &= ok;
+    }
+  }
+  if (o.max_bytes_per_rank > 0) {
+    const bool ok = bytes_per_rank <= o.max_bytes_per_rank;
+    std::printf("gate: trainsupd RSS %.0f B/rank; budget %.0f: %s\n", bytes_per_rank,
+                o.max_bytes_per_rank, ok ? "ok" : "FAILED");
+    within &= ok;
+  }
+  return within;
+}
+
 int Run(const Options& o) {
   std::vector<LoadProcess> children = ForkLoadProcesses(o);
   std::optional<Supervisor> supervisor;
@@ -363,6 +400,8 @@ int Run(const Options& o) {
     return kExitUnreachable;
   }
   EventWatcher events(OperatorChannel(supervisor->grpc, 1), load.job);
+  // The same call before any load: what the gate compares the verbs with.
+  const Summary unloaded = UnloadedListEvents(ops, load.job, 200);
 
   // Connect every node; the steps begin once all are welcomed.
   const int64_t connect_start = WallNowNs();
@@ -396,8 +435,11 @@ int Run(const Options& o) {
   OperatorProber prober(ops, load.job, absl::ToDoubleSeconds(o.probe_pause));
   prober.Start(&ages);
   MetricsScraper scraper(supervisor->metrics, 1.0);
+  std::optional<CtlProber> ctl;
+  if (!o.trainsupctl.empty()) ctl.emplace(o.trainsupctl, supervisor->grpc, 1.0);
   SleepUntil(steady_end);
   const Mark end = TakeMark(children, *supervisor);
+  if (ctl.has_value()) ctl->Stop();
   scraper.Stop();
   prober.Stop();  // waits for the call in flight: it is measured too
 
@@ -479,10 +521,29 @@ int Run(const Options& o) {
   t.Row("trainsupd RSS steady", memory(end.proc, end.proc.rss_bytes),
         "VmRSS at the end of the steady phase, over all ranks (streams included)");
   t.Row("trainsupd RSS peak", memory(p2, p2.hwm_bytes), "VmHWM at the end of the run");
+  t.Row("ListEvents (limit 100), unloaded", Triple(unloaded) + absl::StrCat(" (", unloaded.n, " calls)"),
+        "p50 / p99 / max before any node connected");
   for (const OperatorProber::Verb& v : prober.verbs()) {
     const Summary s = Summarize(v.seconds);
     t.Row(v.name, absl::StrCat(Triple(s), " (", s.n, " calls", v.errors > 0 ? absl::StrCat(", ", v.errors, " errors: ", v.first_error) : "", ")"),
           "p50 / p99 / max while the load runs; 120 s deadline");
+  }
+  std::vector<double> ctl_seconds;
+  if (ctl.has_value()) {
+    ctl_seconds = ctl->seconds();
+    std::sort(ctl_seconds.begin(), ctl_seconds.end());
+    // Nearest rank, as Summarize's percentiles.
+    const double p90 = ctl_seconds.empty()
+                           ? NAN
+                           : ctl_seconds[static_cast<size_t>(std::ceil(0.9 * ctl_seconds.size())) - 1];
+    const Summary s = Summarize(ctl_seconds);
+    t.Row("`trainsupctl jobs`, a new process",
+          s.n == 0 ? "n/a" : absl::StrCat(FormatSeconds(s.p50), " / ", FormatSeconds(p90), " / ",
+                                          FormatSeconds(s.max), " (", s.n, " runs, ", ctl->failures(),
+                                          " failed)"),
+          "p50 / p90 / max, spawn to exit, one a second in the steady phase");
+    t.JsonNumber("ctl_jobs_p50_s", s.n ? s.p50 : NAN);
+    t.JsonNumber("ctl_jobs_p90_s", p90);
   }
   const Summary scrapes = scraper.seconds();
   t.Row("/metrics scrape", absl::StrCat(FormatSeconds(scrapes.p50), " / ", FormatSeconds(scrapes.p99),
@@ -566,6 +627,9 @@ int Run(const Options& o) {
   }
   if (!alive) return kExitFailure;
   if (fault && !(d.event.has_value() && d.rank_right && d.node_right)) return kExitFailure;
+  if (!WithinGate(o, unloaded, prober.verbs(), static_cast<double>(end.proc.rss_bytes) / load.world_size())) {
+    return kExitFailure;
+  }
   return kExitOk;
 }
 
@@ -623,6 +687,13 @@ int main(int argc, char** argv) {
                "drop its own streams (the agent's 5 s ping timeout)");
   AddDurationOption(app, "--probe-pause", &o.probe_pause, "pause between operator calls");
   app.add_option("--json", o.json, "also write the figures as JSON")->type_name("FILE");
+  app.add_option("--trainsupctl", o.trainsupctl,
+                 "also run `trainsupctl jobs` as a new process every second of the steady phase")
+      ->type_name("PATH");
+  app.add_option("--max-verb-ratio", o.max_verb_ratio,
+                 "gate: exit 1 when a verb's p99 exceeds this many times the unloaded ListEvents p99");
+  app.add_option("--max-bytes-per-rank", o.max_bytes_per_rank,
+                 "gate: exit 1 when trainsupd's steady RSS exceeds this many bytes a rank");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   app.footer("Exit codes: 0 ok; 1 the run failed (trainsupd died, or the fault was not named);\n"
              "2 bad usage; 3 cannot reach the supervisor.");

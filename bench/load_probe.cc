@@ -1,5 +1,10 @@
 #include "bench/load_probe.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <utility>
@@ -251,6 +256,75 @@ void OperatorProber::Run() {
     Record(verb, SecondsSince(start), status);
     // A pause between calls: an operator, not a flood.
     if (!stop_.load()) std::this_thread::sleep_for(std::chrono::duration<double>(pause_s_));
+  }
+}
+
+Summary UnloadedListEvents(const std::shared_ptr<grpc::Channel>& channel, const std::string& job,
+                           int calls) {
+  std::unique_ptr<v1::OperatorService::Stub> stub = v1::OperatorService::NewStub(channel);
+  std::vector<double> seconds;
+  for (int i = 0; i < calls; ++i) {
+    grpc::ClientContext context;
+    SetDeadline(&context);
+    v1::ListEventsRequest q;
+    q.set_job_id(job);
+    q.set_limit(100);
+    v1::ListEventsResponse r;
+    const int64_t start = WallNowNs();
+    if (stub->ListEvents(&context, q, &r).ok()) seconds.push_back(SecondsSince(start));
+  }
+  return Summarize(std::move(seconds));
+}
+
+CtlProber::CtlProber(std::string trainsupctl, std::string supervisor, double every_s)
+    : trainsupctl_(std::move(trainsupctl)), supervisor_(std::move(supervisor)), every_s_(every_s) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+CtlProber::~CtlProber() { Stop(); }
+
+void CtlProber::Stop() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<double> CtlProber::seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seconds_;
+}
+
+int CtlProber::failures() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return failures_;
+}
+
+void CtlProber::Run() {
+  const std::string address = "--supervisor=" + supervisor_;
+  while (!stop_.load()) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
+    std::vector<char*> argv = {const_cast<char*>(trainsupctl_.c_str()),
+                               const_cast<char*>(address.c_str()), const_cast<char*>("jobs"),
+                               nullptr};
+    const int64_t start = WallNowNs();
+    pid_t pid = 0;
+    int status = 0;
+    const bool ran = posix_spawn(&pid, trainsupctl_.c_str(), &actions, nullptr, argv.data(),
+                                 environ) == 0 &&
+                     waitpid(pid, &status, 0) == pid;
+    const double seconds = SecondsSince(start);
+    posix_spawn_file_actions_destroy(&actions);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (ran && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        seconds_.push_back(seconds);
+      } else {
+        ++failures_;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(every_s_));
   }
 }
 

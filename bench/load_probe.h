@@ -117,6 +117,36 @@ class OperatorProber {
   std::thread thread_;
 };
 
+// ListEvents (limit 100) `calls` times in turn, before any load: the
+// supervisor's own unloaded latency on this machine, that a gate's budget is
+// a multiple of (docs/benchmarks.md, "The scale gate").
+Summary UnloadedListEvents(const std::shared_ptr<grpc::Channel>& channel, const std::string& job,
+                           int calls);
+
+// `trainsupctl --supervisor ADDRESS jobs` as a new process every `every_s`,
+// as an operator runs it: process start, channel, call, table, exit; timed
+// from spawn to exit. Until stopped.
+class CtlProber {
+ public:
+  CtlProber(std::string trainsupctl, std::string supervisor, double every_s);
+  ~CtlProber();
+  void Stop();
+  std::vector<double> seconds() const;  // of the runs that exited 0
+  int failures() const;
+
+ private:
+  void Run();
+
+  const std::string trainsupctl_;
+  const std::string supervisor_;
+  const double every_s_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::vector<double> seconds_;
+  int failures_ = 0;
+  std::thread thread_;
+};
+
 // GET /metrics every `every_s` until stopped.
 class MetricsScraper {
  public:
