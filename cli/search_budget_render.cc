@@ -10,7 +10,7 @@ namespace trainsup {
 
 namespace {
 
-std::string Line(absl::string_view key, absl::string_view value) {
+std::string BudgetLine(absl::string_view key, absl::string_view value) {
   return absl::StrFormat("%-18s%s\n", key, value);
 }
 
@@ -33,14 +33,14 @@ const SearchStrategy* Find(const SearchBudget& b, absl::string_view name) {
 std::string RenderSearchBudgetTable(const SearchBudget& b) {
   const SearchBudgetInputs& in = b.inputs;
   std::string out;
-  out += Line("budget", absl::StrFormat("%.6g GPU-hours; a full run %.6g GPU-hours",
+  out += BudgetLine("budget", absl::StrFormat("%.6g GPU-hours; a full run %.6g GPU-hours",
                                         in.budget_gpu_hours, in.run_gpu_hours));
-  out += Line("space", absl::StrFormat("%d dimension%s, one of which matters", in.dimensions,
+  out += BudgetLine("space", absl::StrFormat("%d dimension%s, one of which matters", in.dimensions,
                                        in.dimensions == 1 ? "" : "s"));
-  out += Line("halving", absl::StrFormat("%d rungs, keeping 1 in %d; early noise %.6g",
+  out += BudgetLine("halving", absl::StrFormat("%d rungs, keeping 1 in %d; early noise %.6g",
                                          in.rungs, in.reduction_factor, in.early_noise));
   if (b.waste_fraction.has_value()) {
-    out += Line("failures",
+    out += BudgetLine("failures",
                 absl::StrFormat("MTBF %.6g h, restart %s, checkpoint %s: checkpoints every %s; "
                                 "%.1f %% of the GPU-hours lost, %.1f GPU-hours train",
                                 *in.mtbf_hours, FormatSeconds(in.restart_seconds),
@@ -49,13 +49,13 @@ std::string RenderSearchBudgetTable(const SearchBudget& b) {
                                 100 * *b.waste_fraction, b.training_gpu_hours));
     const SearchStrategy* random = Find(b, "random");
     if (random != nullptr) {
-      out += Line("", absl::StrFormat("the budget buys %d full runs at this failure rate "
+      out += BudgetLine("", absl::StrFormat("the budget buys %d full runs at this failure rate "
                                       "(%d without failures)",
                                       random->full_runs,
                                       static_cast<int64_t>(in.budget_gpu_hours / in.run_gpu_hours)));
     }
   }
-  out += Line("monte carlo", absl::StrFormat("%d trials, seed %d", in.trials, in.seed));
+  out += BudgetLine("monte carlo", absl::StrFormat("%d trials, seed %d", in.trials, in.seed));
   out += "\n";
   Table table({"STRATEGY", "LAYOUT", "CONFIGS", "FULL_RUNS", "DISTINCT_VALUES", "GPU_HOURS",
                "QUALITY"});

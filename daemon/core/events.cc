@@ -22,7 +22,7 @@ Event Make(absl::Time time, const EventJob& job, EventKind kind) {
   return e;
 }
 
-double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+double FigureSeconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // "no rank advanced for 20.5s (threshold 20.0s) at step 12".
 std::string StallText(const StallVerdict& verdict, int64_t step) {
@@ -147,8 +147,8 @@ Event StallEvent(absl::Time time, const EventJob& job, const StallVerdict& verdi
   } else {
     absl::StrAppend(&e.message, "; culprit: ", CulpritText(culprit));
   }
-  e.figures = {{"silent_seconds", Seconds(verdict.silent)},
-               {"threshold_seconds", Seconds(verdict.threshold)},
+  e.figures = {{"silent_seconds", FigureSeconds(verdict.silent)},
+               {"threshold_seconds", FigureSeconds(verdict.threshold)},
                {"step", static_cast<double>(step)}};
   if (culprit.seen_ranks > 0) {
     e.figures.emplace_back("seen_ranks", culprit.seen_ranks);
@@ -166,9 +166,9 @@ Event NodeLostInStallEvent(absl::Time time, const EventJob& job, const StallVerd
   e.message = absl::StrCat("node ", node, " lost: not heard for ", TenthsOfSeconds(unheard),
                            " (ranks ", ListSome(ranks), ") while ", StallText(verdict, step),
                            " and every rank that can be seen waits for it");
-  e.figures = {{"silent_seconds", Seconds(verdict.silent)},
-               {"threshold_seconds", Seconds(verdict.threshold)},
-               {"unheard_seconds", Seconds(unheard)},
+  e.figures = {{"silent_seconds", FigureSeconds(verdict.silent)},
+               {"threshold_seconds", FigureSeconds(verdict.threshold)},
+               {"unheard_seconds", FigureSeconds(unheard)},
                {"lost_ranks", static_cast<double>(ranks.size())},
                {"step", static_cast<double>(step)}};
   return e;
@@ -323,9 +323,9 @@ Event NodeUnreachableEvent(absl::Time time, const EventJob& job, const std::stri
       TenthsOfSeconds(lost_after), "); ",
       ranks.empty() ? std::string("it has no rank") : absl::StrCat("ranks ", ListSome(ranks)),
       " unknown; nothing is stopped while the job steps");
-  e.figures = {{"unheard_seconds", Seconds(unheard)},
+  e.figures = {{"unheard_seconds", FigureSeconds(unheard)},
                {"ranks", static_cast<double>(ranks.size())},
-               {"threshold_seconds", Seconds(lost_after)}};
+               {"threshold_seconds", FigureSeconds(lost_after)}};
   return e;
 }
 
@@ -343,8 +343,8 @@ Event StartTimeoutEvent(absl::Time time, const EventJob& job, absl::Duration wai
                            " ago; no rank reported on the ", Counted(nodes_running, "node", "nodes"),
                            " running it): ", where,
                            " did not complete, or its ranks did not start");
-  e.figures = {{"waited_seconds", Seconds(waited)},
-               {"timeout_seconds", Seconds(timeout)},
+  e.figures = {{"waited_seconds", FigureSeconds(waited)},
+               {"timeout_seconds", FigureSeconds(timeout)},
                {"nodes_running", static_cast<double>(nodes_running)}};
   return e;
 }
@@ -355,7 +355,7 @@ Event NodeReachableEvent(absl::Time time, const EventJob& job, const std::string
   e.node = node;
   e.message = absl::StrCat("node ", node, " heard again after ", TenthsOfSeconds(silent),
                            " of silence");
-  e.figures = {{"silent_seconds", Seconds(silent)}};
+  e.figures = {{"silent_seconds", FigureSeconds(silent)}};
   return e;
 }
 
@@ -707,12 +707,12 @@ Event RecoveredEvent(absl::Time time, const EventJob& job, const RecoveryFigures
                            ", backoff ", TenthsOfSeconds(f.backoff), ", relaunch ",
                            TenthsOfSeconds(f.relaunch), ", first step ",
                            TenthsOfSeconds(f.first_step));
-  e.figures = {{"detect_seconds", Seconds(f.detect)},
-               {"stop_seconds", Seconds(f.stop)},
-               {"backoff_seconds", Seconds(f.backoff)},
-               {"relaunch_seconds", Seconds(f.relaunch)},
-               {"first_step_seconds", Seconds(f.first_step)},
-               {"total_seconds", Seconds(f.total)}};
+  e.figures = {{"detect_seconds", FigureSeconds(f.detect)},
+               {"stop_seconds", FigureSeconds(f.stop)},
+               {"backoff_seconds", FigureSeconds(f.backoff)},
+               {"relaunch_seconds", FigureSeconds(f.relaunch)},
+               {"first_step_seconds", FigureSeconds(f.first_step)},
+               {"total_seconds", FigureSeconds(f.total)}};
   return e;
 }
 
@@ -764,7 +764,7 @@ HoldCause RestartLimitHold(int restarts, absl::Duration window, int limit,
                               absl::FormatDuration(window), " (--restart-limit ", limit,
                               "); last failure: ", last_failure);
   cause.figures = {{"restarts_in_window", restarts},
-                   {"window_seconds", Seconds(window)},
+                   {"window_seconds", FigureSeconds(window)},
                    {"restart_limit", limit}};
   return cause;
 }
@@ -817,7 +817,7 @@ Event QuarantineEvent(absl::Time time, const EventJob& job, const std::string& n
   e.node = node;
   e.message = absl::StrCat("node ", node, " quarantined by ", by, ": ", reason);
   if (counted) {
-    e.figures = {{"failures", counted->failures}, {"window_seconds", Seconds(counted->window)}};
+    e.figures = {{"failures", counted->failures}, {"window_seconds", FigureSeconds(counted->window)}};
   }
   return e;
 }
@@ -839,7 +839,7 @@ Event QuarantineSkippedEvent(absl::Time time, const EventJob& job, const std::st
                            " nodes are quarantined already, the most --quarantine-max-fraction ",
                            max_fraction, " of ", nodes, " allows");
   e.figures = {{"failures", counted.failures},
-               {"window_seconds", Seconds(counted.window)},
+               {"window_seconds", FigureSeconds(counted.window)},
                {"quarantined_nodes", static_cast<double>(quarantined)},
                {"max_fraction", max_fraction},
                {"nodes", static_cast<double>(nodes)}};
