@@ -27,6 +27,17 @@ double SecondsSince(int64_t start_ns) {
   return static_cast<double>(WallNowNs() - start_ns) / kNsPerS;
 }
 
+// The call the operator probe times under load and the gate's yardstick
+// times before it: one page of the job's events (limit 100).
+grpc::Status ListEventsPage(v1::OperatorService::Stub* stub, grpc::ClientContext* context,
+                            const std::string& job) {
+  v1::ListEventsRequest q;
+  q.set_job_id(job);
+  q.set_limit(100);
+  v1::ListEventsResponse r;
+  return stub->ListEvents(context, q, &r);
+}
+
 }  // namespace
 
 EventWatcher::EventWatcher(std::shared_ptr<grpc::Channel> channel, std::string job)
@@ -227,14 +238,9 @@ void OperatorProber::Run() {
         status = stub_->ListNodes(&context, v1::ListNodesRequest(), &r);
         break;
       }
-      case 3: {
-        v1::ListEventsRequest q;
-        q.set_job_id(job_);
-        q.set_limit(100);
-        v1::ListEventsResponse r;
-        status = stub_->ListEvents(&context, q, &r);
+      case 3:
+        status = ListEventsPage(stub_.get(), &context, job_);
         break;
-      }
       case 4: {
         v1::ListRanksRequest q;  // `trainsupctl ranks --top 20`
         q.set_job_id(job_);
@@ -266,12 +272,8 @@ Summary UnloadedListEvents(const std::shared_ptr<grpc::Channel>& channel, const 
   for (int i = 0; i < calls; ++i) {
     grpc::ClientContext context;
     SetDeadline(&context);
-    v1::ListEventsRequest q;
-    q.set_job_id(job);
-    q.set_limit(100);
-    v1::ListEventsResponse r;
     const int64_t start = WallNowNs();
-    if (stub->ListEvents(&context, q, &r).ok()) seconds.push_back(SecondsSince(start));
+    if (ListEventsPage(stub.get(), &context, job).ok()) seconds.push_back(SecondsSince(start));
   }
   return Summarize(std::move(seconds));
 }

@@ -101,6 +101,18 @@ class LifecycleTest : public FakeAgentsTest {
     Take();
   }
 
+  // The job's command exits 0 on node-a and node-b at `end` and their agents
+  // leave; at `next_hello` the next job's agents say hello with the same
+  // node names (back-to-back Slurm steps), before this job's sweep.
+  void EndOnBothNodesAndPassThemOn(absl::Time end, absl::Time next_hello) {
+    SendLauncherExit(end, a_, 0);
+    SendLauncherExit(end, b_, 0);
+    Disconnect(end, a_);
+    Disconnect(end, b_);
+    Connect(next_hello, MakeHello("node-a", "next", 101));
+    Connect(next_hello, MakeHello("node-b", "next", 102));
+  }
+
   // What the supervisor decided since the last call. Every output must
   // journal exactly the events it reports.
   SupervisorOutput Take() {
@@ -894,12 +906,7 @@ TEST_F(LifecycleTest, AJobWhoseNodesPassToTheNextJobBeforeItsSweepStillFinishes)
   Start();
   StepAll(AtS(1), 1);
   Take();
-  SendLauncherExit(AtS(10), a_, 0);
-  SendLauncherExit(AtS(10), b_, 0);
-  Disconnect(AtS(10), a_);
-  Disconnect(AtS(10), b_);
-  Connect(AtMs(10400), MakeHello("node-a", "next", 101));
-  Connect(AtMs(10400), MakeHello("node-b", "next", 102));
+  EndOnBothNodesAndPassThemOn(AtS(10), AtMs(10400));
 
   Sweep(AtS(11));
 
@@ -954,12 +961,7 @@ TEST_F(LifecycleTest, ANodeThatLeftWithItsCommandRunningKeepsItsJobFromFinishing
 // runs; it still finishes when its commands exit 0, names passed on or not.
 TEST_F(LifecycleTest, APendingJobWhoseCommandsExitedZeroFinishesAfterItsNodesPassOn) {
   Start();
-  SendLauncherExit(AtS(2), a_, 0);
-  SendLauncherExit(AtS(2), b_, 0);
-  Disconnect(AtS(2), a_);
-  Disconnect(AtS(2), b_);
-  Connect(AtMs(2300), MakeHello("node-a", "next", 101));
-  Connect(AtMs(2300), MakeHello("node-b", "next", 102));
+  EndOnBothNodesAndPassThemOn(AtS(2), AtMs(2300));
 
   Sweep(AtS(3));
 
