@@ -1,10 +1,20 @@
 #include "daemon/core/signals/loss_shift_rule.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace trainsup {
 
-void LossShiftRule::Observe(int64_t step, double loss) { losses_.Add(step, loss); }
+void LossShiftRule::Observe(int64_t step, double loss) {
+  losses_.Add(step, loss);
+  // Judged at every step, not only when the sweep asks: a short spike
+  // enters the baseline's last part a few steps after it fills the window,
+  // and from then on it raises the level it is judged against. A sweep
+  // that takes five steps at once could miss the steps between.
+  if (std::optional<LossShiftFinding> f = Judge(); f && !found_) found_ = f;
+}
+
+std::optional<LossShiftFinding> LossShiftRule::Check() { return std::exchange(found_, std::nullopt); }
 
 double LossShiftRule::Trend(double step) const {
   // The segment between two knots that holds `step`, or an end segment.
@@ -15,7 +25,7 @@ double LossShiftRule::Trend(double step) const {
   return knot_values_[i] + slope * (step - knot_steps_[i]);
 }
 
-std::optional<LossShiftFinding> LossShiftRule::Check() {
+std::optional<LossShiftFinding> LossShiftRule::Judge() {
   if (!losses_.full()) return std::nullopt;
   const size_t baseline = static_cast<size_t>(options_.baseline);
   double recent_min = losses_.value(baseline);

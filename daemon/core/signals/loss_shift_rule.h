@@ -49,10 +49,10 @@ class LossShiftRule {
       : options_(options),
         losses_(static_cast<size_t>(options.window + options.baseline)) {}
 
-  // The step's mean loss (finite), in step order.
+  // The step's mean loss (finite), in step order; judged at once, O(baseline).
   void Observe(int64_t step, double loss);
-  // A shift that began since the last finding; at most one per shift.
-  // O(baseline).
+  // The shift found since the last call, as first judged; at most one per
+  // shift.
   std::optional<LossShiftFinding> Check();
   // True from a finding until the shift is over.
   bool shifted() const { return held_.has_value(); }
@@ -61,12 +61,15 @@ class LossShiftRule {
   // The baseline's trend at step `step` (extrapolated with its end parts'
   // slopes beyond their medians).
   double Trend(double step) const;
+  // A shift that began with the newest step, if any.
+  std::optional<LossShiftFinding> Judge();
 
   const LossShiftOptions options_;
   Series losses_;
   std::optional<LossShiftFinding> held_;  // the shift in force, its baseline
   int64_t held_since_step_ = -1;
-  // The trend's knots, per Check: each part's median at its mean step.
+  std::optional<LossShiftFinding> found_;  // judged, not yet taken by Check
+  // The trend's knots, per Judge: each part's median at its mean step.
   std::array<double, kTrendParts> knot_steps_{};
   std::array<double, kTrendParts> knot_values_{};
   std::vector<double> scratch_;
