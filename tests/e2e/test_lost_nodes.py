@@ -166,8 +166,12 @@ class LostNodesEndToEnd(ClusterTestCase):
         # is cut off in the middle of it. A plan that not every agent holds
         # never takes effect, so no two ranks disagree on a checkpoint step
         # (which would hang the checkpoint's barrier).
+        # The horizon leaves half of it (30 steps, 1.5 s) to revoke a plan an
+        # agent did not get before any rank reaches it: a step's report, a
+        # sweep and the revocation's way back take about 0.7 s idle, more on a
+        # loaded machine (1 s, 0.5 s of guard, failed once in CI).
         c = self.make_cluster("--mtbf-prior", "2m", "--checkpoint-cost-prior", "100ms",
-                              "--restart-cost-prior", "5s", "--plan-horizon", "1s",
+                              "--restart-cost-prior", "5s", "--plan-horizon", "3s",
                               "--replan-threshold", "0.05")
         self.proxy = PartitionProxy(c.grpc_address)
         job = "e2e-plan-partition"
