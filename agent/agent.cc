@@ -463,6 +463,11 @@ void Agent::OnPlan(const v1::CheckpointPlan& plan) {
     return;
   }
   if (plans_->held_through() == held) return;  // resent after a reconnect
+  // Say so now, not at the next report: a plan the supervisor does not hear
+  // held in time is revoked, and if this node is cut off between holding it
+  // and saying so, its ranks keep a plan the others dropped (they disagree
+  // on a checkpoint step). A report now shrinks that window to one trip.
+  if (link_ != nullptr) link_->RequestReport();
   TRAINSUP_LOG_INFO("checkpoint plan %d: every %d steps from step %d%s", plan.plan_id(),
                     plan.interval_steps(), plan.effective_from_step(),
                     plan.one_off_steps_size() > 0
@@ -476,6 +481,7 @@ void Agent::RetryPlanFile(absl::Duration now) {
   batcher_.SetPlansHeldThrough(plans_->held_through());
   if (written.ok()) {
     plan_retry_at_ = absl::InfiniteDuration();
+    if (link_ != nullptr) link_->RequestReport();
     TRAINSUP_LOG_INFO("plan file written: plans held through %d", plans_->held_through());
     return;
   }

@@ -96,6 +96,11 @@ bool SupervisorLink::Flush(absl::Duration timeout) {
   return flush_done_ >= ticket;
 }
 
+void SupervisorLink::RequestReport() {
+  absl::MutexLock lock(&mu_);
+  if (connected_) ++flush_requested_;
+}
+
 void SupervisorLink::Send(v1::AgentMessage message) {
   absl::MutexLock lock(&mu_);
   if (outbox_.size() >= kMaxQueuedMessages) outbox_.pop_front();
@@ -350,8 +355,11 @@ bool SupervisorLink::WriteReports(Stream* stream) {
     if (more) continue;  // a backlog beyond one message: the rest goes at once
     // The last word is out: the agent's side closes, in order.
     if (closing) return stream->WritesDone();
-    // On the schedule, unless it fell behind by a whole interval.
-    last_report = now - next_report >= report_interval() ? now : next_report;
+    // On the schedule, unless it fell behind by a whole interval; a report
+    // asked for early is an extra one and leaves the schedule be.
+    if (now >= next_report) {
+      last_report = now - next_report >= report_interval() ? now : next_report;
+    }
     absl::MutexLock lock(&mu_);
     flush_done_ = std::max(flush_done_, flush_ticket);
   }

@@ -96,6 +96,11 @@ class SupervisorLink {
   // queued before it). False when not connected or `timeout` passed first.
   bool Flush(absl::Duration timeout);
 
+  // Asks for a report now and returns at once (the reading thread may call
+  // it): for news the supervisor waits on, such as a checkpoint plan held.
+  // Nothing when not connected; the report carries it anyway.
+  void RequestReport();
+
   // Queues `message` (not a hello) to be written before the next report, on
   // this stream or, when none is up, on the next one. At most
   // kMaxQueuedMessages wait; beyond, the oldest is dropped.

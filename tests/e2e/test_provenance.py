@@ -89,9 +89,11 @@ class ProvenanceEndToEnd(ClusterTestCase):
         # The requeue, once generation 1 saved a checkpoint to resume from:
         # every task stopped, the script edited, the tasks started again for
         # the same job, in the new environment.
-        checkpoints = os.path.join(self.scratch, "ckpt")
-        wait_for(lambda: os.path.isdir(checkpoints) and os.listdir(checkpoints), STARTUP,
-                 what="generation 1's first checkpoint")
+        # Committed: `latest` names it (a rank's file alone may be a checkpoint
+        # still being written, which the next generation rightly passes over).
+        latest = os.path.join(self.scratch, "ckpt", "latest")
+        wait_for(lambda: os.path.exists(latest), STARTUP,
+                 what="generation 1's first committed checkpoint")
         for agent in c.agents.values():  # Slurm signals every task at once
             agent.signal(signal.SIGTERM)
         c.wait_agents(timeout=60)

@@ -529,9 +529,11 @@ class AgentBinaryTest : public ::testing::Test {
   // Starts the agent (welcomed to launch generation 1, reporting every 50ms)
   // on a command that writes its plan file's path to `plan_path`, then
   // sleeps; returns once the path is written.
-  void StartSleeperTellingItsPlanFile(FakeSupervisor& supervisor, const std::string& plan_path) {
+  void StartSleeperTellingItsPlanFile(FakeSupervisor& supervisor, const std::string& plan_path,
+                                      const std::string& report_interval = "50ms") {
     supervisor.SetWelcome(LaunchWelcome(1));
-    StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval", "50ms"},
+    StartAgent({"--supervisor", supervisor.address(), "--node", "n1", "--report-interval",
+                report_interval},
                {"/bin/sh", "-c",
                 absl::StrCat("echo $TRAINSUP_PLAN_FILE > ", plan_path, ".tmp && mv ", plan_path,
                              ".tmp ", plan_path, "; exec sleep 1000")});
@@ -726,6 +728,32 @@ TEST_F(AgentBinaryTest, EveryReportSaysWhichPlansTheRanksHold) {
   EXPECT_DOUBLE_EQ(supervisor.received()[0].message.hello().report_interval_seconds(), 0.05);
 
   kill(agent_, SIGTERM);  // forwarded to the command; the agent ends with it
+  const int status = AwaitAgent();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
+}
+
+// A plan the supervisor does not hear held in time is revoked: the agent
+// says it holds one at once, not at its next report (here 60 s away), so
+// that a partition in between rarely leaves its ranks with a revoked plan.
+TEST_F(AgentBinaryTest, APlanHeldIsSaidAtOnceNotAtTheNextReport) {
+  FakeSupervisor supervisor;
+  const std::string plan_path = dir_ + "/plan-path";
+  ASSERT_NO_FATAL_FAILURE(StartSleeperTellingItsPlanFile(supervisor, plan_path, "60s"));
+  v1::SupervisorMessage plan;
+  plan.mutable_plan()->set_plan_id(7);
+  plan.mutable_plan()->set_interval_steps(25);
+  supervisor.Send(plan);
+
+  // Well inside the 60 s interval (a deadline, not a speed figure).
+  ASSERT_TRUE(supervisor.AwaitReceived(
+      [](const std::vector<Received>& r) {
+        const std::vector<v1::NodeReport> reports = Reports(r);
+        return !reports.empty() && reports.back().plans_held_through() == 7;
+      },
+      absl::Seconds(20)))
+      << log();
+
+  kill(agent_, SIGTERM);
   const int status = AwaitAgent();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGTERM) << status;
 }
