@@ -52,6 +52,7 @@ bool CheckpointFallback::OnStep(uint64_t generation, int64_t step) {
     state_.generation = generation;
     state_.first_step = step;
     committed_.clear();
+    limit_at_start_ = state_.advice.limit;
     return true;
   }
   if (state_.first_step >= 0 && step >= state_.first_step) return false;

@@ -142,9 +142,19 @@ class CheckpointFallback {
   std::optional<int64_t> NewestAtOrBelow(int64_t step) const;
   // What the next generation is told.
   const ResumeAdvice& advice() const { return state_.advice; }
+  // The limit the current generation was told at its first step. The advice
+  // lifts once that generation saves past it, which may come before the
+  // sweep that judges where it resumed: that judgement needs this.
+  std::optional<int64_t> limit_at_start() const { return limit_at_start_; }
   const FallbackState& state() const { return state_; }
   // Puts back what the state store kept.
-  void Restore(FallbackState state) { state_ = std::move(state); }
+  // The current generation, if it came after the advice, was told it (unless
+  // it already lifted: then a resume it judges is judged without it).
+  void Restore(FallbackState state) {
+    state_ = std::move(state);
+    limit_at_start_.reset();
+    if (state_.generation > state_.advice_generation) limit_at_start_ = state_.advice.limit;
+  }
 
  private:
   void Advise(uint64_t generation, ResumeAdvice advice);
@@ -157,6 +167,7 @@ class CheckpointFallback {
   // current generation committed (the newest kMaxCheckpoints), and the
   // generation stopped for a non-finite loss with its first step.
   std::vector<int64_t> committed_;
+  std::optional<int64_t> limit_at_start_;
   uint64_t cut_generation_ = 0;
   int64_t cut_step_ = -1;
 };

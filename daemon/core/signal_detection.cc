@@ -15,7 +15,7 @@ const std::string& SignalDetection::NodeOfRank(const JobEntry& job, uint32_t ran
 
 bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   SignalMonitor::ResumeTold told;
-  told.limit = job.fallback.advice().limit;
+  told.limit = job.fallback.limit_at_start();
   if (told.limit) told.at = job.fallback.NewestAtOrBelow(*told.limit);
   SignalFindings found = job.signals.Sweep(now, job.job(), told);
   const SignalOptions& options = job.signals.options();

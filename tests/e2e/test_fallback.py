@@ -128,10 +128,12 @@ class FallbackEndToEnd(ClusterTestCase):
     def test_one_nan_poisons_no_checkpoint_the_next_generation_loads(self):
         c = self.make_cluster()
         job = "e2e-one-nan"
-        # Steps of 0.03 s: the stop (about 1.3 s after the NaN) comes some 40
-        # steps later, after the checkpoint of step 79 (and maybe 99).
+        # Checkpoints every 5 steps: the one of step 64 comes 4 steps after the
+        # NaN, well before the stop (about 1.3 s later). With checkpoints every
+        # 20 the stop came before step 79 on a loaded machine (CI run 6,
+        # 2026-12-03), and there was no poisoned checkpoint to test.
         c.start_job(job, train_args=self.train_args("--nan-at", "node-b:1:1:60", steps=140,
-                                                    step_seconds=0.03))
+                                                    step_seconds=0.03, checkpoint_every=5))
         self.assertEqual(c.wait_agents(timeout=STARTUP * 4), {"node-a": 0, "node-b": 0})
 
         nan = c.events(job, "not_finite")

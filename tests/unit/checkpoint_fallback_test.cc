@@ -245,6 +245,23 @@ TEST(CheckpointFallbackCutTest, ARestoredStateKeepsTheLimit) {
   EXPECT_EQ(restored.state().suspects, std::vector<int64_t>{79});
 }
 
+// The next generation saves past the limit within a sweep of its first step
+// (checkpoints every 5 steps): the advice lifts, and what it was told stays.
+TEST(CheckpointFallbackCutTest, TheLimitAGenerationStartedUnderOutlivesTheAdviceLifting) {
+  CheckpointFallback f;
+  RunGeneration(f, 1, -1, 90);
+  for (int64_t s : {54, 59, 64, 69}) f.OnCheckpoint(1, s);
+  f.OnNonFinite(1, 60);
+  EXPECT_EQ(f.limit_at_start(), std::nullopt);  // generation 1 was told nothing
+  RunGeneration(f, 2, 59, 65);
+  f.OnCheckpoint(2, 64);
+  EXPECT_EQ(f.advice().limit, std::nullopt);  // lifted: saved past it
+  EXPECT_EQ(f.limit_at_start(), 59);
+  EXPECT_EQ(f.NewestAtOrBelow(*f.limit_at_start()), 59);
+  RunGeneration(f, 3, 64, 66);  // told nothing more
+  EXPECT_EQ(f.limit_at_start(), std::nullopt);
+}
+
 // ---- A failure soon after a load, whatever its form (issue 28, section 2) ----
 
 TEST_F(CheckpointFallbackTest, ACrashSoonAfterALoadCountsAsANonFiniteLossDoes) {
