@@ -52,9 +52,18 @@ class PlanningEndToEnd(unittest.TestCase):
         log = train_log(c.train_log)
 
         # 1. Each crash shrinks the published interval: the first plan after a
-        #    crash has a lower MTBF and a shorter interval (in seconds: the
-        #    planner's T; its conversion to steps also follows the step time)
-        #    than the plan in force before it.
+        #    crash has a lower MTBF and, at the same checkpoint cost, a shorter
+        #    interval (in seconds: the planner's T; its conversion to steps also
+        #    follows the step time) than the plan in force before it. The cost
+        #    is measured, and on a loaded machine it rose by more than the
+        #    MTBF fell (CI run 7: C 0.105 -> 0.11 s, M 14.9 -> 14.7 s), so the
+        #    offline planner (`trainsupctl plan`) puts both at the later cost.
+        def planned(figures, checkpoint_seconds):
+            return c.ctl_json(
+                "plan", "--mtbf-hours", str(figures["mtbf_seconds"] / 3600),
+                "--checkpoint-seconds", str(checkpoint_seconds),
+                "--restart-seconds", str(figures["restart_seconds"]))["planned_interval_seconds"]
+
         crashes = [e for e in events if e["kind"] == "crash"]
         self.assertEqual(len(crashes), 2)
         plans = [e for e in events if e["kind"] == "checkpoint_plan"]
@@ -68,8 +77,9 @@ class PlanningEndToEnd(unittest.TestCase):
             self.assertTrue(before and after, "no plan on both sides of a crash")
             self.assertLess(after[0]["figures"]["mtbf_seconds"],
                             before[-1]["figures"]["mtbf_seconds"], after[0]["message"])
-            self.assertLess(after[0]["figures"]["interval_seconds"],
-                            before[-1]["figures"]["interval_seconds"], after[0]["message"])
+            cost = after[0]["figures"]["checkpoint_seconds"]
+            self.assertLess(planned(after[0]["figures"], cost),
+                            planned(before[-1]["figures"], cost), after[0]["message"])
 
         # 2. Every rank checkpointed at exactly the same steps (in each
         #    generation, up to the last step every rank completed in it).
