@@ -164,8 +164,9 @@ class CheckpointFallback {
   FallbackState state_;
   // Not kept by the state store (they matter for seconds, while a
   // generation stops; the advice they led to is kept): the checkpoints the
-  // current generation committed (the newest kMaxCheckpoints), and the
-  // generation stopped for a non-finite loss with its first step.
+  // current generation committed (the newest kMaxCheckpoints), the limit it
+  // was told (a restore puts back the advice's), and the generation stopped
+  // for a non-finite loss with its first step.
   std::vector<int64_t> committed_;
   std::optional<int64_t> limit_at_start_;
   uint64_t cut_generation_ = 0;
