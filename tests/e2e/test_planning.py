@@ -112,9 +112,12 @@ class PlanningEndToEnd(unittest.TestCase):
               file=sys.stderr)
         self.assertAlmostEqual(total, ledger["wall_seconds"], delta=1e-6)
         self.assertLess(abs(total - measured_wall) / measured_wall, 0.02)
-        # The data loader's slowdown (0.02s of a ~0.07s step) is starved time.
-        self.assertGreater(buckets["starved"] / total, 0.15)
-        self.assertLess(buckets["starved"] / total, 0.45)
+        # The data loader's slowdown (0.02s of a ~0.07s step) is starved time:
+        # its share of the time the steps took (the restarts' lost time is not
+        # a step's, and it grew on a loaded machine: 0.138 of the total, CI run 8).
+        stepping = buckets["useful"] + buckets["starved"] + buckets["checkpoint_blocked"]
+        self.assertGreater(buckets["starved"] / stepping, 0.15)
+        self.assertLess(buckets["starved"] / stepping, 0.45)
         # The crashes are lost time: at least their failure -> first step.
         recovered = sum(e["figures"]["total_seconds"] for e in events if e["kind"] == "recovered")
         self.assertGreater(buckets["lost"], 0.8 * recovered)
