@@ -1296,6 +1296,29 @@ class ProcessEndTest(HelperTestCase):
         self.assertEqual(self.finish_child(child)[0], 3)
         self.assertEqual(agent.messages(), [])  # and no second EXIT at shutdown
 
+    def test_sys_exit_of_main_sends_exit_before_the_teardown(self):
+        # `sys.exit(main())` binds sys.exit before main() opens the
+        # Heartbeat: the helper hooked it at import.
+        agent = self.agent()
+        child = self.start_child(agent, """
+            import atexit, sys, trainsup
+
+            def main():
+                hb = trainsup.Heartbeat()
+                atexit.register(sys.stdin.read)  # a slow teardown: until the test lets go
+                hb.step(7)
+                return 0
+
+            sys.exit(main())
+        """)
+        messages = agent.collect_until(
+            lambda got: got and got[-1]["kind"] == "HEARTBEAT_KIND_EXIT")
+        self.assertIsNone(child.poll())  # the EXIT came first; the process is still here
+        self.assertEqual((messages[-1]["exit_code"], messages[-1]["step"]), (0, 7))
+        child.stdin.close()
+        self.assertEqual(self.finish_child(child)[0], 0)
+        self.assertEqual(agent.messages(), [])  # and no second EXIT at shutdown
+
     def test_an_uncaught_exception_sends_exception_and_no_exit(self):
         agent = self.agent()
         child = self.start_child(agent, """
@@ -1437,6 +1460,31 @@ class StackTest(HelperTestCase):
         _wait_until(lambda: "blocked_in_a_c_call" in self.read_stacks(), what="the dump")
         _wait_until(lambda: os.path.exists(marker), what="the script's own handler")
         self.assertIsNone(child.poll())
+
+    def test_a_stack_signal_after_faulthandler_let_go_is_ignored_not_fatal(self):
+        # At the interpreter's shutdown faulthandler puts back the handler it
+        # found; the C++ teardown that follows (a process group's threads)
+        # can outlast the stall threshold, and a stack request then must not
+        # end a rank that was finishing. faulthandler.unregister is what the
+        # shutdown does.
+        agent = self.agent()
+        marker = os.path.join(self.dir, "let-go")
+        child, start = self.start_blocked(agent, prologue="""
+            import faulthandler, signal, threading, time
+            def let_go_soon():
+                time.sleep(0.2)
+                faulthandler.unregister(signal.SIGRTMIN + 6)
+                open(%r, "w").close()
+            threading.Thread(target=let_go_soon, daemon=True).start()
+        """ % marker)
+        _wait_until(lambda: os.path.exists(marker), what="faulthandler to let go")
+        os.kill(child.pid, start["stack_signal"])
+        # A fatal signal's exit status is fixed when it is sent (the kernel
+        # marks the process group exiting then), so the SIGTERM sent after it
+        # ends the rank only if the stack signal was ignored.
+        os.kill(child.pid, signal.SIGTERM)
+        self.assertEqual(child.wait(timeout=30), -signal.SIGTERM)
+        self.assertEqual(self.read_stacks(), "")
 
     def test_no_stack_dir_no_stack_signal(self):
         agent = self.agent()

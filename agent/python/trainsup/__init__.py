@@ -534,7 +534,13 @@ def _register_stack_dump(directory, rank):
     handler only when Python installed one: chaining to the default action
     would end the rank, and for a handler installed outside Python
     (getsignal's None) Python cannot tell whether it is still in place.
-    """
+
+    Where nothing handled the signal, it is ignored before faulthandler
+    takes it: faulthandler puts back what it found when the interpreter
+    shuts down, and a signal that arrives after that (a stack request to a
+    rank whose teardown outlasts the stall threshold) is then ignored
+    instead of ending, by its default action, a rank that was finishing.
+        """
     global _stack_file, _stack_signal
     if _stack_signal or not directory:
         return _stack_signal
@@ -546,6 +552,8 @@ def _register_stack_dump(directory, rank):
         previous = signal.getsignal(signum)
         chain = previous not in (signal.SIG_DFL, signal.SIG_IGN, None)
         f = open(os.path.join(directory, "stack-%d.txt" % int(rank)), "w", buffering=1)
+        if previous == signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_IGN)
         faulthandler.register(signum, file=f, all_threads=True, chain=chain)
     except Exception:  # noqa: BLE001 - no directory, no such signal, ...
         if f is not None:
@@ -1556,3 +1564,12 @@ def _at_exit():
             hb._settle_at_exit()
     except Exception:  # noqa: BLE001
         pass
+
+
+# `sys.exit(main())`, the usual last line of a script, looks sys.exit up
+# before main() runs, and so before the Heartbeat that main() opens has
+# hooked it: the EXIT would wait for the atexit handler, after whatever the
+# script's own atexit handlers and teardown take. Under an agent, sys.exit
+# is wrapped at import already; it reports nothing until a Heartbeat is open.
+if os.environ.get("TRAINSUP_SOCKET") and not getattr(sys.exit, _HOOK_MARK, False):
+    sys.exit = _wrap_exit(sys.exit)
