@@ -272,6 +272,9 @@ int main(int argc, char** argv) {
                     "start_timeout, restarted like any other", DurationBound::kPositive);
   AddDurationOption(app, "--checkpoint-grace", &core.stall.checkpoint_grace,
                     "stall threshold at least this while a rank is blocked in a checkpoint");
+  AddDurationOption(app, "--exit-grace", &core.stall.exit_grace,
+                    "stall threshold at least this while a rank said it is exiting and has not "
+                    "ended (its teardown after sys.exit or the script's end)");
   AddDurationOption(app, "--crash-settle", &core.crash.settle,
                     "wait this long for all agents' reports before naming a crash's first death");
   AddDurationOption(app, "--crash-culprit-wait", &core.crash.culprit_wait,

@@ -64,6 +64,7 @@ void Job::Count(const RankState& r, int delta) {
     ranks_exited_cleanly_ += delta;
   }
   if (r.in_checkpoint) ranks_in_checkpoint_ += delta;
+  if (r.exiting && r.liveness != Liveness::kDead) ranks_exiting_ += delta;
 }
 
 void Job::SetNode(RankState& r, NodeIndex node) {
@@ -120,6 +121,7 @@ void Job::Resize(uint32_t world_size) {
   ranks_exited_cleanly_ = 0;
   datagrams_dropped_ = 0;
   ranks_in_checkpoint_ = 0;
+  ranks_exiting_ = 0;
   certain_failure_ = false;
   max_step_ = -1;
 }

@@ -200,6 +200,9 @@ class Job {
   uint64_t global_batch() const;
   // True when some rank is inside a checkpoint's blocking part.
   bool any_in_checkpoint() const { return ranks_in_checkpoint_ > 0; }
+  // True when some rank said it is exiting (sys.exit, or the interpreter's
+  // shutdown began) and its process is not yet seen to end. O(1).
+  bool any_exiting() const { return ranks_exiting_ > 0; }
   // True once some rank's process died in a way that is certainly a failure
   // (a non-zero exit, a signal, or after an uncaught exception). O(1): kept
   // as the observations arrive, because reports ask on every arrival.
@@ -284,6 +287,7 @@ class Job {
   uint32_t ranks_exited_cleanly_ = 0;  // seen, dead, and ended cleanly
   uint64_t datagrams_dropped_ = 0;   // over the seen ranks
   uint32_t ranks_in_checkpoint_ = 0;
+  uint32_t ranks_exiting_ = 0;  // said EXIT, not seen dead
   absl::flat_hash_map<NodeIndex, std::vector<uint32_t>> ranks_by_node_;
   bool certain_failure_ = false;
   std::vector<FrontierStep> frontier_;

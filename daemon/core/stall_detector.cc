@@ -84,6 +84,7 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
   if (job.any_in_checkpoint()) {
     verdict.threshold = std::max(verdict.threshold, options_.checkpoint_grace);
   }
+  if (job.any_exiting()) verdict.threshold = std::max(verdict.threshold, options_.exit_grace);
   verdict.threshold = std::max(verdict.threshold, kMinIntervals * report_interval);
   verdict.stalled = verdict.silent > verdict.threshold;
   return verdict;

@@ -22,6 +22,11 @@ struct StallOptions {
   // While a rank is inside a checkpoint's blocking part, the threshold is at
   // least this. Default: 15m.
   absl::Duration checkpoint_grace = absl::Minutes(15);
+  // While a rank said it is exiting and its process has not ended (the
+  // interpreter's teardown, destroying a process group), the threshold is
+  // at least this: a job that finished its loop is not a hang, and a
+  // teardown that hangs for longer still is one. Default: 2m.
+  absl::Duration exit_grace = absl::Minutes(2);
 };
 
 // The rank that holds up a hung job, or why none can be named.

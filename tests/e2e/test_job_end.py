@@ -11,6 +11,10 @@
   heartbeats of the job a node serves now, not of every job it served. The
   same with `sleep` as the command (a job whose ranks never report, pending
   until it ends).
+- A job whose ranks take longer than the stall floor to tear down after
+  their last step and sys.exit (the interpreter's end on a loaded host)
+  finishes: no stall, no restart, no stack request (whose signal would kill
+  a rank whose faulthandler is already gone).
 - A second agent for a node name whose agent is heard exits 76 at once,
   launching nothing; the first agent's job is not run again when it ends.
 
@@ -102,6 +106,28 @@ class JobEndEndToEnd(ClusterTestCase):
         last = c.events(job, "state")[-1]
         self.assertIn("running -> finished", last["message"])
         self.assertIn("exited 0 on all 2 nodes", last["message"])
+
+    def test_a_teardown_longer_than_the_stall_floor_is_the_end_not_a_hang(self):
+        c = self.make_cluster()
+        job = "e2e-end-teardown"
+        steps = 40
+        # 15 s of teardown after sys.exit, against a 10 s floor.
+        self.start_torch_job(job, steps, "--teardown-seconds", "15")
+
+        self.assertEqual(c.wait_agents(timeout=STARTUP + 60), {"node-a": 0, "node-b": 0})
+        # The ranks really outlived the floor after their last step (the
+        # script's and this test's clock are the same wall clock).
+        teardown = time.time() - max(e["time"] for e in train_steps(c.train_log))
+        self.assertGreater(teardown, 12)
+        finished = self.assert_shown_finished(job)
+        self.assertEqual(finished["generation"], 1)
+        kinds = [e["kind"] for e in c.events(job)]
+        for kind in ("stall", "stacks", "restart"):
+            self.assertNotIn(kind, kinds, kinds)
+        self.assertIn("running -> finished", c.events(job, "state")[-1]["message"])
+        self.assertEqual({e["generation"] for e in train_steps(c.train_log)}, {1})
+        self.assertEqual(len({(e["rank"], e["step"]) for e in train_steps(c.train_log)}),
+                         4 * steps)
 
     def test_back_to_back_jobs_on_the_same_node_names_both_finish(self):
         # A sweep every 2s: the second job's agents say hello well before

@@ -17,6 +17,7 @@ tests can check what the job itself did.
 """
 
 import argparse
+import atexit
 import ctypes
 import datetime
 import json
@@ -53,6 +54,10 @@ def parse_args():
                    help="checkpoint when the supervisor's plan says (hb.should_checkpoint)")
     p.add_argument("--data-wait-seconds", type=float, default=0.0,
                    help="a slow input pipeline: each batch takes this long to arrive")
+    p.add_argument("--teardown-seconds", type=float, default=0.0,
+                   help="a slow end: after sys.exit (the helper has said EXIT), the "
+                        "interpreter's teardown takes this long (destroying CUDA and NCCL "
+                        "state on a loaded host)")
     # Failure injection. A failure happens at the first step >= its step, in
     # every generation unless a generation is given.
     p.add_argument("--hang-rank", type=int, default=-1,
@@ -341,6 +346,10 @@ def main():
     rise_step, rise_factor = (int(args.loss_rise_from.split(":")[0]),
                               float(args.loss_rise_from.split(":")[1])) \
         if args.loss_rise_from else (None, 1.0)
+    if args.teardown_seconds:
+        # Registered after the helper's own handler, so run before it: the
+        # EXIT went out with sys.exit, before any atexit handler.
+        atexit.register(time.sleep, args.teardown_seconds)
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank = dist.get_rank()
     world = dist.get_world_size()

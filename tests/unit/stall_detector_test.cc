@@ -36,6 +36,7 @@ StallOptions Options() {
   o.factor = 10;
   o.startup_grace = absl::Minutes(5);
   o.checkpoint_grace = absl::Minutes(15);
+  o.exit_grace = absl::Minutes(2);
   return o;
 }
 
@@ -348,6 +349,78 @@ TEST(StallDetectorTest, EndedCheckpointNoLongerRaisesTheThreshold) {
 
   EXPECT_EQ(v.threshold, absl::Seconds(20));
   EXPECT_TRUE(v.stalled);
+}
+
+// ---------------------------------------------------------------------------
+// StallDetector::Check: ranks that said they are exiting
+
+// Every rank of a job that completed steps 1..10 says EXIT with `code` at 10s.
+void ExitAll(Job& job, std::optional<int32_t> code) {
+  for (uint32_t r = 0; r < job.world_size(); ++r) {
+    Heartbeat hb = MakeHeartbeat(HeartbeatKind::kExit, r, 10, job.world_size());
+    hb.exit_code = code;
+    Apply(job, AtS(10), hb);
+  }
+}
+
+TEST(StallDetectorTest, ATeardownAfterTheLastStepIsNotAHangWithinExitGrace) {
+  // The end of a job: every rank did its last step and called sys.exit(0);
+  // the interpreter's teardown (a process group's threads, CUDA) takes
+  // longer than the floor on a loaded machine.
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  ExitAll(job, 0);
+  ASSERT_TRUE(job.any_exiting());
+  const absl::Time last = AtS(10);
+  StallDetector detector(Options());
+
+  StallVerdict past_floor = detector.Check(job, last + absl::Seconds(21));
+  StallVerdict at_grace = detector.Check(job, last + absl::Minutes(2));
+  StallVerdict past = detector.Check(job, last + absl::Minutes(2) + absl::Nanoseconds(1));
+
+  EXPECT_FALSE(past_floor.stalled);
+  EXPECT_EQ(past_floor.threshold, absl::Minutes(2));
+  EXPECT_FALSE(at_grace.stalled);
+  EXPECT_TRUE(past.stalled) << "a teardown that never ends is still a hang";
+}
+
+TEST(StallDetectorTest, OneRankExitingIsEnoughAndAnExitWithoutACodeCounts) {
+  // The helper's atexit handler says EXIT without a code (the script's end).
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  Heartbeat hb = MakeHeartbeat(HeartbeatKind::kExit, 3, 10, 4);
+  Apply(job, AtS(10), hb);
+
+  EXPECT_FALSE(StallDetector(Options()).Check(job, AtS(31)).stalled);
+}
+
+TEST(StallDetectorTest, AnExitOfAnEarlierGenerationDoesNotRaiseTheNextOnesThreshold) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  ExitAll(job, 0);
+  for (uint32_t r = 0; r < 4; ++r) {
+    Heartbeat hb = MakeHeartbeat(HeartbeatKind::kStep, r, 11, 4, /*generation=*/2);
+    hb.step_duration_s = 1.0;
+    Apply(job, AtS(40), hb);
+  }
+  ASSERT_FALSE(job.any_exiting());
+
+  StallVerdict v = StallDetector(Options()).Check(job, AtS(61));
+
+  EXPECT_EQ(v.threshold, absl::Seconds(20));
+  EXPECT_TRUE(v.stalled);
+}
+
+TEST(StallDetectorTest, AnExitingRankSeenDeadNoLongerCountsAsExiting) {
+  Job job("job", kStepWindow, kComputeWindow);
+  RunSteps(job, 4, 10, absl::Seconds(1));
+  ExitAll(job, 0);
+  for (uint32_t r = 0; r < 4; ++r) {
+    job.ApplyProcess(AtS(12), NodeOf(r, 4), Exited(r, /*exit_known=*/true, 0));
+  }
+
+  EXPECT_FALSE(job.any_exiting());
+  EXPECT_FALSE(StallDetector(Options()).Check(job, At(absl::Hours(24))).stalled);
 }
 
 // ---------------------------------------------------------------------------
