@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/string_view.h"
 #include "cli/table.h"
+#include "common/event_kinds.h"
 #include "common/format.h"
 #include "absl/strings/escaping.h"
 #include "google/protobuf/descriptor.h"
@@ -213,15 +214,11 @@ std::string RenderJsonLine(const google::protobuf::Message& message) {
 }
 
 const std::vector<std::string>& EventKindNames() {
-  static const std::vector<std::string>* const kNames = new std::vector<std::string>{
-      "stall", "crash", "straggler", "straggler_cleared", "state", "restart", "recovered",
-      "hold", "resume", "quarantine", "unquarantine", "quarantine_skipped", "fence",
-      "world_size_changed", "checkpoint_plan", "node_unreachable", "node_reachable",
-      "node_lost", "stacks", "persist_failed", "unfence", "verdict", "not_finite",
-      "loss_shift", "loss_flat", "grad_spike", "grad_collapse", "throughput_change",
-      "throughput_decay", "memory_growth", "replica_mismatch", "rendezvous", "start_timeout",
-      "leadership", "resumed_behind", "lr_mismatch", "data_position_mismatch", "resume_spike",
-      "checkpoint_suspect", "checkpoint_fallback", "spike_rollback", "killed_by_criterion"};
+  static const std::vector<std::string>* const kNames = [] {
+    auto* names = new std::vector<std::string>;
+    for (const EventKindInfo& kind : EventKindTable()) names->emplace_back(kind.name);
+    return names;
+  }();
   return *kNames;
 }
 

@@ -46,8 +46,8 @@ std::string RenderStacks(const v1::StacksResponse& stacks);
 // `trainsupctl job JOB`: state, MTBF, C, R, the plan, the goodput ledger.
 std::string RenderJobDetail(const v1::JobDetail& detail);
 // The kinds of event trainsupd keeps, by their names ("stall", "crash",
-// ...), in the core's order (daemon/core/event_log.h; render_test holds the
-// two the same): what `events --kind` accepts.
+// ...), in the table's order (common/event_kinds.cc): what `events --kind`
+// accepts.
 const std::vector<std::string>& EventKindNames();
 // One event as a line: "TIME KIND JOB [rank R] [node N]: message".
 std::string RenderEventLine(const v1::Event& event);

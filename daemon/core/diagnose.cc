@@ -14,59 +14,6 @@
 namespace trainsup {
 namespace {
 
-// The training signals the signals check reports, each with what to do
-// about it. One line per kind: a new signal rule adds its own.
-struct SignalKind {
-  EventKind kind;
-  const char* fix;
-};
-constexpr SignalKind kSignalKinds[] = {
-    {EventKind::kWorldSizeChanged,
-     "the global batch changed with the world size: scale the learning rate (or keep the "
-     "global batch) so the resumed run trains as before"},
-    {EventKind::kVerdict,
-     "the job itself judged its failure (an exit code, an exception, hb.verdict): read the "
-     "verdict's reason"},
-    {EventKind::kNotFinite,
-     "a NaN or Inf loss (or gradient norm): lower the learning rate, check the data at that "
-     "step, and resume from a checkpoint before it"},
-    {EventKind::kLossShift,
-     "the loss moved to a higher level and stayed there: look at the data and learning rate "
-     "at that step; roll back past it if it does not recover"},
-    {EventKind::kLossFlat,
-     "the loss did not go down from the start: check the learning rate, the labels and that "
-     "the checkpoint loaded"},
-    {EventKind::kGradSpike,
-     "a gradient norm far above its baseline: clip gradients, lower the learning rate, look "
-     "at the batch"},
-    {EventKind::kGradCollapse,
-     "gradient norms collapsed to about 0: the model stopped learning (frozen parameters, a "
-     "dead loss, a learning rate of 0)"},
-    {EventKind::kThroughputChange,
-     "the step time rose at one step: the node named slowed (thermal, a neighbour, a failing "
-     "device); see `trainsupctl ranks JOB --sort compute-p99`"},
-    {EventKind::kThroughputDecay,
-     "the step time drifts slower: memory fragmentation, a growing data pipeline, a leak"},
-    {EventKind::kMemoryGrowth,
-     "memory rises steadily: a leak (tensors kept across steps, a growing cache); it runs out "
-     "at the time to the limit given"},
-    {EventKind::kReplicaMismatch,
-     "a rank disagrees with its replicas: silent data corruption on its node; the node is "
-     "charged toward quarantine"},
-    {EventKind::kResumedBehind,
-     "the generation resumed from before the last complete checkpoint: check which checkpoint "
-     "the script loads (the newest complete one) and that saving it finished"},
-    {EventKind::kLrMismatch,
-     "the learning rate differs from before at the same steps: save and load the LR "
-     "scheduler's state with the checkpoint"},
-    {EventKind::kDataPositionMismatch,
-     "the data read per step differs from before at the same steps: save and load the "
-     "sampler's or loader's position with the checkpoint"},
-    {EventKind::kResumeSpike,
-     "the loss after the resume is far above the loss before at the same steps: the checkpoint "
-     "may be incomplete (optimizer state, RNG, data position); check what it saves and loads"},
-};
-
 using Figures = std::vector<std::pair<std::string, double>>;
 
 std::optional<double> FigureOf(const Event& e, absl::string_view name) {
@@ -501,7 +448,9 @@ void CheckSignals(const DiagnoseInput& in, absl::Time now, const DiagnoseOptions
                   std::vector<Finding>* out) {
   const std::string events_command = absl::StrCat("trainsupctl events ", in.job->id);
   size_t found = 0;
-  for (const SignalKind& kind : kSignalKinds) {
+  // The kinds the table gives a fix for (common/event_kinds.cc).
+  for (const EventKindInfo& kind : EventKindTable()) {
+    if (kind.diagnose_fix == nullptr) continue;
     const Event* e = Latest(*in.events, [&](const Event& ev) {
       return ev.kind == kind.kind && now - ev.time <= o.signal_window;
     });
@@ -510,7 +459,7 @@ void CheckSignals(const DiagnoseInput& in, absl::Time now, const DiagnoseOptions
     Finding& f = out->emplace_back(NewFinding(DiagnosisCheck::kSignals, events_command));
     f.status = FindingStatus::kProblem;
     f.summary = absl::StrCat(EventKindName(e->kind), ": ", e->message);
-    f.fix = kind.fix;
+    f.fix = kind.diagnose_fix;
     f.rank = e->rank;
     f.node = e->node;
     f.figures = e->figures;
@@ -580,8 +529,7 @@ absl::string_view FindingStatusName(FindingStatus status) {
 }
 
 bool IsTrainingSignal(EventKind kind) {
-  return std::any_of(std::begin(kSignalKinds), std::end(kSignalKinds),
-                     [&](const SignalKind& s) { return s.kind == kind; });
+  return kind != EventKind::kCount && EventKindInfoOf(kind).diagnose_fix != nullptr;
 }
 
 Diagnosis Diagnose(const DiagnoseInput& in, absl::Time now, const DiagnoseOptions& options) {

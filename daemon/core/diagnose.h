@@ -101,10 +101,10 @@ struct DiagnoseInput {
   const std::vector<Event>* events = nullptr;    // its kept events, oldest first
 };
 
-// HOOK(signals): the event kinds the signals check reads as training
-// signals (docs/diagnose.md). The signal rules (docs/signals.md) add theirs
-// here; each is reported as its latest event within signal_window, with
-// its figures, rank and node.
+// The event kinds the signals check reads as training signals
+// (docs/diagnose.md): those the event-kind table gives a fix for
+// (common/event_kinds.cc). Each is reported as its latest event within
+// signal_window, with its figures, rank and node.
 bool IsTrainingSignal(EventKind kind);
 
 // REQUIRES: every pointer of `input` but `stacks` set.

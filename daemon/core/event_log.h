@@ -10,62 +10,9 @@
 
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/event_kinds.h"
 
 namespace trainsup {
-
-// What happened to a job. A fixed set, so metrics by kind stay bounded.
-enum class EventKind {
-  kStall = 0,          // no rank advanced for longer than the stall threshold
-  kCrash,              // rank processes died (names the first to die)
-  kStraggler,          // a rank's compute time stays above the job's
-  kStragglerCleared,   // a straggler is back in line
-  kStateChange,        // the job moved from one lifecycle state to another
-  kRestart,            // a new generation was started everywhere
-  kRecovered,          // the new generation completed its first step
-  kHold,               // the restart cap was hit: no more restarts
-  kResume,             // an operator lifted a hold
-  kQuarantine,         // a node was quarantined
-  kUnquarantine,       // a node's quarantine was lifted
-  kQuarantineSkipped,  // a node qualified, but the fraction cap refused
-  kFence,              // the fence command ran for a node
-  kWorldSizeChanged,   // a generation runs with another world size than the last
-  kCheckpointPlan,     // a new checkpoint plan was published to the ranks
-  kNodeUnreachable,    // a node's agent has not been heard for --node-lost-after
-  kNodeReachable,      // an unreachable node's agent is heard again
-  kNodeLost,           // the job failed or stalled and a node it cannot hear is why
-  kStacks,             // the Python stacks of a hung job's ranks, collected before the stop
-  kPersistFailed,      // the state store refused a commit: its commands and fences were not acted on
-  kUnfence,            // the unfence command ran for a node whose quarantine was lifted
-  kVerdict,            // a failure the job itself gave a verdict on (an exit code, an exception, hb.verdict)
-  // Training signals (docs/signals.md).
-  kNotFinite,          // a NaN/Inf loss (or a gradient norm non-finite for too long)
-  kLossShift,          // the loss moved to a higher level and stayed there
-  kLossFlat,           // the loss did not go down from the start
-  kGradSpike,          // a gradient norm far above its baseline
-  kGradCollapse,       // gradient norms collapsed to about 0
-  kThroughputChange,   // the step time (or a node's compute time) slowed in a step
-  kThroughputDecay,    // ... or drifted slower
-  kMemoryGrowth,       // device memory or host RSS rising steadily
-  kReplicaMismatch,    // a rank disagrees with its replica group's majority
-  kRendezvous,         // where a generation meets: the node hosting torchrun's rendezvous store
-  kStartTimeout,       // a generation made no first step within --start-timeout and no rank reported
-  kLeadership,         // under an election (docs/ha.md): this trainsupd began or stopped acting
-  // Resume verification (docs/signals.md, "Resume").
-  kResumedBehind,         // a generation resumed from before the last checkpoint seen complete
-  kLrMismatch,            // ... with another learning rate than before at the same steps
-  kDataPositionMismatch,  // ... with other samples/tokens per step than before
-  kResumeSpike,           // ... with a loss far above the loss before at the same steps
-  kCheckpointSuspect,  // a checkpoint failed soon after its load in two generations in a row
-  kCheckpointFallback, // the next generations load the checkpoint before a suspect one
-  kSpikeRollback,      // a loss spike: restart before it, skipping its batches
-  kKilledByCriterion,  // a kill criterion was met: the job is stopped, not restarted (docs/kill-criteria.md)
-  kCount,              // number of kinds; not a kind
-};
-constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);
-
-// Stable snake_case name ("stall", "straggler_cleared", ...).
-absl::string_view EventKindName(EventKind kind);
-std::optional<EventKind> EventKindFromName(absl::string_view name);
 
 struct Event {
   uint64_t id = 0;  // assigned by the log: 1, 2, 3, ...

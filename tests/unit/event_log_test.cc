@@ -172,17 +172,5 @@ TEST(EventLogTest, EveryKindHasItsStableName) {
   EXPECT_EQ(EventKindName(EventKind::kCount), "unknown");
 }
 
-TEST(EventLogTest, EveryKindHasADistinctSnakeCaseName) {
-  std::vector<std::string> names;
-  for (int i = 0; i < kEventKindCount; ++i) {
-    std::string name(EventKindName(static_cast<EventKind>(i)));
-    EXPECT_NE(name, "unknown") << "kind " << i;
-    EXPECT_FALSE(name.empty()) << "kind " << i;
-    for (char c : name) EXPECT_TRUE((c >= 'a' && c <= 'z') || c == '_') << name;
-    for (const std::string& other : names) EXPECT_NE(name, other) << "kind " << i;
-    names.push_back(name);
-  }
-}
-
 }  // namespace
 }  // namespace trainsup
