@@ -8,7 +8,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/format.h"
-#include "daemon/core/job_entry.h"
 
 namespace trainsup {
 namespace {
@@ -129,11 +128,6 @@ Event PlanEvent(absl::Time time, const EventJob& job, const CheckpointPlanSpec& 
 }
 
 }  // namespace
-
-EventJob EventJobOf(const JobEntry* job) {
-  if (job == nullptr) return EventJob();
-  return EventJob{job->id(), job->job().generation()};
-}
 
 Event StallEvent(absl::Time time, const EventJob& job, const StallVerdict& verdict, int64_t step,
                  const Culprit& culprit, const std::string& culprit_node) {

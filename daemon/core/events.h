@@ -1,7 +1,7 @@
 #ifndef TRAINSUP_DAEMON_CORE_EVENTS_H_
 #define TRAINSUP_DAEMON_CORE_EVENTS_H_
 
-// One constructor per event kind (event_log.h: EventKind). Each takes what
+// One constructor per event kind (common/event_kinds.h: EventKind). Each takes what
 // the kind is about as typed values, fills the event's kind, job,
 // generation, node, rank and figures from them, and makes the message for
 // people from those same values: every number a message states is one of
@@ -41,18 +41,13 @@
 
 namespace trainsup {
 
-class JobEntry;
-
 // The job an event is about and its generation when the event was made.
 // Empty (generation 0) for an event about a node whose job the supervisor
-// does not hold.
+// does not hold. A JobEntry's is EventJobOf (job_entry.h).
 struct EventJob {
   std::string id;
   uint64_t generation = 0;
 };
-// `job` as its events name it now; none for nullptr.
-EventJob EventJobOf(const JobEntry* job);
-inline EventJob EventJobOf(const JobEntry& job) { return EventJobOf(&job); }
 
 // ---- Detection ----
 

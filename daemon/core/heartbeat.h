@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "daemon/core/kill_criteria.h"
+#include "daemon/core/kill_criteria_spec.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/verdict_rule.h"
@@ -77,7 +77,7 @@ struct Heartbeat {
   // START: the script's settings of the signal rules, by name, in the
   // order received.
   std::vector<std::pair<std::string, double>> signal_settings;
-  // KILL_CRITERIA: the script's kill criteria (kill_criteria.h).
+  // KILL_CRITERIA: the script's kill criteria (kill_criteria_spec.h).
   std::optional<KillCriteriaSpec> kill_criteria;
 };
 

@@ -65,4 +65,9 @@ std::vector<const JobEntry*> JobTable::Sorted() const {
   return out;
 }
 
+EventJob EventJobOf(const JobEntry* job) {
+  if (job == nullptr) return EventJob();
+  return EventJob{job->id(), job->job().generation()};
+}
+
 }  // namespace trainsup

@@ -203,6 +203,11 @@ class JobEntry {
   std::array<uint64_t, kEventKindCount> event_counts_{};
 };
 
+// `job` as its events name it now (events.h): its id and generation; none
+// for nullptr.
+EventJob EventJobOf(const JobEntry* job);
+inline EventJob EventJobOf(const JobEntry& job) { return EventJobOf(&job); }
+
 // Every job the supervisor knows, by id. Thread-compatible.
 class JobTable {
  public:

@@ -42,16 +42,6 @@ absl::string_view KillCriterionName(KillCriterionKind kind) {
   return "unknown";
 }
 
-bool KillCriteriaSpec::operator==(const KillCriteriaSpec& o) const {
-  if (curve.size() != o.curve.size()) return false;
-  for (size_t i = 0; i < curve.size(); ++i) {
-    if (curve[i].step != o.curve[i].step || curve[i].loss != o.curve[i].loss) return false;
-  }
-  return loss_above == o.loss_above && at_step == o.at_step && band == o.band &&
-         band_absolute == o.band_absolute && spikes == o.spikes &&
-         total_steps == o.total_steps && observe_only == o.observe_only;
-}
-
 absl::Status CheckKillCriteria(const KillCriteriaSpec& spec) {
   if (spec.loss_above && !Finite(*spec.loss_above)) {
     return absl::InvalidArgumentError("loss_above must be a finite number");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/failure_text.h"
+#include "daemon/core/kill_criteria.h"
 
 #include "daemon/core/signals/signal_options.h"
 

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
+#include "daemon/core/job_entry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_builders.h"
