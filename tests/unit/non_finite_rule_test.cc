@@ -7,6 +7,7 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -14,9 +15,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-absl::Time At(double seconds) {
-  return absl::FromUnixSeconds(1000) + absl::Milliseconds(static_cast<int64_t>(seconds * 1000));
-}
+using ::trainsup::testing::AtS;
 
 // A step's record: `ranks` ranks, `bad_grads` of them with a non-finite
 // gradient norm (the first rank 2 on node 1), `bad_losses` with a
@@ -24,7 +23,7 @@ absl::Time At(double seconds) {
 StepSignals Step(int64_t step, uint32_t bad_grads, uint32_t bad_losses = 0) {
   StepSignals s;
   s.step = step;
-  s.time = At(step);
+  s.time = AtS(step);
   s.ranks = 8;
   s.loss = 2.0;
   s.loss_nonfinite = bad_losses;
@@ -35,10 +34,10 @@ StepSignals Step(int64_t step, uint32_t bad_grads, uint32_t bad_losses = 0) {
 
 TEST(NonFiniteRuleTest, ANaNLossIsReportedOnceAfterTheSettleNamingItsRankAndStep) {
   NonFiniteRule rule{NonFiniteOptions()};
-  rule.ObserveLoss(At(0), 57, {3, 1}, kNaN);
-  EXPECT_EQ(rule.Check(At(0.5)), std::nullopt);  // a peer's report may still be on its way
+  rule.ObserveLoss(AtS(0), 57, {3, 1}, kNaN);
+  EXPECT_EQ(rule.Check(AtS(0.5)), std::nullopt);  // a peer's report may still be on its way
 
-  std::optional<NonFiniteFinding> f = rule.Check(At(1));
+  std::optional<NonFiniteFinding> f = rule.Check(AtS(1));
   ASSERT_TRUE(f.has_value());
   EXPECT_FALSE(f->grad_norm);
   EXPECT_EQ(f->step, 57);
@@ -47,16 +46,16 @@ TEST(NonFiniteRuleTest, ANaNLossIsReportedOnceAfterTheSettleNamingItsRankAndStep
   EXPECT_EQ(f->ranks[0].node, 1u);
   EXPECT_EQ(f->ranks_at_step, 1u);
   EXPECT_TRUE(std::isnan(f->value));
-  EXPECT_EQ(f->seen, At(0));
-  EXPECT_EQ(rule.Check(At(5)), std::nullopt);  // once per generation
+  EXPECT_EQ(f->seen, AtS(0));
+  EXPECT_EQ(rule.Check(AtS(5)), std::nullopt);  // once per generation
 }
 
 TEST(NonFiniteRuleTest, ARankAtAnEarlierStepHeardLaterIsNamedFirst) {
   NonFiniteRule rule{NonFiniteOptions()};
-  rule.ObserveLoss(At(0), 58, {3, 1}, kInf);
-  rule.ObserveLoss(At(0.6), 57, {1, 0}, kNaN);
-  rule.ObserveLoss(At(0.7), 57, {0, 0}, -kInf);
-  std::optional<NonFiniteFinding> f = rule.Check(At(1.6));
+  rule.ObserveLoss(AtS(0), 58, {3, 1}, kInf);
+  rule.ObserveLoss(AtS(0.6), 57, {1, 0}, kNaN);
+  rule.ObserveLoss(AtS(0.7), 57, {0, 0}, -kInf);
+  std::optional<NonFiniteFinding> f = rule.Check(AtS(1.6));
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->step, 57);
   EXPECT_EQ(f->ranks_at_step, 2u);
@@ -67,8 +66,8 @@ TEST(NonFiniteRuleTest, ARankAtAnEarlierStepHeardLaterIsNamedFirst) {
 
 TEST(NonFiniteRuleTest, AtMostFourRanksAreNamedAndAllAreCounted) {
   NonFiniteRule rule{NonFiniteOptions()};
-  for (uint32_t r = 0; r < 7; ++r) rule.ObserveLoss(At(0), 9, {r, r / 4}, kNaN);
-  std::optional<NonFiniteFinding> f = rule.Check(At(2));
+  for (uint32_t r = 0; r < 7; ++r) rule.ObserveLoss(AtS(0), 9, {r, r / 4}, kNaN);
+  std::optional<NonFiniteFinding> f = rule.Check(AtS(2));
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->ranks.size(), NonFiniteRule::kNamed);
   EXPECT_EQ(f->ranks_at_step, 7u);
@@ -77,11 +76,11 @@ TEST(NonFiniteRuleTest, AtMostFourRanksAreNamedAndAllAreCounted) {
 TEST(NonFiniteRuleTest, FiniteLossesRaiseNothing) {
   NonFiniteRule rule{NonFiniteOptions()};
   for (int64_t step = 0; step < 1000; ++step) {
-    rule.ObserveLoss(At(step), step, {0, 0}, 1e30);
-    rule.ObserveLoss(At(step), step, {1, 0}, -5.0);
+    rule.ObserveLoss(AtS(step), step, {0, 0}, 1e30);
+    rule.ObserveLoss(AtS(step), step, {1, 0}, -5.0);
     rule.ObserveStep(Step(step, 0));
   }
-  EXPECT_EQ(rule.Check(At(2000)), std::nullopt);
+  EXPECT_EQ(rule.Check(AtS(2000)), std::nullopt);
   EXPECT_EQ(rule.loss_steps(), 0u);
 }
 
@@ -97,7 +96,7 @@ TEST(NonFiniteRuleTest, Fp16OverflowStepsAreCountedNotReported) {
     const bool overflow = step % 97 == 0 || (step >= 500 && step < 519);
     rule.ObserveStep(Step(step, overflow ? 8 : 0));
   }
-  EXPECT_EQ(rule.Check(At(3000)), std::nullopt);
+  EXPECT_EQ(rule.Check(AtS(3000)), std::nullopt);
   EXPECT_EQ(rule.overflow_steps(), 15u + 20u + 19u);  // at start, one in a while, the run
 }
 
@@ -107,9 +106,9 @@ TEST(NonFiniteRuleTest, AGradNormNonFiniteForGradStepsInARowIsNonFinite) {
   NonFiniteRule rule{options};
   for (int64_t step = 0; step < 100; ++step) rule.ObserveStep(Step(step, 0));
   for (int64_t step = 100; step < 119; ++step) rule.ObserveStep(Step(step, 8));
-  EXPECT_EQ(rule.Check(At(200)), std::nullopt);
+  EXPECT_EQ(rule.Check(AtS(200)), std::nullopt);
   rule.ObserveStep(Step(119, 8));
-  std::optional<NonFiniteFinding> f = rule.Check(At(200));
+  std::optional<NonFiniteFinding> f = rule.Check(AtS(200));
   ASSERT_TRUE(f.has_value());
   EXPECT_TRUE(f->grad_norm);
   EXPECT_EQ(f->first_step, 100);
@@ -125,9 +124,9 @@ TEST(NonFiniteRuleTest, AGapInTheStepsBreaksARun) {
   options.grad_steps = 5;
   NonFiniteRule rule{options};
   for (int64_t step : {10, 11, 12, 14, 15, 16, 17}) rule.ObserveStep(Step(step, 1));
-  EXPECT_EQ(rule.Check(At(100)), std::nullopt);
+  EXPECT_EQ(rule.Check(AtS(100)), std::nullopt);
   rule.ObserveStep(Step(18, 1));
-  EXPECT_TRUE(rule.Check(At(100)).has_value());
+  EXPECT_TRUE(rule.Check(AtS(100)).has_value());
 }
 
 TEST(NonFiniteRuleTest, ANonFiniteGradWithANonFiniteLossIsTheLossRule) {
@@ -135,15 +134,15 @@ TEST(NonFiniteRuleTest, ANonFiniteGradWithANonFiniteLossIsTheLossRule) {
   for (int64_t step = 0; step < 50; ++step) rule.ObserveStep(Step(step, 8, 8));
   EXPECT_EQ(rule.overflow_steps(), 0u);
   EXPECT_EQ(rule.loss_steps(), 50u);
-  EXPECT_EQ(rule.Check(At(100)), std::nullopt);  // no loss was observed: nothing to name
+  EXPECT_EQ(rule.Check(AtS(100)), std::nullopt);  // no loss was observed: nothing to name
 }
 
 TEST(NonFiniteRuleTest, OffJudgesNothing) {
   NonFiniteOptions options;
   options.action = NonFiniteAction::kOff;
   NonFiniteRule rule{options};
-  rule.ObserveLoss(At(0), 3, {0, 0}, kNaN);
-  EXPECT_EQ(rule.Check(At(10)), std::nullopt);
+  rule.ObserveLoss(AtS(0), 3, {0, 0}, kNaN);
+  EXPECT_EQ(rule.Check(AtS(10)), std::nullopt);
 }
 
 }  // namespace

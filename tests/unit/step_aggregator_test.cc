@@ -10,13 +10,12 @@
 #include "absl/time/time.h"
 #include "daemon/core/signals/replica_rule.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time At(double seconds) {
-  return absl::FromUnixSeconds(1000) + absl::Milliseconds(static_cast<int64_t>(seconds * 1000));
-}
+using ::trainsup::testing::AtS;
 
 // A STEP of `rank` at `step` (rank r on node r / 4).
 Heartbeat Step(uint32_t rank, int64_t step) {
@@ -45,12 +44,12 @@ TEST(StepAggregatorTest, AStepIsHandedOverOnceEveryRankSentItWithItsSums) {
     hb.device_memory_bytes = 1000 + 10 * r;   // the largest on rank 3
     hb.device_memory_capacity_bytes = 5000;
     hb.host_rss_bytes = r == 1 ? 900 : 100;
-    agg.Add(At(1 + r * 0.1), AtRank(r), hb, 0, /*expected_ranks=*/4);
+    agg.Add(AtS(1 + r * 0.1), AtRank(r), hb, 0, /*expected_ranks=*/4);
     EXPECT_EQ(agg.ready().size(), r == 3 ? 1u : 0u);
   }
   const StepSignals& s = agg.ready()[0];
   EXPECT_EQ(s.step, 5);
-  EXPECT_EQ(s.time, At(1));
+  EXPECT_EQ(s.time, AtS(1));
   EXPECT_EQ(s.ranks, 4u);
   EXPECT_DOUBLE_EQ(*s.loss, 3.5);
   EXPECT_DOUBLE_EQ(*s.grad_norm, 9.0);
@@ -74,7 +73,7 @@ TEST(StepAggregatorTest, NonFiniteValuesAreCountedNotSummed) {
     Heartbeat hb = Step(r, 0);
     hb.loss = r == 1 ? nan : 2.0;
     hb.grad_norm = r == 0 ? std::numeric_limits<double>::infinity() : 1.0;
-    agg.Add(At(0), AtRank(r), hb, 0, 3);
+    agg.Add(AtS(0), AtRank(r), hb, 0, 3);
   }
   const StepSignals& s = agg.ready()[0];
   EXPECT_DOUBLE_EQ(*s.loss, 2.0);
@@ -88,21 +87,21 @@ TEST(StepAggregatorTest, AnUnmeasuredOrCheckpointedStepIsNotThePace) {
   StepAggregator agg;
   Heartbeat first = Step(0, 0);
   first.step_duration_s = 0;  // the helper's first step
-  agg.Add(At(0), AtRank(0), first, 0, 2);
+  agg.Add(AtS(0), AtRank(0), first, 0, 2);
   Heartbeat checkpointed = Step(1, 0);
   checkpointed.step_duration_s = 40;
-  agg.Add(At(0), AtRank(1), checkpointed, /*checkpoint_s=*/39, 2);
+  agg.Add(AtS(0), AtRank(1), checkpointed, /*checkpoint_s=*/39, 2);
   EXPECT_FALSE(agg.ready()[0].step_time_s.has_value());
 }
 
 TEST(StepAggregatorTest, StepsAreHandedOverInOrder) {
   StepAggregator agg;
   // Node 1's report (steps 7 and 8) arrives before node 0's.
-  agg.Add(At(0), AtRank(4), Step(4, 7), 0, 2);
-  agg.Add(At(0), AtRank(4), Step(4, 8), 0, 2);
-  agg.Add(At(0), AtRank(0), Step(0, 8), 0, 2);  // 8 complete, 7 not yet
+  agg.Add(AtS(0), AtRank(4), Step(4, 7), 0, 2);
+  agg.Add(AtS(0), AtRank(4), Step(4, 8), 0, 2);
+  agg.Add(AtS(0), AtRank(0), Step(0, 8), 0, 2);  // 8 complete, 7 not yet
   EXPECT_TRUE(agg.ready().empty());
-  agg.Add(At(0), AtRank(0), Step(0, 7), 0, 2);
+  agg.Add(AtS(0), AtRank(0), Step(0, 7), 0, 2);
   ASSERT_EQ(agg.ready().size(), 2u);
   EXPECT_EQ(agg.ready()[0].step, 7);
   EXPECT_EQ(agg.ready()[1].step, 8);
@@ -110,21 +109,21 @@ TEST(StepAggregatorTest, StepsAreHandedOverInOrder) {
 
 TEST(StepAggregatorTest, AStepARankNeverSendsIsHandedOverByAgeOrByTheRing) {
   StepAggregator agg;
-  agg.Add(At(0), AtRank(0), Step(0, 0), 0, 2);  // rank 1 has died
-  agg.Expire(At(5), absl::Seconds(10));
+  agg.Add(AtS(0), AtRank(0), Step(0, 0), 0, 2);  // rank 1 has died
+  agg.Expire(AtS(5), absl::Seconds(10));
   EXPECT_TRUE(agg.ready().empty());
-  agg.Expire(At(10.5), absl::Seconds(10));
+  agg.Expire(AtS(10.5), absl::Seconds(10));
   ASSERT_EQ(agg.ready().size(), 1u);
   EXPECT_EQ(agg.ready()[0].ranks, 1u);
   agg.ready().clear();
 
   // Its late STEP is left out, counted.
-  agg.Add(At(11), AtRank(1), Step(1, 0), 0, 2);
+  agg.Add(AtS(11), AtRank(1), Step(1, 0), 0, 2);
   EXPECT_EQ(agg.late(), 1u);
 
   // The ring holds kSlots steps: the job running ahead hands the oldest over.
   for (int64_t step = 1; step <= static_cast<int64_t>(StepAggregator::kSlots) + 1; ++step) {
-    agg.Add(At(12), AtRank(0), Step(0, step), 0, 2);
+    agg.Add(AtS(12), AtRank(0), Step(0, step), 0, 2);
   }
   ASSERT_EQ(agg.ready().size(), 1u);
   EXPECT_EQ(agg.ready()[0].step, 1);
@@ -142,7 +141,7 @@ std::vector<ReplicaDisagreement> Tally(const std::vector<uint64_t>& digests, uin
     hb.world_size = 16;
     hb.replica_digest = digests[r];
     hb.replica_group = group;
-    agg.Add(At(0), AtRank(r), hb, 0, static_cast<uint32_t>(digests.size()));
+    agg.Add(AtS(0), AtRank(r), hb, 0, static_cast<uint32_t>(digests.size()));
   }
   return agg.disagreements();
 }
@@ -179,7 +178,7 @@ TEST(StepAggregatorTest, GroupsAreJudgedApart) {
     hb.world_size = 16;
     hb.replica_group = r % 2;          // two groups of 4
     hb.replica_digest = 100 + r % 2;   // each agrees with itself
-    agg.Add(At(0), AtRank(r), hb, 0, 8);
+    agg.Add(AtS(0), AtRank(r), hb, 0, 8);
   }
   EXPECT_TRUE(agg.disagreements().empty());
 }

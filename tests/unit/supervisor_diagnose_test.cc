@@ -11,12 +11,13 @@
 #include "daemon/core/supervisor.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace testing {
 namespace {
 
-absl::Time At(double seconds) { return absl::UnixEpoch() + absl::Seconds(seconds); }
+using ::trainsup::testing::AtS;
 
 std::optional<double> FigureOf(const Finding& f, const std::string& name) {
   for (const auto& [key, value] : f.figures) {
@@ -30,9 +31,9 @@ class SupervisorDiagnoseTest : public FakeAgentsTest {
   void SetUp() override {
     options_ = FakeAgentsOptions();
     Create();
-    ConnectAgents(At(0));
-    SendStarted(At(1), a_);
-    SendStarted(At(1), b_);
+    ConnectAgents(AtS(0));
+    SendStarted(AtS(1), a_);
+    SendStarted(AtS(1), b_);
   }
 
   // Steps first..last of `step_s` on every rank, 0.18 s of compute;
@@ -51,7 +52,7 @@ class SupervisorDiagnoseTest : public FakeAgentsTest {
           hbs.push_back(hb);
           processes.push_back(Alive(r));
         }
-        Send(At(1 + 0.3 * s), session, hbs, processes);
+        Send(AtS(1 + 0.3 * s), session, hbs, processes);
       }
     }
   }
@@ -65,7 +66,7 @@ class SupervisorDiagnoseTest : public FakeAgentsTest {
 
 TEST_F(SupervisorDiagnoseTest, TheRanksDataWaitReachesTheReadModelAndTheVerdict) {
   Steps(1, 30, /*step_s=*/0.3, /*wait_b=*/0.1);
-  Sweep(At(10));
+  Sweep(AtS(10));
   std::vector<RankView> rows;
   std::vector<RankTexts> texts;
   ASSERT_TRUE(sup_->RankViewsOf("job", &rows, &texts));
@@ -77,7 +78,7 @@ TEST_F(SupervisorDiagnoseTest, TheRanksDataWaitReachesTheReadModelAndTheVerdict)
   EXPECT_NEAR(rows[2].comm_share, 0.02 / 0.3, 1e-4);
   EXPECT_NEAR(rows[0].comm_share, 0.12 / 0.3, 1e-4);
 
-  const Diagnosis d = DiagnoseAt(At(10));
+  const Diagnosis d = DiagnoseAt(AtS(10));
   EXPECT_EQ(d.verdict, DiagnosisVerdict::kInputBound) << d.headline;
   EXPECT_EQ(d.findings[1].node, "node-b");
   EXPECT_NEAR(*FigureOf(d.findings[1], "node_share"), 0.1 / 0.3, 1e-4);
@@ -85,12 +86,12 @@ TEST_F(SupervisorDiagnoseTest, TheRanksDataWaitReachesTheReadModelAndTheVerdict)
 
 TEST_F(SupervisorDiagnoseTest, ACrashNamesItsCulpritNodeFaultAndWhatIsDone) {
   Steps(1, 5, /*step_s=*/0.2, /*wait_b=*/0.0);
-  EXPECT_EQ(DiagnoseAt(At(3)).verdict, DiagnosisVerdict::kHealthy);
+  EXPECT_EQ(DiagnoseAt(AtS(3)).verdict, DiagnosisVerdict::kHealthy);
   // Rank 0 on node-a killed by SIGSEGV: a native crash, charged to node-a.
-  Send(At(5), a_, {}, {Died(0, 0.5, 0, /*signal=*/11), Alive(1)});
-  Sweep(At(6));
+  Send(AtS(5), a_, {}, {Died(0, 0.5, 0, /*signal=*/11), Alive(1)});
+  Sweep(AtS(6));
   ASSERT_EQ(state(), "stopping");
-  const Diagnosis d = DiagnoseAt(At(6));
+  const Diagnosis d = DiagnoseAt(AtS(6));
   EXPECT_EQ(d.verdict, DiagnosisVerdict::kNotProgressing);
   const Finding& f = d.findings[0];
   EXPECT_EQ(f.rank, 0u);
@@ -103,14 +104,14 @@ TEST_F(SupervisorDiagnoseTest, ACrashNamesItsCulpritNodeFaultAndWhatIsDone) {
 
 TEST_F(SupervisorDiagnoseTest, RanksExitingAfterTheLastStepAreEndingNotSteppingUnderNoThreshold) {
   Steps(1, 5, /*step_s=*/0.2, /*wait_b=*/0.0);
-  Sweep(At(3));
-  ASSERT_TRUE(sup_->ViewOf("job", At(3))->stall_threshold.has_value());
+  Sweep(AtS(3));
+  ASSERT_TRUE(sup_->ViewOf("job", AtS(3))->stall_threshold.has_value());
   // The last step is done: node-a's ranks exit 0, node-b's are still exiting.
-  Send(At(3.5), a_, {}, {Died(0, 0.1, 0), Died(1, 0.1, 0)});
-  Sweep(At(4));
+  Send(AtS(3.5), a_, {}, {Died(0, 0.1, 0), Died(1, 0.1, 0)});
+  Sweep(AtS(4));
   ASSERT_EQ(state(), "running");
-  EXPECT_FALSE(sup_->ViewOf("job", At(4))->stall_threshold.has_value());
-  const Diagnosis d = DiagnoseAt(At(4));
+  EXPECT_FALSE(sup_->ViewOf("job", AtS(4))->stall_threshold.has_value());
+  const Diagnosis d = DiagnoseAt(AtS(4));
   const Finding& f = d.findings[0];
   EXPECT_EQ(f.summary.rfind("ending: 2 of 4 ranks exited; the last step 5 was ", 0), 0u)
       << f.summary;
@@ -120,7 +121,7 @@ TEST_F(SupervisorDiagnoseTest, RanksExitingAfterTheLastStepAreEndingNotSteppingU
 }
 
 TEST_F(SupervisorDiagnoseTest, AnUnknownJobIsNotFound) {
-  EXPECT_EQ(sup_->Diagnose("nope", At(1)).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(sup_->Diagnose("nope", AtS(1)).status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

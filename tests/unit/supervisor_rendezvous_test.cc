@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -26,7 +27,7 @@ using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::Figure;
 using ::trainsup::testing::OfKind;
 
-absl::Time AtS(double s) { return absl::FromUnixSeconds(1000) + absl::Milliseconds(s * 1000); }
+using ::trainsup::testing::AtS;
 
 class RendezvousTest : public FakeAgentsTest {
  protected:

@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_agents.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
@@ -31,9 +32,7 @@ using ::trainsup::testing::OfKind;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-absl::Time AtS(double s) {
-  return absl::FromUnixSeconds(1000) + absl::Milliseconds(static_cast<int64_t>(s * 1000));
-}
+using ::trainsup::testing::AtS;
 
 // Which kinds are training signals (docs/signals.md).
 bool IsSignal(EventKind kind) {

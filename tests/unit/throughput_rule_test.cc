@@ -8,13 +8,12 @@
 
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_time.h"
 
 namespace trainsup {
 namespace {
 
-absl::Time At(double seconds) {
-  return absl::FromUnixSeconds(1000) + absl::Microseconds(static_cast<int64_t>(seconds * 1e6));
-}
+using ::trainsup::testing::AtS;
 
 // Steps [from, to) of `seconds(step)` each, the clock moving by them, a
 // Check after each; returns the findings. `t` is the clock.
@@ -25,8 +24,8 @@ std::vector<ThroughputFinding> Feed(ThroughputRule& rule, int64_t from, int64_t 
   for (int64_t step = from; step < to; ++step) {
     const double s = seconds(step);
     t += s;
-    rule.Observe(step, At(t), s);
-    if (std::optional<ThroughputFinding> f = rule.Check(At(t))) found.push_back(*f);
+    rule.Observe(step, AtS(t), s);
+    if (std::optional<ThroughputFinding> f = rule.Check(AtS(t))) found.push_back(*f);
   }
   return found;
 }
