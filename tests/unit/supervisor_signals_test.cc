@@ -34,26 +34,10 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 using ::trainsup::testing::AtS;
 
-// Which kinds are training signals (docs/signals.md).
+// Which kinds are training signals or resume findings (docs/signals.md).
 bool IsSignal(EventKind kind) {
-  switch (kind) {
-    case EventKind::kNotFinite:
-    case EventKind::kLossShift:
-    case EventKind::kLossFlat:
-    case EventKind::kGradSpike:
-    case EventKind::kGradCollapse:
-    case EventKind::kThroughputChange:
-    case EventKind::kThroughputDecay:
-    case EventKind::kMemoryGrowth:
-    case EventKind::kReplicaMismatch:
-    case EventKind::kResumedBehind:
-    case EventKind::kLrMismatch:
-    case EventKind::kDataPositionMismatch:
-    case EventKind::kResumeSpike:
-      return true;
-    default:
-      return false;
-  }
+  const EventFamily family = EventKindInfoOf(kind).family;
+  return family == EventFamily::kSignal || family == EventFamily::kResume;
 }
 
 class SignalsTest : public FakeAgentsTest {
