@@ -1,6 +1,8 @@
 // trainsupctl: the operator's view of trainsupd.
 #include <algorithm>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -263,6 +265,453 @@ absl::StatusOr<v1::KillCriteria> KillCriteriaOf(const KillFlags& f) {
   return c;
 }
 
+// ---- Verbs ----
+//
+// One registration function a verb: it adds the verb's subcommand and its
+// flags to the app and returns what to run once the command line is parsed
+// (the flags live in the closure). Verbs that call trainsupd run with a
+// client; the offline calculators contact no supervisor.
+
+// What a verb that calls trainsupd runs with.
+struct Call {
+  OperatorClient& client;
+  bool json;
+  // For a verb that opens a client of its own (top's shorter deadline).
+  const SupervisorAddresses& addresses;
+  const ClientTlsOptions& tls;
+  const std::string& token;
+  absl::Duration timeout;
+};
+
+struct Verb {
+  CLI::App* command;
+  std::function<int(const Call&)> run;
+};
+
+// An offline calculator: the text to print, or a usage error.
+struct OfflineVerb {
+  CLI::App* command;
+  std::function<absl::StatusOr<std::string>(bool json)> run;
+};
+
+// The action verbs answer one line.
+std::string Said(const v1::ActionResponse& r) { return r.message() + "\n"; }
+
+// A verb about one job: its required JOB, kept by the returned pointer.
+std::shared_ptr<std::string> AddJobArgument(CLI::App* command) {
+  auto job = std::make_shared<std::string>();
+  command->add_option("JOB", *job, "job id")->required();
+  return job;
+}
+
+Verb AddJobs(CLI::App& app) {
+  return {app.add_subcommand("jobs", "list the jobs the supervisor knows"), [](const Call& c) {
+            return Emit(c.client.ListJobs(), c.json, [](const v1::ListJobsResponse& r) {
+              return RenderJobsTable(r, absl::Now());
+            });
+          }};
+}
+
+Verb AddStatus(CLI::App& app) {
+  return {app.add_subcommand("status",
+                             "the trainsupd instances: who leads, since when, the epoch, the "
+                             "candidates (docs/ha.md); answered by the leader"),
+          [](const Call& c) {
+            return Emit(c.client.GetSupervisorStatus(), c.json,
+                        [](const v1::SupervisorStatus& r) {
+                          return RenderSupervisorStatus(r, absl::Now());
+                        });
+          }};
+}
+
+Verb AddRanks(CLI::App& app) {
+  struct Flags {
+    std::string job;
+    std::string sort = "rank";
+    uint32_t top = 0;
+    std::string node;
+    std::string flag;
+    bool all = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
+  ranks->add_option("JOB", f->job, "job id")->required();
+  ranks->add_option("--sort", f->sort,
+                    "row order: rank, compute-p99 (the COMPUTE_P99 column: slowest own work "
+                    "first), step-p99 (the STEP_P99 column), last-seen (longest silent first), "
+                    "step (furthest behind first)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"rank", "compute-p99", "step-p99", "last-seen", "step"}));
+  CLI::Option* top = ranks->add_option("--top", f->top, "only the first N ranks in --sort order")
+                         ->check(WholeNumberValidator(1));
+  ranks->add_option("--node", f->node, "only this node's ranks");
+  ranks->add_option("--flag", f->flag, "only the ranks flagged so")
+      ->check(CLI::IsMember({"straggler", "culprit", "dead"}));
+  ranks->add_flag("--all", f->all,
+                  "every rank, however many (streamed; the default above 256 ranks is the top "
+                  "20 by compute p99)");
+  return {ranks, [f, top](const Call& c) {
+            RanksQuery query;
+            query.request.set_job_id(f->job);
+            query.request.set_sort(RankSortOf(f->sort));
+            query.request.set_node(f->node);
+            query.request.set_flag(RankFlagOf(f->flag));
+            if (*top) query.request.set_limit(f->top);
+            query.sorted = f->sort != "rank";
+            query.all = f->all;
+            return RunRanks(c.client, query, c.json);
+          }};
+}
+
+Verb AddNodes(CLI::App& app) {
+  return {app.add_subcommand("nodes", "list the nodes, their agents and quarantine"),
+          [](const Call& c) { return Emit(c.client.ListNodes(), c.json, RenderNodesTable); }};
+}
+
+Verb AddStacks(CLI::App& app) {
+  CLI::App* stacks = app.add_subcommand(
+      "stacks", "the Python stacks of JOB's ranks when it last hung, grouped (the culprit's "
+                "group first)");
+  auto job = AddJobArgument(stacks);
+  auto generation = std::make_shared<uint64_t>(0);
+  stacks->add_option("--generation", *generation, "that generation's (default: the latest)")
+      ->check(WholeNumberValidator(1));
+  return {stacks, [job, generation](const Call& c) {
+            return Emit(c.client.GetStacks(*job, *generation), c.json, RenderStacks);
+          }};
+}
+
+Verb AddDiagnose(CLI::App& app) {
+  CLI::App* diagnose = app.add_subcommand(
+      "diagnose", "what is wrong with JOB, as one verdict: is it progressing, input-bound, "
+                  "straggling, communication-bound, showing a training signal, else healthy; "
+                  "each finding with its numbers and the command that shows more");
+  auto job = AddJobArgument(diagnose);
+  return {diagnose,
+          [job](const Call& c) { return Emit(c.client.Diagnose(*job), c.json, RenderDiagnosis); }};
+}
+
+Verb AddResume(CLI::App& app) {
+  CLI::App* resume = app.add_subcommand(
+      "resume", "lift a held job (its restart cap was hit): it restarts now");
+  auto job = AddJobArgument(resume);
+  return {resume, [job](const Call& c) { return Emit(c.client.ResumeJob(*job), c.json, Said); }};
+}
+
+Verb AddQuarantine(CLI::App& app) {
+  struct Flags {
+    std::string node;
+    std::string reason;
+    bool force = false;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* quarantine = app.add_subcommand(
+      "quarantine", "quarantine NODE: its agent stops and exits, the job restarts without it");
+  quarantine->add_option("NODE", f->node, "node name")->required();
+  quarantine->add_option("--reason", f->reason, "why (kept with the node; 1..512 bytes on one line)")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            return IsValidReason(text) ? std::string() : std::string("must be ") + kReasonRule;
+          },
+          ""));
+  quarantine->add_flag("--force", f->force,
+                       "even past --quarantine-max-fraction of the nodes (refused without)");
+  return {quarantine, [f](const Call& c) {
+            return Emit(c.client.QuarantineNode(f->node, f->reason, f->force), c.json, Said);
+          }};
+}
+
+Verb AddKillCriteria(CLI::App& app) {
+  struct Flags {
+    std::string job;
+    KillFlags kill;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* kill = app.add_subcommand(
+      "kill-criteria",
+      "when to stop JOB for good (docs/kill-criteria.md): set the operator's criteria, list "
+      "every job's (or JOB's) with how close each is to firing, clear the operator's");
+  kill->add_option("JOB", f->job, "job id (list: every job without it)");
+  kill->require_subcommand(1);
+  CLI::App* set = kill->add_subcommand("set", "set JOB's criteria (in force instead of the "
+                                              "script's)");
+  CLI::Option* loss_above = set->add_option(
+      "--loss-above", f->kill.loss_above, "stop when the smoothed loss is above this ...");
+  set->add_option("--at-step", f->kill.at_step, "... from this step on")
+      ->capture_default_str()->needs(loss_above);
+  CLI::Option* reference = set->add_option(
+      "--reference", f->kill.reference,
+      "a good run's loss curve: STEP:LOSS,STEP:LOSS,... (steps increasing)");
+  set->add_option("--band", f->kill.band, "the band above the curve: a fraction of it (0.1 = 10 %)")
+      ->capture_default_str()->needs(reference);
+  set->add_flag("--band-absolute", f->kill.band_absolute, "--band in loss units")->needs(reference);
+  CLI::Option* spikes = set->add_option(
+      "--spikes", f->kill.spikes, "loss shifts in a row with no recovery that stop it (0: off)");
+  spikes->capture_default_str();
+  set->add_option("--total-steps", f->kill.total_steps,
+                  "the job's total steps (the GPU-time a kill saves is counted on them)");
+  set->add_flag("--observe-only", f->kill.observe_only,
+                "report (a killed_by_criterion event) instead of stopping the job");
+  CLI::App* list = kill->add_subcommand("list", "the criteria and how close each is");
+  list->add_flag("--all", f->kill.all, "every job's (the same as no JOB)");
+  CLI::App* clear = kill->add_subcommand("clear", "forget JOB's operator criteria");
+  set->fallthrough();
+  list->fallthrough();
+  clear->fallthrough();
+  kill->fallthrough();
+  return {kill, [f, set, list, clear, loss_above, reference, spikes](const Call& c) -> int {
+            if (*list) {
+              return Emit(c.client.ListKillCriteria(f->kill.all ? "" : f->job), c.json,
+                          RenderKillCriteriaTable);
+            }
+            if (f->job.empty()) {
+              std::fprintf(stderr, "error: kill-criteria %s needs a JOB\n", *set ? "set" : "clear");
+              return kExitUsage;
+            }
+            if (*clear) return Emit(c.client.SetKillCriteria(f->job, std::nullopt), c.json, Said);
+            // A set replaces the criteria in force: one without a criterion
+            // would drop them and set none but the default --spikes.
+            if (!*loss_above && !*reference && !*spikes) {
+              return UsageErrorExit(
+                  "kill-criteria set needs a criterion: --loss-above, --reference or "
+                  "--spikes (the criteria in force are kept)");
+            }
+            absl::StatusOr<v1::KillCriteria> criteria = KillCriteriaOf(f->kill);
+            if (!criteria.ok()) {
+              std::fprintf(stderr, "error: %s\n", std::string(criteria.status().message()).c_str());
+              return kExitUsage;
+            }
+            return Emit(c.client.SetKillCriteria(f->job, *criteria), c.json, Said);
+          }};
+}
+
+Verb AddJob(CLI::App& app) {
+  CLI::App* job = app.add_subcommand(
+      "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
+  auto id = AddJobArgument(job);
+  auto generation = std::make_shared<std::optional<uint64_t>>();
+  job->add_option("--generation", *generation,
+                  "also what ran in that generation, node by node: command, code version, "
+                  "environment, versions, what it resumed (docs/provenance.md)");
+  return {job, [id, generation](const Call& c) {
+            if (generation->has_value()) {
+              return Emit(JobWithProvenance(c.client, *id, **generation), c.json,
+                          RenderJobProvenance);
+            }
+            return Emit(c.client.GetJob(*id), c.json, RenderJobDetail);
+          }};
+}
+
+Verb AddDiff(CLI::App& app) {
+  auto args = std::make_shared<std::vector<std::string>>();
+  CLI::App* diff = app.add_subcommand(
+      "diff", "what changed between two generations, of JOB or of two jobs: command, code "
+              "version and dirty files, environment, versions, world size, nodes");
+  diff->add_option("ARGS", *args, "JOB GEN_A [JOB_B] GEN_B")->required()->expected(3, 4);
+  return {diff, [args](const Call& c) { return RunDiff(c.client, *args, c.json); }};
+}
+
+Verb AddCheckpoint(CLI::App& app) {
+  CLI::App* checkpoint = app.add_subcommand(
+      "checkpoint", "checkpoint JOB once, at a step every rank reaches after the plan horizon");
+  auto job = AddJobArgument(checkpoint);
+  return {checkpoint,
+          [job](const Call& c) { return Emit(c.client.RequestCheckpoint(*job), c.json, Said); }};
+}
+
+Verb AddUnquarantine(CLI::App& app) {
+  CLI::App* unquarantine = app.add_subcommand("unquarantine", "lift NODE's quarantine");
+  auto node = std::make_shared<std::string>();
+  unquarantine->add_option("NODE", *node, "node name")->required();
+  return {unquarantine, [node](const Call& c) {
+            return Emit(c.client.UnquarantineNode(*node), c.json, Said);
+          }};
+}
+
+Verb AddEvents(CLI::App& app) {
+  struct Flags {
+    EventsQuery query;
+    bool follow = false;
+    absl::Duration since = absl::ZeroDuration();
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* events = app.add_subcommand(
+      "events", "list recent events (stall, crash, straggler, ...), of JOB if given");
+  events->add_option("JOB", f->query.job, "only this job's events");
+  events->add_flag("-f,--follow", f->follow,
+                   "after the newest events (10 unless --limit), print new ones as they happen "
+                   "(one per line; -o json: one JSON object per line) until interrupted; "
+                   "reconnects when the supervisor restarts");
+  events->add_option("--kind", f->query.kinds,
+                     "only events of this kind (repeatable; the kinds: docs/cli.md)")
+      ->type_name("KIND")
+      ->check(CLI::Validator(
+          [](std::string& text) {
+            const std::vector<std::string>& kinds = EventKindNames();
+            if (std::find(kinds.begin(), kinds.end(), text) != kinds.end()) return std::string();
+            return absl::StrCat("'", text, "' is not an event kind; the kinds: ",
+                                absl::StrJoin(kinds, ", "));
+          },
+          ""));
+  CLI::Option* since = AddDurationOption(*events, "--since", &f->since,
+                                         "only events of the last DURATION (e.g. 10m, 2h)",
+                                         DurationBound::kPositive);
+  events->add_option("--limit", f->query.limit, "only the newest N events")
+      ->check(WholeNumberValidator(1));
+  return {events, [f, since](const Call& c) -> int {
+            EventsQuery query = f->query;
+            query.json = c.json;
+            if (*since) query.since = absl::Now() - f->since;
+            if (f->follow) return FollowEvents(c.client, query);
+            absl::StatusOr<v1::ListEventsResponse> kept = c.client.ListEvents(query.job);
+            if (kept.ok() && kept->events_size() == 0 && !query.job.empty()) {
+              // None kept of it: a job the supervisor does not know either is
+              // no job (exit 4, as for every verb), not an empty history.
+              if (absl::StatusOr<v1::JobDetail> known = c.client.GetJob(query.job); !known.ok()) {
+                kept = known.status();
+              }
+            }
+            if (kept.ok()) kept = Filtered(query, *kept);
+            return Emit(kept, c.json, RenderEventsTable);
+          }};
+}
+
+Verb AddTop(CLI::App& app) {
+  auto job = std::make_shared<std::string>();
+  CLI::App* top = app.add_subcommand(
+      "top", "a live view of JOB like top(1), refreshed every second until q or Ctrl-C: its "
+             "state, step rate, goodput and last event, and its slowest ranks by compute p99 "
+             "with their flags, as many as fit the terminal (not a terminal: one frame)");
+  top->add_option("JOB", *job, "job id (default: the only job the supervisor knows)");
+  return {top, [job](const Call& c) -> int {
+            if (c.json) {
+              std::fprintf(stderr, "error: top has no -o json (`job JOB` and `ranks JOB` have)\n");
+              return kExitUsage;
+            }
+            // A live view must not freeze on a supervisor that accepts calls
+            // and never answers: each call waits at most 2 s, then the view
+            // says so.
+            OperatorClient live(c.addresses, std::min(c.timeout, absl::Seconds(2)), c.tls, c.token);
+            return RunTop(live, *job);
+          }};
+}
+
+OfflineVerb AddPlan(CLI::App& app) {
+  struct Flags {
+    PlanFlags plan;
+    double async_snapshot_seconds = 0;
+    double run_hours = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* plan = app.add_subcommand(
+      "plan", "offline: how often to checkpoint, from the MTBF and the checkpoint and restart "
+              "costs (no supervisor contacted)");
+  plan->add_option("--mtbf-hours", f->plan.mtbf_hours,
+                   "mean time between job-killing failures, hours")
+      ->capture_default_str();
+  plan->add_option("--checkpoint-seconds", f->plan.checkpoint_seconds,
+                   "time one writer takes to write a checkpoint, seconds")
+      ->capture_default_str();
+  plan->add_option("--restart-seconds", f->plan.restart_seconds,
+                   "from a failure to the first step of the next generation, seconds")
+      ->capture_default_str();
+  plan->add_option("--writers", f->plan.writers,
+                   "parallel writers: a checkpoint takes checkpoint-seconds / writers")
+      ->capture_default_str();
+  CLI::Option* async_snapshot = plan->add_option(
+      "--async-snapshot-seconds", f->async_snapshot_seconds,
+      "training blocks only this long (snapshot); the write goes on in the background");
+  CLI::Option* run = plan->add_option("--run-hours", f->run_hours, "length of the run, hours");
+  // `trainsupctl plan -o json` works as well as `trainsupctl -o json plan`.
+  plan->fallthrough();
+  return {plan, [f, async_snapshot, run](bool json) {
+            PlanFlags flags = f->plan;
+            if (*async_snapshot) flags.async_snapshot_seconds = f->async_snapshot_seconds;
+            if (*run) flags.run_hours = f->run_hours;
+            return RunPlanCommand(flags, json);
+          }};
+}
+
+OfflineVerb AddBudget(CLI::App& app) {
+  struct Flags {
+    ComputeBudgetInputs budget;
+    bool no_overlap = false;
+    int gpus = 0;
+    double price = 0;
+    double useful = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* budget = app.add_subcommand(
+      "budget", "offline: GPU utilization, wall time and cost left by the input pipeline's "
+                "rate (no supervisor contacted)");
+  budget->add_option("--compute-samples-per-second", f->budget.compute_samples_per_second,
+                     "what the GPUs consume when never waiting for data")
+      ->capture_default_str();
+  budget->add_option("--loader-samples-per-second", f->budget.loader_samples_per_second,
+                     "what the data loader produces (same scope as the compute rate)")
+      ->capture_default_str();
+  budget->add_flag("--no-overlap", f->no_overlap,
+                   "loading does not overlap compute (no prefetch): per-sample times add");
+  CLI::Option* gpus = budget->add_option("--gpus", f->gpus, "GPUs in the job");
+  CLI::Option* price = budget->add_option("--price-per-gpu-hour", f->price, "price of one GPU-hour");
+  CLI::Option* useful = budget->add_option("--useful-gpu-hours", f->useful,
+                                           "GPU-hours of pure compute the run needs");
+  budget->fallthrough();
+  return {budget, [f, gpus, price, useful](bool json) {
+            ComputeBudgetInputs inputs = f->budget;
+            inputs.overlap = !f->no_overlap;
+            if (*gpus) inputs.gpus = f->gpus;
+            if (*price) inputs.price_per_gpu_hour = f->price;
+            if (*useful) inputs.useful_gpu_hours = f->useful;
+            return RunBudgetCommand(inputs, json);
+          }};
+}
+
+OfflineVerb AddSearchBudget(CLI::App& app) {
+  struct Flags {
+    SearchBudgetInputs search;
+    double mtbf = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* search = app.add_subcommand(
+      "search-budget", "offline: grid, random search or successive halving for a GPU-hour "
+                       "budget, by seeded Monte Carlo (no supervisor contacted)");
+  SearchBudgetInputs& s = f->search;
+  search->add_option("--budget-gpu-hours", s.budget_gpu_hours, "GPU-hours for the whole search")
+      ->capture_default_str();
+  search->add_option("--run-gpu-hours", s.run_gpu_hours, "GPU-hours of one full run")
+      ->capture_default_str();
+  search->add_option("--dimensions", s.dimensions, "hyperparameters searched, of which one matters")
+      ->capture_default_str();
+  search->add_option("--reduction-factor", s.reduction_factor,
+                     "successive halving keeps 1 configuration in this many per rung")
+      ->capture_default_str();
+  search->add_option("--rungs", s.rungs, "successive halving's rungs, the last one of full runs")
+      ->capture_default_str();
+  search->add_option("--early-noise", s.early_noise,
+                     "how badly short runs rank configurations (0: perfectly)")
+      ->capture_default_str();
+  search->add_option("--seed", s.seed, "the Monte Carlo's seed")->capture_default_str();
+  search->add_option("--trials", s.trials, "Monte Carlo trials")->capture_default_str();
+  CLI::Option* mtbf = search->add_option(
+      "--mtbf", f->mtbf,
+      "a run's mean time between job-killing failures, hours: GPU-hours then include "
+      "checkpoints, re-done work and restarts");
+  search->add_option("--restart-cost", s.restart_seconds,
+                     "with --mtbf: seconds from a failure to the next first step")
+      ->capture_default_str();
+  search->add_option("--checkpoint-cost", s.checkpoint_seconds,
+                     "with --mtbf: seconds one checkpoint blocks training")
+      ->capture_default_str();
+  search->fallthrough();
+  return {search, [f, mtbf](bool json) {
+            SearchBudgetInputs inputs = f->search;
+            if (*mtbf) inputs.mtbf_hours = f->mtbf;
+            return RunSearchBudgetCommand(inputs, json);
+          }};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -297,250 +746,20 @@ int main(int argc, char** argv) {
                  "file holding the operator bearer token (needs --tls-ca)")
       ->envname("TRAINSUP_TOKEN_FILE")->type_name("FILE");
 
-  CLI::App* jobs = app.add_subcommand("jobs", "list the jobs the supervisor knows");
-  CLI::App* status = app.add_subcommand(
-      "status", "the trainsupd instances: who leads, since when, the epoch, the candidates "
-                "(docs/ha.md); answered by the leader");
-  std::string job_id;
-  std::string sort = "rank";
-  CLI::App* ranks = app.add_subcommand("ranks", "list the ranks of JOB with their step times");
-  ranks->add_option("JOB", job_id, "job id")->required();
-  ranks->add_option("--sort", sort,
-                    "row order: rank, compute-p99 (the COMPUTE_P99 column: slowest own work "
-                    "first), step-p99 (the STEP_P99 column), last-seen (longest silent first), "
-                    "step (furthest behind first)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"rank", "compute-p99", "step-p99", "last-seen", "step"}));
-  uint32_t top = 0;
-  CLI::Option* top_option =
-      ranks->add_option("--top", top, "only the first N ranks in --sort order")
-          ->check(WholeNumberValidator(1));
-  std::string rank_node;
-  ranks->add_option("--node", rank_node, "only this node's ranks");
-  std::string rank_flag;
-  ranks->add_option("--flag", rank_flag, "only the ranks flagged so")
-      ->check(CLI::IsMember({"straggler", "culprit", "dead"}));
-  bool all_ranks = false;
-  ranks->add_flag("--all", all_ranks,
-                  "every rank, however many (streamed; the default above 256 ranks is the top "
-                  "20 by compute p99)");
-  CLI::App* nodes = app.add_subcommand("nodes", "list the nodes, their agents and quarantine");
-  uint64_t stacks_generation = 0;
-  CLI::App* stacks = app.add_subcommand(
-      "stacks", "the Python stacks of JOB's ranks when it last hung, grouped (the culprit's "
-                "group first)");
-  stacks->add_option("JOB", job_id, "job id")->required();
-  stacks->add_option("--generation", stacks_generation, "that generation's (default: the latest)")
-      ->check(WholeNumberValidator(1));
-  CLI::App* diagnose = app.add_subcommand(
-      "diagnose", "what is wrong with JOB, as one verdict: is it progressing, input-bound, "
-                  "straggling, communication-bound, showing a training signal, else healthy; "
-                  "each finding with its numbers and the command that shows more");
-  diagnose->add_option("JOB", job_id, "job id")->required();
-  std::string node_name;
-  std::string reason;
-  CLI::App* resume = app.add_subcommand(
-      "resume", "lift a held job (its restart cap was hit): it restarts now");
-  resume->add_option("JOB", job_id, "job id")->required();
-  CLI::App* quarantine = app.add_subcommand(
-      "quarantine", "quarantine NODE: its agent stops and exits, the job restarts without it");
-  quarantine->add_option("NODE", node_name, "node name")->required();
-  quarantine->add_option("--reason", reason, "why (kept with the node; 1..512 bytes on one line)")
-      ->required()
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            return IsValidReason(text) ? std::string() : std::string("must be ") + kReasonRule;
-          },
-          ""));
-  bool force = false;
-  quarantine->add_flag("--force", force,
-                       "even past --quarantine-max-fraction of the nodes (refused without)");
-  KillFlags kill_flags;
-  CLI::App* kill = app.add_subcommand(
-      "kill-criteria",
-      "when to stop JOB for good (docs/kill-criteria.md): set the operator's criteria, list "
-      "every job's (or JOB's) with how close each is to firing, clear the operator's");
-  kill->add_option("JOB", job_id, "job id (list: every job without it)");
-  kill->require_subcommand(1);
-  CLI::App* kill_set = kill->add_subcommand("set", "set JOB's criteria (in force instead of the "
-                                                   "script's)");
-  CLI::Option* loss_above = kill_set->add_option(
-      "--loss-above", kill_flags.loss_above, "stop when the smoothed loss is above this ...");
-  kill_set->add_option("--at-step", kill_flags.at_step, "... from this step on")
-      ->capture_default_str()->needs(loss_above);
-  CLI::Option* reference = kill_set->add_option(
-      "--reference", kill_flags.reference,
-      "a good run's loss curve: STEP:LOSS,STEP:LOSS,... (steps increasing)");
-  kill_set->add_option("--band", kill_flags.band,
-                       "the band above the curve: a fraction of it (0.1 = 10 %)")
-      ->capture_default_str()->needs(reference);
-  kill_set->add_flag("--band-absolute", kill_flags.band_absolute, "--band in loss units")
-      ->needs(reference);
-  CLI::Option* spikes = kill_set->add_option(
-      "--spikes", kill_flags.spikes, "loss shifts in a row with no recovery that stop it (0: off)");
-  spikes->capture_default_str();
-  kill_set->add_option("--total-steps", kill_flags.total_steps,
-                       "the job's total steps (the GPU-time a kill saves is counted on them)");
-  kill_set->add_flag("--observe-only", kill_flags.observe_only,
-                     "report (a killed_by_criterion event) instead of stopping the job");
-  CLI::App* kill_list = kill->add_subcommand("list", "the criteria and how close each is");
-  kill_list->add_flag("--all", kill_flags.all, "every job's (the same as no JOB)");
-  CLI::App* kill_clear = kill->add_subcommand("clear", "forget JOB's operator criteria");
-  kill_set->fallthrough();
-  kill_list->fallthrough();
-  kill_clear->fallthrough();
-  kill->fallthrough();
-  CLI::App* job = app.add_subcommand(
-      "job", "one job in depth: state, MTBF, checkpoint and restart cost, plan, goodput ledger");
-  job->add_option("JOB", job_id, "job id")->required();
-  std::optional<uint64_t> job_generation;
-  job->add_option("--generation", job_generation,
-                  "also what ran in that generation, node by node: command, code version, "
-                  "environment, versions, what it resumed (docs/provenance.md)");
-  std::vector<std::string> diff_args;
-  CLI::App* diff = app.add_subcommand(
-      "diff", "what changed between two generations, of JOB or of two jobs: command, code "
-              "version and dirty files, environment, versions, world size, nodes");
-  diff->add_option("ARGS", diff_args, "JOB GEN_A [JOB_B] GEN_B")->required()->expected(3, 4);
-  CLI::App* checkpoint = app.add_subcommand(
-      "checkpoint", "checkpoint JOB once, at a step every rank reaches after the plan horizon");
-  checkpoint->add_option("JOB", job_id, "job id")->required();
-  CLI::App* unquarantine = app.add_subcommand("unquarantine", "lift NODE's quarantine");
-  unquarantine->add_option("NODE", node_name, "node name")->required();
-  EventsQuery events_query;
-  bool follow = false;
-  CLI::App* events = app.add_subcommand(
-      "events", "list recent events (stall, crash, straggler, ...), of JOB if given");
-  events->add_option("JOB", events_query.job, "only this job's events");
-  events->add_flag("-f,--follow", follow,
-                   "after the newest events (10 unless --limit), print new ones as they happen "
-                   "(one per line; -o json: one JSON object per line) until interrupted; "
-                   "reconnects when the supervisor restarts");
-  events->add_option("--kind", events_query.kinds,
-                     "only events of this kind (repeatable; the kinds: docs/cli.md)")
-      ->type_name("KIND")
-      ->check(CLI::Validator(
-          [](std::string& text) {
-            const std::vector<std::string>& kinds = EventKindNames();
-            if (std::find(kinds.begin(), kinds.end(), text) != kinds.end()) return std::string();
-            return absl::StrCat("'", text, "' is not an event kind; the kinds: ",
-                                absl::StrJoin(kinds, ", "));
-          },
-          ""));
-  absl::Duration events_since = absl::ZeroDuration();
-  CLI::Option* since_option = AddDurationOption(
-      *events, "--since", &events_since, "only events of the last DURATION (e.g. 10m, 2h)",
-      DurationBound::kPositive);
-  events->add_option("--limit", events_query.limit, "only the newest N events")
-      ->check(WholeNumberValidator(1));
-  std::string top_job;
-  CLI::App* top_view = app.add_subcommand(
-      "top", "a live view of JOB like top(1), refreshed every second until q or Ctrl-C: its "
-             "state, step rate, goodput and last event, and its slowest ranks by compute p99 "
-             "with their flags, as many as fit the terminal (not a terminal: one frame)");
-  top_view->add_option("JOB", top_job, "job id (default: the only job the supervisor knows)");
-
+  // In the order `--help` lists them.
+  const std::vector<Verb> verbs = {
+      AddJobs(app),       AddStatus(app),     AddRanks(app),        AddNodes(app),
+      AddStacks(app),     AddDiagnose(app),   AddResume(app),       AddQuarantine(app),
+      AddKillCriteria(app), AddJob(app),      AddDiff(app),         AddCheckpoint(app),
+      AddUnquarantine(app), AddEvents(app),   AddTop(app)};
   // Offline calculators: they contact no supervisor.
-  PlanFlags plan_flags;
-  CLI::App* plan = app.add_subcommand(
-      "plan", "offline: how often to checkpoint, from the MTBF and the checkpoint and restart "
-              "costs (no supervisor contacted)");
-  plan->add_option("--mtbf-hours", plan_flags.mtbf_hours,
-                   "mean time between job-killing failures, hours")
-      ->capture_default_str();
-  plan->add_option("--checkpoint-seconds", plan_flags.checkpoint_seconds,
-                   "time one writer takes to write a checkpoint, seconds")
-      ->capture_default_str();
-  plan->add_option("--restart-seconds", plan_flags.restart_seconds,
-                   "from a failure to the first step of the next generation, seconds")
-      ->capture_default_str();
-  plan->add_option("--writers", plan_flags.writers,
-                   "parallel writers: a checkpoint takes checkpoint-seconds / writers")
-      ->capture_default_str();
-  double async_snapshot_seconds = 0;
-  CLI::Option* async_snapshot = plan->add_option(
-      "--async-snapshot-seconds", async_snapshot_seconds,
-      "training blocks only this long (snapshot); the write goes on in the background");
-  double run_hours = 0;
-  CLI::Option* run = plan->add_option("--run-hours", run_hours, "length of the run, hours");
-  ComputeBudgetInputs budget_flags;
-  CLI::App* budget = app.add_subcommand(
-      "budget", "offline: GPU utilization, wall time and cost left by the input pipeline's "
-                "rate (no supervisor contacted)");
-  budget->add_option("--compute-samples-per-second", budget_flags.compute_samples_per_second,
-                     "what the GPUs consume when never waiting for data")
-      ->capture_default_str();
-  budget->add_option("--loader-samples-per-second", budget_flags.loader_samples_per_second,
-                     "what the data loader produces (same scope as the compute rate)")
-      ->capture_default_str();
-  bool no_overlap = false;
-  budget->add_flag("--no-overlap", no_overlap,
-                   "loading does not overlap compute (no prefetch): per-sample times add");
-  int gpus = 0;
-  CLI::Option* gpus_option = budget->add_option("--gpus", gpus, "GPUs in the job");
-  double price = 0;
-  CLI::Option* price_option =
-      budget->add_option("--price-per-gpu-hour", price, "price of one GPU-hour");
-  double useful = 0;
-  CLI::Option* useful_option = budget->add_option(
-      "--useful-gpu-hours", useful, "GPU-hours of pure compute the run needs");
-  SearchBudgetInputs search_flags;
-  CLI::App* search = app.add_subcommand(
-      "search-budget", "offline: grid, random search or successive halving for a GPU-hour "
-                       "budget, by seeded Monte Carlo (no supervisor contacted)");
-  search->add_option("--budget-gpu-hours", search_flags.budget_gpu_hours,
-                     "GPU-hours for the whole search")
-      ->capture_default_str();
-  search->add_option("--run-gpu-hours", search_flags.run_gpu_hours, "GPU-hours of one full run")
-      ->capture_default_str();
-  search->add_option("--dimensions", search_flags.dimensions,
-                     "hyperparameters searched, of which one matters")
-      ->capture_default_str();
-  search->add_option("--reduction-factor", search_flags.reduction_factor,
-                     "successive halving keeps 1 configuration in this many per rung")
-      ->capture_default_str();
-  search->add_option("--rungs", search_flags.rungs,
-                     "successive halving's rungs, the last one of full runs")
-      ->capture_default_str();
-  search->add_option("--early-noise", search_flags.early_noise,
-                     "how badly short runs rank configurations (0: perfectly)")
-      ->capture_default_str();
-  search->add_option("--seed", search_flags.seed, "the Monte Carlo's seed")->capture_default_str();
-  search->add_option("--trials", search_flags.trials, "Monte Carlo trials")->capture_default_str();
-  double search_mtbf = 0;
-  CLI::Option* search_mtbf_option = search->add_option(
-      "--mtbf", search_mtbf,
-      "a run's mean time between job-killing failures, hours: GPU-hours then include "
-      "checkpoints, re-done work and restarts");
-  search->add_option("--restart-cost", search_flags.restart_seconds,
-                     "with --mtbf: seconds from a failure to the next first step")
-      ->capture_default_str();
-  search->add_option("--checkpoint-cost", search_flags.checkpoint_seconds,
-                     "with --mtbf: seconds one checkpoint blocks training")
-      ->capture_default_str();
-  // `trainsupctl plan -o json` works as well as `trainsupctl -o json plan`.
-  plan->fallthrough();
-  budget->fallthrough();
-  search->fallthrough();
+  const std::vector<OfflineVerb> offline = {AddPlan(app), AddBudget(app), AddSearchBudget(app)};
   if (int code = ParseOrExitCode(app, argc, argv); code >= 0) return code;
 
   const bool json = output == "json";
-  if (*plan || *budget || *search) {
-    absl::StatusOr<std::string> text;
-    if (*search) {
-      if (*search_mtbf_option) search_flags.mtbf_hours = search_mtbf;
-      text = RunSearchBudgetCommand(search_flags, json);
-    } else if (*plan) {
-      if (*async_snapshot) plan_flags.async_snapshot_seconds = async_snapshot_seconds;
-      if (*run) plan_flags.run_hours = run_hours;
-      text = RunPlanCommand(plan_flags, json);
-    } else {
-      budget_flags.overlap = !no_overlap;
-      if (*gpus_option) budget_flags.gpus = gpus;
-      if (*price_option) budget_flags.price_per_gpu_hour = price;
-      if (*useful_option) budget_flags.useful_gpu_hours = useful;
-      text = RunBudgetCommand(budget_flags, json);
-    }
+  for (const OfflineVerb& verb : offline) {
+    if (!*verb.command) continue;
+    absl::StatusOr<std::string> text = verb.run(json);
     if (!text.ok()) {
       std::fprintf(stderr, "error: %s\n", std::string(text.status().message()).c_str());
       return kExitUsage;
@@ -571,86 +790,9 @@ int main(int argc, char** argv) {
     return kExitUsage;
   }
   OperatorClient client(*addresses, timeout, tls, token);
-  if (*status) {
-    return Emit(client.GetSupervisorStatus(), json, [](const v1::SupervisorStatus& r) {
-      return RenderSupervisorStatus(r, absl::Now());
-    });
-  }
-  if (*jobs) {
-    return Emit(client.ListJobs(), json,
-                [](const v1::ListJobsResponse& r) { return RenderJobsTable(r, absl::Now()); });
-  }
-  if (*ranks) {
-    RanksQuery query;
-    query.request.set_job_id(job_id);
-    query.request.set_sort(RankSortOf(sort));
-    query.request.set_node(rank_node);
-    query.request.set_flag(RankFlagOf(rank_flag));
-    if (*top_option) query.request.set_limit(top);
-    query.sorted = sort != "rank";
-    query.all = all_ranks;
-    return RunRanks(client, query, json);
-  }
-  if (*nodes) return Emit(client.ListNodes(), json, RenderNodesTable);
-  if (*diagnose) return Emit(client.Diagnose(job_id), json, RenderDiagnosis);
-  if (*stacks) return Emit(client.GetStacks(job_id, stacks_generation), json, RenderStacks);
-  auto say = [](const v1::ActionResponse& r) { return r.message() + "\n"; };
-  if (*resume) return Emit(client.ResumeJob(job_id), json, say);
-  if (*kill) {
-    if (*kill_list) {
-      return Emit(client.ListKillCriteria(kill_flags.all ? "" : job_id), json,
-                  RenderKillCriteriaTable);
-    }
-    if (job_id.empty()) {
-      std::fprintf(stderr, "error: kill-criteria %s needs a JOB\n", *kill_set ? "set" : "clear");
-      return kExitUsage;
-    }
-    if (*kill_clear) return Emit(client.SetKillCriteria(job_id, std::nullopt), json, say);
-    // A set replaces the criteria in force: one without a criterion would
-    // drop them and set none but the default --spikes.
-    if (!*loss_above && !*reference && !*spikes) {
-      return UsageErrorExit("kill-criteria set needs a criterion: --loss-above, --reference or "
-                            "--spikes (the criteria in force are kept)");
-    }
-    absl::StatusOr<v1::KillCriteria> criteria = KillCriteriaOf(kill_flags);
-    if (!criteria.ok()) {
-      std::fprintf(stderr, "error: %s\n", std::string(criteria.status().message()).c_str());
-      return kExitUsage;
-    }
-    return Emit(client.SetKillCriteria(job_id, *criteria), json, say);
-  }
-  if (*job && job_generation.has_value()) {
-    return Emit(JobWithProvenance(client, job_id, *job_generation), json, RenderJobProvenance);
-  }
-  if (*job) return Emit(client.GetJob(job_id), json, RenderJobDetail);
-  if (*diff) return RunDiff(client, diff_args, json);
-  if (*checkpoint) return Emit(client.RequestCheckpoint(job_id), json, say);
-  if (*quarantine) return Emit(client.QuarantineNode(node_name, reason, force), json, say);
-  if (*unquarantine) return Emit(client.UnquarantineNode(node_name), json, say);
-  if (*top_view) {
-    if (json) {
-      std::fprintf(stderr, "error: top has no -o json (`job JOB` and `ranks JOB` have)\n");
-      return kExitUsage;
-    }
-    // A live view must not freeze on a supervisor that accepts calls and
-    // never answers: each call waits at most 2 s, then the view says so.
-    OperatorClient live(*addresses, std::min(timeout, absl::Seconds(2)), tls, token);
-    return RunTop(live, top_job);
-  }
-  if (*events) {
-    events_query.json = json;
-    if (*since_option) events_query.since = absl::Now() - events_since;
-    if (follow) return FollowEvents(client, events_query);
-    absl::StatusOr<v1::ListEventsResponse> kept = client.ListEvents(events_query.job);
-    if (kept.ok() && kept->events_size() == 0 && !events_query.job.empty()) {
-      // None kept of it: a job the supervisor does not know either is no
-      // job (exit 4, as for every verb), not an empty history.
-      if (absl::StatusOr<v1::JobDetail> known = client.GetJob(events_query.job); !known.ok()) {
-        kept = known.status();
-      }
-    }
-    if (kept.ok()) kept = Filtered(events_query, *kept);
-    return Emit(kept, json, RenderEventsTable);
+  const Call call{client, json, *addresses, tls, token, timeout};
+  for (const Verb& verb : verbs) {
+    if (*verb.command) return verb.run(call);
   }
   return kExitUsage;
 }
