@@ -407,6 +407,40 @@ TEST(SignalMonitorTest, OneSlowerNodeIsNamed) {
   for (const ThroughputSignal& other : job.found().throughput) EXPECT_EQ(other.node, 1u);
 }
 
+// The job's step time can confirm its slowdown a sweep or two before the
+// node's own compute does (CI: a node slowed by a fifth was reported as the
+// job's change naming no node, its own finding a moment later). A job's
+// finding while one node's compute is building waits for it.
+TEST(SignalMonitorTest, AJobsSlowdownConfirmedBeforeItsOneSlowNodeStillNamesIt) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 300);
+  job.Steps(300, 700, [](RankStep& rs) {
+    if (rs.rank / kPerNode == 1 && rs.step >= 304) *rs.hb.compute_s *= 1.2;
+    rs.hb.step_duration_s *= 1.16;
+  });
+  ASSERT_FALSE(job.found().throughput.empty());
+  const ThroughputSignal& s = job.found().throughput[0];
+  EXPECT_TRUE(s.job);
+  EXPECT_EQ(s.node, 1u);
+  ASSERT_TRUE(s.node_finding.has_value());
+  EXPECT_NEAR(s.node_finding->ratio, 1.2, 0.03);
+  for (const ThroughputSignal& other : job.found().throughput) EXPECT_EQ(other.node, 1u);
+}
+
+// The negative side of the wait above: a slowdown no node's compute shares
+// (the collective, the input) is still reported, naming no node.
+TEST(SignalMonitorTest, AJobsOwnSlowdownNamesNoNodeOnceTheWaitForOneEnds) {
+  SyntheticJob job(TestOptions());
+  job.Steps(0, 300);
+  job.Steps(300, 700, [](RankStep& rs) { rs.hb.step_duration_s *= 1.2; });
+  ASSERT_EQ(job.found().throughput.size(), 1u);
+  const ThroughputSignal& s = job.found().throughput[0];
+  EXPECT_TRUE(s.job);
+  EXPECT_EQ(s.node, kNoNode);
+  EXPECT_EQ(s.nodes_moving, 0u);
+  EXPECT_NEAR(s.finding.ratio, 1.2, 0.03);
+}
+
 TEST(SignalMonitorTest, EveryNodeSlowingTogetherIsTheJobsChangeNamingNoNode) {
   SyntheticJob job(TestOptions());
   job.Steps(0, 300);

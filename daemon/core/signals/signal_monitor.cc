@@ -46,6 +46,7 @@ void SignalMonitor::Reconfigure() {
   rules_.emplace(options_);
   nodes_.clear();
   pending_node_.reset();
+  pending_job_.reset();
 }
 
 void SignalMonitor::OnStart(const Job& job, const Heartbeat& hb) {
@@ -202,6 +203,8 @@ SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job,
 
 void SignalMonitor::SweepThroughput(absl::Time now, SignalFindings& out) {
   ThroughputRule& job_rule = rules_->throughput;
+  // How long one side's finding waits for the other's.
+  const absl::Time wait_until = now + std::max(options_.throughput.confirm_time, absl::Seconds(5));
   // The nodes whose compute slowed, confirmed now or building.
   std::vector<std::pair<NodeIndex, ThroughputFinding>> confirmed;
   uint32_t moving = 0;
@@ -212,9 +215,12 @@ void SignalMonitor::SweepThroughput(absl::Time now, SignalFindings& out) {
   }
   // Several nodes slowing together is the job's change, not a node's.
   if (confirmed.size() == 1 && moving == 1) {
-    if (job_rule.Moving() > 0) {
-      pending_node_ = PendingNode{confirmed[0].first, confirmed[0].second,
-                                  now + std::max(options_.throughput.confirm_time, absl::Seconds(5))};
+    if (pending_job_) {
+      // The job's finding waited for this node: they are one.
+      out.throughput.push_back({true, confirmed[0].first, pending_job_->finding, confirmed[0].second, 1});
+      pending_job_.reset();
+    } else if (job_rule.Moving() > 0) {
+      pending_node_ = PendingNode{confirmed[0].first, confirmed[0].second, wait_until};
     } else {
       out.throughput.push_back({false, confirmed[0].first, confirmed[0].second, std::nullopt, 1});
     }
@@ -226,12 +232,27 @@ void SignalMonitor::SweepThroughput(absl::Time now, SignalFindings& out) {
       signal.node_finding = pending_node_->finding;
       signal.nodes_moving = std::max<uint32_t>(moving, 1);
       pending_node_.reset();
+      out.throughput.push_back(signal);
+    } else if (moving <= 1 && confirmed.empty()) {
+      // No node's compute confirmed yet, and at most one building: the job's
+      // step time can confirm first (a node's compute reaches its rule with
+      // the node's ranks' reports, a sweep or two apart from the step
+      // records). Wait for a node's rather than name none; a change of
+      // the job's own (the collective, the input) goes out when the wait
+      // ends, naming none.
+      pending_job_ = PendingJob{*f, wait_until};
+    } else {
+      out.throughput.push_back(signal);
     }
-    out.throughput.push_back(signal);
   }
   if (pending_node_ && now >= pending_node_->until) {
     out.throughput.push_back({false, pending_node_->node, pending_node_->finding, std::nullopt, 1});
     pending_node_.reset();
+  }
+  if (pending_job_ && now >= pending_job_->until) {
+    // The node's never confirmed: the job's change alone.
+    out.throughput.push_back({true, kNoNode, pending_job_->finding, std::nullopt, moving});
+    pending_job_.reset();
   }
 }
 

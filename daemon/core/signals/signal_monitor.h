@@ -185,6 +185,12 @@ class SignalMonitor : public StepObserver {
     ThroughputFinding finding;
     absl::Time until;
   };
+  // The job's slowdown held back while one node's compute is building a
+  // slowdown of its own (then the job's finding names that node).
+  struct PendingJob {
+    ThroughputFinding finding;
+    absl::Time until;
+  };
   struct Totals {
     uint64_t loss_steps = 0;
     uint64_t overflow_steps = 0;
@@ -208,6 +214,7 @@ class SignalMonitor : public StepObserver {
   std::optional<Rules> rules_;
   absl::flat_hash_map<NodeIndex, NodeCompute> nodes_;
   std::optional<PendingNode> pending_node_;
+  std::optional<PendingJob> pending_job_;
   std::optional<StepSignals> last_;
   double last_step_time_s_ = 0;  // of the generation's last step that measured one
   GenerationRecord record_;
