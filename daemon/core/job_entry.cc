@@ -4,6 +4,22 @@
 #include <utility>
 
 namespace trainsup {
+namespace {
+
+// Tells `fallback` of a step or a completed checkpoint of `generation`;
+// true when its state to persist changed.
+bool ObserveForFallback(CheckpointFallback& fallback, uint64_t generation, const Heartbeat& hb) {
+  switch (hb.kind) {
+    case HeartbeatKind::kStep:
+      return fallback.OnStep(generation, hb.step);
+    case HeartbeatKind::kCheckpointEnd:
+      return fallback.OnCheckpoint(generation, hb.step);
+    default:
+      return false;
+  }
+}
+
+}  // namespace
 
 JobEntry::JobEntry(std::string id, const SupervisorOptions& options)
     : lifecycle(options.restart),
@@ -63,6 +79,18 @@ std::vector<const JobEntry*> JobTable::Sorted() const {
   std::sort(out.begin(), out.end(),
             [](const JobEntry* a, const JobEntry* b) { return a->id() < b->id(); });
   return out;
+}
+
+void JobEntry::ObserveApplied(absl::Time now, const Heartbeat& hb, Journal& journal) {
+  if (!hb.signal_settings.empty()) signals.OnStart(job_, hb);
+  if (hb.kind == HeartbeatKind::kCheckpointEnd) signals.OnCheckpoint(job_, hb);
+  if (ObserveForFallback(fallback, job_.generation(), hb)) {
+    journal.fallbacks.push_back({id(), fallback.state()});
+  }
+  if (hb.kill_criteria && !(kill.script() && *kill.script() == *hb.kill_criteria)) {
+    kill.SetScript(*hb.kill_criteria);
+    journal.kill_criteria.push_back({id(), "script", hb.kill_criteria, now});
+  }
 }
 
 EventJob EventJobOf(const JobEntry* job) {

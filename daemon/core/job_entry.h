@@ -23,6 +23,7 @@
 #include "daemon/core/job_costs.h"
 #include "daemon/core/job_state.h"
 #include "daemon/core/job_stats.h"
+#include "daemon/core/journal.h"
 #include "daemon/core/kill_criteria.h"
 #include "daemon/core/recovery_timer.h"
 #include "daemon/core/rendezvous.h"
@@ -150,6 +151,12 @@ class JobEntry {
   // Starts the verdicts afresh when the job moved to a new generation since
   // the last call. Call after every observation that may move it.
   void SyncGeneration();
+
+  // What a heartbeat just applied to job() tells the job's other parts: the
+  // signal rules (the script's settings, a completed checkpoint), the
+  // checkpoint fallback (steps, checkpoints), the script's kill criteria.
+  // What must be committed goes into `journal`.
+  void ObserveApplied(absl::Time now, const Heartbeat& hb, Journal& journal);
   GenerationVerdicts& verdicts() { return verdicts_; }
   const GenerationVerdicts& verdicts() const { return verdicts_; }
   // The agent of `node` says (in a report or a hello) that its command

@@ -12,23 +12,6 @@
 #include "daemon/core/validation.h"
 
 namespace trainsup {
-namespace {
-
-// Tells `fallback` of a step or a completed checkpoint of `generation`;
-// true when its state to persist changed.
-bool ObserveForFallback(CheckpointFallback& fallback, uint64_t generation, const Heartbeat& hb) {
-  switch (hb.kind) {
-    case HeartbeatKind::kStep:
-      return fallback.OnStep(generation, hb.step);
-    case HeartbeatKind::kCheckpointEnd:
-      return fallback.OnCheckpoint(generation, hb.step);
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 Supervisor::Supervisor(SupervisorOptions options)
     : options_(std::move(options)),
       decisions_(options_.event_log_size),
@@ -160,15 +143,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
       rejected_.Add(*reason);
       continue;
     }
-    if (!hb.signal_settings.empty()) job.signals.OnStart(observed, hb);
-    if (hb.kind == HeartbeatKind::kCheckpointEnd) job.signals.OnCheckpoint(observed, hb);
-    if (ObserveForFallback(job.fallback, observed.generation(), hb)) {
-      decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
-    }
-    if (hb.kill_criteria && !(job.kill.script() && *job.kill.script() == *hb.kill_criteria)) {
-      job.kill.SetScript(*hb.kill_criteria);
-      decisions_.journal().kill_criteria.push_back({job.id(), "script", hb.kill_criteria, now});
-    }
+    job.ObserveApplied(now, hb, decisions_.journal());
     ++node.heartbeats_received;
     ++heartbeats_received_;
   }
