@@ -116,6 +116,15 @@ class CorePartsTest : public ::testing::Test {
   }
   // `name`'s agent is heard now (a report with no news).
   void Heard(const std::string& name) { Node(name).last_report = now(); }
+  // Every rank steps 1..`steps`, one step a second, both agents heard.
+  void RunSteps(int64_t steps) {
+    for (int64_t s = 1; s <= steps; ++s) {
+      clock_.Advance(absl::Seconds(1));
+      Step(s);
+      Heard("node-a");
+      Heard("node-b");
+    }
+  }
 
   FakeClock clock_{TestEpoch()};
   const SupervisorOptions options_;

@@ -23,15 +23,6 @@ using ::trainsup::testing::OfKind;
 
 class DetectionTest : public CorePartsTest {
  protected:
-  // Every rank steps 1..`steps`, one step a second, both agents heard.
-  void RunSteps(int64_t steps) {
-    for (int64_t s = 1; s <= steps; ++s) {
-      clock_.Advance(absl::Seconds(1));
-      Step(s);
-      Heard("node-a");
-      Heard("node-b");
-    }
-  }
   // Rank `rank`'s process died `ago` seconds before now with `exit_code`.
   void Dies(uint32_t rank, double ago, int32_t exit_code) {
     RankProcessInfo dead = DeadProcess(rank, ago, exit_code);

@@ -18,22 +18,11 @@
 namespace trainsup {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 using ::trainsup::testing::CorePartsTest;
 
 class ReadModelTest : public CorePartsTest {
  protected:
-  // Every rank steps 1..`steps`, one a second, both agents heard.
-  void RunSteps(int64_t steps) {
-    for (int64_t s = 1; s <= steps; ++s) {
-      clock_.Advance(absl::Seconds(1));
-      Step(s);
-      Heard("node-a");
-      Heard("node-b");
-    }
-  }
-
   VerdictCounts verdicts_;
   EarlyFailureCounts early_failures_;
   ReadModel model_{agents_, quarantine_, jobs_, planner_, verdicts_, early_failures_};
