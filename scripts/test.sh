@@ -36,10 +36,9 @@ if [ $# -eq 0 ]; then
     # The fuzz tests (label fuzz: the clang/ASan tree's build, then every
     # seed of each target) are CPU and nothing else: they assert no time and
     # nothing waits on them. They run beside the rest at nice 19, so they take
-    # only the CPU the rest leaves idle: little while the end-to-end suites
-    # share the cores, most while a suite that runs alone uses one core or
-    # less. Their output follows the rest's. The long fuzz runs only when
-    # asked for (-L fuzz-long).
+    # only the CPU the rest leaves idle (the moments when every end-to-end
+    # suite waits), never a test's share of it. Their output follows the
+    # rest's. The long fuzz runs only when asked for (-L fuzz-long).
     fuzz_log=$(mktemp)
     trap 'rm -f "$log" "$fuzz_log"' EXIT
     nice -n 19 ctest --test-dir build --output-on-failure --timeout 1800 \
