@@ -319,6 +319,23 @@ bool TakeRankSeries(const JobView& job, const MetricsOptions& options, RankSerie
   return true;
 }
 
+// The signal registry's gauges (SignalRule::Gauges) as metrics: one row a
+// gauge, naming its family and the label that tells it from the family's
+// other gauges. A gauge without a row is not exported.
+struct SignalGaugeMetric {
+  const char* gauge;
+  MetricFamily Families::*family;
+  const char* label = nullptr;
+  const char* label_value = nullptr;
+};
+const SignalGaugeMetric kSignalGaugeMetrics[] = {
+    {"loss_flat", &Families::job_loss_flat},
+    {"step_time_ratio", &Families::job_step_time_ratio},
+    {"device_memory_growth_bytes_per_second", &Families::job_memory_growth, "memory", "device"},
+    {"host_memory_growth_bytes_per_second", &Families::job_memory_growth, "memory", "host"},
+    {"device_memory_seconds_to_limit", &Families::job_memory_to_limit},
+};
+
 // What the job's training signals show (docs/signals.md).
 void CollectSignals(const JobView& job, Families& f) {
   const SignalsView& signals = job.signals;
@@ -330,21 +347,24 @@ void CollectSignals(const JobView& job, Families& f) {
   AddSample(f.job_nonfinite_steps, {{"job_id", job.id}, {"value", "loss"}},
             static_cast<double>(signals.nonfinite_loss_steps));
   AddSample(f.job_loss_shifted, id, signals.loss_shifted ? 1 : 0);
-  AddSample(f.job_loss_flat, id, signals.loss_flat ? 1 : 0);
   for (const CriterionStatus& c : job.kill_criteria) {
     if (!c.judged) continue;
     AddSample(f.job_kill_ratio,
               {{"criterion", std::string(KillCriterionName(c.kind))}, {"job_id", job.id}}, c.ratio);
   }
-  if (signals.step_time_ratio) AddSample(f.job_step_time_ratio, id, *signals.step_time_ratio);
   for (bool host : {false, true}) {
-    const std::optional<SignalsView::Memory>& memory = host ? signals.host : signals.device;
-    if (!memory) continue;
-    const std::vector<ClientMetric::Label> labels = {{"job_id", job.id},
-                                                     {"memory", host ? "host" : "device"}};
-    AddSample(f.job_memory, labels, memory->bytes);
-    AddSample(f.job_memory_growth, labels, memory->growth_bytes_per_second);
-    if (memory->seconds_to_limit) AddSample(f.job_memory_to_limit, id, *memory->seconds_to_limit);
+    const std::optional<double>& bytes =
+        host ? signals.host_memory_bytes : signals.device_memory_bytes;
+    if (!bytes) continue;
+    AddSample(f.job_memory, {{"job_id", job.id}, {"memory", host ? "host" : "device"}}, *bytes);
+  }
+  for (const auto& [gauge, value] : signals.gauges) {
+    for (const SignalGaugeMetric& row : kSignalGaugeMetrics) {
+      if (gauge != row.gauge) continue;
+      std::vector<ClientMetric::Label> labels = id;
+      if (row.label != nullptr) labels.push_back({row.label, row.label_value});
+      AddSample(f.*row.family, labels, value);
+    }
   }
   AddSample(f.job_replica_mismatches, id, static_cast<double>(signals.replica_mismatches));
   for (const auto& [check, count] : signals.resume_findings) {

@@ -27,6 +27,14 @@ struct Event {
   std::vector<std::pair<std::string, double>> figures;
 };
 
+// The job an event is about and its generation when the event was made.
+// Empty (generation 0) for an event about a node whose job the supervisor
+// does not hold. A JobEntry's is EventJobOf (job_entry.h).
+struct EventJob {
+  std::string id;
+  uint64_t generation = 0;
+};
+
 // The most recent events, bounded. Thread-compatible.
 class EventLog {
  public:

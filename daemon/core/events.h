@@ -32,7 +32,15 @@
 #include "daemon/core/journal.h"
 #include "daemon/core/kill_criteria.h"
 #include "daemon/core/recovery_timer.h"
-#include "daemon/core/signals/signal_monitor.h"
+#include "daemon/core/signals/grad_norm_rule.h"
+#include "daemon/core/signals/loss_flat_rule.h"
+#include "daemon/core/signals/loss_shift_rule.h"
+#include "daemon/core/signals/memory_growth_rule.h"
+#include "daemon/core/signals/non_finite_rule.h"
+#include "daemon/core/signals/replica_rule.h"
+#include "daemon/core/signals/resume_rule.h"
+#include "daemon/core/signals/signal_options.h"
+#include "daemon/core/signals/throughput_rule.h"
 #include "daemon/core/checkpoint_fallback.h"
 #include "daemon/core/rendezvous.h"
 #include "daemon/core/stall_detector.h"
@@ -41,13 +49,6 @@
 
 namespace trainsup {
 
-// The job an event is about and its generation when the event was made.
-// Empty (generation 0) for an event about a node whose job the supervisor
-// does not hold. A JobEntry's is EventJobOf (job_entry.h).
-struct EventJob {
-  std::string id;
-  uint64_t generation = 0;
-};
 
 // ---- Detection ----
 

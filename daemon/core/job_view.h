@@ -76,20 +76,14 @@ struct SignalsView {
   uint64_t resume_repeated_steps = 0;
   int64_t last_checkpoint_step = -1;
   bool loss_shifted = false;  // the loss holds a level shift now
-  bool loss_flat = false;     // the generation's loss did not go down
-  // The job's recent step time over its generation's reference (absent
-  // until the reference is known).
-  std::optional<double> step_time_ratio;
-  // The largest rank's memory at the last step, and how fast it grows while
-  // it rises steadily (0 otherwise); absent when not sent.
-  struct Memory {
-    double bytes = 0;
-    double growth_bytes_per_second = 0;
-    // Growing, with the device's capacity known: seconds until it is full.
-    std::optional<double> seconds_to_limit;
-  };
-  std::optional<Memory> device;
-  std::optional<Memory> host;
+  // The registry's rules' state as named gauges (SignalRule::Gauges; in the
+  // registry's order): loss_flat, step_time_ratio,
+  // device_memory_growth_bytes_per_second, ... (docs/signals.md).
+  std::vector<std::pair<std::string, double>> gauges;
+  // The largest rank's device memory and host RSS at the last step, bytes
+  // (absent when not sent).
+  std::optional<double> device_memory_bytes;
+  std::optional<double> host_memory_bytes;
 };
 
 struct JobView {

@@ -1,7 +1,10 @@
 #include "daemon/core/read_model.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/format.h"
@@ -29,22 +32,10 @@ SignalsView SignalsOf(const SignalMonitor& signals) {
   view.resume_repeated_steps = resume.repeated_steps;
   view.last_checkpoint_step = signals.last_checkpoint_step();
   view.loss_shifted = signals.loss_shifted();
-  view.loss_flat = signals.loss_flat();
-  view.step_time_ratio = signals.step_time_ratio();
-  for (bool host : {false, true}) {
-    const std::optional<double> bytes =
-        !last ? std::nullopt : host ? last->host_rss_bytes : last->device_memory_bytes;
-    const MemoryGrowthRule* rule = signals.memory(host);
-    if (!bytes || rule == nullptr) continue;
-    // Built aside and copied in: clang cannot default-construct a nested
-    // struct with member initializers through optional::emplace here.
-    SignalsView::Memory memory;
-    memory.bytes = *bytes;
-    memory.growth_bytes_per_second = rule->slope_bytes_per_second();
-    if (rule->growing() && rule->growing()->seconds_to_limit > 0) {
-      memory.seconds_to_limit = rule->growing()->seconds_to_limit;
-    }
-    (host ? view.host : view.device) = memory;
+  view.gauges = signals.Gauges();
+  if (last) {
+    view.device_memory_bytes = last->device_memory_bytes;
+    view.host_memory_bytes = last->host_rss_bytes;
   }
   return view;
 }

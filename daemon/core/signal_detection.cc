@@ -17,26 +17,16 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   SignalMonitor::ResumeTold told;
   told.limit = job.fallback.limit_at_start();
   if (told.limit) told.at = job.fallback.NewestAtOrBelow(*told.limit);
-  SignalFindings found = job.signals.Sweep(now, job.job(), told);
-  const SignalOptions& options = job.signals.options();
   const EventJob event_job = EventJobOf(job);
+  // Named: the sweep's FunctionRef must not outlive it.
+  auto node_name = [this](NodeIndex node) -> const std::string& { return agents_.NameOf(node); };
+  const SignalSweep sweep{now, job.job(), event_job, node_name, options_.observe_only};
+  SignalFindings found = job.signals.Sweep(sweep, told);
+  const SignalOptions& options = job.signals.options();
   if (found.loss_shift) {
     decisions_.Emit(&job, LossShiftEvent(now, event_job, *found.loss_shift, options.loss_shift));
   }
-  if (found.loss_flat) {
-    decisions_.Emit(&job, LossFlatEvent(now, event_job, *found.loss_flat,
-                                        options.loss_flat.min_drop));
-  }
-  for (const GradNormFinding& f : found.grad) {
-    decisions_.Emit(&job, GradNormEvent(now, event_job, f, NodeOfRank(job, f.at.rank)));
-  }
-  for (const ThroughputSignal& s : found.throughput) {
-    decisions_.Emit(&job, ThroughputEvent(now, event_job, s, agents_.NameOf(s.node)));
-  }
-  for (const MemoryGrowthFinding& f : found.memory) {
-    decisions_.Emit(&job, MemoryGrowthEvent(now, event_job, f, NodeOfRank(job, f.at.rank)));
-  }
-  for (const ReplicaFinding& f : found.replica) OnReplica(now, job, f);
+  for (SignalFinding& f : found.findings) Act(now, job, f);
   const ResumeFindings& resume = found.resume;
   if (resume.behind) decisions_.Emit(&job, ResumedBehindEvent(now, event_job, *resume.behind));
   if (resume.lr) decisions_.Emit(&job, LrMismatchEvent(now, event_job, *resume.lr, options.resume));
@@ -168,22 +158,20 @@ bool SignalDetection::OnResumeSpike(absl::Time now, JobEntry& job, int64_t step)
   return true;
 }
 
-void SignalDetection::OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f) {
-  const NodeIndex node = f.no_majority ? kNoNode : job.job().rank(f.at.rank).node;
-  const bool charged = node != kNoNode && !options_.observe_only;
-  decisions_.Emit(&job, ReplicaMismatchEvent(now, EventJobOf(job), f, agents_.NameOf(node),
-                                             charged));
-  if (node == kNoNode) return;
-  // Silent data corruption is the node's: it counts toward its quarantine
-  // like any failure attributed to a node, without restarting the job.
+void SignalDetection::Act(absl::Time now, JobEntry& job, SignalFinding& f) {
+  const std::string kind(EventKindName(f.event.kind));
+  const std::optional<uint32_t> rank = f.event.rank;
+  decisions_.Emit(&job, std::move(f.event));
+  if (f.action != SignalAction::kChargeNode || f.node == kNoNode) return;
+  // Counted toward the node's quarantine like any failure attributed to a
+  // node (under --observe-only: recorded only); the job goes on.
   Failure failure;
-  failure.kind = "replica_mismatch";
-  failure.node = node;
+  failure.kind = kind;
+  failure.node = f.node;
   failure.charged = true;
-  failure.rank = f.at.rank;
+  failure.rank = rank;
   failure.failed_at = now;
-  failure.message = absl::StrCat("rank ", f.at.rank, " disagreed with its replica group ",
-                                 f.group, " at step ", f.step);
+  failure.message = std::move(f.failure);
   failures_.OnNodeFailure(now, job, failure);
 }
 

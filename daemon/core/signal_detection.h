@@ -18,8 +18,9 @@ namespace trainsup {
 // restarts it from its last checkpoint (--on-non-finite, through the
 // FailureHandler like any job-killing failure; held instead when the same
 // non-finite failure repeats at the same step in the next generation), and
-// the next generations resume below it; a replica mismatch is charged to its
-// node toward quarantine. A non-finite loss soon after a load counts against
+// the next generations resume below it. The registry's rules (signal_rules.h)
+// go out as their findings say: an event, and for kChargeNode (a replica
+// mismatch) a failure charged to the node toward its quarantine. A non-finite loss soon after a load counts against
 // the checkpoint loaded, and a loss shift rolls back with
 // on_loss_spike=rollback (checkpoint_fallback.h). A
 // kill criterion met (kill_criteria.h: fed the generation's step losses and
@@ -54,7 +55,8 @@ class SignalDetection {
   bool OnResumeSpike(absl::Time now, JobEntry& job, int64_t step);
   // Feeds the job's kill criteria; true when one stopped the job.
   bool SweepKill(absl::Time now, JobEntry& job, const std::optional<LossShiftFinding>& shift);
-  void OnReplica(absl::Time now, JobEntry& job, const ReplicaFinding& f);
+  // Emits a registry rule's finding and does what its action says.
+  void Act(absl::Time now, JobEntry& job, SignalFinding& f);
   // The name of the node `rank` reports from ("" when none).
   const std::string& NodeOfRank(const JobEntry& job, uint32_t rank) const;
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <random>
@@ -26,21 +27,38 @@ constexpr double kGiB = 1024.0 * kMiB;
 constexpr uint32_t kWorld = 8;
 constexpr uint32_t kPerNode = 4;
 
-// Everything the rules found over a run.
+// Everything the rules found over a run: the job-stopping rules' typed
+// findings, and the registry's as their events and actions.
 struct Found {
   std::vector<NonFiniteFinding> non_finite;
   std::vector<LossShiftFinding> loss_shift;
-  std::vector<LossFlatFinding> loss_flat;
-  std::vector<GradNormFinding> grad;
-  std::vector<ThroughputSignal> throughput;
-  std::vector<MemoryGrowthFinding> memory;
-  std::vector<ReplicaFinding> replica;
   std::vector<ResumeFindings> resume;
+  std::vector<SignalFinding> findings;
   size_t total() const {
-    return non_finite.size() + loss_shift.size() + loss_flat.size() + grad.size() +
-           throughput.size() + memory.size() + replica.size() + resume.size();
+    return non_finite.size() + loss_shift.size() + resume.size() + findings.size();
+  }
+  // The registry's findings of `kinds`, in order.
+  std::vector<SignalFinding> Of(std::initializer_list<EventKind> kinds) const {
+    std::vector<SignalFinding> out;
+    for (const SignalFinding& f : findings) {
+      for (EventKind kind : kinds) {
+        if (f.event.kind == kind) out.push_back(f);
+      }
+    }
+    return out;
+  }
+  std::vector<SignalFinding> throughput() const {
+    return Of({EventKind::kThroughputChange, EventKind::kThroughputDecay});
   }
 };
+
+// An event's figure by name (NaN when absent).
+double Figure(const Event& e, const std::string& name) {
+  for (const auto& [n, value] : e.figures) {
+    if (n == name) return value;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
 
 // What a rank sends at a step; a test's `tweak` changes it.
 struct RankStep {
@@ -129,15 +147,15 @@ class SyntheticJob {
 
   void Sweep() {
     last_sweep_ = now_;
-    SignalFindings f = monitor_.Sweep(now_, job_);
+    auto node_name = [this](NodeIndex node) -> const std::string& {
+      return node < names_.size() ? names_[node] : no_name_;
+    };
+    const SignalSweep sweep{now_, job_, EventJob{"job", job_.generation()}, node_name};
+    SignalFindings f = monitor_.Sweep(sweep);
     if (f.non_finite) found_.non_finite.push_back(*f.non_finite);
     if (f.loss_shift) found_.loss_shift.push_back(*f.loss_shift);
-    if (f.loss_flat) found_.loss_flat.push_back(*f.loss_flat);
-    found_.grad.insert(found_.grad.end(), f.grad.begin(), f.grad.end());
-    found_.throughput.insert(found_.throughput.end(), f.throughput.begin(), f.throughput.end());
-    found_.memory.insert(found_.memory.end(), f.memory.begin(), f.memory.end());
-    found_.replica.insert(found_.replica.end(), f.replica.begin(), f.replica.end());
     if (f.resume.any()) found_.resume.push_back(f.resume);
+    for (SignalFinding& finding : f.findings) found_.findings.push_back(std::move(finding));
   }
 
   // `ranks` of the job's ranks end a checkpoint of `step` (no blocking time).
@@ -186,6 +204,8 @@ class SyntheticJob {
 
   SignalMonitor monitor_;
   Job job_;
+  const std::vector<std::string> names_ = {"node-0", "node-1"};
+  const std::string no_name_;
   absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
   absl::Time last_sweep_ = now_;
   int64_t generation_first_step_ = -1;
@@ -397,14 +417,18 @@ TEST(SignalMonitorTest, OneSlowerNodeIsNamed) {
     if (rs.rank / kPerNode == 1) *rs.hb.compute_s *= 1.2;
     rs.hb.step_duration_s *= 1.16;
   });
-  ASSERT_FALSE(job.found().throughput.empty());
-  const ThroughputSignal& s = job.found().throughput[0];
-  EXPECT_EQ(s.node, 1u);
-  const ThroughputFinding& node = s.job ? *s.node_finding : s.finding;
-  EXPECT_NEAR(node.ratio, 1.2, 0.03);
-  EXPECT_NEAR(node.onset_step, 300, 3);
-  EXPECT_FALSE(node.decay);
-  for (const ThroughputSignal& other : job.found().throughput) EXPECT_EQ(other.node, 1u);
+  ASSERT_FALSE(job.found().throughput().empty());
+  const Event& s = job.found().throughput()[0].event;
+  EXPECT_EQ(s.node, "node-1");
+  // The node's own move: alone, or named by the job's (both began at 300).
+  const bool job_step_time = Figure(s, "job_step_time") > 0;
+  EXPECT_NEAR(Figure(s, job_step_time ? "node_ratio" : "ratio"), 1.2, 0.03);
+  EXPECT_NEAR(Figure(s, "onset_step"), 300, 3);
+  EXPECT_EQ(s.kind, EventKind::kThroughputChange);  // a step change, no decay
+  for (const SignalFinding& other : job.found().throughput()) {
+    EXPECT_EQ(other.event.node, "node-1");
+    EXPECT_EQ(other.action, SignalAction::kReport);
+  }
 }
 
 // The job's step time can confirm its slowdown a sweep or two before the
@@ -418,13 +442,14 @@ TEST(SignalMonitorTest, AJobsSlowdownConfirmedBeforeItsOneSlowNodeStillNamesIt) 
     if (rs.rank / kPerNode == 1 && rs.step >= 304) *rs.hb.compute_s *= 1.2;
     rs.hb.step_duration_s *= 1.16;
   });
-  ASSERT_FALSE(job.found().throughput.empty());
-  const ThroughputSignal& s = job.found().throughput[0];
-  EXPECT_TRUE(s.job);
-  EXPECT_EQ(s.node, 1u);
-  ASSERT_TRUE(s.node_finding.has_value());
-  EXPECT_NEAR(s.node_finding->ratio, 1.2, 0.03);
-  for (const ThroughputSignal& other : job.found().throughput) EXPECT_EQ(other.node, 1u);
+  ASSERT_FALSE(job.found().throughput().empty());
+  const Event& s = job.found().throughput()[0].event;
+  EXPECT_EQ(Figure(s, "job_step_time"), 1);
+  EXPECT_EQ(s.node, "node-1");
+  EXPECT_NEAR(Figure(s, "node_ratio"), 1.2, 0.03);
+  for (const SignalFinding& other : job.found().throughput()) {
+    EXPECT_EQ(other.event.node, "node-1");
+  }
 }
 
 // The negative side of the wait above: a slowdown no node's compute shares
@@ -433,12 +458,12 @@ TEST(SignalMonitorTest, AJobsOwnSlowdownNamesNoNodeOnceTheWaitForOneEnds) {
   SyntheticJob job(TestOptions());
   job.Steps(0, 300);
   job.Steps(300, 700, [](RankStep& rs) { rs.hb.step_duration_s *= 1.2; });
-  ASSERT_EQ(job.found().throughput.size(), 1u);
-  const ThroughputSignal& s = job.found().throughput[0];
-  EXPECT_TRUE(s.job);
-  EXPECT_EQ(s.node, kNoNode);
-  EXPECT_EQ(s.nodes_moving, 0u);
-  EXPECT_NEAR(s.finding.ratio, 1.2, 0.03);
+  ASSERT_EQ(job.found().throughput().size(), 1u);
+  const Event& s = job.found().throughput()[0].event;
+  EXPECT_EQ(Figure(s, "job_step_time"), 1);
+  EXPECT_EQ(s.node, "");
+  EXPECT_EQ(Figure(s, "nodes_moving"), 0);
+  EXPECT_NEAR(Figure(s, "ratio"), 1.2, 0.03);
 }
 
 TEST(SignalMonitorTest, EveryNodeSlowingTogetherIsTheJobsChangeNamingNoNode) {
@@ -448,12 +473,12 @@ TEST(SignalMonitorTest, EveryNodeSlowingTogetherIsTheJobsChangeNamingNoNode) {
     *rs.hb.compute_s *= 1.3;
     rs.hb.step_duration_s *= 1.25;
   });
-  ASSERT_EQ(job.found().throughput.size(), 1u);
-  const ThroughputSignal& s = job.found().throughput[0];
-  EXPECT_TRUE(s.job);
-  EXPECT_EQ(s.node, kNoNode);
-  EXPECT_EQ(s.nodes_moving, 2u);
-  EXPECT_NEAR(s.finding.ratio, 1.25, 0.03);
+  ASSERT_EQ(job.found().throughput().size(), 1u);
+  const Event& s = job.found().throughput()[0].event;
+  EXPECT_EQ(Figure(s, "job_step_time"), 1);
+  EXPECT_EQ(s.node, "");
+  EXPECT_EQ(Figure(s, "nodes_moving"), 2);
+  EXPECT_NEAR(Figure(s, "ratio"), 1.25, 0.03);
 }
 
 TEST(SignalMonitorTest, ACorruptedReplicaIsNamed) {
@@ -462,12 +487,18 @@ TEST(SignalMonitorTest, ACorruptedReplicaIsNamed) {
   job.Steps(300, 320, [](RankStep& rs) {
     if (rs.rank == 6) rs.hb.replica_digest = *rs.hb.replica_digest ^ 1;
   });
-  ASSERT_EQ(job.found().replica.size(), 1u);  // every step disagrees; one finding per node
-  const ReplicaFinding& f = job.found().replica[0];
-  EXPECT_EQ(f.step, 300);
-  EXPECT_EQ(f.at.rank, 6u);
-  EXPECT_EQ(f.at.node, 1u);
-  EXPECT_EQ(f.majority, 7u);
+  // Every step disagrees; one finding per node, charged to it.
+  const std::vector<SignalFinding> replica = job.found().Of({EventKind::kReplicaMismatch});
+  ASSERT_EQ(replica.size(), 1u);
+  const SignalFinding& f = replica[0];
+  EXPECT_EQ(Figure(f.event, "step"), 300);
+  EXPECT_EQ(f.event.rank, 6u);
+  EXPECT_EQ(f.event.node, "node-1");
+  EXPECT_EQ(Figure(f.event, "majority"), 7);
+  EXPECT_EQ(Figure(f.event, "charged"), 1);
+  EXPECT_EQ(f.action, SignalAction::kChargeNode);
+  EXPECT_EQ(f.node, 1u);
+  EXPECT_EQ(f.failure, "rank 6 disagreed with its replica group 0 at step 300");
   EXPECT_EQ(job.monitor().replica_mismatches(), 20u);
 }
 
@@ -476,12 +507,14 @@ TEST(SignalMonitorTest, AHostMemoryLeakOnOneRankIsNamedWithItsSlope) {
   job.Steps(0, 600, [](RankStep& rs) {
     if (rs.rank == 2) *rs.hb.host_rss_bytes += static_cast<uint64_t>(rs.step * 1.0 * kMiB);
   });
-  ASSERT_EQ(job.found().memory.size(), 1u);
-  const MemoryGrowthFinding& f = job.found().memory[0];
-  EXPECT_TRUE(f.host);
-  EXPECT_EQ(f.at.rank, 2u);
-  EXPECT_NEAR(f.slope_bytes_per_step, 1.0 * kMiB, 0.1 * kMiB);
-  EXPECT_GT(f.slope_bytes_per_second, 1.0 * kMiB);
+  const std::vector<SignalFinding> memory = job.found().Of({EventKind::kMemoryGrowth});
+  ASSERT_EQ(memory.size(), 1u);
+  const Event& f = memory[0].event;
+  EXPECT_EQ(Figure(f, "host_memory"), 1);
+  EXPECT_EQ(f.rank, 2u);
+  EXPECT_EQ(f.node, "node-0");
+  EXPECT_NEAR(Figure(f, "slope_bytes_per_step"), 1.0 * kMiB, 0.1 * kMiB);
+  EXPECT_GT(Figure(f, "slope_bytes_per_second"), 1.0 * kMiB);
 }
 
 TEST(SignalMonitorTest, ALossThatJumpsAndStaysIsAShift) {
@@ -504,7 +537,7 @@ TEST(SignalMonitorTest, TheScriptsSettingsApplyToItsJob) {
     if (rs.rank == 6 && rs.step < 1512) rs.hb.replica_digest = 1;
   });
   EXPECT_TRUE(job.found().loss_shift.empty());
-  EXPECT_EQ(job.found().replica.size(), 3u);  // steps 1500, 1505, 1510
+  EXPECT_EQ(job.found().Of({EventKind::kReplicaMismatch}).size(), 3u);  // steps 1500, 1505, 1510
   // The next generation starts from trainsupd's options until its START.
   job.Restart(absl::Seconds(10));
   job.Step(1400);

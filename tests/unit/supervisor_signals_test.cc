@@ -207,6 +207,43 @@ TEST_F(SignalsTest, AHealthyRunRaisesNoSignal) {
   for (const Event& e : sup_->events().Since(0, "job")) EXPECT_FALSE(IsSignal(e.kind)) << e.message;
 }
 
+// The job's view carries the registry's rules' state as named gauges
+// (what `trainsupctl job` and the metrics read): a flat loss is 1 once
+// found, the step time's ratio once the reference is known; a rule the
+// script turned off says nothing, and memory no script sent has no gauge.
+TEST_F(SignalsTest, TheJobsViewCarriesEachRulesGaugesAndARuleThatIsOffSaysNothing) {
+  const absl::Time end = Steps(AtS(0), 0, 400, [](uint32_t, int64_t) { return 2.0; });
+  const JobView view = *sup_->ViewOf("job", end);
+  auto gauge = [&](const std::string& name) -> std::optional<double> {
+    for (const auto& [n, value] : view.signals.gauges) {
+      if (n == name) return value;
+    }
+    return std::nullopt;
+  };
+  EXPECT_EQ(gauge("loss_flat"), 1.0);
+  ASSERT_TRUE(gauge("step_time_ratio").has_value());
+  EXPECT_NEAR(*gauge("step_time_ratio"), 1.0, 0.05);
+  EXPECT_FALSE(gauge("device_memory_growth_bytes_per_second").has_value());
+  EXPECT_FALSE(view.signals.device_memory_bytes.has_value());
+  EXPECT_THAT(OfKind(sup_->events().Since(0, "job"), EventKind::kLossFlat), ::testing::SizeIs(1));
+
+}
+
+TEST_F(SignalsTest, ARuleTheScriptTurnedOffHasNoGaugeAndNoEvent) {
+  Heartbeat start = Hb(HeartbeatKind::kStart, 0, 0);
+  start.signal_settings = {{"loss_flat", 0}};
+  Send(AtS(1), a_, {start});
+  const absl::Time end = Steps(AtS(1), 0, 400, [](uint32_t, int64_t) { return 2.0; });
+  const JobView view = *sup_->ViewOf("job", end);
+  bool ratio = false;
+  for (const auto& [n, value] : view.signals.gauges) {
+    EXPECT_NE(n, "loss_flat");
+    ratio = ratio || n == "step_time_ratio";
+  }
+  EXPECT_TRUE(ratio);  // the other rules still say theirs
+  EXPECT_THAT(OfKind(sup_->events().Since(0, "job"), EventKind::kLossFlat), IsEmpty());
+}
+
 TEST_F(SignalsTest, TheScriptsSettingsArriveInItsStartAndBadOnesAreRefused) {
   Heartbeat start = Hb(HeartbeatKind::kStart, 0, 0);
   start.signal_settings = {{"non_finite", 1}, {"loss_flat", 0}};

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "daemon/core/signals/signal_rules.h"
+
 namespace trainsup {
 namespace {
 
@@ -16,6 +18,9 @@ constexpr absl::Duration kStepExpiry = absl::Seconds(10);
 constexpr size_t kOpenCheckpoints = 8;
 
 }  // namespace
+
+SignalMonitor::Rules::Rules(const SignalOptions& o)
+    : non_finite(o.non_finite), loss_shift(o.loss_shift), registry(MakeSignalRules(o)) {}
 
 SignalMonitor::SignalMonitor(const SignalOptions& defaults)
     : defaults_(defaults), options_(defaults) {}
@@ -36,18 +41,12 @@ void SignalMonitor::Roll(const Job& job) {
     settings_applied_ = false;
     options_ = defaults_;
     last_.reset();
-    last_step_time_s_ = 0;
   }
   aggregator_.Clear();
   Reconfigure();
 }
 
-void SignalMonitor::Reconfigure() {
-  rules_.emplace(options_);
-  nodes_.clear();
-  pending_node_.reset();
-  pending_job_.reset();
-}
+void SignalMonitor::Reconfigure() { rules_.emplace(options_); }
 
 void SignalMonitor::OnStart(const Job& job, const Heartbeat& hb) {
   Roll(job);
@@ -88,26 +87,9 @@ void SignalMonitor::OnStep(absl::Time now, const Job& job, const RankState& r,
   if (hb.loss && options_.non_finite.action != NonFiniteAction::kOff) {
     rules_->non_finite.ObserveLoss(now, hb.step, at, *hb.loss);
   }
-  if (hb.compute_s && *hb.compute_s > 0 && options_.throughput.enabled && r.node != kNoNode) {
-    ObserveCompute(now, r.node, hb.step, *hb.compute_s);
-  }
+  for (const std::unique_ptr<SignalRule>& rule : rules_->registry) rule->ObserveRank(now, at, hb);
   aggregator_.Add(now, at, hb, checkpoint_s, job.ranks_reporting());
   Drain();
-}
-
-void SignalMonitor::ObserveCompute(absl::Time now, NodeIndex node, int64_t step, double seconds) {
-  NodeCompute& n = nodes_.try_emplace(node, options_.throughput).first->second;
-  if (step > n.step) {
-    // The node's previous step is complete: its ranks report in order.
-    if (n.n > 0) n.rule.Observe(n.step, n.time, n.sum / n.n);
-    n.step = step;
-    n.time = now;
-    n.sum = 0;
-    n.n = 0;
-  }
-  if (step != n.step) return;  // a rank behind its node's others: left out
-  n.sum += seconds;
-  ++n.n;
 }
 
 void SignalMonitor::Drain() {
@@ -115,7 +97,7 @@ void SignalMonitor::Drain() {
   aggregator_.ready().clear();
   for (const ReplicaDisagreement& d : aggregator_.disagreements()) {
     totals_.mismatches += d.disagreeing;
-    if (options_.replica.enabled) rules_->replica.Observe(d);
+    for (const std::unique_ptr<SignalRule>& rule : rules_->registry) rule->ObserveDisagreement(d);
   }
   aggregator_.disagreements().clear();
 }
@@ -123,7 +105,6 @@ void SignalMonitor::Drain() {
 void SignalMonitor::Feed(const StepSignals& s) {
   Rules& rules = *rules_;
   last_ = s;
-  if (s.step_time_s && *s.step_time_s > 0) last_step_time_s_ = *s.step_time_s;
   const StepSummary summary{s.step, s.loss, s.learning_rate, s.samples, s.tokens, s.ranks};
   if (!resume_) resume_.emplace(options_.resume, generation_, &previous_, last_checkpoint_step_);
   if (!first_step_) {
@@ -137,46 +118,21 @@ void SignalMonitor::Feed(const StepSignals& s) {
   if (s.loss_nonfinite > 0) ++totals_.loss_steps;
   if (s.grad_nonfinite > 0 && s.loss_nonfinite == 0) ++totals_.overflow_steps;
   rules.non_finite.ObserveStep(s);
-  if (s.loss && s.loss_nonfinite == 0) {
-    if (options_.loss_shift.enabled) rules.loss_shift.Observe(s.step, *s.loss);
-    if (options_.loss_flat.enabled) rules.loss_flat.Observe(s.step, *s.loss);
+  if (s.loss && s.loss_nonfinite == 0 && options_.loss_shift.enabled) {
+    rules.loss_shift.Observe(s.step, *s.loss);
   }
-  if (s.grad_norm && s.grad_nonfinite == 0 && (options_.grad.spike || options_.grad.collapse)) {
-    rules.grad.Observe(s.step, *s.grad_norm, s.grad_norm_at);
-  }
-  if (s.step_time_s && options_.throughput.enabled) {
-    rules.throughput.Observe(s.step, s.time, *s.step_time_s);
-  }
-  if (options_.memory.enabled) {
-    if (s.device_memory_bytes) {
-      rules.device.Observe(s.step, *s.device_memory_bytes, s.device_memory_at,
-                           s.device_capacity_bytes.value_or(0));
-    }
-    if (s.host_rss_bytes) rules.host.Observe(s.step, *s.host_rss_bytes, s.host_rss_at, 0);
-  }
+  for (const std::unique_ptr<SignalRule>& rule : rules.registry) rule->ObserveStep(s);
 }
 
-SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job,
-                                    const ResumeTold& told) {
+SignalFindings SignalMonitor::Sweep(const SignalSweep& sweep, const ResumeTold& told) {
   SignalFindings out;
-  Roll(job);
-  aggregator_.Expire(now, kStepExpiry);
+  Roll(sweep.job);
+  aggregator_.Expire(sweep.now, kStepExpiry);
   Drain();
   Rules& rules = *rules_;
-  out.non_finite = rules.non_finite.Check(now);
+  out.non_finite = rules.non_finite.Check(sweep.now);
   if (options_.loss_shift.enabled) out.loss_shift = rules.loss_shift.Check();
-  if (options_.loss_flat.enabled) out.loss_flat = rules.loss_flat.Check();
-  out.grad = rules.grad.Take();
-  if (options_.throughput.enabled) SweepThroughput(now, out);
-  if (options_.memory.enabled) {
-    // The last step that measured one: a step whose ranks sent no duration
-    // (a restart's first) must not leave the time to the limit unknown.
-    const double step_s = last_step_time_s_;
-    for (MemoryGrowthRule* rule : {&rules.device, &rules.host}) {
-      if (std::optional<MemoryGrowthFinding> f = rule->Check(step_s)) out.memory.push_back(*f);
-    }
-  }
-  out.replica = rules.replica.Take();
+  for (const std::unique_ptr<SignalRule>& rule : rules.registry) rule->Sweep(sweep, out.findings);
   if (resume_) {
     out.resume = resume_->Take();
     if (out.resume.behind && told.limit) {
@@ -201,59 +157,9 @@ SignalFindings SignalMonitor::Sweep(absl::Time now, const Job& job,
   return out;
 }
 
-void SignalMonitor::SweepThroughput(absl::Time now, SignalFindings& out) {
-  ThroughputRule& job_rule = rules_->throughput;
-  // How long one side's finding waits for the other's.
-  const absl::Time wait_until = now + std::max(options_.throughput.confirm_time, absl::Seconds(5));
-  // The nodes whose compute slowed, confirmed now or building.
-  std::vector<std::pair<NodeIndex, ThroughputFinding>> confirmed;
-  uint32_t moving = 0;
-  for (auto& [node, series] : nodes_) {
-    std::optional<ThroughputFinding> f = series.rule.Check(now);
-    if (f) confirmed.emplace_back(node, *f);
-    if (f || series.rule.Moving() > 0) ++moving;
-  }
-  // Several nodes slowing together is the job's change, not a node's.
-  if (confirmed.size() == 1 && moving == 1) {
-    if (pending_job_) {
-      // The job's finding waited for this node: they are one.
-      out.throughput.push_back({true, confirmed[0].first, pending_job_->finding, confirmed[0].second, 1});
-      pending_job_.reset();
-    } else if (job_rule.Moving() > 0) {
-      pending_node_ = PendingNode{confirmed[0].first, confirmed[0].second, wait_until};
-    } else {
-      out.throughput.push_back({false, confirmed[0].first, confirmed[0].second, std::nullopt, 1});
-    }
-  }
-  if (std::optional<ThroughputFinding> f = job_rule.Check(now)) {
-    ThroughputSignal signal{true, kNoNode, *f, std::nullopt, moving};
-    if (pending_node_) {
-      signal.node = pending_node_->node;
-      signal.node_finding = pending_node_->finding;
-      signal.nodes_moving = std::max<uint32_t>(moving, 1);
-      pending_node_.reset();
-      out.throughput.push_back(signal);
-    } else if (moving <= 1 && confirmed.empty()) {
-      // No node's compute confirmed yet, and at most one building: the job's
-      // step time can confirm first (a node's compute reaches its rule with
-      // the node's ranks' reports, a sweep or two apart from the step
-      // records). Wait for a node's rather than name none; a change of
-      // the job's own (the collective, the input) goes out when the wait
-      // ends, naming none.
-      pending_job_ = PendingJob{*f, wait_until};
-    } else {
-      out.throughput.push_back(signal);
-    }
-  }
-  if (pending_node_ && now >= pending_node_->until) {
-    out.throughput.push_back({false, pending_node_->node, pending_node_->finding, std::nullopt, 1});
-    pending_node_.reset();
-  }
-  if (pending_job_ && now >= pending_job_->until) {
-    // The node's never confirmed: the job's change alone.
-    out.throughput.push_back({true, kNoNode, pending_job_->finding, std::nullopt, moving});
-    pending_job_.reset();
-  }
+void SignalMonitor::MoveNodes(absl::FunctionRef<void(NodeIndex&)> move) {
+  if (!rules_) return;
+  for (const std::unique_ptr<SignalRule>& rule : rules_->registry) rule->MoveNodes(move);
 }
 
 std::optional<int64_t> SignalMonitor::NonFiniteLossStep(uint64_t generation) const {
@@ -263,16 +169,11 @@ std::optional<int64_t> SignalMonitor::NonFiniteLossStep(uint64_t generation) con
 
 bool SignalMonitor::loss_shifted() const { return rules_ && rules_->loss_shift.shifted(); }
 
-bool SignalMonitor::loss_flat() const { return rules_ && rules_->loss_flat.flat(); }
-
-std::optional<double> SignalMonitor::step_time_ratio() const {
-  if (!rules_) return std::nullopt;
-  return rules_->throughput.Ratio();
-}
-
-const MemoryGrowthRule* SignalMonitor::memory(bool host) const {
-  if (!rules_) return nullptr;
-  return host ? &rules_->host : &rules_->device;
+std::vector<std::pair<std::string, double>> SignalMonitor::Gauges() const {
+  std::vector<std::pair<std::string, double>> gauges;
+  if (!rules_) return gauges;
+  for (const std::unique_ptr<SignalRule>& rule : rules_->registry) rule->Gauges(gauges);
+  return gauges;
 }
 
 }  // namespace trainsup

@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_SIGNALS_SIGNAL_MONITOR_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13,41 +14,25 @@
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "daemon/core/signals/generation_record.h"
-#include "daemon/core/signals/grad_norm_rule.h"
-#include "daemon/core/signals/loss_flat_rule.h"
 #include "daemon/core/signals/loss_shift_rule.h"
-#include "daemon/core/signals/memory_growth_rule.h"
 #include "daemon/core/signals/non_finite_rule.h"
-#include "daemon/core/signals/replica_rule.h"
 #include "daemon/core/signals/resume_rule.h"
 #include "daemon/core/signals/signal_options.h"
+#include "daemon/core/signals/signal_rule.h"
 #include "daemon/core/signals/step_aggregator.h"
-#include "daemon/core/signals/throughput_rule.h"
 
 namespace trainsup {
 
-// A throughput finding as the job sees it: the job's step time moved
-// (`node` names the one node whose compute moved with it, if exactly one
-// did), or one node's compute time moved while the others' did not.
-struct ThroughputSignal {
-  bool job = true;            // false: the node's own compute time
-  NodeIndex node = kNoNode;   // the node named, if any
-  ThroughputFinding finding;  // of the job's step time, or of the node's compute
-  std::optional<ThroughputFinding> node_finding;  // the named node's, with a job's
-  uint32_t nodes_moving = 0;  // nodes whose compute slowed with it
-};
-
 // What the rules found in one sweep.
 struct SignalFindings {
+  // The rules that may stop the job, as SignalDetection acts on each: a
+  // non-finite loss, a loss shift (a spike's rollback; the kill criteria),
+  // what the generation's first steps showed of its resume.
   std::optional<NonFiniteFinding> non_finite;
   std::optional<LossShiftFinding> loss_shift;
-  std::optional<LossFlatFinding> loss_flat;
-  std::vector<GradNormFinding> grad;
-  std::vector<ThroughputSignal> throughput;
-  std::vector<MemoryGrowthFinding> memory;
-  std::vector<ReplicaFinding> replica;
-  // What the generation's first steps showed of its resume.
   ResumeFindings resume;
+  // The registry's (signal_rules.h), in its order: events and their actions.
+  std::vector<SignalFinding> findings;
 };
 
 // The training signals of one job (docs/signals.md): every STEP feeds a
@@ -80,36 +65,25 @@ class SignalMonitor : public StepObserver {
     std::optional<int64_t> limit;
     std::optional<int64_t> at;
   };
-  // Hands over steps whose ranks stopped reporting, and runs the rules. A
-  // resume behind the last checkpoint as `told` is no finding, neither an
-  // event nor a count; one behind the checkpoint it was told to load is
-  // judged against that one.
-  SignalFindings Sweep(absl::Time now, const Job& job, const ResumeTold& told = {});
+  // Hands over steps whose ranks stopped reporting, and runs the rules at
+  // `sweep` (its job: the one observed). A resume behind the last checkpoint
+  // as `told` is no finding, neither an event nor a count; one behind the
+  // checkpoint it was told to load is judged against that one.
+  SignalFindings Sweep(const SignalSweep& sweep, const ResumeTold& told = {});
 
   // The supervisor renumbered its nodes: `move(NodeIndex&)` for each.
-  template <typename Move>
-  void MoveNodes(Move move) {
-    absl::flat_hash_map<NodeIndex, NodeCompute> moved;
-    for (auto& [node, series] : nodes_) {
-      NodeIndex to = node;
-      move(to);
-      if (to != kNoNode) moved.emplace(to, std::move(series));
-    }
-    nodes_ = std::move(moved);
-    if (pending_node_) move(pending_node_->node);
-  }
+  void MoveNodes(absl::FunctionRef<void(NodeIndex&)> move);
 
   // The options in force for the current generation, and the settings its
   // script gave (empty: trainsupd's).
   const SignalOptions& options() const { return options_; }
   const std::vector<std::pair<std::string, double>>& settings() const { return settings_; }
 
-  // For the metrics: the last step's record; the rules' states.
+  // For the metrics: the last step's record; the rules' states (the loss
+  // shift's, and the registry's named gauges: SignalRule::Gauges).
   const std::optional<StepSignals>& last_step() const { return last_; }
   bool loss_shifted() const;
-  bool loss_flat() const;
-  std::optional<double> step_time_ratio() const;
-  const MemoryGrowthRule* memory(bool host) const;
+  std::vector<std::pair<std::string, double>> Gauges() const;
   // Across the job's generations: steps with a non-finite loss, overflow
   // steps (a non-finite gradient norm, finite losses), ranks x steps that
   // disagreed with their replica group.
@@ -149,47 +123,13 @@ class SignalMonitor : public StepObserver {
   const GenerationRecord& previous_record() const { return previous_; }
 
  private:
-  // Every rule of one generation, made from its options.
+  // Every rule of one generation, made from its options: the two that may
+  // stop the job by name, the registry's behind their interface.
   struct Rules {
-    explicit Rules(const SignalOptions& o)
-        : non_finite(o.non_finite),
-          loss_shift(o.loss_shift),
-          loss_flat(o.loss_flat),
-          grad(o.grad),
-          throughput(o.throughput),
-          device(o.memory, /*host=*/false),
-          host(o.memory, /*host=*/true),
-          replica(o.replica) {}
+    explicit Rules(const SignalOptions& o);
     NonFiniteRule non_finite;
     LossShiftRule loss_shift;
-    LossFlatRule loss_flat;
-    GradNormRule grad;
-    ThroughputRule throughput;
-    MemoryGrowthRule device;
-    MemoryGrowthRule host;
-    ReplicaRule replica;
-  };
-  // A node's compute time per step (the mean of its ranks'), and its rule.
-  struct NodeCompute {
-    explicit NodeCompute(const ThroughputOptions& o) : rule(o) {}
-    int64_t step = -1;
-    absl::Time time;
-    double sum = 0;
-    uint32_t n = 0;
-    ThroughputRule rule;
-  };
-  // A node's slowdown held back while the job's step time may be moving
-  // with it (then the job's finding names it).
-  struct PendingNode {
-    NodeIndex node = kNoNode;
-    ThroughputFinding finding;
-    absl::Time until;
-  };
-  // The job's slowdown held back while one node's compute is building a
-  // slowdown of its own (then the job's finding names that node).
-  struct PendingJob {
-    ThroughputFinding finding;
-    absl::Time until;
+    std::vector<std::unique_ptr<SignalRule>> registry;
   };
   struct Totals {
     uint64_t loss_steps = 0;
@@ -200,10 +140,8 @@ class SignalMonitor : public StepObserver {
 
   void Roll(const Job& job);
   void Reconfigure();
-  void ObserveCompute(absl::Time now, NodeIndex node, int64_t step, double seconds);
   void Drain();
   void Feed(const StepSignals& s);
-  void SweepThroughput(absl::Time now, SignalFindings& out);
 
   const SignalOptions defaults_;
   SignalOptions options_;
@@ -212,11 +150,7 @@ class SignalMonitor : public StepObserver {
   bool settings_applied_ = false;
   StepAggregator aggregator_;
   std::optional<Rules> rules_;
-  absl::flat_hash_map<NodeIndex, NodeCompute> nodes_;
-  std::optional<PendingNode> pending_node_;
-  std::optional<PendingJob> pending_job_;
   std::optional<StepSignals> last_;
-  double last_step_time_s_ = 0;  // of the generation's last step that measured one
   GenerationRecord record_;
   GenerationRecord previous_;
   // Made at the generation's first step, against previous_ (so not

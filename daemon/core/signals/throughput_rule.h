@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "daemon/core/job.h"
 #include "daemon/core/signals/series.h"
 #include "daemon/core/signals/signal_options.h"
 
@@ -24,6 +25,18 @@ struct ThroughputFinding {
   double ratio = 0;         // after / before: > 1 slower
   int64_t steps = 0;        // steps since the onset
   absl::Duration held;      // time since the onset
+};
+
+// A throughput finding as the job sees it (ThroughputSignalRule): the job's
+// step time moved (`node` names the one node whose compute moved with it,
+// if exactly one did), or one node's compute time moved while the others'
+// did not.
+struct ThroughputSignal {
+  bool job = true;            // false: the node's own compute time
+  NodeIndex node = kNoNode;   // the node named, if any
+  ThroughputFinding finding;  // of the job's step time, or of the node's compute
+  std::optional<ThroughputFinding> node_finding;  // the named node's, with a job's
+  uint32_t nodes_moving = 0;  // nodes whose compute slowed with it
 };
 
 // The throughput rule on one series, for one generation: after `warmup`
