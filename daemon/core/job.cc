@@ -56,6 +56,12 @@ uint64_t Job::global_batch() const {
   return total;
 }
 
+uint32_t Job::ranks_stepped() const {
+  uint32_t n = 0;
+  for (const auto& [i, r] : ranks_) n += r.step >= 0 ? 1 : 0;
+  return n;
+}
+
 void Job::Count(const RankState& r, int delta) {
   if (r.liveness == Liveness::kAlive) ranks_alive_ += delta;
   if (r.seen && r.liveness == Liveness::kAlive) seen_alive_ += delta;

@@ -198,6 +198,8 @@ class Job {
   absl::Time first_progress() const { return first_progress_; }
   // Samples per step summed over ranks that report them (0: none report).
   uint64_t global_batch() const;
+  // Ranks that completed a step in the current generation (O(ranks)).
+  uint32_t ranks_stepped() const;
   // True when some rank is inside a checkpoint's blocking part.
   bool any_in_checkpoint() const { return ranks_in_checkpoint_ > 0; }
   // True when some rank said it is exiting (sys.exit, or the interpreter's

@@ -10,6 +10,16 @@
 #include "daemon/core/events.h"
 
 namespace trainsup {
+namespace {
+
+// How long a new generation's world size and global batch wait for every
+// rank to report its first step. A rank's first reports can trail the job's
+// first step by seconds on a loaded host, and the batch summed before they
+// arrive is a part of it (CI run 6 of 2026-12-07: 64 samples from one of two
+// ranks where the batch was 128).
+constexpr absl::Duration kFirstStepsWait = absl::Seconds(10);
+
+}  // namespace
 
 absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobState to,
                                             const std::string& reason) {
@@ -221,7 +231,9 @@ void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
   JobLifecycle& life = job.lifecycle;
   const Job& observed = job.job();
   if (observed.first_progress() == absl::InfinitePast()) return;
-  if (!life.world_size_checked) {
+  if (!life.world_size_checked &&
+      (observed.ranks_stepped() >= observed.world_size() ||
+       now - observed.first_progress() >= kFirstStepsWait)) {
     life.world_size_checked = true;
     if (life.last_world_size != 0 && life.last_world_size != observed.world_size()) {
       decisions_.Emit(&job, WorldSizeChangedEvent(now, EventJobOf(job), life.last_world_size,
