@@ -462,6 +462,16 @@ void AddLedgerRow(Table& table, const std::string& name, const v1::LedgerBuckets
 
 }  // namespace
 
+// "loss_flat 0, loss_shifted 0, step_time_ratio 1.02": the job's signals map
+// by name.
+std::string SignalsText(const v1::Job& job) {
+  std::vector<std::pair<std::string, double>> signals(job.signals().begin(), job.signals().end());
+  std::sort(signals.begin(), signals.end());
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : signals) parts.push_back(absl::StrFormat("%s %.4g", name, value));
+  return absl::StrJoin(parts, ", ");
+}
+
 std::string RenderJobDetail(const v1::JobDetail& d) {
   const v1::Job& job = d.job();
   std::string out;
@@ -472,6 +482,7 @@ std::string RenderJobDetail(const v1::JobDetail& d) {
                   Counted(job.restarts(), "restart", "restarts"), "), step ",
                   FormatStep(job.step()), ", ", job.ranks_reporting(), "/", job.world_size(),
                   " ranks\n");
+  if (job.signals_size() > 0) absl::StrAppend(&out, "signals       ", SignalsText(job), "\n");
   absl::StrAppend(&out, "mtbf (job)    ", Mtbf(d.job_mtbf()), "\n");
   absl::StrAppend(&out, "mtbf (all)    ", Mtbf(d.cluster_mtbf()), "\n");
   absl::StrAppend(&out, "checkpoint    C = ", FormatSeconds(d.checkpoint_cost_seconds()),

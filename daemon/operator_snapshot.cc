@@ -38,6 +38,9 @@ void RenderJob(const JobView& view, v1::Job* out) {
   }
   out->set_restarts(view.restarts);
   out->set_agents_waiting(view.agents_waiting);
+  auto& signals = *out->mutable_signals();
+  signals["loss_shifted"] = view.signals.loss_shifted ? 1 : 0;
+  for (const auto& [name, value] : view.signals.gauges) signals[name] = value;
 }
 
 void RenderMtbf(const MtbfEstimate& m, v1::Mtbf* out) {

@@ -132,6 +132,7 @@ void JournalEndedJob(const JobEntry& job, const AgentRegistry& agents, Journal& 
   row.heartbeats_received = observed.heartbeats_received();
   row.plans = job.plans.plans();
   if (job.plans.figures()) row.plan_inputs = job.plans.figures()->inputs;
+  row.signals = job.signals.State();
   for (NodeIndex i : agents.NodesOf(job.id())) {
     journal.ended_nodes.push_back(NodeRow(job, agents.node(i)));
   }
@@ -176,6 +177,7 @@ void RestoreEndedJobs(const PersistedState& state, const SupervisorOptions& opti
       absl::StatusOr<CheckpointPlan> figures = PlanCheckpoints(*row->plan_inputs);
       if (figures.ok()) job->plans.set_figures(*figures);
     }
+    job->signals.RestoreEnded(row->generation, row->signals);
     for (const EndedNodeRow* node : nodes[job->id()]) agents.Restore(NodeFromRow(*node));
   }
   // Once every node is back under the job that has it.

@@ -115,6 +115,8 @@ struct EndedJobRow {
   std::vector<CheckpointPlanSpec> plans;
   // What the planner's figures behind the last periodic plan were made from.
   std::optional<CheckpointPlanInputs> plan_inputs;
+  // Its training signals' state by name (SignalMonitor::State()).
+  std::vector<std::pair<std::string, double>> signals;
 };
 
 struct EndedNodeRow {

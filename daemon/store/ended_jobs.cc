@@ -5,6 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "daemon/store/table_codec.h"
@@ -13,12 +14,23 @@ namespace trainsup {
 namespace store {
 namespace {
 
-constexpr const char* kCreateEndedJobs =
+// As version 6 made it; version 9 added `signals`.
+constexpr const char* kCreateEndedJobsV6 =
     "CREATE TABLE ended_jobs ("
     "  job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
     "  world_size INTEGER NOT NULL, heartbeats INTEGER NOT NULL, plans TEXT NOT NULL,"
     "  plan_checkpoint_seconds REAL, plan_mtbf_seconds REAL, plan_restart_seconds REAL,"
     "  plan_async_write_seconds REAL, plan_run_seconds REAL)";
+constexpr const char* kCreateEndedJobs =
+    "CREATE TABLE ended_jobs ("
+    "  job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
+    "  world_size INTEGER NOT NULL, heartbeats INTEGER NOT NULL, plans TEXT NOT NULL,"
+    "  plan_checkpoint_seconds REAL, plan_mtbf_seconds REAL, plan_restart_seconds REAL,"
+    "  plan_async_write_seconds REAL, plan_run_seconds REAL,"
+    "  signals TEXT NOT NULL DEFAULT '')";
+// Version 9: an ended job's training signals, for after a restart.
+constexpr const char* kAddSignals =
+    "ALTER TABLE ended_jobs ADD COLUMN signals TEXT NOT NULL DEFAULT ''";
 constexpr const char* kCreateEndedJobNodes =
     "CREATE TABLE ended_job_nodes ("
     "  job TEXT NOT NULL, node TEXT NOT NULL, generation INTEGER NOT NULL,"
@@ -48,6 +60,28 @@ std::string JoinPlans(const std::vector<CheckpointPlanSpec>& plans) {
     lines.push_back(std::move(line));
   }
   return absl::StrJoin(lines, "\n");
+}
+
+// Signals as text, one a line: "name value", and back; a line that does not
+// read is skipped.
+std::string JoinSignals(const std::vector<std::pair<std::string, double>>& signals) {
+  std::vector<std::string> lines;
+  for (const auto& [name, value] : signals) {
+    lines.push_back(absl::StrFormat("%s %.17g", name, value));  // read back exactly
+  }
+  return absl::StrJoin(lines, "\n");
+}
+
+std::vector<std::pair<std::string, double>> SplitSignals(absl::string_view text) {
+  std::vector<std::pair<std::string, double>> signals;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    double value = 0;
+    if (fields.size() == 2 && absl::SimpleAtod(fields[1], &value)) {
+      signals.emplace_back(std::string(fields[0]), value);
+    }
+  }
+  return signals;
 }
 
 std::vector<CheckpointPlanSpec> SplitPlans(absl::string_view text) {
@@ -84,8 +118,8 @@ absl::Status WriteJobs(const Db& db, const Journal& journal) {
   Statement upsert(db,
                    "INSERT OR REPLACE INTO ended_jobs (job, generation, world_size, heartbeats,"
                    " plans, plan_checkpoint_seconds, plan_mtbf_seconds, plan_restart_seconds,"
-                   " plan_async_write_seconds, plan_run_seconds)"
-                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)");
+                   " plan_async_write_seconds, plan_run_seconds, signals)"
+                   " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)");
   for (const EndedJobRow& row : journal.ended_jobs) {
     for (Statement* clear : {&clear_nodes, &clear_ranks}) {
       clear->BindText(1, row.job);
@@ -102,6 +136,7 @@ absl::Status WriteJobs(const Db& db, const Journal& journal) {
     BindOptional(upsert, 8, in ? std::optional<double>(in->restart_seconds) : std::nullopt);
     BindOptional(upsert, 9, in ? std::optional<double>(in->async_write_seconds) : std::nullopt);
     BindOptional(upsert, 10, in ? in->run_seconds : std::nullopt);
+    upsert.BindText(11, JoinSignals(row.signals));
     if (absl::Status s = upsert.Run("writing the journal"); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -177,7 +212,7 @@ absl::Status Read(const Db& db, const LoadLimits&, PersistedState* state) {
   Statement jobs(db,
                  "SELECT job, generation, world_size, heartbeats, plans, plan_checkpoint_seconds,"
                  " plan_mtbf_seconds, plan_restart_seconds, plan_async_write_seconds,"
-                 " plan_run_seconds FROM ended_jobs ORDER BY job");
+                 " plan_run_seconds, signals FROM ended_jobs ORDER BY job");
   absl::Status status = ForEachRow(db, jobs, [&](Statement& row) {
     EndedJobRow& job = state->ended_jobs.emplace_back();
     job.job = row.Text(0);
@@ -193,6 +228,7 @@ absl::Status Read(const Db& db, const LoadLimits&, PersistedState* state) {
       in.async_write_seconds = Figure(row, 8);
       in.run_seconds = OptionalDouble(row, 9);
     }
+    job.signals = SplitSignals(row.Text(10));
   });
   if (!status.ok()) return status;
   Statement nodes(db,
@@ -257,7 +293,8 @@ const TableCodec& EndedJobsTable() {
       {kCreateEndedJobs, kCreateEndedJobNodes, kCreateEndedJobRanks},
       {
           // What an ended job showed, for after a restart.
-          {6, {kCreateEndedJobs, kCreateEndedJobNodes, kCreateEndedJobRanks}},
+          {6, {kCreateEndedJobsV6, kCreateEndedJobNodes, kCreateEndedJobRanks}},
+          {9, {kAddSignals}},
       },
       Write,
       Read,

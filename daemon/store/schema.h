@@ -10,7 +10,7 @@ namespace store {
 // The schema version this build writes: the version of the newest change of
 // any table (table_codec.h). A new table, or a change to one, takes the
 // next version.
-constexpr int kSchemaVersion = 8;
+constexpr int kSchemaVersion = 9;
 
 // What is in the database: nothing yet, or a trainsup schema of a version
 // this build reads.

@@ -130,9 +130,10 @@ class StateEndToEnd(ClusterTestCase):
 
 
 # The training signals' view of a job's last step (docs/signals.md) is not
-# journaled: after a restart an ended job shows its signal counters, not
-# these gauges of its last step, nor the resume checks' last complete
-# checkpoint.
+# journaled: after a restart an ended job shows its signal counters and its
+# rules' state (`job`'s signals map, kept in ended_jobs.signals), not the
+# gauges of its last step, nor the resume checks' last complete checkpoint.
+# The rules' gauges are in this list too, as metrics are compared by prefix.
 SIGNAL_GAUGES = ("trainsup_job_loss{", "trainsup_job_grad_norm{", "trainsup_job_memory_",
                  "trainsup_job_step_time_ratio{", "trainsup_job_loss_shifted{",
                  "trainsup_job_loss_flat{", "trainsup_job_last_checkpoint_step{")

@@ -97,6 +97,9 @@ std::string Dump(const Journal& j) {
                       in.restart_seconds, "/", in.async_write_seconds, "/",
                       in.run_seconds ? absl::StrCat(*in.run_seconds) : "none");
     }
+    for (const auto& [name, value] : e.signals) {
+      absl::StrAppend(&out, " ", name, "=", absl::StrFormat("%.17g", value));
+    }
     absl::StrAppend(&out, "\n");
   }
   for (const EndedNodeRow& n : j.ended_nodes) {
@@ -240,6 +243,11 @@ Journal EveryKindOfRow() {
   ended.plans = {{7, 0, 100, 10, {}},
                  {8, 100, 250, 130, {140, std::numeric_limits<int64_t>::max()}}};
   ended.plan_inputs = CheckpointPlanInputs{12.5, 86400, 40, 0, std::nullopt};
+  // Read back to the last bit: a finished job shows after a restart what it
+  // showed before.
+  ended.signals = {{"loss_shifted", 1},
+                   {"step_time_ratio", 1.0234567890123457},
+                   {"device_memory_seconds_to_limit", 1e300}};
   journal.ended_jobs.push_back(ended);
   journal.ended_jobs.push_back({"tiny", 0, 0, 0, {}, CheckpointPlanInputs{1, 2, 3, 4, 5.5}});
   journal.ended_nodes.push_back({"llama", "node-a", 5, std::numeric_limits<uint64_t>::max(),
@@ -1209,7 +1217,8 @@ std::string OlderSchemaWithRows(int version) {
         "  exit_code INTEGER NOT NULL, signal INTEGER NOT NULL, exception_type TEXT NOT NULL,"
         "  exception_message TEXT NOT NULL, loss REAL, learning_rate REAL, samples INTEGER,"
         "  datagrams_dropped INTEGER NOT NULL, straggler INTEGER NOT NULL,"
-        "  PRIMARY KEY (job, rank)) WITHOUT ROWID;");
+        "  PRIMARY KEY (job, rank)) WITHOUT ROWID;"
+        "INSERT INTO ended_jobs VALUES ('bert', 4, 2, 90, '', NULL, NULL, NULL, NULL, NULL);");
   }
   // Version 7: jobs' kill criteria and checkpoint fallbacks.
   if (version >= 7) {
@@ -1225,6 +1234,13 @@ std::string OlderSchemaWithRows(int version) {
         "  at_step INTEGER NOT NULL, curve TEXT NOT NULL, band REAL NOT NULL,"
         "  band_absolute INTEGER NOT NULL, spikes INTEGER NOT NULL, total_steps INTEGER,"
         "  observe_only INTEGER NOT NULL, changed REAL, PRIMARY KEY (job, source));");
+  }
+  // Version 8: what each node said of a generation's provenance.
+  if (version >= 8) {
+    absl::StrAppend(&sql,
+                    "CREATE TABLE provenance (job TEXT NOT NULL, generation INTEGER NOT NULL,"
+                    "  node TEXT NOT NULL, time REAL, record TEXT NOT NULL,"
+                    "  PRIMARY KEY (job, generation, node));");
   }
   absl::StrAppend(
       &sql, "INSERT INTO meta VALUES ('schema_version', ", version, ");",
@@ -1312,6 +1328,13 @@ TEST_P(OlderSchemaTest, IsMigratedToTheNewestColumnsKeepingItsRows) {
       EXPECT_TRUE(state.measures.empty());
       EXPECT_TRUE(state.stacks.empty());
     }
+    if (version >= 6) {
+      ASSERT_EQ(state.ended_jobs.size(), 1u);
+      EXPECT_EQ(state.ended_jobs[0].generation, 4u);
+      EXPECT_TRUE(state.ended_jobs[0].signals.empty());  // none were kept before version 9
+    } else {
+      EXPECT_TRUE(state.ended_jobs.empty());
+    }
     if (version >= 4) {
       ASSERT_EQ(state.fences.size(), 1u);
       EXPECT_EQ(state.fences[0].action, FenceAction::kFence);  // all were, before version 5
@@ -1348,7 +1371,7 @@ TEST_P(OlderSchemaTest, IsMigratedToTheNewestColumnsKeepingItsRows) {
   ASSERT_NE(store, nullptr);
   ASSERT_TRUE(store->Apply(journal).ok());
   PersistedState state = LoadAll(*store);
-  EXPECT_EQ(state.ended_jobs.size(), 1u);
+  EXPECT_EQ(state.ended_jobs.size(), version >= 6 ? 2u : 1u);
   EXPECT_EQ(state.ended_nodes.size(), 1u);
   EXPECT_EQ(state.ended_ranks.size(), 1u);
   EXPECT_EQ(state.jobs.size(), 2u);

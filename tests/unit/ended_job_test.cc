@@ -186,6 +186,9 @@ class EndedJobTest : public FakeAgentsTest {
                     " C ", view.checkpoint_cost.seconds, view.checkpoint_cost.measured, " R ",
                     view.restart_cost.seconds, view.restart_cost.measured, " A ",
                     view.checkpoint_async_s, " next ", view.next_checkpoint_step, "\n");
+    absl::StrAppend(&out, "signals loss_shifted ", view.signals.loss_shifted);
+    for (const auto& [name, value] : view.signals.gauges) absl::StrAppend(&out, " ", name, " ", value);
+    absl::StrAppend(&out, "\n");
     for (const MtbfEstimate& m : {view.mtbf, sup_->ClusterMtbf(now)}) {
       absl::StrAppend(&out, "mtbf ", m.failures, " failures over ", m.exposure_seconds, "s: ",
                       m.mtbf_seconds, " [", m.lower_seconds, ", ", m.upper_seconds, "]\n");

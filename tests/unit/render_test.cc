@@ -245,6 +245,16 @@ TEST(RenderJobDetailTest, CountsTakeTheirPluralOnlyWhenNotOne) {
   EXPECT_THAT(text, Not(HasSubstr("restarts")));
 }
 
+TEST(RenderJobDetailTest, SignalsAreOneLineByNameAndAbsentWhenNone) {
+  v1::JobDetail d;
+  EXPECT_THAT(RenderJobDetail(d), Not(HasSubstr("signals")));
+  (*d.mutable_job()->mutable_signals())["step_time_ratio"] = 1.0234;
+  (*d.mutable_job()->mutable_signals())["loss_flat"] = 0;
+  (*d.mutable_job()->mutable_signals())["loss_shifted"] = 1;
+  EXPECT_THAT(RenderJobDetail(d),
+              HasSubstr("signals       loss_flat 0, loss_shifted 1, step_time_ratio 1.023\n"));
+}
+
 TEST(RenderRanksTableTest, ShowsLiveness) {
   v1::ListRanksResponse response;
   v1::Rank rank = MakeRank(0, 0.1);

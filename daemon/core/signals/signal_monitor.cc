@@ -43,6 +43,7 @@ void SignalMonitor::Roll(const Job& job) {
     last_.reset();
   }
   aggregator_.Clear();
+  ended_.reset();  // live rules answer from here on
   Reconfigure();
 }
 
@@ -167,10 +168,36 @@ std::optional<int64_t> SignalMonitor::NonFiniteLossStep(uint64_t generation) con
   return rules_->non_finite.first_loss_step();
 }
 
-bool SignalMonitor::loss_shifted() const { return rules_ && rules_->loss_shift.shifted(); }
+bool SignalMonitor::loss_shifted() const {
+  if (ended_) {
+    for (const auto& [name, value] : *ended_) {
+      if (name == "loss_shifted") return value > 0;
+    }
+    return false;
+  }
+  return rules_ && rules_->loss_shift.shifted();
+}
+
+std::vector<std::pair<std::string, double>> SignalMonitor::State() const {
+  std::vector<std::pair<std::string, double>> state = {{"loss_shifted", loss_shifted() ? 1 : 0}};
+  for (auto& gauge : Gauges()) state.push_back(std::move(gauge));
+  return state;
+}
+
+void SignalMonitor::RestoreEnded(uint64_t generation,
+                                 std::vector<std::pair<std::string, double>> state) {
+  generation_ = generation;
+  ended_ = std::move(state);
+}
 
 std::vector<std::pair<std::string, double>> SignalMonitor::Gauges() const {
   std::vector<std::pair<std::string, double>> gauges;
+  if (ended_) {
+    for (const auto& [name, value] : *ended_) {
+      if (name != "loss_shifted") gauges.emplace_back(name, value);
+    }
+    return gauges;
+  }
   if (!rules_) return gauges;
   for (const std::unique_ptr<SignalRule>& rule : rules_->registry) rule->Gauges(gauges);
   return gauges;

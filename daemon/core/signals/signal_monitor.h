@@ -84,6 +84,13 @@ class SignalMonitor : public StepObserver {
   const std::optional<StepSignals>& last_step() const { return last_; }
   bool loss_shifted() const;
   std::vector<std::pair<std::string, double>> Gauges() const;
+  // All of the rules' state by name: loss_shifted, then Gauges(). What an
+  // ended job's record keeps (ended_job.h).
+  std::vector<std::pair<std::string, double>> State() const;
+  // An ended job restored after trainsupd's restart: its rules are gone, so
+  // loss_shifted() and Gauges() answer what `state` (its State() when it
+  // ended) says, until the job is heard from again.
+  void RestoreEnded(uint64_t generation, std::vector<std::pair<std::string, double>> state);
   // Across the job's generations: steps with a non-finite loss, overflow
   // steps (a non-finite gradient norm, finite losses), ranks x steps that
   // disagreed with their replica group.
@@ -150,6 +157,9 @@ class SignalMonitor : public StepObserver {
   bool settings_applied_ = false;
   StepAggregator aggregator_;
   std::optional<Rules> rules_;
+  // An ended job's state as it ended (RestoreEnded), while no new
+  // generation has been observed.
+  std::optional<std::vector<std::pair<std::string, double>>> ended_;
   std::optional<StepSignals> last_;
   GenerationRecord record_;
   GenerationRecord previous_;
