@@ -110,6 +110,12 @@ std::string RanksLine(const TopData& data) {
   return line;
 }
 
+// The job's training signals by name (docs/signals.md), as `job` shows them.
+std::string SignalsLine(const TopData& data) {
+  if (!data.detail.has_value() || data.detail->job().signals_size() == 0) return "signals: -";
+  return "signals: " + SignalsText(data.detail->job());
+}
+
 std::string EventLine(const TopData& data) {
   if (!data.last_event.has_value()) return "last event: none";
   std::string line = RenderEventLine(*data.last_event);
@@ -154,7 +160,8 @@ std::vector<std::string> RenderTopScreen(const TopData& data, TerminalSize size,
     rows_shown = std::min(room, data.ranks->ranks_size());
     for (int i = 0; i < rows_shown; ++i) table.AddRow(RankCells(data.ranks->ranks(i)));
   }
-  std::vector<std::string> lines = {JobLine(data, now), RanksLine(data), EventLine(data),
+  std::vector<std::string> lines = {JobLine(data, now), RanksLine(data), SignalsLine(data),
+                                    EventLine(data),
                                     StatusLine(data, rows_shown, now)};
   const std::string rendered =
       table.RenderWithin(static_cast<size_t>(std::max(0, size.cols)), kTopDropOrder);

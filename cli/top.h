@@ -23,9 +23,10 @@ struct TerminalSize {
   int cols = 80;
 };
 
-// The lines above the rank rows: the job line, the ranks summary, the last
-// event, the status line (an error, or the keys) and the table's header.
-inline constexpr int kTopHeaderLines = 5;
+// The lines above the rank rows: the job line, the ranks summary, the
+// training signals, the last event, the status line (an error, or the keys)
+// and the table's header.
+inline constexpr int kTopHeaderLines = 6;
 
 // How many rank rows fit below the header (0 when none do): what top asks
 // the supervisor for, so that a 100,000-rank job costs a screenful.

@@ -89,7 +89,7 @@ class TopEndToEnd(unittest.TestCase):
         def straggler_shown():
             screen = self.tmux.screen()
             rows = self.rank_rows(screen)
-            if len(rows) == 4 and rows[0].group(1) == "2" and "STRAGGLER" in screen[5]:
+            if len(rows) == 4 and rows[0].group(1) == "2" and "STRAGGLER" in screen[6]:
                 return screen
             return None
 
@@ -100,8 +100,9 @@ class TopEndToEnd(unittest.TestCase):
         self.assertTrue(all(len(line) <= 120 for line in screen))
         self.assertRegex(screen[0], rf"^job {JOB} +running +generation 1 +step \d+ .*goodput")
         self.assertRegex(screen[1], r"^ranks 4/4 heard: alive 4")
-        self.assertRegex(screen[3], r"the 4 slowest of 4 ranks by compute p99")
-        self.assertRegex(screen[4], r"^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99")
+        self.assertRegex(screen[2], r"^signals: .*loss_shifted 0")
+        self.assertRegex(screen[4], r"the 4 slowest of 4 ranks by compute p99")
+        self.assertRegex(screen[5], r"^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99")
         rows = self.rank_rows(screen)
         p99s = [seconds(r.group(3)) for r in rows]
         self.assertEqual(p99s, sorted(p99s, reverse=True), screen)
@@ -116,15 +117,15 @@ class TopEndToEnd(unittest.TestCase):
         self.assertRegex(out, rf"^job {JOB} +running")
         self.assertEqual(len(self.rank_rows(out.splitlines())), 4)
 
-        # A smaller window: the view refits (8 rows: the header and 3 ranks).
-        self.tmux("resize-window", "-t", "top", "-x", "80", "-y", "8")
+        # A smaller window: the view refits (9 rows: the header and 3 ranks).
+        self.tmux("resize-window", "-t", "top", "-x", "80", "-y", "9")
 
         def refitted():
             screen = self.tmux.screen()
-            return (len(screen) <= 8 and "the 3 slowest of 4 ranks" in "\n".join(screen)
+            return (len(screen) <= 9 and "the 3 slowest of 4 ranks" in "\n".join(screen)
                     and len(self.rank_rows(screen)) == 3)
 
-        wait_for(refitted, 10, interval=0.2, what="top to refit 8 rows")
+        wait_for(refitted, 10, interval=0.2, what="top to refit 9 rows")
         self.assertTrue(all(len(line) <= 80 for line in self.tmux.screen()))
 
         # The supervisor goes away: top says so and keeps going.

@@ -43,6 +43,8 @@ TopData RunningJob(int world, int rows) {
   job->set_state("running");
   job->set_generation(3);
   job->set_step(120);
+  (*job->mutable_signals())["loss_shifted"] = 0;
+  (*job->mutable_signals())["loss_flat"] = 1;
   v1::LedgerBuckets* ledger = data.detail->mutable_ledger();
   ledger->set_wall_seconds(100);
   ledger->set_goodput_fraction(0.875);
@@ -80,21 +82,22 @@ TEST(RenderTopScreen, HeaderSaysStateGenerationStepRateGoodputAndLastEvent) {
                               HasSubstr("generation 3"), HasSubstr("step 120"),
                               HasSubstr("4.25 steps/s"), HasSubstr("goodput 87.5%")));
   EXPECT_THAT(lines[1], HasSubstr("ranks 8/8 heard"));
-  EXPECT_THAT(lines[2], AllOf(HasSubstr("last event:"), HasSubstr("straggler demo#3 rank 7"),
+  EXPECT_EQ(lines[2], "signals: loss_flat 1, loss_shifted 0");
+  EXPECT_THAT(lines[3], AllOf(HasSubstr("last event:"), HasSubstr("straggler demo#3 rank 7"),
                               HasSubstr("rank is slow")));
-  EXPECT_THAT(lines[3], HasSubstr("the 3 slowest of 8 ranks by compute p99"));
-  EXPECT_THAT(lines[4], ContainsRegex("^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99 .*FLAGS"));
+  EXPECT_THAT(lines[4], HasSubstr("the 3 slowest of 8 ranks by compute p99"));
+  EXPECT_THAT(lines[5], ContainsRegex("^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99 .*FLAGS"));
 }
 
 TEST(RenderTopScreen, RanksKeepTheSupervisorsOrderSlowestFirst) {
   const std::vector<std::string> lines = RenderTopScreen(RunningJob(8, 3), {30, 200}, kNow);
-  EXPECT_THAT(lines[5], ContainsRegex("^7 +node-b +0 +120 +computing +1\\.00s"));
-  EXPECT_THAT(lines[6], ContainsRegex("^6 +node-b +0 +120 +computing +990ms"));
-  EXPECT_THAT(lines[7], ContainsRegex("^5 +node-b +0 +120 +computing +980ms"));
+  EXPECT_THAT(lines[6], ContainsRegex("^7 +node-b +0 +120 +computing +1\\.00s"));
+  EXPECT_THAT(lines[7], ContainsRegex("^6 +node-b +0 +120 +computing +990ms"));
+  EXPECT_THAT(lines[8], ContainsRegex("^5 +node-b +0 +120 +computing +980ms"));
 }
 
 TEST(RenderTopScreen, FitsTheTerminalHowEverSmall) {
-  const TopData data = RunningJob(100000, 25);  // read for a 30-row terminal
+  const TopData data = RunningJob(100000, 24);  // read for a 30-row terminal
   for (TerminalSize size : {TerminalSize{30, 120}, TerminalSize{12, 40}, TerminalSize{3, 10},
                             TerminalSize{0, 0}}) {
     SCOPED_TRACE(testing::Message() << size.rows << "x" << size.cols);
@@ -104,8 +107,8 @@ TEST(RenderTopScreen, FitsTheTerminalHowEverSmall) {
   }
   // A smaller terminal shows fewer of the rows already read.
   EXPECT_THAT(RenderTopScreen(data, {12, 120}, kNow), SizeIs(12));
-  EXPECT_THAT(RenderTopScreen(data, {12, 120}, kNow)[3],
-              HasSubstr("the 7 slowest of 100000 ranks"));
+  EXPECT_THAT(RenderTopScreen(data, {12, 120}, kNow)[4],
+              HasSubstr("the 6 slowest of 100000 ranks"));
 }
 
 TEST(RenderTopScreen, FlagsStragglersCulpritsAndTheDead) {
@@ -119,10 +122,10 @@ TEST(RenderTopScreen, FlagsStragglersCulpritsAndTheDead) {
   ranks.mutable_ranks(3)->set_liveness("finished");
   ranks.mutable_ranks(3)->set_exit("exit code 0");
   const std::vector<std::string> lines = RenderTopScreen(data, {30, 200}, kNow);
-  EXPECT_THAT(lines[5], ContainsRegex("STALL-CULPRIT$"));
-  EXPECT_THAT(lines[6], ContainsRegex("STRAGGLER$"));
-  EXPECT_THAT(lines[7], ContainsRegex("dead +- +CRASHED-FIRST,exit code 1$"));
-  EXPECT_THAT(lines[8], ContainsRegex("finished +-$"));
+  EXPECT_THAT(lines[6], ContainsRegex("STALL-CULPRIT$"));
+  EXPECT_THAT(lines[7], ContainsRegex("STRAGGLER$"));
+  EXPECT_THAT(lines[8], ContainsRegex("dead +- +CRASHED-FIRST,exit code 1$"));
+  EXPECT_THAT(lines[9], ContainsRegex("finished +-$"));
 }
 
 TEST(RenderTopScreen, UnreachableSupervisorKeepsTheLastAnswersAndSaysSo) {
@@ -130,7 +133,7 @@ TEST(RenderTopScreen, UnreachableSupervisorKeepsTheLastAnswersAndSaysSo) {
   data.error = absl::UnavailableError("cannot reach the supervisor at 127.0.0.1:7411: refused");
   data.read_at = kNow - absl::Seconds(12);
   const std::vector<std::string> lines = RenderTopScreen(data, {30, 200}, kNow);
-  EXPECT_THAT(lines[3], HasSubstr("supervisor unreachable (showing its answers of 12.00s "
+  EXPECT_THAT(lines[4], HasSubstr("supervisor unreachable (showing its answers of 12.00s "
                                   "ago): cannot reach the supervisor"));
   EXPECT_THAT(lines, SizeIs(kTopHeaderLines + 2));
 }
@@ -141,8 +144,9 @@ TEST(RenderTopScreen, BeforeAnyAnswer) {
   data.error = absl::UnavailableError("connection refused");
   const std::vector<std::string> lines = RenderTopScreen(data, {10, 80}, kNow);
   EXPECT_THAT(lines[0], HasSubstr("job j1   (waiting for the supervisor)"));
-  EXPECT_THAT(lines[3], HasSubstr("supervisor unreachable: connection refused"));
-  EXPECT_THAT(lines[2], HasSubstr("last event: none"));
+  EXPECT_THAT(lines[4], HasSubstr("supervisor unreachable: connection refused"));
+  EXPECT_THAT(lines[3], HasSubstr("last event: none"));
+  EXPECT_EQ(lines[2], "signals: -");
 }
 
 TEST(RenderTopScreen, HeaderSaysTheLastStepsAge) {
@@ -169,11 +173,11 @@ TEST(RenderTopScreen, ANarrowTerminalLosesTheLeastImportantColumnsFirst) {
   TopData data = RunningJob(8, 3);
   data.ranks->mutable_ranks(0)->set_straggler(true);
   const std::vector<std::string> wide = RenderTopScreen(data, {30, 200}, kNow);
-  EXPECT_THAT(wide[4], AllOf(HasSubstr("LOSS"), HasSubstr("PID"), HasSubstr("FLAGS")));
+  EXPECT_THAT(wide[5], AllOf(HasSubstr("LOSS"), HasSubstr("PID"), HasSubstr("FLAGS")));
   const std::vector<std::string> narrow = RenderTopScreen(data, {30, 60}, kNow);
-  EXPECT_THAT(narrow[4], AllOf(HasSubstr("RANK"), HasSubstr("COMPUTE_P99"), HasSubstr("FLAGS"),
+  EXPECT_THAT(narrow[5], AllOf(HasSubstr("RANK"), HasSubstr("COMPUTE_P99"), HasSubstr("FLAGS"),
                                Not(HasSubstr("LOSS")), Not(HasSubstr("PID"))));
-  EXPECT_THAT(narrow[5], ContainsRegex("STRAGGLER$"));
+  EXPECT_THAT(narrow[6], ContainsRegex("STRAGGLER$"));
   for (const std::string& line : narrow) EXPECT_LE(line.size(), 60u);
 }
 
