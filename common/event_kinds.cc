@@ -83,6 +83,16 @@ constexpr EventKindInfo kTable[] = {
     {EventKind::kSpikeRollback, "spike_rollback", F::kCheckpoint, "recovery.md", nullptr, nullptr},
     {EventKind::kKilledByCriterion, "killed_by_criterion", F::kLifecycle, "kill-criteria.md",
      "TrainingJobKilled", nullptr},
+    {EventKind::kCheckpointFailed, "checkpoint_failed", F::kCheckpoint, "signals.md",
+     "TrainingCheckpointFailed",
+     "a checkpoint save failed (the reason is in the event): check the storage it writes to "
+     "(space, quota, permissions, the file system's health); the job runs on the last one "
+     "committed"},
+    {EventKind::kCheckpointOverdue, "checkpoint_overdue", F::kCheckpoint, "signals.md",
+     "TrainingCheckpointOverdue",
+     "no checkpoint committed for more than twice the planned interval: a failure now loses "
+     "the work the event counts; check that the script saves at should_checkpoint() and that "
+     "its saves end (checkpoint_failed events say why they do not)"},
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kEventKindCount, "one row for every event kind");
 

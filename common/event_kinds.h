@@ -63,6 +63,9 @@ enum class EventKind {
   kCheckpointFallback, // the next generations load the checkpoint before a suspect one
   kSpikeRollback,      // a loss spike: restart before it, skipping its batches
   kKilledByCriterion,  // a kill criterion was met: the job is stopped, not restarted (docs/kill-criteria.md)
+  // Checkpoint saves (docs/signals.md, "Checkpoint saves").
+  kCheckpointFailed,   // the script reported a failed save
+  kCheckpointOverdue,  // no checkpoint committed for more than twice the planned interval
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

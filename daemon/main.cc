@@ -62,6 +62,15 @@ void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
 // The training signals' options (docs/signals.md): one flag per number of
 // SignalSettings() (--loss-shift-window, ...), --on-non-finite for what a
 // non-finite loss does, and --signals-off for the rules not to run.
+// "non_finite, loss_shift, ...": every rule's switch, from the settings table.
+std::string RuleSwitchNames() {
+  std::vector<std::string> names;
+  for (const trainsup::SignalSetting& setting : trainsup::SignalSettings()) {
+    if (setting.rule_switch) names.push_back(setting.name);
+  }
+  return absl::StrJoin(names, ", ");
+}
+
 void AddSignalOptions(CLI::App& app, trainsup::SignalOptions& signals) {
   using namespace trainsup;
   for (const SignalSetting& setting : SignalSettings()) {
@@ -111,8 +120,7 @@ void AddSignalOptions(CLI::App& app, trainsup::SignalOptions& signals) {
            absl::Status s = TurnOffRules(names, &signals);
            if (!s.ok()) throw CLI::ValidationError("--signals-off", std::string(s.message()));
          },
-         "training-signal rules not to run, comma-separated: non_finite, loss_shift, loss_flat, "
-         "grad_spike, grad_collapse, throughput, memory_growth, replica_mismatch")
+         absl::StrCat("training-signal rules not to run, comma-separated: ", RuleSwitchNames()))
       ->type_name("RULES");
 }
 

@@ -160,6 +160,12 @@ struct Families {
   MetricFamily job_loss_flat = Family("trainsup_job_loss_flat",
       "1 when the generation's loss did not go down from the start (loss_flat event), else 0.",
       MetricType::Gauge);
+  MetricFamily job_checkpoint_age = Family("trainsup_job_checkpoint_age_steps",
+      "Steps trained since the last committed checkpoint (or the step resumed from, or the plan's "
+      "first step), while a periodic plan is in force.", MetricType::Gauge);
+  MetricFamily job_checkpoint_overdue = Family("trainsup_job_checkpoint_overdue",
+      "1 while no checkpoint was committed for more than twice the planned interval "
+      "(checkpoint_overdue event), else 0.", MetricType::Gauge);
   MetricFamily job_step_time_ratio = Family("trainsup_job_step_time_ratio",
       "The job's recent step time over the generation's reference (after its warm-up): above 1 "
       "slower.", MetricType::Gauge);
@@ -221,6 +227,7 @@ struct Families {
           &job_heartbeats, &job_stalled, &job_stall_culprit,
           &job_stall_threshold, &job_stragglers, &job_events, &job_loss, &job_grad_norm,
           &job_nonfinite_steps, &job_loss_shifted, &job_kill_ratio, &job_loss_flat, &job_step_time_ratio,
+          &job_checkpoint_age, &job_checkpoint_overdue,
           &job_memory, &job_memory_growth, &job_memory_to_limit, &job_replica_mismatches,
           &job_resume_findings, &job_resume_repeated_steps, &job_last_checkpoint_step,
           &straggler_compute,
@@ -334,6 +341,8 @@ const SignalGaugeMetric kSignalGaugeMetrics[] = {
     {"device_memory_growth_bytes_per_second", &Families::job_memory_growth, "memory", "device"},
     {"host_memory_growth_bytes_per_second", &Families::job_memory_growth, "memory", "host"},
     {"device_memory_seconds_to_limit", &Families::job_memory_to_limit},
+    {"checkpoint_age_steps", &Families::job_checkpoint_age},
+    {"checkpoint_overdue", &Families::job_checkpoint_overdue},
 };
 
 // What the job's training signals show (docs/signals.md).

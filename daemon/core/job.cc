@@ -254,9 +254,16 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
       SetInCheckpoint(r, true);
       break;
     case HeartbeatKind::kCheckpointEnd:
+      // A failed save (an exception) with no blocking time is a background
+      // write that failed later (hb.checkpoint_failed): it ends no save.
+      if (!hb.exception_type.empty() && hb.checkpoint_blocking_s <= 0) break;
       SetInCheckpoint(r, false);
       r.checkpoint_since_step_s += hb.checkpoint_blocking_s;
-      checkpoints_.emplace_back(hb.checkpoint_blocking_s, hb.checkpoint_async_s);
+      // The loop was blocked either way; only a save that succeeded measures
+      // what a checkpoint costs.
+      if (hb.exception_type.empty()) {
+        checkpoints_.emplace_back(hb.checkpoint_blocking_s, hb.checkpoint_async_s);
+      }
       break;
     case HeartbeatKind::kException:
       Count(r, -1);  // it no longer ended cleanly

@@ -12,8 +12,8 @@ bool ObserveForFallback(CheckpointFallback& fallback, uint64_t generation, const
   switch (hb.kind) {
     case HeartbeatKind::kStep:
       return fallback.OnStep(generation, hb.step);
-    case HeartbeatKind::kCheckpointEnd:
-      return fallback.OnCheckpoint(generation, hb.step);
+    case HeartbeatKind::kCheckpointEnd:  // a failed save is no checkpoint to load
+      return hb.exception_type.empty() && fallback.OnCheckpoint(generation, hb.step);
     default:
       return false;
   }

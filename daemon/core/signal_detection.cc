@@ -20,7 +20,8 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   const EventJob event_job = EventJobOf(job);
   // Named: the sweep's FunctionRef must not outlive it.
   auto node_name = [this](NodeIndex node) -> const std::string& { return agents_.NameOf(node); };
-  const SignalSweep sweep{now, job.job(), event_job, node_name, options_.observe_only};
+  const SignalSweep sweep{now, job.job(), event_job, node_name, options_.observe_only,
+                          job.plans.plans()};
   SignalFindings found = job.signals.Sweep(sweep, told);
   const SignalOptions& options = job.signals.options();
   if (found.loss_shift) {

@@ -49,7 +49,11 @@ THROUGHPUT_CONFIRM_TEST = ["--throughput-confirm-seconds", "1"]
 THROUGHPUT_CONFIRM_OTHERS = ["--throughput-confirm-seconds", "5"]
 SIGNAL_KINDS = ("not_finite", "loss_shift", "loss_flat", "grad_spike", "grad_collapse",
                 "throughput_change", "throughput_decay", "memory_growth", "replica_mismatch",
-                "resumed_behind", "lr_mismatch", "data_position_mismatch", "resume_spike")
+                "resumed_behind", "lr_mismatch", "data_position_mismatch", "resume_spike",
+                "checkpoint_failed", "checkpoint_overdue")
+# A checkpoint plan of a few hundred 20 ms steps: an MTBF of a minute and a
+# save of a second (Young: sqrt(2 x 1 x 60) = 11 s).
+SHORT_PLAN = ["--mtbf-prior", "1m", "--checkpoint-cost-prior", "1s", "--restart-cost-prior", "5s"]
 
 
 def event_time(e):
@@ -190,6 +194,47 @@ class SignalsEndToEnd(ClusterTestCase):
         injection = {"step": 0, "rank": first["rank"], "node": first["node"],
                      "time": min(s["time"] for s in train_steps(c.train_log))}
         self.report(c, "memory growing 1 MB a step from the first step", injection, first)
+
+    def test_saves_that_fail_are_reported_and_the_job_is_overdue_twice_the_plan_later(self):
+        # The storage fills up at step 50: every rank's save raises inside
+        # hb.checkpointing, the script catches it and trains on, unprotected.
+        c = self.make_cluster(*SHORT_PLAN)
+        job = "e2e-checkpoint"
+        c.start_job(job, train_args=["--steps", "100000", "--step-seconds", "0.02",
+                                     "--planned-checkpoints", "--checkpoint-fail-from", "50",
+                                     "--checkpoint-dir", os.path.join(self.scratch, "ckpt")])
+        failed = wait_for(lambda: c.events(job, "checkpoint_failed"), STARTUP * 2,
+                          what="a checkpoint_failed event")
+        e = failed[0]
+        self.assertIn("No space left on device", e["message"])
+        self.assertIn(e["node"], ("node-a", "node-b"))
+        injection = injected(c.train_log, f"checkpoint save failed: [Errno 28] No space left "
+                                          "on device")
+        self.report(c, "a failed save", injection, e)
+        overdue = wait_for(lambda: c.events(job, "checkpoint_overdue"), 120,
+                           what="a checkpoint_overdue event")[0]
+        f = overdue["figures"]
+        self.assertGreater(f["age_steps"], f["limit_steps"])
+        self.assertEqual(f["limit_steps"], 2 * f["interval_steps"])
+        self.assertGreater(f["lost_seconds"], 0)
+        print(f"\nmeasured (overdue): plan every {int(f['interval_steps'])} steps; overdue at "
+              f"step {int(f['step'])}, {int(f['age_steps'])} steps since step "
+              f"{int(f['since_step'])} ({f['lost_seconds']:.1f}s of training at risk)",
+              file=sys.stderr)
+        # Every rank's failure of a step is one event.
+        steps = [x["figures"]["step"] for x in c.events(job, "checkpoint_failed")]
+        self.assertEqual(len(steps), len(set(steps)), steps)
+        # The state now: job's signals, the metric, diagnose.
+        signals = c.ctl_json("job", job)["job"]["signals"]
+        self.assertEqual(signals["checkpoint_overdue"], 1)
+        self.assertGreater(signals["checkpoint_age_steps"], 2 * signals["checkpoint_planned_steps"])
+        self.assertEqual(wait_for(lambda: c.metric("trainsup_job_checkpoint_overdue", job_id=job),
+                                  10, what="the overdue gauge"), 1)
+        _, out, _ = c.ctl("diagnose", job, check=False)
+        self.assertIn("checkpoint_overdue", out)
+        # Nothing else: a job whose saves fail is otherwise healthy.
+        self.assertEqual({x["kind"] for x in self.signal_events(c, job)},
+                         {"checkpoint_failed", "checkpoint_overdue"})
 
     def test_noisy_loss_a_restart_and_a_correct_resume_raise_no_signal(self):
         c = self.make_cluster()

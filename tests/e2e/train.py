@@ -17,6 +17,7 @@ tests can check what the job itself did.
 """
 
 import argparse
+import errno
 import atexit
 import ctypes
 import datetime
@@ -50,6 +51,10 @@ def parse_args():
                    help="checkpoint every N steps (0: never)")
     p.add_argument("--checkpoint-extra-seconds", type=float, default=0.0,
                    help="a slower checkpoint store: each save takes this much longer")
+    p.add_argument("--checkpoint-fail-from", type=int, default=-1,
+                   help="every save from this step on fails (OSError: no space left on "
+                        "device, raised inside hb.checkpointing); the script logs it and "
+                        "trains on unprotected, as a script that catches its save errors does")
     p.add_argument("--planned-checkpoints", action="store_true",
                    help="checkpoint when the supervisor's plan says (hb.should_checkpoint)")
     p.add_argument("--data-wait-seconds", type=float, default=0.0,
@@ -514,9 +519,17 @@ def main():
             due = args.checkpoint_every and (step + 1) % args.checkpoint_every == 0
         if due:
             poison = poison_k if (step, GENERATION) == (poison_step, poison_gen) else None
-            with hb.checkpointing(step):
-                checkpointer.save(step, model, optimizer, scheduler, gen, poison)
-                time.sleep(args.checkpoint_extra_seconds)
+            try:
+                with hb.checkpointing(step):
+                    if 0 <= args.checkpoint_fail_from <= step:
+                        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                    checkpointer.save(step, model, optimizer, scheduler, gen, poison)
+                    time.sleep(args.checkpoint_extra_seconds)
+            except OSError as e:
+                if args.checkpoint_fail_from < 0:
+                    raise  # a real one: not this script's to hide
+                injection(log, rank, step, f"checkpoint save failed: {e}")
+                continue
             if log:
                 log.write(json.dumps({"event": "checkpoint", "rank": rank, "step": step,
                                       "generation": GENERATION, "time": time.time()}) + "\n")

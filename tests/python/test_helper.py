@@ -727,8 +727,31 @@ class MessagesTest(HelperTestCase):
         with self.assertRaises(OSError):
             with hb.checkpointing(3):
                 raise OSError("disk full")
-        self.assertEqual([m["kind"] for m in agent.messages()],
+        begin, end = agent.messages()
+        self.assertEqual([begin["kind"], end["kind"]],
                          ["HEARTBEAT_KIND_CHECKPOINT_BEGIN", "HEARTBEAT_KIND_CHECKPOINT_END"])
+        # A failed save: the END says why, so it never counts as committed.
+        self.assertEqual((end["exception_type"], end["exception_message"]),
+                         ("OSError", "disk full"))
+        self.assertNotIn("exception_type", begin)
+
+    def test_a_save_that_succeeds_sends_no_exception(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        with hb.checkpointing(4):
+            pass
+        self.assertNotIn("exception_type", agent.messages()[1])
+
+    def test_checkpoint_failed_reports_a_background_write_that_failed_later(self):
+        agent = self.agent()
+        hb = self.heartbeat(agent)
+        hb.checkpoint_failed(6, "upload to the object store: 503" + "x" * 2000)
+        (end,) = agent.messages()
+        self.assertEqual((end["kind"], end["step"]), ("HEARTBEAT_KIND_CHECKPOINT_END", 6))
+        self.assertEqual(end["checkpoint_blocking_seconds"], 0.0)  # it ends no blocking part
+        self.assertEqual(end["exception_type"], "CheckpointWriteFailed")
+        self.assertTrue(end["exception_message"].startswith("upload to the object store: 503"))
+        self.assertLessEqual(len(end["exception_message"].encode()), 1024)
 
     def test_excepthook_reports_the_exception_and_calls_the_previous_hook(self):
         agent = self.agent()

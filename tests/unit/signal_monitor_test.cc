@@ -167,6 +167,17 @@ class SyntheticJob {
     }
   }
 
+  // Rank `rank` reports the save of `step` failed with `error` (blocking
+  // seconds 0: a background write that failed after its checkpoint ended).
+  void FailCheckpoint(int64_t step, uint32_t rank, const std::string& error) {
+    Heartbeat hb = Base(rank, step);
+    hb.kind = HeartbeatKind::kCheckpointEnd;
+    hb.exception_type = "OSError";
+    hb.exception_message = error;
+    (void)job_.Apply(now_, rank / kPerNode, hb);
+    monitor_.OnCheckpoint(job_, hb);
+  }
+
   const Found& found() const { return found_; }
   const SignalMonitor& monitor() const { return monitor_; }
   absl::Time now() const { return now_; }
@@ -357,6 +368,34 @@ TEST(SignalMonitorTest, ACheckpointIsCompleteOnlyWhenEveryRankEndedIt) {
   job.Restart(absl::Minutes(1));
   job.Steps(200, 260);  // from 199's, the last complete one: correct
   EXPECT_EQ(job.found().total(), 0u);
+}
+
+TEST(SignalMonitorTest, AFailedSaveIsNeverCompleteAndIsReportedOnceNamingItsFirstRank) {
+  SyntheticJob job(TestOptions(), 16);
+  job.Steps(0, 250);
+  ASSERT_EQ(job.monitor().last_checkpoint_step(), 199);
+  // Every rank's save of 249 fails (a shared file system full): no
+  // checkpoint, and one event, not eight.
+  for (uint32_t r = 0; r < kWorld; ++r) job.FailCheckpoint(249, r, "No space left on device");
+  job.Sweep();
+  EXPECT_EQ(job.monitor().last_checkpoint_step(), 199);
+  ASSERT_EQ(job.found().total(), 1u);
+  const Event& e = job.found().findings[0].event;
+  EXPECT_EQ(e.kind, EventKind::kCheckpointFailed);
+  EXPECT_EQ(e.rank, 0u);
+  EXPECT_EQ(e.node, "node-0");
+  EXPECT_THAT(e.message, ::testing::HasSubstr("OSError: No space left on device"));
+  EXPECT_THAT(Figure(e, "last_checkpoint_step"), Optional(199.0));
+  // A background write of 399 that failed after every rank ended its save:
+  // 399 is taken back, and 199 is the last committed one again.
+  job.Steps(250, 420);
+  ASSERT_EQ(job.monitor().last_checkpoint_step(), 399);
+  job.FailCheckpoint(399, 5, "upload: 503");
+  job.Sweep();
+  EXPECT_EQ(job.monitor().last_checkpoint_step(), 199);
+  ASSERT_EQ(job.found().total(), 2u);
+  EXPECT_EQ(job.found().findings[1].event.rank, 5u);
+  EXPECT_EQ(job.found().findings[1].event.node, "node-1");
 }
 
 TEST(SignalMonitorTest, ALossSpikeAtTheResumeIsAFactNamingTheCheckpointLoaded) {

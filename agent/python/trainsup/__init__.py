@@ -189,6 +189,8 @@ _SIGNAL_SETTINGS = {
     "memory_growth_min_bytes": (0, 1e18, False),
     "replica_mismatch": (0, 1, True),
     "replica_rearm_steps": (1, 1e9, True),
+    "checkpoint_overdue": (0, 1, True),
+    "checkpoint_overdue_factor": (1, 1000, False),
     "resumed_behind": (0, 1, True),
     "lr_mismatch": (0, 1, True),
     "data_position_mismatch": (0, 1, True),
@@ -876,16 +878,43 @@ class Heartbeat:
 
     @contextlib.contextmanager
     def checkpointing(self, step, async_seconds=0.0):
-        """Brackets the part of a checkpoint that blocks the training loop."""
+        """Brackets the part of a checkpoint that blocks the training loop.
+
+        When the block raises, the save is reported failed with the
+        exception (a checkpoint_failed event; the checkpoint never counts as
+        committed) and the exception goes on to the caller.
+        """
         begin = time.monotonic()
         self._send("HEARTBEAT_KIND_CHECKPOINT_BEGIN", when=begin, step=step)
+        failure = {}
         try:
             yield
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            failure = _exception_fields(type(exc), exc)
+            raise
         finally:
             end = time.monotonic()
             self._send("HEARTBEAT_KIND_CHECKPOINT_END", when=end, step=step,
                        checkpoint_blocking_seconds=end - begin,
-                       checkpoint_async_seconds=_duration(async_seconds))
+                       checkpoint_async_seconds=_duration(async_seconds), **failure)
+
+    def checkpoint_failed(self, step, reason=""):
+        """Reports that the save of `step` failed after the block of
+        checkpointing(step) ended: an asynchronous write that failed later.
+
+        The checkpoint is no longer counted as committed (the last one
+        before it is) and a checkpoint_failed event says ``reason`` (cut at
+        1024 bytes). Never blocks, never raises.
+        """
+        try:
+            self._send("HEARTBEAT_KIND_CHECKPOINT_END", step=step,
+                       checkpoint_blocking_seconds=0.0,
+                       exception_type="CheckpointWriteFailed",
+                       exception_message=_truncate_utf8(str(reason), _MAX_EXCEPTION_MESSAGE))
+        except Exception:  # noqa: BLE001
+            pass
 
     def verdict(self, action, reason=""):
         """Tells the supervisor what to do when this rank fails, before it does.

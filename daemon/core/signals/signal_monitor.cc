@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/core/signals/signal_rules.h"
 
 namespace trainsup {
@@ -63,6 +64,20 @@ void SignalMonitor::OnStart(const Job& job, const Heartbeat& hb) {
 
 void SignalMonitor::OnCheckpoint(const Job& job, const Heartbeat& hb) {
   Roll(job);
+  if (!hb.exception_type.empty()) {  // a save that failed: never complete
+    checkpoint_ends_.erase(hb.step);
+    if (last_checkpoint_step_ == hb.step) last_checkpoint_step_ = checkpoint_step_before_;
+    CheckpointOutcome failed;
+    failed.step = hb.step;
+    failed.at = RankAt{hb.rank, job.rank(hb.rank).node};
+    failed.error = hb.exception_message.empty()
+                       ? hb.exception_type
+                       : absl::StrCat(hb.exception_type, ": ", hb.exception_message);
+    for (const std::unique_ptr<SignalRule>& rule : rules_->registry) {
+      rule->ObserveCheckpoint(failed);
+    }
+    return;
+  }
   uint32_t& ended = checkpoint_ends_[hb.step];
   if (++ended < std::max<uint32_t>(1, job.ranks_reporting())) {
     if (checkpoint_ends_.size() > kOpenCheckpoints) {
@@ -76,8 +91,15 @@ void SignalMonitor::OnCheckpoint(const Job& job, const Heartbeat& hb) {
   }
   // The last one seen complete, a newer or an older step (a generation that
   // resumed from an older one checkpoints below the last).
+  checkpoint_step_before_ = last_checkpoint_step_;
   last_checkpoint_step_ = hb.step;
   checkpoint_ends_.erase(hb.step);
+  CheckpointOutcome committed;
+  committed.step = hb.step;
+  committed.committed = true;
+  for (const std::unique_ptr<SignalRule>& rule : rules_->registry) {
+    rule->ObserveCheckpoint(committed);
+  }
 }
 
 void SignalMonitor::OnStep(absl::Time now, const Job& job, const RankState& r,

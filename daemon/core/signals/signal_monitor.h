@@ -55,7 +55,9 @@ class SignalMonitor : public StepObserver {
   // A START with settings (validated by CheckHeartbeat).
   void OnStart(const Job& job, const Heartbeat& hb);
   // A CHECKPOINT_END applied: the checkpoint of hb.step is complete once
-  // every rank reporting in the generation has ended it.
+  // every rank reporting in the generation has ended it; one with an
+  // exception is a failed save (never complete; an asynchronous write that
+  // failed after its checkpoint was complete takes that back).
   void OnCheckpoint(const Job& job, const Heartbeat& hb);
   // Where trainsupd told the current generation to resume (a fallback from
   // a suspect checkpoint or below a non-finite loss, a spike rollback): the
@@ -174,6 +176,7 @@ class SignalMonitor : public StepObserver {
   uint32_t world_size_ = 0;
   std::optional<ResumeSpikeFinding> resume_spike_;
   int64_t last_checkpoint_step_ = -1;
+  int64_t checkpoint_step_before_ = -1;  // the one complete before it
   // The generation's checkpoints not yet complete: step -> ranks that ended it.
   absl::flat_hash_map<int64_t, uint32_t> checkpoint_ends_;
   Totals totals_;

@@ -106,6 +106,15 @@ struct ReplicaOptions {
   int rearm_steps = 100;
 };
 
+struct CheckpointOverdueOptions {
+  bool enabled = true;
+  // Overdue: the job trained more than `factor` x the planned interval (in
+  // steps, of the plan in force) past its last committed checkpoint, the
+  // step it resumed from or the plan's first step, whichever is latest.
+  // Default: 2.
+  double factor = 2;
+};
+
 struct ResumeOptions {
   // Each check's switch: the step resumed from against the last checkpoint
   // seen complete (resumed_behind), the learning rate (lr_mismatch), the
@@ -176,6 +185,7 @@ struct SignalOptions {
   ThroughputOptions throughput;
   MemoryGrowthOptions memory;
   ReplicaOptions replica;
+  CheckpointOverdueOptions checkpoint;
   ResumeOptions resume;
   FallbackOptions fallback;
 };

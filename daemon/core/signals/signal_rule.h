@@ -9,6 +9,8 @@
 
 #include "absl/functional/function_ref.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
@@ -33,17 +35,31 @@ struct SignalFinding {
   std::string failure;
 };
 
+// A checkpoint's outcome: committed (every rank reporting in the generation
+// ended its save), or a save a rank reported failed (CHECKPOINT_END with an
+// exception: the `with hb.checkpointing(...)` block raised, or
+// hb.checkpoint_failed(...) for a write that failed later).
+struct CheckpointOutcome {
+  int64_t step = 0;
+  bool committed = false;
+  // A failed save: the rank that reported it, and why.
+  RankAt at;
+  std::string error;
+};
+
 // What a rule's sweep reads besides its own state: the time, the job (its
 // ranks' nodes), the job and generation its events are about, the names
-// of nodes, and whether trainsupd only observes (--observe-only: a finding
-// says it charged nothing). `node_name` refers to a callable that must
-// outlive the sweep (a named lambda, not a temporary).
+// of nodes, whether trainsupd only observes (--observe-only: a finding
+// says it charged nothing), and the job's checkpoint plans as the ranks hold
+// them. `node_name` refers to a callable that must outlive the sweep (a
+// named lambda, not a temporary).
 struct SignalSweep {
   absl::Time now;
   const Job& job;
   EventJob event_job;
   absl::FunctionRef<const std::string&(NodeIndex)> node_name;
   bool observe_only = false;
+  absl::Span<const CheckpointPlanSpec> plans = {};
 
   // The name of the node `rank` reports from ("" when none).
   const std::string& NodeOfRank(uint32_t rank) const { return node_name(job.rank(rank).node); }
@@ -68,6 +84,8 @@ class SignalRule {
   virtual void ObserveStep(const StepSignals& step) {}
   // A replica group whose ranks did not all send the same digest at a step.
   virtual void ObserveDisagreement(const ReplicaDisagreement& d) {}
+  // A checkpoint committed or a save that failed.
+  virtual void ObserveCheckpoint(const CheckpointOutcome& c) {}
   // Appends what it found since the last sweep.
   virtual void Sweep(const SignalSweep& sweep, std::vector<SignalFinding>& out) = 0;
   // Its state as named gauges for the read model (docs/signals.md lists

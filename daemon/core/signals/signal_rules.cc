@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/core/events.h"
+#include "daemon/core/signals/checkpoint_rule.h"
 #include "daemon/core/signals/grad_norm_rule.h"
 #include "daemon/core/signals/loss_flat_rule.h"
 #include "daemon/core/signals/memory_growth_rule.h"
@@ -146,6 +147,9 @@ std::vector<std::unique_ptr<SignalRule>> MakeSignalRules(const SignalOptions& o)
     rules.push_back(std::make_unique<MemoryGrowthSignal>(o.memory, /*host=*/true));
   }
   if (o.replica.enabled) rules.push_back(std::make_unique<ReplicaSignal>(o.replica));
+  // Always: a failed save is reported whatever the switch (it only turns
+  // checkpoint_overdue off).
+  rules.push_back(std::make_unique<CheckpointSignal>(o.checkpoint));
   return rules;
 }
 
