@@ -110,10 +110,17 @@ std::string RanksLine(const TopData& data) {
   return line;
 }
 
-// The job's training signals by name (docs/signals.md), as `job` shows them.
+// The job's training signals that are not 0 (a flag raised, a figure
+// measured), by name: on one line, the zeros of a healthy job would push out
+// what matters. `job` shows them all.
 std::string SignalsLine(const TopData& data) {
   if (!data.detail.has_value() || data.detail->job().signals_size() == 0) return "signals: -";
-  return "signals: " + SignalsText(data.detail->job());
+  v1::Job nonzero;
+  for (const auto& [name, value] : data.detail->job().signals()) {
+    if (value != 0) (*nonzero.mutable_signals())[name] = value;
+  }
+  if (nonzero.signals_size() == 0) return "signals: all 0";
+  return "signals: " + SignalsText(nonzero);
 }
 
 std::string EventLine(const TopData& data) {

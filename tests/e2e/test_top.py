@@ -100,7 +100,10 @@ class TopEndToEnd(unittest.TestCase):
         self.assertTrue(all(len(line) <= 120 for line in screen))
         self.assertRegex(screen[0], rf"^job {JOB} +running +generation 1 +step \d+ .*goodput")
         self.assertRegex(screen[1], r"^ranks 4/4 heard: alive 4")
-        self.assertRegex(screen[2], r"^signals: .*loss_shifted 0")
+        # What is not 0 (a healthy job's zeros are left out): the checkpoint
+        # plan's figures, the step time's ratio; or all 0.
+        self.assertRegex(screen[2], r"^signals: ")
+        self.assertNotIn("loss_shifted", screen[2])
         self.assertRegex(screen[4], r"the 4 slowest of 4 ranks by compute p99")
         self.assertRegex(screen[5], r"^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99")
         rows = self.rank_rows(screen)

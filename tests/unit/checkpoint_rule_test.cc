@@ -149,6 +149,26 @@ TEST(CheckpointSignalTest, APlanJustShortenedIsJudgedFromItsOwnFirstStep) {
               Optional(1600.0));
 }
 
+TEST(CheckpointSignalTest, APlanLengthenedOrRepublishedDoesNotRestartTheStretch) {
+  CheckpointRun run;
+  run.Plan(Every(1, 100, 0));
+  // Saves stop after 100. A replan to every 150 from 200 (the job got more
+  // reliable) asks for no less than before: the stretch runs from 100, and
+  // 2 x 150 later, at 401, the job is overdue, not at 501.
+  run.Plan(Every(2, 150, 200));
+  run.Steps(1, 401, {100});
+  EXPECT_EQ(run.total(), 0u);
+  run.Steps(401, 402);
+  ASSERT_EQ(run.Found(EventKind::kCheckpointOverdue).size(), 1u);
+  EXPECT_THAT(Figure(run.Found(EventKind::kCheckpointOverdue)[0], "since_step"),
+              Optional(100.0));
+  EXPECT_EQ(ScheduleStart({Every(1, 100, 0), Every(2, 150, 200)}, Every(2, 150, 200)), 0);
+  EXPECT_EQ(ScheduleStart({Every(1, 100, 0), Every(2, 50, 200)}, Every(2, 50, 200)), 200);
+  EXPECT_EQ(ScheduleStart({Every(1, 40, 0), Every(2, 100, 100), Every(3, 50, 200)},
+                          Every(3, 50, 200)),
+            200);
+}
+
 TEST(CheckpointSignalTest, ASlowSaveThatSucceedsAHangAndARestartAreNotOverdue) {
   CheckpointRun run;
   run.Plan(Every(1, 100, 0));

@@ -82,11 +82,22 @@ TEST(RenderTopScreen, HeaderSaysStateGenerationStepRateGoodputAndLastEvent) {
                               HasSubstr("generation 3"), HasSubstr("step 120"),
                               HasSubstr("4.25 steps/s"), HasSubstr("goodput 87.5%")));
   EXPECT_THAT(lines[1], HasSubstr("ranks 8/8 heard"));
-  EXPECT_EQ(lines[2], "signals: loss_flat 1, loss_shifted 0");
+  EXPECT_EQ(lines[2], "signals: loss_flat 1");  // what is not 0: loss_shifted is left out
   EXPECT_THAT(lines[3], AllOf(HasSubstr("last event:"), HasSubstr("straggler demo#3 rank 7"),
                               HasSubstr("rank is slow")));
   EXPECT_THAT(lines[4], HasSubstr("the 3 slowest of 8 ranks by compute p99"));
   EXPECT_THAT(lines[5], ContainsRegex("^RANK +NODE +PID +STEP +PHASE +COMPUTE_P99 .*FLAGS"));
+}
+
+TEST(RenderTopScreen, TheSignalsLineLeavesOutTheZerosOfAHealthyJob) {
+  TopData data = RunningJob(8, 3);
+  v1::Job* job = data.detail->mutable_job();
+  (*job->mutable_signals())["loss_flat"] = 0;
+  EXPECT_EQ(RenderTopScreen(data, {30, 200}, kNow)[2], "signals: all 0");
+  (*job->mutable_signals())["checkpoint_age_steps"] = 340;
+  (*job->mutable_signals())["checkpoint_planned_steps"] = 500;
+  EXPECT_EQ(RenderTopScreen(data, {30, 200}, kNow)[2],
+            "signals: checkpoint_age_steps 340, checkpoint_planned_steps 500");
 }
 
 TEST(RenderTopScreen, RanksKeepTheSupervisorsOrderSlowestFirst) {

@@ -22,6 +22,20 @@ const CheckpointPlanSpec* PlanInForce(absl::Span<const CheckpointPlanSpec> plans
   return in_force;
 }
 
+int64_t ScheduleStart(absl::Span<const CheckpointPlanSpec> plans,
+                      const CheckpointPlanSpec& in_force) {
+  int64_t start = in_force.effective_from_step;
+  for (const CheckpointPlanSpec* later = &in_force;;) {
+    const CheckpointPlanSpec* before = PlanInForce(plans, later->effective_from_step - 1);
+    if (before == nullptr || before->interval_steps <= 0 ||
+        before->interval_steps > in_force.interval_steps) {
+      return start;
+    }
+    start = before->effective_from_step;
+    later = before;
+  }
+}
+
 void CheckpointSignal::ObserveStep(const StepSignals& s) {
   if (!first_step_) first_step_ = s.step;
   step_ = std::max(step_, s.step);
@@ -63,7 +77,7 @@ void CheckpointSignal::Sweep(const SignalSweep& sweep, std::vector<SignalFinding
     return;
   }
   interval_ = plan->interval_steps;
-  plan_from_ = plan->effective_from_step;
+  plan_from_ = ScheduleStart(sweep.plans, *plan);
   const int64_t since = Since(plan_from_);
   const double limit = options_.factor * static_cast<double>(interval_);
   if (!options_.enabled || static_cast<double>(step_ - since) <= limit) return;

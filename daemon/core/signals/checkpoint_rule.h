@@ -19,13 +19,21 @@ namespace trainsup {
 // ShouldCheckpoint reads them; nullptr when none is in force yet.
 const CheckpointPlanSpec* PlanInForce(absl::Span<const CheckpointPlanSpec> plans, int64_t step);
 
+// The first step from which `plans` have asked for a checkpoint at least
+// every in_force.interval_steps without a break: where the plan in force
+// began, or, when it lengthened the interval or kept it, where the plan
+// before it began (and so on back). A plan that shortened it starts afresh.
+int64_t ScheduleStart(absl::Span<const CheckpointPlanSpec> plans,
+                      const CheckpointPlanSpec& in_force);
+
 // Checkpoint saves (docs/signals.md, "Checkpoint saves"): kCheckpointFailed
 // once for each step whose save a rank reported failed (naming the first
 // rank; a shared file system that fails every rank's is one event), and
 // kCheckpointOverdue once for each stretch in which the job trained more
 // than `factor` x the planned interval (the periodic plan in force, in
 // steps) past the latest of: its last committed checkpoint, the step this
-// generation resumed from, the plan's first step. Counted in steps, so a
+// generation resumed from, ScheduleStart() of the plan in force. Counted in
+// steps, so a
 // hang, a restart's idle time or a slow save that blocks the loop is never
 // overdue; a plan just shortened is judged from its own first step.
 // Gauges, once a periodic plan is in force and a step was seen:
@@ -55,7 +63,7 @@ class CheckpointSignal : public SignalRule {
   std::vector<CheckpointOutcome> failed_;
   std::optional<int64_t> failed_reported_;
   // The plan in force at the last sweep: its interval (0: none in force)
-  // and first step; the stretch an overdue event was made for.
+  // and ScheduleStart(); the stretch an overdue event was made for.
   int64_t interval_ = 0;
   int64_t plan_from_ = 0;
   std::optional<int64_t> overdue_reported_;
