@@ -244,7 +244,8 @@ int Main(int argc, char** argv) {
                 Percentile(sqlite_s, 0.99) * 1e3);
     std::printf("  SQLite + etcd fenced  %7.2f / %7.2f ms  (%d log entries, %d compactions)\n",
                 Percentile(fenced_s, 0.5) * 1e3, Percentile(fenced_s, 0.99) * 1e3,
-                static_cast<int>(log.appended()), static_cast<int>(log.compactions()));
+                static_cast<int>(log.counts().appended),
+                static_cast<int>(log.counts().compactions));
     std::printf("event alone (%d, not fsynced), p50 / p99:\n", decisions);
     std::printf("  SQLite only           %7.2f / %7.2f ms\n", Percentile(event_sqlite_s, 0.5) * 1e3,
                 Percentile(event_sqlite_s, 0.99) * 1e3);
@@ -278,7 +279,7 @@ int Main(int argc, char** argv) {
       SharedJournalSink sink(store.get(), &log, [](const std::string&) {});
       SupervisorHost host(SupervisorOptions{}, &clock, store.get(), &sink);
       fenced.push_back(IngestRate(host, nodes));
-      fenced_entries += log.appended();
+      fenced_entries += log.counts().appended;
     }
     {
       std::unique_ptr<StateStore> store = open_store();

@@ -31,11 +31,12 @@ std::string LeaderAddress(const std::string& leader) { return Proclaimed(leader)
 // trainsup_leader and the election's figures, read at scrape time.
 class LeaderCollector : public prometheus::Collectable {
  public:
-  LeaderCollector(const EtcdElection* election, const EtcdStateLog* log, const Server* server)
+  LeaderCollector(const Election* election, const SharedLog* log, const Server* server)
       : election_(election), log_(log), server_(server) {}
 
   std::vector<MetricFamily> Collect() const override {
     const ElectionState state = election_->Current();
+    const SharedLog::Counts log = log_->counts();
     MetricFamily leader = Family(
         "trainsup_leader",
         "1 while this trainsupd leads and acts, 0 as a standby or while it cannot be sure it "
@@ -64,32 +65,65 @@ class LeaderCollector : public prometheus::Collectable {
         "leadership (etcd's compare on its election key failed, or it was no longer elected); "
         "none was acted on.",
         MetricType::Counter);
-    AddSample(refused, {}, static_cast<double>(log_->refused()));
+    AddSample(refused, {}, static_cast<double>(log.refused));
     MetricFamily written = Family("trainsup_etcd_state_writes_total",
                                   "Journals committed to the shared state in etcd.",
                                   MetricType::Counter);
-    AddSample(written, {}, static_cast<double>(log_->appended()));
+    AddSample(written, {}, static_cast<double>(log.appended));
     MetricFamily failed = Family(
         "trainsup_etcd_state_write_failures_total",
         "Writes to the shared state etcd did not answer (retried while still elected).",
         MetricType::Counter);
-    AddSample(failed, {}, static_cast<double>(log_->unavailable()));
+    AddSample(failed, {}, static_cast<double>(log.unavailable));
     MetricFamily compactions = Family("trainsup_etcd_state_compactions_total",
                                       "Compactions of the shared state's log into a snapshot.",
                                       MetricType::Counter);
-    AddSample(compactions, {}, static_cast<double>(log_->compactions()));
+    AddSample(compactions, {}, static_cast<double>(log.compactions));
     return {std::move(leader),  std::move(epoch),  std::move(won),         std::move(changes),
             std::move(renew),   std::move(refused), std::move(written),    std::move(failed),
             std::move(compactions)};
   }
 
  private:
-  const EtcdElection* const election_;
-  const EtcdStateLog* const log_;
+  const Election* const election_;
+  const SharedLog* const log_;
   const Server* const server_;
 };
 
+class EtcdElectionBackend : public ElectionBackend {
+ public:
+  explicit EtcdElectionBackend(const EtcdElectionOptions& etcd) : etcd_(etcd) {}
+
+  absl::StatusOr<std::unique_ptr<SharedLog>> MakeLog(
+      std::function<FencingToken()> token) override {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeEtcdChannel(etcd_);
+    if (!channel.ok()) return channel.status();
+    EtcdStateLog::Options options;
+    options.key_prefix = etcd_.key_prefix;
+    options.call_timeout = etcd_.call_timeout;
+    return std::make_unique<EtcdStateLog>(*std::move(channel), options, std::move(token));
+  }
+  absl::StatusOr<std::unique_ptr<Election>> StartElection(const std::string& value,
+                                                          const Clock* clock) override {
+    EtcdElectionOptions etcd = etcd_;
+    etcd.value = value;
+    absl::StatusOr<std::unique_ptr<EtcdElection>> election = EtcdElection::Start(etcd, clock);
+    if (!election.ok()) return election.status();
+    return std::unique_ptr<Election>(*std::move(election));
+  }
+  std::string Where() const override {
+    return absl::StrCat("etcd at ", absl::StrJoin(etcd_.endpoints, ","));
+  }
+
+ private:
+  const EtcdElectionOptions etcd_;
+};
+
 }  // namespace
+
+std::unique_ptr<ElectionBackend> EtcdBackend(const EtcdElectionOptions& etcd) {
+  return std::make_unique<EtcdElectionBackend>(etcd);
+}
 
 absl::StatusOr<std::string> AdvertisedAddress(const std::string& advertise,
                                               const std::string& bound) {
@@ -134,12 +168,12 @@ v1::SupervisorStatus HaServer::Status(const std::string& address) const {
     absl::MutexLock lock(&since_mu_);
     SetTimestamp(leading_since_, status.mutable_leading_since());
   }
-  absl::StatusOr<std::vector<EtcdElection::Candidate>> candidates = election_->Candidates();
+  absl::StatusOr<std::vector<Election::Candidate>> candidates = election_->Candidates();
   if (!candidates.ok()) {
     status.set_candidates_error(std::string(candidates.status().message()));
     return status;
   }
-  for (const EtcdElection::Candidate& c : *candidates) {
+  for (const Election::Candidate& c : *candidates) {
     v1::SupervisorInstance* instance = status.add_instances();
     auto [name, address] = Proclaimed(c.value);
     instance->set_name(std::move(name));
@@ -153,17 +187,21 @@ v1::SupervisorStatus HaServer::Status(const std::string& address) const {
 absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& options,
                                                           const HaOptions& ha,
                                                           const Clock* clock) {
+  return Start(options, ha, clock, EtcdBackend(ha.etcd));
+}
+
+absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(
+    const ServerOptions& options, const HaOptions& ha, const Clock* clock,
+    std::unique_ptr<ElectionBackend> backend) {
   if (ha.instance.empty()) return absl::InvalidArgumentError("--instance: empty");
   std::unique_ptr<HaServer> s(new HaServer(options, ha, clock));
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = MakeEtcdChannel(ha.etcd);
-  if (!channel.ok()) return channel.status();
-  EtcdStateLog::Options log_options;
-  log_options.key_prefix = ha.etcd.key_prefix;
-  log_options.call_timeout = ha.etcd.call_timeout;
+  s->backend_ = std::move(backend);
   // Written only while leading, when election_ is set.
-  s->shared_log_ = std::make_unique<EtcdStateLog>(*std::move(channel), log_options, [p = s.get()] {
+  absl::StatusOr<std::unique_ptr<SharedLog>> log = s->backend_->MakeLog([p = s.get()] {
     return p->election_ == nullptr ? FencingToken{} : p->election_->Token();
   });
+  if (!log.ok()) return log.status();
+  s->shared_log_ = *std::move(log);
   absl::StatusOr<std::unique_ptr<Server>> server = s->StartServer();
   if (!server.ok()) return server.status();
   // A server started again (after a lost election) binds the same ports.
@@ -176,9 +214,8 @@ absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& o
     TRAINSUP_LOG_WARN("the election names this instance %s, which clients cannot dial to "
                       "follow it: give --advertise-address", s->advertised_);
   }
-  EtcdElectionOptions etcd = ha.etcd;
-  etcd.value = absl::StrCat(ha.instance, " ", s->advertised_);
-  absl::StatusOr<std::unique_ptr<EtcdElection>> election = EtcdElection::Start(etcd, clock);
+  absl::StatusOr<std::unique_ptr<Election>> election =
+      s->backend_->StartElection(absl::StrCat(ha.instance, " ", s->advertised_), clock);
   if (!election.ok()) return election.status();
   (*server)->AddCollectable(
       std::make_shared<LeaderCollector>(election->get(), s->shared_log_.get(), server->get()));
@@ -187,9 +224,8 @@ absl::StatusOr<std::unique_ptr<HaServer>> HaServer::Start(const ServerOptions& o
     absl::MutexLock lock(&s->mu_);
     s->server_ = *std::move(server);
   }
-  TRAINSUP_LOG_INFO("standby as %s: campaigning in election %s of etcd at %s", ha.instance,
-                    s->election_->election_name(),
-                    absl::StrJoin(ha.etcd.endpoints, ","));
+  TRAINSUP_LOG_INFO("standby as %s: campaigning in election %s of %s", ha.instance,
+                    s->election_->election_name(), s->backend_->Where());
   s->follower_ = std::thread([p = s.get()] { p->Follow(); });
   return s;
 }

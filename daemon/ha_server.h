@@ -1,6 +1,7 @@
 #ifndef TRAINSUP_DAEMON_HA_SERVER_H_
 #define TRAINSUP_DAEMON_HA_SERVER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -40,11 +41,35 @@ struct HaOptions {
 absl::StatusOr<std::string> AdvertisedAddress(const std::string& advertise,
                                               const std::string& bound);
 
+// What an HaServer campaigns with: an election, and the state log shared
+// through it, whose writes are fenced on the election's token. etcd in
+// production (EtcdBackend); a fake in HaServer's tests.
+class ElectionBackend {
+ public:
+  virtual ~ElectionBackend() = default;
+  // The shared log; `token` says, when asked, what its writes are fenced on.
+  virtual absl::StatusOr<std::unique_ptr<SharedLog>> MakeLog(
+      std::function<FencingToken()> token) = 0;
+  // Starts campaigning, proclaiming `value` ("NAME ADDRESS").
+  virtual absl::StatusOr<std::unique_ptr<Election>> StartElection(const std::string& value,
+                                                                  const Clock* clock) = 0;
+  // Where the election is held, for the log ("etcd at A,B,C").
+  virtual std::string Where() const = 0;
+};
+
+// The election and log in etcd (ha.etcd).
+std::unique_ptr<ElectionBackend> EtcdBackend(const EtcdElectionOptions& etcd);
+
 class HaServer {
  public:
+  // Under the etcd election of `ha.etcd`.
   static absl::StatusOr<std::unique_ptr<HaServer>> Start(const ServerOptions& options,
                                                          const HaOptions& ha,
                                                          const Clock* clock);
+  // Under `backend`'s election (ha.etcd is not read).
+  static absl::StatusOr<std::unique_ptr<HaServer>> Start(
+      const ServerOptions& options, const HaOptions& ha, const Clock* clock,
+      std::unique_ptr<ElectionBackend> backend);
   ~HaServer();
 
   HaServer(const HaServer&) = delete;
@@ -71,10 +96,11 @@ class HaServer {
   std::string advertised_;  // the gRPC address the election names
   const HaOptions ha_;
   const Clock* const clock_;
+  std::unique_ptr<ElectionBackend> backend_;
   // The state shared with the other instances, written fenced by election_;
   // outlives every server.
-  std::unique_ptr<EtcdStateLog> shared_log_;
-  std::unique_ptr<EtcdElection> election_;
+  std::unique_ptr<SharedLog> shared_log_;
+  std::unique_ptr<Election> election_;
   mutable absl::Mutex mu_;
   std::unique_ptr<Server> server_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -79,24 +79,18 @@ class EtcdElection : public Election {
   // What this instance's writes to the shared state are fenced on: its
   // election key and epoch while elected (leading or suspended), else
   // epoch 0.
-  FencingToken Token() const;
+  FencingToken Token() const override;
   // The last keepalive's round trip (zero before the first).
-  absl::Duration last_renew_latency() const;
+  absl::Duration last_renew_latency() const override;
   // Until when this instance may act: moved with every renewal while it
   // leads, the infinite past otherwise. Lives as long as the election.
-  const ActingDeadline& acting_deadline() const { return acting_deadline_; }
+  const ActingDeadline& acting_deadline() const override { return acting_deadline_; }
   // The election's name (its keys' prefix).
-  const std::string& election_name() const { return name_; }
+  const std::string& election_name() const override { return name_; }
 
-  // One instance campaigning: its key's proclaimed value ("NAME ADDRESS")
-  // and create revision.
-  struct Candidate {
-    std::string value;
-    int64_t create_revision = 0;
-  };
   // The candidates as etcd holds them now, in line (the lowest create
   // revision, the leader, first); one call with the unary deadline.
-  absl::StatusOr<std::vector<Candidate>> Candidates() const;
+  absl::StatusOr<std::vector<Candidate>> Candidates() const override;
 
  private:
   EtcdElection(const EtcdElectionOptions& options, const Clock* clock,

@@ -13,17 +13,11 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/ha/election.h"
 #include "daemon/ha/state_keys.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 
 namespace trainsup {
-
-// The leadership a write is fenced on: the election key this instance holds
-// and its create revision (the epoch). epoch 0: not elected.
-struct FencingToken {
-  std::string key;
-  int64_t epoch = 0;
-};
 
 // The durable state shared by the instances of one election: a log of the
 // leader's committed changes (opaque bytes to it: SQLite changesets), and a
@@ -52,6 +46,16 @@ class SharedLog {
   virtual absl::Status Compact(const std::string& snapshot) = 0;
   // Whether Compact is due.
   virtual bool CompactionDue() const = 0;
+
+  // For /metrics: entries appended, writes refused as a deposed leader's,
+  // writes the store did not answer, compactions. Lock-free.
+  struct Counts {
+    uint64_t appended = 0;
+    uint64_t refused = 0;
+    uint64_t unavailable = 0;
+    uint64_t compactions = 0;
+  };
+  virtual Counts counts() const { return {}; }
 };
 
 // SharedLog in etcd, under the election's prefix (state_keys.h has the
@@ -82,11 +86,9 @@ class EtcdStateLog : public SharedLog {
   absl::Status Compact(const std::string& snapshot) override;
   bool CompactionDue() const override;
 
-  // For /metrics. Lock-free.
-  uint64_t appended() const { return appended_.load(); }
-  uint64_t refused() const { return refused_.load(); }
-  uint64_t unavailable() const { return unavailable_.load(); }
-  uint64_t compactions() const { return compactions_.load(); }
+  Counts counts() const override {
+    return {appended_.load(), refused_.load(), unavailable_.load(), compactions_.load()};
+  }
 
  private:
   // One transaction, fenced on `token`: `ops` if the election key is still

@@ -164,7 +164,7 @@ TEST_F(EtcdStateLogTest, WhatIsAppendedAndCompactedLoadsBackInOrder) {
   ASSERT_TRUE(loaded.ok());
   EXPECT_EQ(loaded->snapshot, "t");
   EXPECT_TRUE(loaded->entries.empty());
-  EXPECT_EQ(log->appended() + next->appended(), 6u);
+  EXPECT_EQ(log->counts().appended + next->counts().appended, 6u);
 }
 
 TEST_F(EtcdStateLogTest, AWriteOfADeposedLeaderIsRefusedAndNothingOfItIsWritten) {
@@ -182,7 +182,7 @@ TEST_F(EtcdStateLogTest, AWriteOfADeposedLeaderIsRefusedAndNothingOfItIsWritten)
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   EXPECT_EQ(log->Append(std::string(2500, 'y')).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(log->Compact("snapshot").code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(log->refused(), 3u);
+  EXPECT_EQ(log->counts().refused, 3u);
   EXPECT_EQ(CountKeys("/trainsup/test/log/"), 1u);
   EXPECT_EQ(CountKeys("/trainsup/test/part/"), 0u);
   EXPECT_EQ(CountKeys("/trainsup/test/snap/"), 0u);
@@ -256,7 +256,7 @@ TEST_F(EtcdStateLogTest, ALeadersEventsAreTheNextLeadersHistoryAndTheIdsGoOn) {
   const std::vector<Event> committed = a.Shown();
   // Seeded (empty), then compacted at 4 entries: 4 events in the snapshot,
   // 2 in the log after it.
-  EXPECT_EQ(a.log->compactions(), 2u);
+  EXPECT_EQ(a.log->counts().compactions, 2u);
 
   // Deposed: its key is gone, another instance's holds the leadership. Its
   // next event is refused by etcd: void, never shown.
