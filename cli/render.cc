@@ -464,8 +464,11 @@ void AddLedgerRow(Table& table, const std::string& name, const v1::LedgerBuckets
 
 // "loss_flat 0, loss_shifted 0, step_time_ratio 1.02": the job's signals map
 // by name.
-std::string SignalsText(const v1::Job& job) {
-  std::vector<std::pair<std::string, double>> signals(job.signals().begin(), job.signals().end());
+std::string SignalsText(const v1::Job& job, bool nonzero_only) {
+  std::vector<std::pair<std::string, double>> signals;
+  for (const auto& [name, value] : job.signals()) {
+    if (!nonzero_only || value != 0) signals.emplace_back(name, value);
+  }
   std::sort(signals.begin(), signals.end());
   std::vector<std::string> parts;
   for (const auto& [name, value] : signals) parts.push_back(absl::StrFormat("%s %.4g", name, value));

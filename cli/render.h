@@ -45,8 +45,9 @@ std::string RenderEventsTable(const v1::ListEventsResponse& response);
 std::string RenderStacks(const v1::StacksResponse& stacks);
 // `trainsupctl job JOB`: state, MTBF, C, R, the plan, the goodput ledger.
 std::string RenderJobDetail(const v1::JobDetail& detail);
-// A job's training signals (its `signals` map) as "name value, ...", by name.
-std::string SignalsText(const v1::Job& job);
+// A job's training signals (its `signals` map) as "name value, ...", by
+// name; with `nonzero_only`, those that are not 0 ("" when none is).
+std::string SignalsText(const v1::Job& job, bool nonzero_only = false);
 // The kinds of event trainsupd keeps, by their names ("stall", "crash",
 // ...), in the table's order (common/event_kinds.cc): what `events --kind`
 // accepts.

@@ -115,12 +115,8 @@ std::string RanksLine(const TopData& data) {
 // what matters. `job` shows them all.
 std::string SignalsLine(const TopData& data) {
   if (!data.detail.has_value() || data.detail->job().signals_size() == 0) return "signals: -";
-  v1::Job nonzero;
-  for (const auto& [name, value] : data.detail->job().signals()) {
-    if (value != 0) (*nonzero.mutable_signals())[name] = value;
-  }
-  if (nonzero.signals_size() == 0) return "signals: all 0";
-  return "signals: " + SignalsText(nonzero);
+  const std::string nonzero = SignalsText(data.detail->job(), /*nonzero_only=*/true);
+  return nonzero.empty() ? "signals: all 0" : "signals: " + nonzero;
 }
 
 std::string EventLine(const TopData& data) {

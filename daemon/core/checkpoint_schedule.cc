@@ -4,13 +4,9 @@
 
 namespace trainsup {
 
-bool ShouldCheckpoint(const std::vector<CheckpointPlanSpec>& plans, int64_t step) {
+const CheckpointPlanSpec* PlanInForce(absl::Span<const CheckpointPlanSpec> plans, int64_t step) {
   const CheckpointPlanSpec* in_force = nullptr;
   for (const CheckpointPlanSpec& plan : plans) {
-    if (std::find(plan.one_off_steps.begin(), plan.one_off_steps.end(), step) !=
-        plan.one_off_steps.end()) {
-      return true;
-    }
     if (plan.effective_from_step > step) continue;
     if (in_force == nullptr || plan.effective_from_step > in_force->effective_from_step ||
         (plan.effective_from_step == in_force->effective_from_step &&
@@ -18,6 +14,17 @@ bool ShouldCheckpoint(const std::vector<CheckpointPlanSpec>& plans, int64_t step
       in_force = &plan;
     }
   }
+  return in_force;
+}
+
+bool ShouldCheckpoint(const std::vector<CheckpointPlanSpec>& plans, int64_t step) {
+  for (const CheckpointPlanSpec& plan : plans) {
+    if (std::find(plan.one_off_steps.begin(), plan.one_off_steps.end(), step) !=
+        plan.one_off_steps.end()) {
+      return true;
+    }
+  }
+  const CheckpointPlanSpec* in_force = PlanInForce(plans, step);
   if (in_force == nullptr || in_force->interval_steps <= 0 || step < in_force->anchor_step) {
     return false;
   }

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace trainsup {
 
 // When ranks checkpoint, as the supervisor publishes it: steps
@@ -25,6 +27,9 @@ struct CheckpointPlanSpec {
 // <= s (the greatest plan_id among equals); a step any plan names as a
 // one-off is a checkpoint step too.
 bool ShouldCheckpoint(const std::vector<CheckpointPlanSpec>& plans, int64_t step);
+
+// That plan in force at `step` (nullptr when none is yet).
+const CheckpointPlanSpec* PlanInForce(absl::Span<const CheckpointPlanSpec> plans, int64_t step);
 
 // The first checkpoint step >= `from` under `plans` within `limit` steps, or
 // -1 when there is none.

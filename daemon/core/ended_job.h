@@ -28,8 +28,8 @@ void JournalEndedNode(const JobEntry& job, const AgentRegistry& agents, NodeInde
 
 // Puts back what each ended job of `state` showed when it ended: its totals,
 // plans (and the planner's figures behind them), training signals, nodes and
-// ranks. A picture
-// is put back only for a job restored as ended at the generation it shows.
+// ranks. A picture is put back only for a job restored as ended at the
+// generation it shows.
 // When a node shows in several, the job that ended last has it. Run after
 // the jobs are restored, before any agent speaks.
 void RestoreEndedJobs(const PersistedState& state, const SupervisorOptions& options,

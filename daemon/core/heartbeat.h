@@ -79,6 +79,12 @@ struct Heartbeat {
   std::vector<std::pair<std::string, double>> signal_settings;
   // KILL_CRITERIA: the script's kill criteria (kill_criteria_spec.h).
   std::optional<KillCriteriaSpec> kill_criteria;
+
+  // A CHECKPOINT_END whose exception says the save failed (docs/signals.md,
+  // "Checkpoint saves"): never a committed checkpoint.
+  bool save_failed() const {
+    return kind == HeartbeatKind::kCheckpointEnd && !exception_type.empty();
+  }
 };
 
 enum class LauncherState { kUnspecified, kWaiting, kRunning, kStopping, kExited };

@@ -256,12 +256,12 @@ std::optional<RejectReason> Job::Apply(absl::Time now, NodeIndex node, const Hea
     case HeartbeatKind::kCheckpointEnd:
       // A failed save (an exception) with no blocking time is a background
       // write that failed later (hb.checkpoint_failed): it ends no save.
-      if (!hb.exception_type.empty() && hb.checkpoint_blocking_s <= 0) break;
+      if (hb.save_failed() && hb.checkpoint_blocking_s <= 0) break;
       SetInCheckpoint(r, false);
       r.checkpoint_since_step_s += hb.checkpoint_blocking_s;
       // The loop was blocked either way; only a save that succeeded measures
       // what a checkpoint costs.
-      if (hb.exception_type.empty()) {
+      if (!hb.save_failed()) {
         checkpoints_.emplace_back(hb.checkpoint_blocking_s, hb.checkpoint_async_s);
       }
       break;

@@ -13,7 +13,7 @@ bool ObserveForFallback(CheckpointFallback& fallback, uint64_t generation, const
     case HeartbeatKind::kStep:
       return fallback.OnStep(generation, hb.step);
     case HeartbeatKind::kCheckpointEnd:  // a failed save is no checkpoint to load
-      return hb.exception_type.empty() && fallback.OnCheckpoint(generation, hb.step);
+      return !hb.save_failed() && fallback.OnCheckpoint(generation, hb.step);
     default:
       return false;
   }

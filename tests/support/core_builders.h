@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/heartbeat.h"
 
 namespace trainsup {
@@ -31,6 +32,17 @@ inline Heartbeat MakeHeartbeat(HeartbeatKind kind, uint32_t rank, int64_t step,
   hb.step = step;
   hb.generation = generation;
   return hb;
+}
+
+// Plan `id`: a checkpoint every `interval` steps from step `from` (its
+// anchor), no one-off.
+inline CheckpointPlanSpec PeriodicPlan(uint64_t id, int64_t interval, int64_t from) {
+  CheckpointPlanSpec plan;
+  plan.plan_id = id;
+  plan.anchor_step = from;
+  plan.interval_steps = interval;
+  plan.effective_from_step = from;
+  return plan;
 }
 
 // `rank`'s process, alive, as its agent reports it: pid 100 + rank (local

@@ -11,6 +11,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_builders.h"
 #include "tests/support/fake_agents.h"
 #include "tests/support/test_time.h"
 
@@ -24,16 +25,7 @@ using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 using ::trainsup::testing::At;
 using ::trainsup::testing::Figure;
-
-// A periodic plan: every `interval` steps from `from`.
-CheckpointPlanSpec Every(uint64_t id, int64_t interval, int64_t from) {
-  CheckpointPlanSpec plan;
-  plan.plan_id = id;
-  plan.anchor_step = from;
-  plan.interval_steps = interval;
-  plan.effective_from_step = from;
-  return plan;
-}
+using ::trainsup::testing::PeriodicPlan;
 
 // One job's rule, fed steps of 2 s each and swept after each.
 class CheckpointRun {
@@ -121,7 +113,7 @@ TEST(CheckpointSignalTest, AJobWithNoPlanYetIsNeverOverdueAndShowsNoGauges) {
 
 TEST(CheckpointSignalTest, AJobOnItsScheduleIsNeverOverdue) {
   CheckpointRun run;
-  run.Plan(Every(1, 100, 0));
+  run.Plan(PeriodicPlan(1, 100, 0));
   std::vector<int64_t> commits;
   for (int64_t s = 100; s < 5000; s += 100) commits.push_back(s);
   run.Steps(1, 5000, commits);
@@ -133,45 +125,48 @@ TEST(CheckpointSignalTest, AJobOnItsScheduleIsNeverOverdue) {
 
 TEST(CheckpointSignalTest, APlanJustShortenedIsJudgedFromItsOwnFirstStep) {
   CheckpointRun run;
-  run.Plan(Every(1, 1000, 0));
+  run.Plan(PeriodicPlan(1, 1000, 0));
   run.Steps(1, 1500, {1000});
   // The MTBF fell: every 100 steps from 1510. The last checkpoint (1000)
   // is 700 steps behind at 1700, far past 2 x 100, but the new plan has
   // been in force for only 190 steps.
-  run.Plan(Every(2, 100, 1510));
+  run.Plan(PeriodicPlan(2, 100, 1510));
   run.Steps(1500, 1701, {1600});
   EXPECT_EQ(run.total(), 0u);
   // It was kept: no alarm. One that is not kept is overdue 200 steps after
   // its last checkpoint (1600), at step 1801.
   run.Steps(1701, 1802);
   ASSERT_EQ(run.Found(EventKind::kCheckpointOverdue).size(), 1u);
-  EXPECT_THAT(Figure(run.Found(EventKind::kCheckpointOverdue)[0], "since_step"),
-              Optional(1600.0));
+  EXPECT_THAT(Figure(run.Found(EventKind::kCheckpointOverdue)[0], "since_step"), Optional(1600.0));
 }
 
 TEST(CheckpointSignalTest, APlanLengthenedOrRepublishedDoesNotRestartTheStretch) {
   CheckpointRun run;
-  run.Plan(Every(1, 100, 0));
+  run.Plan(PeriodicPlan(1, 100, 0));
   // Saves stop after 100. A replan to every 150 from 200 (the job got more
   // reliable) asks for no less than before: the stretch runs from 100, and
   // 2 x 150 later, at 401, the job is overdue, not at 501.
-  run.Plan(Every(2, 150, 200));
+  run.Plan(PeriodicPlan(2, 150, 200));
   run.Steps(1, 401, {100});
   EXPECT_EQ(run.total(), 0u);
   run.Steps(401, 402);
   ASSERT_EQ(run.Found(EventKind::kCheckpointOverdue).size(), 1u);
-  EXPECT_THAT(Figure(run.Found(EventKind::kCheckpointOverdue)[0], "since_step"),
-              Optional(100.0));
-  EXPECT_EQ(ScheduleStart({Every(1, 100, 0), Every(2, 150, 200)}, Every(2, 150, 200)), 0);
-  EXPECT_EQ(ScheduleStart({Every(1, 100, 0), Every(2, 50, 200)}, Every(2, 50, 200)), 200);
-  EXPECT_EQ(ScheduleStart({Every(1, 40, 0), Every(2, 100, 100), Every(3, 50, 200)},
-                          Every(3, 50, 200)),
-            200);
+  EXPECT_THAT(Figure(run.Found(EventKind::kCheckpointOverdue)[0], "since_step"), Optional(100.0));
+  EXPECT_EQ(ScheduleStart({PeriodicPlan(1, 100, 0), PeriodicPlan(2, 150, 200)},
+                          PeriodicPlan(2, 150, 200)),
+            0);
+  EXPECT_EQ(
+      ScheduleStart({PeriodicPlan(1, 100, 0), PeriodicPlan(2, 50, 200)}, PeriodicPlan(2, 50, 200)),
+      200);
+  EXPECT_EQ(
+      ScheduleStart({PeriodicPlan(1, 40, 0), PeriodicPlan(2, 100, 100), PeriodicPlan(3, 50, 200)},
+                    PeriodicPlan(3, 50, 200)),
+      200);
 }
 
 TEST(CheckpointSignalTest, ASlowSaveThatSucceedsAHangAndARestartAreNotOverdue) {
   CheckpointRun run;
-  run.Plan(Every(1, 100, 0));
+  run.Plan(PeriodicPlan(1, 100, 0));
   run.Steps(1, 190, {100});
   // A blocking save of 30 minutes: the loop does not step, nothing is lost.
   run.Idle(absl::Minutes(30));
@@ -182,14 +177,14 @@ TEST(CheckpointSignalTest, ASlowSaveThatSucceedsAHangAndARestartAreNotOverdue) {
   EXPECT_EQ(run.total(), 0u);
   // A new generation resumed from 200: its rule counts from there.
   CheckpointRun resumed;
-  resumed.Plan(Every(1, 100, 0));
+  resumed.Plan(PeriodicPlan(1, 100, 0));
   resumed.Steps(201, 390, {300});
   EXPECT_EQ(resumed.total(), 0u);
 }
 
 TEST(CheckpointSignalTest, TrainingPastTwiceThePlanWithoutACheckpointIsOverdueOnce) {
   CheckpointRun run;
-  run.Plan(Every(1, 100, 0));
+  run.Plan(PeriodicPlan(1, 100, 0));
   run.Steps(1, 301, {100});  // 200 steps past 100: at the bound, not past it
   EXPECT_EQ(run.total(), 0u);
   run.Steps(301, 600);
@@ -219,7 +214,7 @@ TEST(CheckpointSignalTest, TrainingPastTwiceThePlanWithoutACheckpointIsOverdueOn
 
 TEST(CheckpointSignalTest, AFailedSaveIsReportedOnceWithTheLastCommittedCheckpoint) {
   CheckpointRun run;
-  run.Plan(Every(1, 100, 0));
+  run.Plan(PeriodicPlan(1, 100, 0));
   run.Steps(1, 150, {100});
   for (uint32_t rank = 0; rank < 8; ++rank) run.Fail(150, rank, rank / 4, "OSError: disk full");
   run.Sweep();
@@ -237,7 +232,7 @@ TEST(CheckpointSignalTest, AFailedSaveIsReportedOnceWithTheLastCommittedCheckpoi
 
 TEST(CheckpointSignalTest, ABackgroundWriteThatFailsLaterTakesItsCheckpointBack) {
   CheckpointRun run;
-  run.Plan(Every(1, 100, 0));
+  run.Plan(PeriodicPlan(1, 100, 0));
   run.Steps(1, 250, {100, 200});
   run.Fail(200, 5, 1, "CheckpointWriteFailed: upload: 503");
   run.Steps(250, 301);  // 200 steps past 100, the last one committed now
@@ -251,7 +246,7 @@ TEST(CheckpointSignalTest, TheOverdueSwitchOffLeavesFailedSavesReported) {
   CheckpointOverdueOptions off;
   off.enabled = false;
   CheckpointRun run(off);
-  run.Plan(Every(1, 10, 0));
+  run.Plan(PeriodicPlan(1, 10, 0));
   run.Steps(1, 500);
   EXPECT_EQ(run.Found(EventKind::kCheckpointOverdue).size(), 0u);
   run.Fail(499, 2, 0, "OSError: quota exceeded");
@@ -262,13 +257,14 @@ TEST(CheckpointSignalTest, TheOverdueSwitchOffLeavesFailedSavesReported) {
 }
 
 TEST(CheckpointSignalTest, ThePlanInForceIsTheLatestStartedWithTheGreatestIdAmongEquals) {
-  const std::vector<CheckpointPlanSpec> plans = {Every(1, 100, 0), Every(3, 50, 500),
-                                                 Every(2, 70, 500), Every(4, 10, 900)};
+  const std::vector<CheckpointPlanSpec> plans = {PeriodicPlan(1, 100, 0), PeriodicPlan(3, 50, 500),
+                                                 PeriodicPlan(2, 70, 500),
+                                                 PeriodicPlan(4, 10, 900)};
   EXPECT_EQ(PlanInForce(plans, 499)->plan_id, 1u);
   EXPECT_EQ(PlanInForce(plans, 500)->plan_id, 3u);
   EXPECT_EQ(PlanInForce(plans, 900)->plan_id, 4u);
   EXPECT_EQ(PlanInForce({}, 900), nullptr);
-  EXPECT_EQ(PlanInForce({Every(1, 100, 10)}, 9), nullptr);
+  EXPECT_EQ(PlanInForce({PeriodicPlan(1, 100, 10)}, 9), nullptr);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ using ::testing::Pair;
 using ::trainsup::testing::AliveProcess;
 using ::trainsup::testing::DeadProcess;
 using ::trainsup::testing::MakeHeartbeat;
+using ::trainsup::testing::PeriodicPlan;
 
 absl::Time T() { return absl::FromUnixSeconds(1'700'000'000); }
 const EventJob kJob{"train-7", 3};
@@ -573,15 +574,6 @@ TEST(LeadershipEventTest, SaysTheRoleTheEpochAndWhyAboutNoJob) {
 
 // ---- Checkpoint plans ----
 
-CheckpointPlanSpec Plan(uint64_t id, int64_t interval, int64_t from) {
-  CheckpointPlanSpec p;
-  p.plan_id = id;
-  p.anchor_step = from;
-  p.interval_steps = interval;
-  p.effective_from_step = from;
-  return p;
-}
-
 TEST(PlanEventTest, APeriodicPlanCarriesWhatItIsBasedOn) {
   PlanBasis basis;
   basis.interval_seconds = 1633;
@@ -594,7 +586,7 @@ TEST(PlanEventTest, APeriodicPlanCarriesWhatItIsBasedOn) {
   basis.restart_measured = false;
   basis.expected_waste_fraction = 0.0234;
 
-  const Event e = CheckpointPlanEvent(T(), kJob, Plan(17, 400, 1200), basis);
+  const Event e = CheckpointPlanEvent(T(), kJob, PeriodicPlan(17, 400, 1200), basis);
 
   ExpectHeader(e, EventKind::kCheckpointPlan);
   EXPECT_EQ(e.rank, std::nullopt);
@@ -613,12 +605,12 @@ TEST(PlanEventTest, APeriodicPlanCarriesWhatItIsBasedOn) {
 
   basis.verdict = "this workload cannot run here";
   basis.warnings = {"w1", "w2"};
-  EXPECT_THAT(CheckpointPlanEvent(T(), kJob, Plan(17, 400, 1200), basis).message,
+  EXPECT_THAT(CheckpointPlanEvent(T(), kJob, PeriodicPlan(17, 400, 1200), basis).message,
               ::testing::EndsWith("; expected waste 2.3%; this workload cannot run here; w1; w2"));
 }
 
 TEST(PlanEventTest, ARevokedPlanNamesTheNodeThatMissedIt) {
-  const Event e = PlanRevokedEvent(T(), kJob, Plan(19, 300, 950), 18, "node-b", 6);
+  const Event e = PlanRevokedEvent(T(), kJob, PeriodicPlan(19, 300, 950), 18, "node-b", 6);
 
   ExpectHeader(e, EventKind::kCheckpointPlan);
   EXPECT_EQ(e.node, "node-b");
@@ -630,7 +622,7 @@ TEST(PlanEventTest, ARevokedPlanNamesTheNodeThatMissedIt) {
 }
 
 TEST(PlanEventTest, AnOperatorsCheckpointNamesItsStep) {
-  CheckpointPlanSpec plan = Plan(21, 400, 1200);
+  CheckpointPlanSpec plan = PeriodicPlan(21, 400, 1200);
   plan.one_off_steps = {1333};
 
   const Event e = CheckpointRequestedEvent(T(), kJob, plan, 41.6);

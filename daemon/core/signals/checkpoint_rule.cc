@@ -1,26 +1,12 @@
 #include "daemon/core/signals/checkpoint_rule.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/format.h"
 
 namespace trainsup {
-
-const CheckpointPlanSpec* PlanInForce(absl::Span<const CheckpointPlanSpec> plans, int64_t step) {
-  const CheckpointPlanSpec* in_force = nullptr;
-  for (const CheckpointPlanSpec& plan : plans) {
-    if (plan.effective_from_step > step) continue;
-    if (in_force == nullptr || plan.effective_from_step > in_force->effective_from_step ||
-        (plan.effective_from_step == in_force->effective_from_step &&
-         plan.plan_id > in_force->plan_id)) {
-      in_force = &plan;
-    }
-  }
-  return in_force;
-}
 
 int64_t ScheduleStart(absl::Span<const CheckpointPlanSpec> plans,
                       const CheckpointPlanSpec& in_force) {

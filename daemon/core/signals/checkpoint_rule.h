@@ -14,11 +14,6 @@
 
 namespace trainsup {
 
-// The plan the ranks follow at `step`: the one with the greatest
-// effective_from_step <= step (the greatest plan_id among equals), as
-// ShouldCheckpoint reads them; nullptr when none is in force yet.
-const CheckpointPlanSpec* PlanInForce(absl::Span<const CheckpointPlanSpec> plans, int64_t step);
-
 // The first step from which `plans` have asked for a checkpoint at least
 // every in_force.interval_steps without a break: where the plan in force
 // began, or, when it lengthened the interval or kept it, where the plan
@@ -31,11 +26,11 @@ int64_t ScheduleStart(absl::Span<const CheckpointPlanSpec> plans,
 // rank; a shared file system that fails every rank's is one event), and
 // kCheckpointOverdue once for each stretch in which the job trained more
 // than `factor` x the planned interval (the periodic plan in force, in
-// steps) past the latest of: its last committed checkpoint, the step this
-// generation resumed from, ScheduleStart() of the plan in force. Counted in
-// steps, so a
-// hang, a restart's idle time or a slow save that blocks the loop is never
-// overdue; a plan just shortened is judged from its own first step.
+// steps; PlanInForce) past the latest of: its last committed checkpoint,
+// the step this generation resumed from, ScheduleStart() of the plan in
+// force. Counted in steps, so a hang, a restart's idle time or a slow save
+// that blocks the loop is never overdue; a plan just shortened is judged
+// from its own first step.
 // Gauges, once a periodic plan is in force and a step was seen:
 // checkpoint_age_steps, checkpoint_planned_steps, checkpoint_overdue (0/1).
 class CheckpointSignal : public SignalRule {

@@ -64,7 +64,7 @@ void SignalMonitor::OnStart(const Job& job, const Heartbeat& hb) {
 
 void SignalMonitor::OnCheckpoint(const Job& job, const Heartbeat& hb) {
   Roll(job);
-  if (!hb.exception_type.empty()) {  // a save that failed: never complete
+  if (hb.save_failed()) {  // never complete
     checkpoint_ends_.erase(hb.step);
     if (last_checkpoint_step_ == hb.step) last_checkpoint_step_ = checkpoint_step_before_;
     CheckpointOutcome failed;
