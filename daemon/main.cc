@@ -59,9 +59,6 @@ void ApplyDescriptorLimit(bool max_agents_given, size_t* max_agents) {
                     limit.soft, limit.soft_before, limit.hard, *max_agents, limit.soft, allowed);
 }
 
-// The training signals' options (docs/signals.md): one flag per number of
-// SignalSettings() (--loss-shift-window, ...), --on-non-finite for what a
-// non-finite loss does, and --signals-off for the rules not to run.
 // "non_finite, loss_shift, ...": every rule's switch, from the settings table.
 std::string RuleSwitchNames() {
   std::vector<std::string> names;
@@ -71,6 +68,9 @@ std::string RuleSwitchNames() {
   return absl::StrJoin(names, ", ");
 }
 
+// The training signals' options (docs/signals.md): one flag per number of
+// SignalSettings() (--loss-shift-window, ...), --on-non-finite for what a
+// non-finite loss does, and --signals-off for the rules not to run.
 void AddSignalOptions(CLI::App& app, trainsup::SignalOptions& signals) {
   using namespace trainsup;
   for (const SignalSetting& setting : SignalSettings()) {

@@ -14,21 +14,12 @@ namespace trainsup {
 namespace store {
 namespace {
 
-// As version 6 made it; version 9 added `signals`.
-constexpr const char* kCreateEndedJobsV6 =
-    "CREATE TABLE ended_jobs ("
-    "  job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
-    "  world_size INTEGER NOT NULL, heartbeats INTEGER NOT NULL, plans TEXT NOT NULL,"
-    "  plan_checkpoint_seconds REAL, plan_mtbf_seconds REAL, plan_restart_seconds REAL,"
-    "  plan_async_write_seconds REAL, plan_run_seconds REAL)";
 constexpr const char* kCreateEndedJobs =
     "CREATE TABLE ended_jobs ("
     "  job TEXT PRIMARY KEY NOT NULL, generation INTEGER NOT NULL,"
     "  world_size INTEGER NOT NULL, heartbeats INTEGER NOT NULL, plans TEXT NOT NULL,"
     "  plan_checkpoint_seconds REAL, plan_mtbf_seconds REAL, plan_restart_seconds REAL,"
-    "  plan_async_write_seconds REAL, plan_run_seconds REAL,"
-    "  signals TEXT NOT NULL DEFAULT '')";
-// Version 9: an ended job's training signals, for after a restart.
+    "  plan_async_write_seconds REAL, plan_run_seconds REAL)";
 constexpr const char* kAddSignals =
     "ALTER TABLE ended_jobs ADD COLUMN signals TEXT NOT NULL DEFAULT ''";
 constexpr const char* kCreateEndedJobNodes =
@@ -290,10 +281,12 @@ absl::Status Read(const Db& db, const LoadLimits&, PersistedState* state) {
 
 const TableCodec& EndedJobsTable() {
   static const TableCodec* const kCodec = new TableCodec{
-      {kCreateEndedJobs, kCreateEndedJobNodes, kCreateEndedJobRanks},
+      // As a migrated store has it: the signals column last.
+      {kCreateEndedJobs, kAddSignals, kCreateEndedJobNodes, kCreateEndedJobRanks},
       {
           // What an ended job showed, for after a restart.
-          {6, {kCreateEndedJobsV6, kCreateEndedJobNodes, kCreateEndedJobRanks}},
+          {6, {kCreateEndedJobs, kCreateEndedJobNodes, kCreateEndedJobRanks}},
+          // Its training signals too.
           {9, {kAddSignals}},
       },
       Write,
