@@ -284,8 +284,8 @@ std::vector<std::pair<std::string, v1::GenerationProvenance>>
 SupervisorHost::NewFirstStepsLocked() {
   std::vector<std::pair<std::string, v1::GenerationProvenance>> out;
   for (const JobEntry* entry : core_->Jobs()) {
-    const std::optional<StepSummary>& first = entry->signals.first_step();
-    const uint64_t generation = entry->signals.record().generation();
+    const std::optional<StepSummary>& first = entry->signals().first_step();
+    const uint64_t generation = entry->signals().record().generation();
     if (!first.has_value()) continue;
     auto [it, added] = first_step_stored_.try_emplace(entry->job().id(), generation);
     if (!added && it->second == generation) continue;

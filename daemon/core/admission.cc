@@ -54,12 +54,12 @@ absl::Status Admission::CheckJob(const AgentHelloInfo& hello) const {
   // the job's generation itself, an agent cannot move the job to one it
   // never started.
   const uint64_t current = job->job().generation();
-  if (hello.generation > current && !job->lifecycle.generation_adopted) {
+  if (hello.generation > current && !job->lifecycle().generation_adopted) {
     return absl::FailedPreconditionError(absl::StrFormat(
         "job %s has no generation %d: this supervisor started it up to generation %d",
         hello.job, hello.generation, current));
   }
-  return job->plans.CheckHeld(hello.plans);
+  return job->plans().CheckHeld(hello.plans);
 }
 
 absl::Status Admission::Check(absl::Time now, const AgentHelloInfo& hello) {
@@ -83,27 +83,27 @@ Admission::Admitted Admission::Admit(absl::Time now, const AgentHelloInfo& hello
   NodeRecord& node = agents_.mutable_node(index);
   bool created = false;
   JobEntry& job = jobs_.FindOrAdd(hello.job, &created);
-  job.last_heard = now;
+  job.NoteHeard(now);
   Job& observed = job.job();
   const bool new_job = observed.generation() == 0;
   // A generation the agent runs and we do not know (our state was lost) is
   // adopted, never restarted.
-  if (created && hello.generation > 0) job.lifecycle.generation_adopted = true;
+  if (created && hello.generation > 0) job.mutable_lifecycle().generation_adopted = true;
   observed.ObserveGeneration(now, std::max<uint64_t>(hello.generation, 1));
   job.SyncGeneration();
   if (new_job) restarts_.JournalJob(now, job);
   const bool fresh_agent = hello.launcher.state == LauncherState::kWaiting;
-  const JobState state = job.lifecycle.state;
+  const JobState state = job.lifecycle().state;
   if (fresh_agent && (state == JobState::kFinished || state == JobState::kFailed)) {
     // The same job id, run again by new agents: a new generation, and a new
     // ledger (the idle time between the runs is nobody's loss).
     observed.ObserveGeneration(now, observed.generation() + 1);
-    job.lifecycle.generation_adopted = false;
+    job.mutable_lifecycle().generation_adopted = false;
     job.SyncGeneration();
-    job.ledger = GoodputLedger();
+    job.mutable_ledger() = GoodputLedger();
     (void)restarts_.Transition(now, job, JobState::kPending, "run again by new agents");
   }
-  job.plans.Adopt(hello.plans);
+  job.mutable_plans().Adopt(hello.plans);
   for (const CheckpointPlanSpec& plan : hello.plans) {
     node.plans_held_through = std::max(node.plans_held_through, plan.plan_id);
   }
@@ -114,8 +114,8 @@ Admission::Admitted Admission::Admit(absl::Time now, const AgentHelloInfo& hello
   // A fresh agent joins the generation that runs; one that ran an older
   // generation was cut from this one and waits for the next.
   admitted.launch = !quarantine_.IsQuarantined(node.name) &&
-                    (job.lifecycle.state == JobState::kPending ||
-                     job.lifecycle.state == JobState::kRunning) &&
+                    (job.lifecycle().state == JobState::kPending ||
+                     job.lifecycle().state == JobState::kRunning) &&
                     (fresh_agent || hello.generation == generation);
   // The welcome is this agent's start: no separate start for this generation.
   if (admitted.launch && fresh_agent) {
@@ -123,8 +123,8 @@ Admission::Admitted Admission::Admit(absl::Time now, const AgentHelloInfo& hello
     node.member_generation = generation;
     // It meets where the generation meets; the first to launch hosts it.
     admitted.rendezvous_decided =
-        job.rendezvous.Join(generation, RendezvousMember{node.name, node.rendezvous});
-    admitted.rendezvous = job.rendezvous.For(generation, node.name);
+        job.mutable_rendezvous().Join(generation, RendezvousMember{node.name, node.rendezvous});
+    admitted.rendezvous = job.rendezvous().For(generation, node.name);
   }
   // An agent that still runs the current generation (it reconnected) is one
   // of its members; one that runs an older one was cut from this one.
@@ -134,7 +134,7 @@ Admission::Admitted Admission::Admit(absl::Time now, const AgentHelloInfo& hello
 
 bool Admission::NoticeReport(absl::Time now, JobEntry& job) {
   const Job& observed = job.job();
-  if (job.lifecycle.state != JobState::kPending || observed.ranks_reporting() == 0) return false;
+  if (job.lifecycle().state != JobState::kPending || observed.ranks_reporting() == 0) return false;
   return restarts_
       .Transition(now, job, JobState::kRunning,
                   absl::StrCat("generation ", observed.generation(), " ranks report"))

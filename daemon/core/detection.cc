@@ -135,7 +135,7 @@ void Detection::JudgeRankFailure(JobEntry& job, const CrashVerdict& verdict, Fai
   }
   const FailureFingerprint fingerprint = FingerprintOf(job.job(), *verdict.rank);
   f.charged = ChargesNode(fingerprint);
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   std::optional<std::string> repeat;
   if (life.last_failure) repeat = WorkloadRepeat(*life.last_failure, fingerprint);
   if (repeat) {
@@ -179,7 +179,7 @@ JudgedEarlyFailure Detection::JudgeEarly(JobEntry& job, EarlyFailure early) {
     }
   }
   out.failed = all.size();
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   out.judgement =
       JudgeEarlyFailure(generation, early, all, names, out.ran, life.last_early_failure);
   life.last_early_failure = EarlyFailureMemory{generation, early.signature};
@@ -241,7 +241,7 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
   // the time to, a stall judged on the ranks seen would name no culprit,
   // or the wrong one (the hung rank may be on a node not back yet).
   if (observed.ranks_reporting() < observed.world_size() &&
-      now - job.restored_at < kRejoinGrace) {
+      now - job.restored_at() < kRejoinGrace) {
     return false;
   }
   const StallVerdict verdict = stall_.Check(observed, now, stats, ReportIntervalOf(job));
@@ -252,7 +252,7 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
   const Culprit culprit = FindCulprit(observed, silent);
   v.stalled = true;
   v.stall_culprit = culprit.rank;
-  job.lifecycle.collect_stacks = true;
+  job.mutable_lifecycle().collect_stacks = true;
   if (!culprit.rank && culprit.unseen_ranks > 0) {
     NodeLostInStall(now, job, verdict, silent);
     return true;
@@ -293,7 +293,7 @@ bool Detection::SweepStart(absl::Time now, JobEntry& job) {
   }
   if (running == 0) return false;  // nothing launched: nothing failed to start
   v.start_timed_out = true;
-  const std::optional<RendezvousDecision>& met = job.rendezvous.current();
+  const std::optional<RendezvousDecision>& met = job.rendezvous().current();
   const RendezvousDecision* rendezvous =
       met && met->generation == observed.generation() && !met->as_written ? &*met : nullptr;
   decisions_.Emit(&job, StartTimeoutEvent(now, EventJobOf(job), waited, start_timeout_, running,

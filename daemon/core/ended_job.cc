@@ -130,9 +130,9 @@ void JournalEndedJob(const JobEntry& job, const AgentRegistry& agents, Journal& 
   row.generation = observed.generation();
   row.world_size = observed.world_size();
   row.heartbeats_received = observed.heartbeats_received();
-  row.plans = job.plans.plans();
-  if (job.plans.figures()) row.plan_inputs = job.plans.figures()->inputs;
-  row.signals = job.signals.State();
+  row.plans = job.plans().plans();
+  if (job.plans().figures()) row.plan_inputs = job.plans().figures()->inputs;
+  row.signals = job.signals().State();
   for (NodeIndex i : agents.NodesOf(job.id())) {
     journal.ended_nodes.push_back(NodeRow(job, agents.node(i)));
   }
@@ -156,14 +156,14 @@ void RestoreEndedJobs(const PersistedState& state, const SupervisorOptions& opti
   std::vector<std::pair<JobEntry*, const EndedJobRow*>> ended;
   for (const EndedJobRow& row : state.ended_jobs) {
     JobEntry* job = jobs.Find(row.job);
-    if (job == nullptr || !HasEnded(job->lifecycle.state) ||
+    if (job == nullptr || !HasEnded(job->lifecycle().state) ||
         job->job().generation() != row.generation) {
       continue;  // run again since, or not restored
     }
     ended.emplace_back(job, &row);
   }
   std::sort(ended.begin(), ended.end(), [](const auto& a, const auto& b) {
-    return a.first->lifecycle.since < b.first->lifecycle.since;
+    return a.first->lifecycle().since < b.first->lifecycle().since;
   });
   absl::flat_hash_map<std::string, std::vector<const EndedNodeRow*>> nodes;
   for (const EndedNodeRow& row : state.ended_nodes) nodes[row.job].push_back(&row);
@@ -172,12 +172,12 @@ void RestoreEndedJobs(const PersistedState& state, const SupervisorOptions& opti
 
   for (const auto& [job, row] : ended) {
     job->job().RestoreTotals(row->world_size, row->heartbeats_received);
-    if (job->plans.CheckHeld(row->plans).ok()) job->plans.Adopt(row->plans);
+    if (job->plans().CheckHeld(row->plans).ok()) job->mutable_plans().Adopt(row->plans);
     if (row->plan_inputs) {
       absl::StatusOr<CheckpointPlan> figures = PlanCheckpoints(*row->plan_inputs);
-      if (figures.ok()) job->plans.set_figures(*figures);
+      if (figures.ok()) job->mutable_plans().set_figures(*figures);
     }
-    job->signals.RestoreEnded(row->generation, row->signals);
+    job->mutable_signals().RestoreEnded(row->generation, row->signals);
     for (const EndedNodeRow* node : nodes[job->id()]) agents.Restore(NodeFromRow(*node));
   }
   // Once every node is back under the job that has it.

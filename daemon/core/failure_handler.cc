@@ -25,16 +25,17 @@ void FailureHandler::JudgeCheckpoints(JobEntry& job, int64_t step,
                                       std::optional<LoadFailureKind> load_kind, Failure& failure) {
   if (options_.observe_only) return;
   const uint64_t generation = job.job().generation();
-  const SignalOptions& signals = job.signals.options();
+  const SignalOptions& signals = job.signals().options();
   if (load_kind) {
-    failure.fallback = job.fallback.OnLoadFailure(generation, step, *load_kind, signals.fallback);
+    failure.fallback =
+        job.mutable_fallback().OnLoadFailure(generation, step, *load_kind, signals.fallback);
     Attach(failure.fallback, failure);
   }
   // Under --on-non-finite restart the NaN stops the generation, whichever
   // failure the supervisor heard of first (a script that raises on it).
   if (signals.non_finite.action != NonFiniteAction::kRestart) return;
-  if (std::optional<int64_t> nan = job.signals.NonFiniteLossStep(generation); nan) {
-    failure.cut = job.fallback.OnNonFinite(generation, *nan);
+  if (std::optional<int64_t> nan = job.signals().NonFiniteLossStep(generation); nan) {
+    failure.cut = job.mutable_fallback().OnNonFinite(generation, *nan);
   }
 }
 
@@ -57,7 +58,7 @@ void FailureHandler::Attach(const FallbackDecision& d, Failure& failure) {
 void FailureHandler::ActOnCheckpoints(absl::Time now, JobEntry& job, const Failure& failure) {
   using Kind = FallbackDecision::Kind;
   if (failure.fallback.kind == Kind::kNone && failure.cut.kind == Kind::kNone) return;
-  decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
+  decisions_.journal().fallbacks.push_back({job.id(), job.fallback().state()});
   const EventJob event_job = EventJobOf(job);
   const FallbackDecision& d = failure.fallback;
   switch (d.kind) {
@@ -84,8 +85,8 @@ void FailureHandler::ActOnCheckpoints(absl::Time now, JobEntry& job, const Failu
 
 void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& failure) {
   ActOnCheckpoints(now, job, failure);
-  job.costs.AddFailure();
-  job.lifecycle.last_recorded_failure = Record(job, failure);
+  job.mutable_costs().AddFailure();
+  job.mutable_lifecycle().last_recorded_failure = Record(job, failure);
   if (failure.verdict) return HonourVerdict(now, job, failure);
   if (options_.observe_only) return;  // recorded and reported, nothing done
   // Restart first, so that the restart is about this failure even when the
@@ -153,7 +154,7 @@ void FailureHandler::HonourVerdict(absl::Time now, JobEntry& job, const Failure&
   Restart(now, job, failure, hold);
   if (verdict.action != VerdictAction::kRestartElsewhere || taken.on_node == 0) return;
   ActOnCount(now, failure.node, counted);
-  if (!counted.quarantine) job.lifecycle.leave_out_next = node;
+  if (!counted.quarantine) job.mutable_lifecycle().leave_out_next = node;
 }
 
 void FailureHandler::OnNodeFailure(absl::Time now, JobEntry& job, const Failure& failure) {

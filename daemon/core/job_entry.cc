@@ -22,14 +22,14 @@ bool ObserveForFallback(CheckpointFallback& fallback, uint64_t generation, const
 }  // namespace
 
 JobEntry::JobEntry(std::string id, const SupervisorOptions& options)
-    : lifecycle(options.restart),
-      plans(options.publish),
-      signals(options.signals),
-      kill(options.signals.loss_shift.window),
+    : lifecycle_(options.restart),
+      plans_(options.publish),
+      signals_(options.signals),
+      kill_(options.signals.loss_shift.window),
       straggler_options_(options.straggler),
       job_(std::move(id), options.step_window, options.straggler.window),
       verdicts_(0, options.straggler) {
-  job_.set_step_observer(&signals);
+  job_.set_step_observer(&signals_);
 }
 
 void JobEntry::SyncGeneration() {
@@ -82,13 +82,13 @@ std::vector<const JobEntry*> JobTable::Sorted() const {
 }
 
 void JobEntry::ObserveApplied(absl::Time now, const Heartbeat& hb, Journal& journal) {
-  if (!hb.signal_settings.empty()) signals.OnStart(job_, hb);
-  if (hb.kind == HeartbeatKind::kCheckpointEnd) signals.OnCheckpoint(job_, hb);
-  if (ObserveForFallback(fallback, job_.generation(), hb)) {
-    journal.fallbacks.push_back({id(), fallback.state()});
+  if (!hb.signal_settings.empty()) signals_.OnStart(job_, hb);
+  if (hb.kind == HeartbeatKind::kCheckpointEnd) signals_.OnCheckpoint(job_, hb);
+  if (ObserveForFallback(fallback_, job_.generation(), hb)) {
+    journal.fallbacks.push_back({id(), fallback_.state()});
   }
-  if (hb.kill_criteria && !(kill.script() && *kill.script() == *hb.kill_criteria)) {
-    kill.SetScript(*hb.kill_criteria);
+  if (hb.kill_criteria && !(kill_.script() && *kill_.script() == *hb.kill_criteria)) {
+    kill_.SetScript(*hb.kill_criteria);
     journal.kill_criteria.push_back({id(), "script", hb.kill_criteria, now});
   }
 }

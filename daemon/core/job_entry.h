@@ -178,32 +178,75 @@ class JobEntry {
 
   // When an agent last spoke for the job (a hello or a report), or when it
   // was restored: a job no agent spoke for in --job-retention leaves memory.
-  absl::Time last_heard = absl::InfinitePast();
+  absl::Time last_heard() const { return last_heard_; }
+  void NoteHeard(absl::Time now) { last_heard_ = now; }
   // When the job was put back from the state store (a restart, or an
   // elected trainsupd that starts leading): its agents are saying hello
   // again. InfinitePast: never.
-  absl::Time restored_at = absl::InfinitePast();
+  absl::Time restored_at() const { return restored_at_; }
+  void NoteRestored(absl::Time now) { restored_at_ = now; }
 
-  // The stacks of the job's recent hung generations.
-  static constexpr size_t kMaxStackSets = 8;
-  StackShelf stacks{kMaxStackSets};
-
-  JobLifecycle lifecycle;
-  RecoveryTimer recovery;
-  GoodputLedger ledger;
-  JobCosts costs;
-  CheckpointPublisher plans;
+  // The job's parts. The read side (read model, ended-job record, journal,
+  // diagnose, planner inputs) reads them const; a part changes only through
+  // its mutable_ accessor, so who changes what is one grep. Each names who
+  // changes it (StateRestore puts every part back at a restart).
+  //
+  // Where the supervisor has taken the job: RestartCoordinator, and the
+  // rules that stop it (Detection, SignalDetection, FailureHandler),
+  // Admission (an adopted generation), Supervisor (a node's index moves).
+  const JobLifecycle& lifecycle() const { return lifecycle_; }
+  JobLifecycle& mutable_lifecycle() { return lifecycle_; }
+  // How long its recoveries take: RestartCoordinator.
+  const RecoveryTimer& recovery() const { return recovery_; }
+  RecoveryTimer& mutable_recovery() { return recovery_; }
+  // Where its GPU time went: Supervisor (each report), Admission (a new
+  // run under the same id starts it afresh).
+  const GoodputLedger& ledger() const { return ledger_; }
+  GoodputLedger& mutable_ledger() { return ledger_; }
+  // Its measured checkpoint and restart costs, and failures (the MTBF's):
+  // Supervisor, RestartCoordinator, FailureHandler.
+  const JobCosts& costs() const { return costs_; }
+  JobCosts& mutable_costs() { return costs_; }
+  // The checkpoint plans published to its agents: JobPlanner, Admission
+  // and the ended-job record (the plans its agents already hold).
+  const CheckpointPublisher& plans() const { return plans_; }
+  CheckpointPublisher& mutable_plans() { return plans_; }
   // The training signals of the job's current generation (and the record
-  // of the one before); told of every step the job applies.
-  SignalMonitor signals;
-  // Where each generation meets (the node hosting torchrun's rendezvous).
-  RendezvousPlan rendezvous;
-  // Which checkpoint its generations must load (a suspect one, a spike's).
-  CheckpointFallback fallback;
-  // When to stop the run for good (the script's and the operator's criteria).
-  KillCriteria kill;
+  // of the one before); told of every step the job applies, swept by
+  // SignalDetection.
+  const SignalMonitor& signals() const { return signals_; }
+  SignalMonitor& mutable_signals() { return signals_; }
+  // Where each generation meets (the node hosting torchrun's rendezvous):
+  // Admission (a node's offer), RestartCoordinator (the next generation's).
+  const RendezvousPlan& rendezvous() const { return rendezvous_; }
+  RendezvousPlan& mutable_rendezvous() { return rendezvous_; }
+  // Which checkpoint its generations must load (a suspect one, a spike's):
+  // ObserveApplied, FailureHandler, SignalDetection.
+  const CheckpointFallback& fallback() const { return fallback_; }
+  CheckpointFallback& mutable_fallback() { return fallback_; }
+  // When to stop the run for good (the script's and the operator's
+  // criteria): ObserveApplied, Supervisor (the operator's), SignalDetection,
+  // RestartCoordinator (re-armed each generation).
+  const KillCriteria& kill() const { return kill_; }
+  KillCriteria& mutable_kill() { return kill_; }
+  // The stacks of the job's recent hung generations: Supervisor.
+  static constexpr size_t kMaxStackSets = 8;
+  const StackShelf& stacks() const { return stacks_; }
+  StackShelf& mutable_stacks() { return stacks_; }
 
  private:
+  absl::Time last_heard_ = absl::InfinitePast();
+  absl::Time restored_at_ = absl::InfinitePast();
+  JobLifecycle lifecycle_;
+  RecoveryTimer recovery_;
+  GoodputLedger ledger_;
+  JobCosts costs_;
+  CheckpointPublisher plans_;
+  SignalMonitor signals_;  // job_'s step observer: declared first, outlives it
+  RendezvousPlan rendezvous_;
+  CheckpointFallback fallback_;
+  KillCriteria kill_;
+  StackShelf stacks_{kMaxStackSets};
   const StragglerOptions straggler_options_;
   Job job_;
   GenerationVerdicts verdicts_;

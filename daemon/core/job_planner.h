@@ -51,10 +51,10 @@ class JobPlanner {
   // Over every job's exposure and failures.
   MtbfEstimate ClusterMtbf(const JobTable& jobs, absl::Time now) const;
   CostFigure CheckpointCost(const JobEntry& job) const {
-    return job.costs.Checkpoint(options_.checkpoint_cost_prior);
+    return job.costs().Checkpoint(options_.checkpoint_cost_prior);
   }
   CostFigure RestartCost(const JobEntry& job) const {
-    return job.costs.Restart(options_.restart_cost_prior);
+    return job.costs().Restart(options_.restart_cost_prior);
   }
 
  private:

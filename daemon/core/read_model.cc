@@ -53,7 +53,7 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.ranks_reporting = job.ranks_reporting();
   view.ranks_alive = job.ranks_alive();
   view.seen = {job.seen_alive(), job.seen_dead(), job.seen_unknown(), 0};
-  if (entry.lifecycle.state == JobState::kFinished) {
+  if (entry.lifecycle().state == JobState::kFinished) {
     view.seen.finished = job.seen_exited_cleanly();
     view.seen.dead -= view.seen.finished;
   }
@@ -63,8 +63,8 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
   view.datagrams_dropped = job.datagrams_dropped();
   // Once it ended, the nodes its last generation ran on: their names may
   // serve other jobs by now.
-  const bool ended =
-      entry.lifecycle.state == JobState::kFinished || entry.lifecycle.state == JobState::kFailed;
+  const bool ended = entry.lifecycle().state == JobState::kFinished ||
+                     entry.lifecycle().state == JobState::kFailed;
   view.nodes = static_cast<uint32_t>(ended && !verdicts.nodes_ran.empty()
                                          ? verdicts.nodes_ran.size()
                                          : agents_.NodesOf(job.id()).size());
@@ -83,36 +83,36 @@ JobView ReadModel::JobViewOf(const JobEntry& entry, absl::Time now) const {
     view.stragglers.push_back({rank, job.rank(rank).compute_durations.P50P99().p99});
   }
 
-  const JobLifecycle& life = entry.lifecycle;
+  const JobLifecycle& life = entry.lifecycle();
   view.state = life.state;
   view.state_reason = life.reason;
   view.state_since = life.since;
   view.restarts = life.restarts;
   view.restart_at = life.restart_at;
   view.last_failure = life.last_recorded_failure;
-  view.resume_limit = entry.fallback.advice().limit;
-  view.resume_advice = ResumeAdviceText(entry.fallback);
+  view.resume_limit = entry.fallback().advice().limit;
+  view.resume_advice = ResumeAdviceText(entry.fallback());
 
   view.mtbf = planner_.JobMtbf(entry, now);
   view.checkpoint_cost = planner_.CheckpointCost(entry);
   view.restart_cost = planner_.RestartCost(entry);
-  view.checkpoint_async_s = entry.costs.AsyncWrite();
-  if (const std::optional<CheckpointPlan>& p = entry.plans.figures(); p) {
+  view.checkpoint_async_s = entry.costs().AsyncWrite();
+  if (const std::optional<CheckpointPlan>& p = entry.plans().figures(); p) {
     view.plan = PlanFigures{p->young_interval_seconds, p->daly_interval_seconds,
                             p->interval_seconds,       p->at_interval.total_waste_fraction,
                             p->verdict_text,           p->warnings};
   }
-  view.plans = entry.plans.plans();
+  view.plans = entry.plans().plans();
   if (!view.plans.empty()) {
     view.next_checkpoint_step = NextCheckpointStep(view.plans, job.max_step() + 1);
   }
-  view.ledger = entry.ledger.totals();
-  view.ledger_by_generation = entry.ledger.by_generation();
+  view.ledger = entry.ledger().totals();
+  view.ledger_by_generation = entry.ledger().by_generation();
   for (int k = 0; k < kEventKindCount; ++k) {
     view.events[k] = entry.event_count(static_cast<EventKind>(k));
   }
-  view.signals = SignalsOf(entry.signals);
-  view.kill_criteria = entry.kill.Status();
+  view.signals = SignalsOf(entry.signals());
+  view.kill_criteria = entry.kill().Status();
   return view;
 }
 
@@ -132,7 +132,7 @@ void ReadModel::RankViewsOf(const JobEntry& entry, std::vector<RankView>* rows,
   rows->reserve(job.ranks_reporting());
   // Both in rank order: the flagged ranks are walked beside the ranks.
   auto straggler = verdicts.straggler_ranks.begin();
-  const bool finished = entry.lifecycle.state == JobState::kFinished;
+  const bool finished = entry.lifecycle().state == JobState::kFinished;
   for (const auto& [i, r] : job.ranks()) {
     if (!r.seen) continue;
     RankView& row = rows->emplace_back();
@@ -241,7 +241,7 @@ ClusterView ReadModel::Cluster(absl::Time now) const {
 }
 
 std::optional<StacksView> ReadModel::StacksOf(const JobEntry& job, uint64_t generation) const {
-  const JobStacks* stacks = job.stacks.Find(generation);
+  const JobStacks* stacks = job.stacks().Find(generation);
   if (stacks == nullptr) return std::nullopt;
   StacksView view;
   view.generation = stacks->generation;

@@ -23,7 +23,7 @@ void Reconciler::Command(const NodeRecord& node, AgentCommand::Kind kind, uint64
 // The plans go to every agent, in order, so that its ranks hold what every
 // other rank holds.
 void Reconciler::SendPlans(const JobEntry& job, NodeRecord& node) {
-  for (const CheckpointPlanSpec& plan : job.plans.plans()) {
+  for (const CheckpointPlanSpec& plan : job.plans().plans()) {
     if (plan.plan_id <= node.told.plan_id) continue;
     AgentCommand c;
     c.session = node.session;
@@ -36,7 +36,7 @@ void Reconciler::SendPlans(const JobEntry& job, NodeRecord& node) {
 }
 
 void Reconciler::Reconcile(const JobEntry& job) {
-  const JobLifecycle& life = job.lifecycle;
+  const JobLifecycle& life = job.lifecycle();
   const uint64_t generation = job.job().generation();
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     NodeRecord& node = agents_.mutable_node(i);
@@ -64,7 +64,7 @@ void Reconciler::Reconcile(const JobEntry& job) {
         if (node.stopped() && node.generation < generation &&
             node.member_generation == generation && node.told.start_generation != generation) {
           Command(node, AgentCommand::Kind::kStart, generation, life.reason, false,
-                  job.rendezvous.For(generation, node.name), job.fallback.advice());
+                  job.rendezvous().For(generation, node.name), job.fallback().advice());
           node.told.start_generation = generation;
           node.told.hold = false;
         } else if (node.running() && node.generation < generation &&

@@ -23,7 +23,7 @@ constexpr absl::Duration kFirstStepsWait = absl::Seconds(10);
 
 absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobState to,
                                             const std::string& reason) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   const JobState from = life.state;
   if (!IsAllowedTransition(from, to)) {  // the table is the contract
     ++refused_transitions_;
@@ -32,8 +32,8 @@ absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobSt
                                                       " is not an allowed transition"));
   }
   // Exposure for the MTBF: the time the job spends running.
-  if (from == JobState::kRunning) job.costs.StopRunning(now);
-  if (to == JobState::kRunning) job.costs.StartRunning(now);
+  if (from == JobState::kRunning) job.mutable_costs().StopRunning(now);
+  if (to == JobState::kRunning) job.mutable_costs().StartRunning(now);
   life.state = to;
   life.reason = reason;
   life.since = now;
@@ -43,7 +43,7 @@ absl::Status RestartCoordinator::Transition(absl::Time now, JobEntry& job, JobSt
 }
 
 void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   life.journaled_at = now;
   JobRow row;
   row.job = job.id();
@@ -53,15 +53,15 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
   // A generation that has just started has no world size yet: keep the last.
   row.world_size = job.job().world_size() != 0 ? job.job().world_size() : life.last_world_size;
   row.changed = now;
-  row.exposure_seconds = job.costs.ExposureSeconds(now);
+  row.exposure_seconds = job.costs().ExposureSeconds(now);
   row.restarts_forgiven_before = life.governor.forgiven_before();
   row.restarts = life.restarts;
-  row.failures = static_cast<uint64_t>(job.costs.failures());
+  row.failures = static_cast<uint64_t>(job.costs().failures());
   decisions_.journal().jobs.push_back(std::move(row));
   JobMeasuresRow measures;
   measures.job = job.id();
-  measures.ledger = job.ledger.State();
-  JobCosts::Samples samples = job.costs.samples();
+  measures.ledger = job.ledger().State();
+  JobCosts::Samples samples = job.costs().samples();
   measures.checkpoint_costs = std::move(samples.checkpoint_blocking);
   measures.checkpoint_async = std::move(samples.checkpoint_async);
   measures.restart_costs = std::move(samples.restarts);
@@ -73,16 +73,16 @@ void RestartCoordinator::JournalJob(absl::Time now, JobEntry& job) {
 void RestartCoordinator::BeginRestart(absl::Time now, JobEntry& job, absl::Time failed_at,
                                       const std::string& cause,
                                       const std::optional<HoldCause>& hold) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   if (life.state != JobState::kRunning && life.state != JobState::kPending) return;
   if (!Transition(now, job, JobState::kStopping, cause).ok()) return;
   life.stop_deadline = now + options_.stop_timeout;
   life.hold_after_stop = hold;
-  if (!hold) job.recovery.Begin(failed_at, now, cause);
+  if (!hold) job.mutable_recovery().Begin(failed_at, now, cause);
 }
 
 bool RestartCoordinator::BeginKill(absl::Time now, JobEntry& job, const std::string& reason) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   if (life.state != JobState::kRunning && life.state != JobState::kPending) return false;
   if (!Transition(now, job, JobState::kStopping, reason).ok()) return false;
   life.stop_deadline = now + options_.stop_timeout;
@@ -92,7 +92,7 @@ bool RestartCoordinator::BeginKill(absl::Time now, JobEntry& job, const std::str
 }
 
 void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   int waiting_for = 0;
   for (NodeIndex i : agents_.NodesOf(job.id())) {
     const NodeRecord& node = agents_.node(i);
@@ -103,7 +103,7 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
     if (node.connected && !node.stopped() && !silent_since_stop) ++waiting_for;
   }
   if (waiting_for > 0 && now < life.stop_deadline) return;
-  job.recovery.MarkStopped(now);
+  job.mutable_recovery().MarkStopped(now);
   life.collect_stacks = false;
   const std::string stopped =
       waiting_for == 0 ? "every node stopped"
@@ -114,7 +114,7 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
     const std::string reason = *std::move(life.kill_after_stop);
     life.kill_after_stop.reset();
     (void)Transition(now, job, JobState::kKilled, reason);
-    job.recovery.Abandon();
+    job.mutable_recovery().Abandon();
     return;
   }
   if (life.hold_after_stop) {
@@ -136,17 +136,17 @@ void RestartCoordinator::SweepStopping(absl::Time now, JobEntry& job) {
 }
 
 void RestartCoordinator::Hold(absl::Time now, JobEntry& job, const HoldCause& cause) {
-  decisions_.Emit(&job, HoldEvent(now, EventJobOf(job), cause, ResumeAdviceText(job.fallback)));
+  decisions_.Emit(&job, HoldEvent(now, EventJobOf(job), cause, ResumeAdviceText(job.fallback())));
   (void)Transition(now, job, JobState::kHeld, cause.reason);
-  job.recovery.Abandon();
+  job.mutable_recovery().Abandon();
 }
 
 void RestartCoordinator::SweepRestarting(absl::Time now, JobEntry& job) {
-  if (now >= job.lifecycle.restart_at) StartNextGeneration(now, job);
+  if (now >= job.lifecycle().restart_at) StartNextGeneration(now, job);
 }
 
 void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   // Members: every node heard lately (a stream that just broke counts: its
   // agent is reconnecting; a frozen or lost one does not), not quarantined.
   std::vector<NodeIndex> members;
@@ -170,7 +170,7 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   std::sort(runnable.begin(), runnable.end());
   if (runnable.empty()) {
     (void)Transition(now, job, JobState::kFailed, "no connected, unquarantined node left to run on");
-    job.recovery.Abandon();
+    job.mutable_recovery().Abandon();
     return;
   }
   Job& observed = job.job();
@@ -180,16 +180,16 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
   // last one met (a rank of it reported).
   std::vector<RendezvousMember> meeting;
   for (NodeIndex i : members) meeting.push_back({agents_.node(i).name, agents_.node(i).rendezvous});
-  const RendezvousDecision* rendezvous = job.rendezvous.Decide(
+  const RendezvousDecision* rendezvous = job.mutable_rendezvous().Decide(
       to, meeting, observed.first_heartbeat() != absl::InfinitePast());
   life.last_world_size = observed.world_size();
   life.last_global_batch = observed.global_batch();
   life.world_size_checked = false;
   life.governor.RecordRestart(now);
   ++life.restarts;
-  const std::string cause = job.recovery.active() ? job.recovery.cause() : life.reason;
+  const std::string cause = job.recovery().active() ? job.recovery().cause() : life.reason;
   decisions_.journal().restarts.push_back({now, job.id(), from, to, cause});
-  job.recovery.MarkStarted(now);
+  job.mutable_recovery().MarkStarted(now);
   observed.ObserveGeneration(now, to);
   life.generation_adopted = false;  // this one the supervisor started itself
   job.SyncGeneration();
@@ -204,7 +204,7 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
 
 void RestartCoordinator::LeaveOut(JobEntry& job, std::vector<NodeIndex>& members,
                                   LeftOutNodes& left_out) const {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   const std::string name = std::exchange(life.leave_out_next, std::string());
   auto it = std::find_if(members.begin(), members.end(),
                          [&](NodeIndex i) { return agents_.node(i).name == name; });
@@ -228,7 +228,7 @@ void RestartCoordinator::LeaveOut(JobEntry& job, std::vector<NodeIndex>& members
 }
 
 void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   const Job& observed = job.job();
   if (observed.first_progress() == absl::InfinitePast()) return;
   if (!life.world_size_checked &&
@@ -242,10 +242,10 @@ void RestartCoordinator::TrackRecovery(absl::Time now, JobEntry& job) {
     }
   }
   std::optional<RecoveryFigures> f =
-      job.recovery.Complete(observed.first_heartbeat(), observed.first_progress());
+      job.mutable_recovery().Complete(observed.first_heartbeat(), observed.first_progress());
   if (!f) return;
   decisions_.Emit(&job, RecoveredEvent(now, EventJobOf(job), *f));
-  job.costs.AddRestart(absl::ToDoubleSeconds(f->total));
+  job.mutable_costs().AddRestart(absl::ToDoubleSeconds(f->total));
 }
 
 void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
@@ -278,7 +278,7 @@ void RestartCoordinator::CheckFinished(absl::Time now, JobEntry& job) {
 }
 
 absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry& job) {
-  JobLifecycle& life = job.lifecycle;
+  JobLifecycle& life = job.mutable_lifecycle();
   if (life.state == JobState::kFinished) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", job.id(), " has finished (", life.reason, "): nothing to resume"));
@@ -296,7 +296,7 @@ absl::StatusOr<std::string> RestartCoordinator::Resume(absl::Time now, JobEntry&
         " ...), then resume it"));
   }
   life.governor.Forgive(now);
-  job.kill.Rearm();  // a kill criterion may fire again, on the new generation's steps
+  job.mutable_kill().Rearm();  // a kill criterion may fire again, on the new generation's steps
   decisions_.Emit(&job, ResumeEvent(now, EventJobOf(job), life.state, life.reason));
   life.restart_at = now;
   absl::Status moved = Transition(now, job, JobState::kRestarting, "resumed by an operator");

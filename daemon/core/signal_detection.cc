@@ -15,15 +15,15 @@ const std::string& SignalDetection::NodeOfRank(const JobEntry& job, uint32_t ran
 
 bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
   SignalMonitor::ResumeTold told;
-  told.limit = job.fallback.limit_at_start();
-  if (told.limit) told.at = job.fallback.NewestAtOrBelow(*told.limit);
+  told.limit = job.fallback().limit_at_start();
+  if (told.limit) told.at = job.fallback().NewestAtOrBelow(*told.limit);
   const EventJob event_job = EventJobOf(job);
   // Named: the sweep's FunctionRef must not outlive it.
   auto node_name = [this](NodeIndex node) -> const std::string& { return agents_.NameOf(node); };
-  const SignalSweep sweep{now, job.job(), event_job, node_name, options_.observe_only,
-                          job.plans.plans()};
-  SignalFindings found = job.signals.Sweep(sweep, told);
-  const SignalOptions& options = job.signals.options();
+  const SignalSweep sweep{
+      now, job.job(), event_job, node_name, options_.observe_only, job.plans().plans()};
+  SignalFindings found = job.mutable_signals().Sweep(sweep, told);
+  const SignalOptions& options = job.signals().options();
   if (found.loss_shift) {
     decisions_.Emit(&job, LossShiftEvent(now, event_job, *found.loss_shift, options.loss_shift));
   }
@@ -46,8 +46,8 @@ bool SignalDetection::Sweep(absl::Time now, JobEntry& job) {
 
 bool SignalDetection::SweepKill(absl::Time now, JobEntry& job,
                                 const std::optional<LossShiftFinding>& shift) {
-  KillCriteria& kill = job.kill;
-  const GenerationRecord& record = job.signals.record();
+  KillCriteria& kill = job.mutable_kill();
+  const GenerationRecord& record = job.signals().record();
   const int64_t after = kill.generation() == record.generation() ? kill.last_step() : -1;
   record.ForEachAfter(after, [&](const StepSummary& s) {
     if (s.loss) kill.ObserveLoss(record.generation(), s.step, *s.loss);
@@ -74,7 +74,7 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
   const Job& observed = job.job();
   std::vector<std::string> nodes;
   for (const RankAt& at : f.ranks) nodes.push_back(NodeOfRank(job, at.rank));
-  const bool act = job.signals.options().non_finite.action == NonFiniteAction::kRestart;
+  const bool act = job.signals().options().non_finite.action == NonFiniteAction::kRestart;
   // The same non-finite failure at the same step as the last generation's:
   // restarting from the same checkpoint would only repeat it.
   FailureFingerprint fingerprint;
@@ -88,7 +88,7 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
   std::optional<std::string> hold;
   Failure failure;
   if (act) {
-    JobLifecycle& life = job.lifecycle;
+    JobLifecycle& life = job.mutable_lifecycle();
     if (life.last_failure) hold = WorkloadRepeat(*life.last_failure, fingerprint);
     life.last_failure = fingerprint;
     if (hold) failure.hold = WorkloadHold(*hold);
@@ -121,11 +121,11 @@ bool SignalDetection::OnNonFinite(absl::Time now, JobEntry& job, const NonFinite
 }
 
 bool SignalDetection::OnLossSpike(absl::Time now, JobEntry& job, const LossShiftFinding& f) {
-  const FallbackOptions& options = job.signals.options().fallback;
+  const FallbackOptions& options = job.signals().options().fallback;
   // Under --observe-only nothing is decided for a later generation either.
   if (options.on_loss_spike != LossSpikeAction::kRollback || options_.observe_only) return false;
   FallbackDecision d =
-      job.fallback.OnLossSpike(job.job().generation(), f.onset_step, f.step, options);
+      job.mutable_fallback().OnLossSpike(job.job().generation(), f.onset_step, f.step, options);
   if (d.kind == FallbackDecision::Kind::kNone) {
     decisions_.Emit(&job, SpikeRollbackEvent(now, EventJobOf(job), d));
     return false;
@@ -142,11 +142,12 @@ bool SignalDetection::OnLossSpike(absl::Time now, JobEntry& job, const LossShift
 
 bool SignalDetection::OnResumeSpike(absl::Time now, JobEntry& job, int64_t step) {
   if (options_.observe_only) return false;
-  FallbackDecision d = job.fallback.OnLoadFailure(
-      job.job().generation(), step, LoadFailureKind::kResumeSpike, job.signals.options().fallback);
+  FallbackDecision d = job.mutable_fallback().OnLoadFailure(job.job().generation(), step,
+                                                            LoadFailureKind::kResumeSpike,
+                                                            job.signals().options().fallback);
   if (d.kind == FallbackDecision::Kind::kNone) return false;
   if (d.kind == FallbackDecision::Kind::kRetry) {  // remembered; the job goes on
-    decisions_.journal().fallbacks.push_back({job.id(), job.fallback.state()});
+    decisions_.journal().fallbacks.push_back({job.id(), job.fallback().state()});
     return false;
   }
   Failure failure;

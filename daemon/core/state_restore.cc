@@ -16,20 +16,22 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     JobEntry& job = jobs.FindOrAdd(row.job);
     job.job().ObserveGeneration(now, row.generation);
     job.SyncGeneration();
-    JobLifecycle& life = job.lifecycle;
+    JobLifecycle& life = job.mutable_lifecycle();
     life.state = JobStateFromName(row.state).value_or(JobState::kPending);
     life.reason = row.reason;
     life.since = row.changed;
     // A job that ended long ago leaves memory at the first sweep; any other
     // waits --job-retention for its agents to come back.
-    job.last_heard = HasEnded(life.state) ? row.changed : now;
-    job.restored_at = now;
+    job.NoteHeard(HasEnded(life.state) ? row.changed : now);
+    job.NoteRestored(now);
     life.last_world_size = row.world_size;
     if (row.restarts_forgiven_before != absl::InfinitePast()) {
       life.governor.Forgive(row.restarts_forgiven_before);
     }
-    job.costs.RestoreExposure(row.exposure_seconds, life.state == JobState::kRunning, now);
-    job.costs.RestoreFailures(static_cast<int>(std::min<uint64_t>(row.failures, INT_MAX)));
+    job.mutable_costs().RestoreExposure(row.exposure_seconds, life.state == JobState::kRunning,
+                                        now);
+    job.mutable_costs().RestoreFailures(
+        static_cast<int>(std::min<uint64_t>(row.failures, INT_MAX)));
     life.restarts = row.restarts;
     // A restart that was under way goes on from where it was; so does a
     // stop for a kill criterion (its reason says so).
@@ -43,24 +45,27 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
     JobEntry* job = jobs.Find(row.job);
     if (job == nullptr || !row.spec || !CheckKillCriteria(*row.spec).ok()) continue;
     if (row.source == "operator") {
-      job->kill.SetOperator(row.spec);
+      job->mutable_kill().SetOperator(row.spec);
     } else {
-      job->kill.SetScript(*row.spec);
+      job->mutable_kill().SetScript(*row.spec);
     }
   }
   for (const JobMeasuresRow& row : state.measures) {
     JobEntry* job = jobs.Find(row.job);
     if (job == nullptr) continue;
-    job->ledger = GoodputLedger::FromState(row.ledger);
-    job->costs.RestoreSamples({row.checkpoint_costs, row.checkpoint_async, row.restart_costs});
+    job->mutable_ledger() = GoodputLedger::FromState(row.ledger);
+    job->mutable_costs().RestoreSamples(
+        {row.checkpoint_costs, row.checkpoint_async, row.restart_costs});
   }
   for (const FallbackRow& row : state.fallbacks) {
-    if (JobEntry* job = jobs.Find(row.job); job != nullptr) job->fallback.Restore(row.state);
+    if (JobEntry* job = jobs.Find(row.job); job != nullptr) {
+      job->mutable_fallback().Restore(row.state);
+    }
   }
   for (const StackRow& row : state.stacks) {  // oldest first
     JobEntry* job = jobs.Find(row.job);
     if (job == nullptr) continue;
-    JobStacks& set = job->stacks.For(row.generation, row.time, row.event_id, row.culprit);
+    JobStacks& set = job->mutable_stacks().For(row.generation, row.time, row.event_id, row.culprit);
     set.collect_seconds = std::max(set.collect_seconds, row.collect_seconds);
     set.by_rank[row.rank] = {row.node, row.answered, row.text};
   }
@@ -71,7 +76,7 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
   }
   for (const RestartRow& row : state.restarts) {
     if (JobEntry* job = jobs.Find(row.job); job != nullptr) {
-      job->lifecycle.governor.RecordRestart(row.time);
+      job->mutable_lifecycle().governor.RecordRestart(row.time);
     }
   }
   // Stores written before resumes were kept with the job know them only as
@@ -79,8 +84,8 @@ void RestoreJobs(absl::Time now, const PersistedState& state, const SupervisorOp
   for (const Event& e : state.events) {
     if (e.kind != EventKind::kResume) continue;
     JobEntry* job = jobs.Find(e.job);
-    if (job != nullptr && e.time > job->lifecycle.governor.forgiven_before()) {
-      job->lifecycle.governor.Forgive(e.time);
+    if (job != nullptr && e.time > job->lifecycle().governor.forgiven_before()) {
+      job->mutable_lifecycle().governor.Forgive(e.time);
     }
   }
 }

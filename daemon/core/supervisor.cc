@@ -65,10 +65,10 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   result.restarts = !options_.observe_only;
   result.report_interval = cadence_.current();
   result.rendezvous = admitted.rendezvous;
-  if (admitted.launch) result.resume = admitted.job->fallback.advice();
+  if (admitted.launch) result.resume = admitted.job->fallback().advice();
   if (admitted.rendezvous_decided) {
     decisions_.Emit(admitted.job, RendezvousEvent(now, EventJobOf(admitted.job),
-                                                  *admitted.job->rendezvous.current()));
+                                                  *admitted.job->rendezvous().current()));
   }
   detection_.NoticeHeard(now, admitted.job, connection.node);
   reconciler_.Reconcile(*admitted.job);  // e.g. the quarantine notice, or the hold
@@ -82,7 +82,7 @@ void Supervisor::Disconnected(absl::Time now, SessionId session) {
   if (JobEntry* job = jobs_.Find(agents_.node(index).job); job != nullptr) {
     job->job().ForgetLiveness(index);
     // The agent's last word after its job ended is what the node shows.
-    if (HasEnded(job->lifecycle.state)) {
+    if (HasEnded(job->lifecycle().state)) {
       JournalEndedNode(*job, agents_, index, decisions_.journal());
     }
   }
@@ -116,8 +116,8 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   JobEntry& job = *found;
   Job& observed = job.job();
   node.last_report = now;
-  job.last_heard = now;
-  if (report.generation > observed.generation() && !job.lifecycle.generation_adopted) {
+  job.NoteHeard(now);
+  if (report.generation > observed.generation() && !job.lifecycle().generation_adopted) {
     // A generation this supervisor never started: nothing in it is trusted.
     ++reports_refused_;
     rejected_.Add(RejectReason::kUnknownGeneration, report.heartbeats.size());
@@ -135,7 +135,7 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   observed.ObserveGeneration(now, report.generation);
   for (const Heartbeat& hb : report.heartbeats) {
     std::optional<RejectReason> reason = CheckHeartbeat(hb, node.job, options_.limits.max_world_size);
-    if (!reason && hb.generation > observed.generation() && !job.lifecycle.generation_adopted) {
+    if (!reason && hb.generation > observed.generation() && !job.lifecycle().generation_adopted) {
       reason = RejectReason::kUnknownGeneration;
     }
     if (!reason) reason = observed.Apply(now, index, hb);
@@ -155,9 +155,9 @@ absl::Status Supervisor::Report(absl::Time now, SessionId session, const NodeRep
   // O(1) per report (a report must not cost O(ranks) or O(nodes)).
   Detection::NoticeReport(now, job,
                           node.generation == observed.generation() && node.launcher.failed());
-  job.ledger.Advance(now, observed.generation(), observed.TakeFrontier());
+  job.mutable_ledger().Advance(now, observed.generation(), observed.TakeFrontier());
   for (const auto& [blocking, async] : observed.TakeCheckpoints()) {
-    job.costs.AddCheckpoint(blocking, async);
+    job.mutable_costs().AddCheckpoint(blocking, async);
   }
   // A generation that begins to run shows its figures at once.
   if (admission_.NoticeReport(now, job)) detection_.UpdateFigures(now, job);
@@ -189,8 +189,8 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
           absl::StrCat("stack of rank ", r.rank, " longer than ", kMaxStackBytes, " bytes"));
     }
   }
-  JobStacks& set = job->stacks.For(info.generation, now, job->verdicts().stall_event_id,
-                                   job->verdicts().stall_culprit);
+  JobStacks& set = job->mutable_stacks().For(info.generation, now, job->verdicts().stall_event_id,
+                                             job->verdicts().stall_culprit);
   set.collect_seconds = std::max(set.collect_seconds, info.collect_seconds);
   std::vector<uint32_t> ranks;
   int answered = 0;
@@ -217,7 +217,7 @@ std::vector<Event> Supervisor::Sweep(absl::Time now) {
 }
 
 void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
-  switch (job.lifecycle.state) {
+  switch (job.lifecycle().state) {
     case JobState::kPending:
     case JobState::kRunning: {
       // A dying job is one failure: a crash found here ends this sweep's
@@ -236,7 +236,7 @@ void Supervisor::SweepJob(absl::Time now, JobEntry& job) {
       planner_.Replan(now, job, stats);
       restarts_.CheckFinished(now, job);
       // Keep the MTBF exposure on disk fresh, not only at transitions.
-      if (now - job.lifecycle.journaled_at >= absl::Minutes(1)) restarts_.JournalJob(now, job);
+      if (now - job.lifecycle().journaled_at >= absl::Minutes(1)) restarts_.JournalJob(now, job);
       break;
     }
     case JobState::kStopping:
@@ -260,7 +260,7 @@ void Supervisor::ForgetIdle(absl::Time now) {
   const absl::Time cutoff = now - options_.limits.job_retention;
   std::vector<std::string> idle;
   jobs_.ForEach([&](const JobEntry& job) {
-    if (job.last_heard >= cutoff) return;
+    if (job.last_heard() >= cutoff) return;
     for (NodeIndex i : agents_.NodesOf(job.id())) {
       if (agents_.node(i).connected) return;
     }
@@ -278,8 +278,8 @@ void Supervisor::ForgetIdle(absl::Time now) {
   };
   jobs_.ForEach([&](JobEntry& job) {
     job.job().MoveNodes(move);
-    job.signals.MoveNodes(move);
-    if (job.lifecycle.last_failure) move(job.lifecycle.last_failure->node);
+    job.mutable_signals().MoveNodes(move);
+    if (job.mutable_lifecycle().last_failure) move(job.mutable_lifecycle().last_failure->node);
   });
   for (NodeIndex i : moved) nodes_forgotten_ += i == kNoNode ? 1 : 0;
 }
@@ -313,16 +313,16 @@ absl::StatusOr<std::string> Supervisor::SetKillCriteria(
   if (spec) {
     if (absl::Status s = CheckKillCriteria(*spec); !s.ok()) return s;
   }
-  const bool had = job->kill.operator_spec().has_value();
+  const bool had = job->kill().operator_spec().has_value();
   if (!spec && !had) return absl::StrCat("job ", job->id(), " has no operator kill criteria");
-  if (spec && had && *job->kill.operator_spec() == *spec) {
+  if (spec && had && *job->kill().operator_spec() == *spec) {
     return absl::StrCat("job ", job->id(), ": these kill criteria are already set");
   }
-  job->kill.SetOperator(spec);
+  job->mutable_kill().SetOperator(spec);
   decisions_.journal().kill_criteria.push_back({job->id(), "operator", spec, now});
   if (spec) return absl::StrCat("job ", job->id(), ": kill criteria set");
   return absl::StrCat("job ", job->id(), ": operator kill criteria cleared",
-                      job->kill.script() ? "; the script's are in force" : "");
+                      job->kill().script() ? "; the script's are in force" : "");
 }
 
 absl::StatusOr<std::vector<KillCriteriaView>> Supervisor::KillCriteriaOf(
@@ -330,7 +330,7 @@ absl::StatusOr<std::vector<KillCriteriaView>> Supervisor::KillCriteriaOf(
   std::vector<KillCriteriaView> out;
   auto add = [&](const JobEntry& job) {
     std::optional<KillCriteriaView> view =
-        trainsup::ViewOf(job.id(), JobStateName(job.lifecycle.state), job.kill);
+        trainsup::ViewOf(job.id(), JobStateName(job.lifecycle().state), job.kill());
     if (view) out.push_back(*std::move(view));
   };
   if (job_id.empty()) {

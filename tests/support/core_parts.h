@@ -69,7 +69,7 @@ class CorePartsTest : public ::testing::Test {
     JobEntry& entry = jobs_.FindOrAdd("job");
     entry.job().ObserveGeneration(now(), 1);
     entry.SyncGeneration();
-    entry.last_heard = now();
+    entry.NoteHeard(now());
     for (const char* name : {"node-a", "node-b"}) {
       const NodeIndex index = agents_.Connect(now(), MakeHello(name)).node;
       NodeRecord& n = agents_.mutable_node(index);

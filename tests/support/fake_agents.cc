@@ -135,8 +135,8 @@ void FakeAgentsTest::SendWith(absl::Time now, SessionId session, const LauncherI
 uint64_t FakeAgentsTest::PlansHeld(SessionId session) const {
   if (deaf_to_plans_.count(session) > 0) return 0;
   const JobEntry* entry = sup_->FindEntry("job");
-  if (entry == nullptr || entry->plans.plans().empty()) return 0;
-  return entry->plans.plans().back().plan_id;
+  if (entry == nullptr || entry->plans().plans().empty()) return 0;
+  return entry->plans().plans().back().plan_id;
 }
 
 void FakeAgentsTest::Idle(absl::Time now) {
@@ -214,7 +214,7 @@ const JobEntry& FakeAgentsTest::entry() const {
 std::string FakeAgentsTest::state() const {
   const JobEntry* e = sup_->FindEntry("job");
   EXPECT_NE(e, nullptr);
-  return e == nullptr ? "no job" : std::string(JobStateName(e->lifecycle.state));
+  return e == nullptr ? "no job" : std::string(JobStateName(e->lifecycle().state));
 }
 
 }  // namespace testing

@@ -80,9 +80,9 @@ TEST_F(AdmissionTest, NewJobIsPendingAtGenerationOneAndJournaled) {
   EXPECT_EQ(admitted->job, &Job());
   EXPECT_TRUE(admitted->launch);
   EXPECT_EQ(Job().job().generation(), 1u);
-  EXPECT_EQ(Job().lifecycle.state, JobState::kPending);
-  EXPECT_FALSE(Job().lifecycle.generation_adopted);
-  EXPECT_EQ(Job().last_heard, clock_.Now());
+  EXPECT_EQ(Job().lifecycle().state, JobState::kPending);
+  EXPECT_FALSE(Job().lifecycle().generation_adopted);
+  EXPECT_EQ(Job().last_heard(), clock_.Now());
   // The welcome is its start: no separate start, and the node is a member.
   EXPECT_EQ(Node("node-a").told.start_generation, 1u);
   EXPECT_EQ(Node("node-a").member_generation, 1u);
@@ -99,7 +99,7 @@ TEST_F(AdmissionTest, GenerationOfAnAgentThisSupervisorDoesNotKnowIsAdopted) {
   ASSERT_TRUE(admitted.ok()) << admitted.status();
   EXPECT_TRUE(admitted->launch);  // it runs the generation that runs: on it goes
   EXPECT_EQ(Job().job().generation(), 3u);
-  EXPECT_TRUE(Job().lifecycle.generation_adopted);
+  EXPECT_TRUE(Job().lifecycle().generation_adopted);
   EXPECT_EQ(Node("node-a").member_generation, 3u);
   EXPECT_EQ(Node("node-a").told.start_generation, 0u);  // it was not started here
   // Another agent of the job may still move it on: the job's generations
@@ -122,9 +122,9 @@ TEST_F(AdmissionTest, GenerationThisSupervisorNeverStartedIsRefused) {
 TEST_F(AdmissionTest, FinishedJobRunAgainByNewAgentsHasANewGenerationAndLedger) {
   ASSERT_TRUE(Hello(MakeHello("node-a")).ok());
   MoveTo(JobState::kRunning);
-  Job().ledger.Advance(clock_.Now(), 1, {{1, 1.0, 0.0, 0.0}});
-  Job().ledger.Advance(clock_.Now() + absl::Seconds(1), 1, {{2, 1.0, 0.0, 0.0}});
-  ASSERT_GT(Job().ledger.totals().wall_seconds(), 0);
+  Job().mutable_ledger().Advance(clock_.Now(), 1, {{1, 1.0, 0.0, 0.0}});
+  Job().mutable_ledger().Advance(clock_.Now() + absl::Seconds(1), 1, {{2, 1.0, 0.0, 0.0}});
+  ASSERT_GT(Job().ledger().totals().wall_seconds(), 0);
   MoveTo(JobState::kFinished);
   clock_.Advance(absl::Hours(1));
 
@@ -133,9 +133,9 @@ TEST_F(AdmissionTest, FinishedJobRunAgainByNewAgentsHasANewGenerationAndLedger) 
   ASSERT_TRUE(admitted.ok()) << admitted.status();
   EXPECT_TRUE(admitted->launch);
   EXPECT_EQ(Job().job().generation(), 2u);
-  EXPECT_EQ(Job().lifecycle.state, JobState::kPending);
-  EXPECT_EQ(Job().lifecycle.reason, "run again by new agents");
-  EXPECT_EQ(Job().ledger.totals().wall_seconds(), 0);  // the idle hour is nobody's loss
+  EXPECT_EQ(Job().lifecycle().state, JobState::kPending);
+  EXPECT_EQ(Job().lifecycle().reason, "run again by new agents");
+  EXPECT_EQ(Job().ledger().totals().wall_seconds(), 0);  // the idle hour is nobody's loss
   EXPECT_EQ(Node("node-b").member_generation, 2u);
 }
 
@@ -149,7 +149,7 @@ TEST_F(AdmissionTest, FinishedJobIsNotRunAgainByAnAgentThatRanIt) {
   ASSERT_TRUE(admitted.ok()) << admitted.status();
   EXPECT_FALSE(admitted->launch);
   EXPECT_EQ(Job().job().generation(), 1u);
-  EXPECT_EQ(Job().lifecycle.state, JobState::kFinished);
+  EXPECT_EQ(Job().lifecycle().state, JobState::kFinished);
 }
 
 TEST_F(AdmissionTest, HelloAdoptsThePlansItsRanksHold) {
@@ -163,8 +163,8 @@ TEST_F(AdmissionTest, HelloAdoptsThePlansItsRanksHold) {
 
   ASSERT_TRUE(Hello(hello).ok());
 
-  ASSERT_EQ(Job().plans.plans().size(), 1u);
-  EXPECT_EQ(Job().plans.plans()[0].plan_id, 4u);
+  ASSERT_EQ(Job().plans().plans().size(), 1u);
+  EXPECT_EQ(Job().plans().plans()[0].plan_id, 4u);
   EXPECT_EQ(Node("node-a").plans_held_through, 4u);
 }
 
@@ -214,7 +214,7 @@ TEST_F(AdmissionTest, FreshAgentOfAHeldJobWaits) {
 
   ASSERT_TRUE(admitted.ok()) << admitted.status();
   EXPECT_FALSE(admitted->launch);
-  EXPECT_EQ(Job().lifecycle.state, JobState::kHeld);
+  EXPECT_EQ(Job().lifecycle().state, JobState::kHeld);
 }
 
 // ---------------------------------------------------------------------------
@@ -266,15 +266,15 @@ TEST_F(AdmissionTest, NewJobsAndNodesPastTheLimitsAreRefusedAndCounted) {
 TEST_F(AdmissionTest, PendingJobRunsOnceItsGenerationsRanksReport) {
   ASSERT_TRUE(Hello(MakeHello("node-a")).ok());
   EXPECT_FALSE(admission_.NoticeReport(clock_.Now(), Job()));  // no rank yet
-  EXPECT_EQ(Job().lifecycle.state, JobState::kPending);
+  EXPECT_EQ(Job().lifecycle().state, JobState::kPending);
 
   clock_.Advance(absl::Seconds(3));
   RankReports(Job());
   EXPECT_TRUE(admission_.NoticeReport(clock_.Now(), Job()));
 
-  EXPECT_EQ(Job().lifecycle.state, JobState::kRunning);
-  EXPECT_EQ(Job().lifecycle.since, clock_.Now());
-  EXPECT_EQ(Job().lifecycle.reason, "generation 1 ranks report");
+  EXPECT_EQ(Job().lifecycle().state, JobState::kRunning);
+  EXPECT_EQ(Job().lifecycle().since, clock_.Now());
+  EXPECT_EQ(Job().lifecycle().reason, "generation 1 ranks report");
   EXPECT_FALSE(admission_.NoticeReport(clock_.Now(), Job()));  // once
 }
 

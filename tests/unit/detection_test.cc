@@ -60,7 +60,7 @@ TEST_F(DetectionTest, CrashIsJudgedAfterTheSettleTimeAndNamesTheFirstRankToFail)
   EXPECT_EQ(out.journal.failures[0].node, "node-b");
   EXPECT_EQ(out.journal.failures[0].rank, std::optional<uint32_t>(2));
   EXPECT_EQ(out.journal.failures[0].time, now() - absl::Seconds(1.5));
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
 
   // One verdict a generation.
   clock_.Advance(absl::Seconds(1));
@@ -119,8 +119,8 @@ TEST_F(DetectionTest, StallPastTheThresholdNamesTheRankFurthestBehind) {
   EXPECT_EQ(out.journal.failures[0].node, "node-b");
   EXPECT_TRUE(out.journal.failures[0].charged);
   EXPECT_EQ(out.journal.failures[0].time, last_progress);
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
-  EXPECT_TRUE(job().lifecycle.collect_stacks);
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
+  EXPECT_TRUE(job().lifecycle().collect_stacks);
 }
 
 TEST_F(DetectionTest, StallBehindASilentNodeLosesThatNode) {
@@ -147,7 +147,7 @@ TEST_F(DetectionTest, StallBehindASilentNodeLosesThatNode) {
   EXPECT_EQ(out.journal.failures[0].kind, "node_lost");
   EXPECT_EQ(out.journal.failures[0].node, "node-b");
   EXPECT_TRUE(out.journal.failures[0].charged);
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
 }
 
 TEST_F(DetectionTest, SilentAgentIsUnreachableUntilHeardAgainAndNothingStops) {
@@ -173,7 +173,7 @@ TEST_F(DetectionTest, SilentAgentIsUnreachableUntilHeardAgainAndNothingStops) {
   EXPECT_THAT(Figure(out.events[0], "unheard_seconds"), Optional(16.0));
   EXPECT_TRUE(Node("node-b").unreachable);
   EXPECT_EQ(job().job().rank(2).liveness, Liveness::kUnknown);
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);  // nothing is stopped for it
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);  // nothing is stopped for it
   detection_.SweepNodes(now() + absl::Seconds(1), job());
   EXPECT_TRUE(decisions_.pending_events().empty());  // said once
 

@@ -172,7 +172,7 @@ class EndedJobTest : public FakeAgentsTest {
     const JobEntry* entry = sup_->FindEntry("job");
     if (entry == nullptr) return "no job";
     const Job& j = entry->job();
-    const JobLifecycle& life = entry->lifecycle;
+    const JobLifecycle& life = entry->lifecycle();
     const JobView view = *sup_->ViewOf("job", now);
     absl::StrAppend(&out, "state ", JobStateName(life.state), " (", life.reason, ") since ",
                     Str(life.since), " restarts ", life.restarts, "\n");
@@ -193,17 +193,17 @@ class EndedJobTest : public FakeAgentsTest {
       absl::StrAppend(&out, "mtbf ", m.failures, " failures over ", m.exposure_seconds, "s: ",
                       m.mtbf_seconds, " [", m.lower_seconds, ", ", m.upper_seconds, "]\n");
     }
-    for (const CheckpointPlanSpec& p : entry->plans.plans()) {
+    for (const CheckpointPlanSpec& p : entry->plans().plans()) {
       absl::StrAppend(&out, "plan ", p.plan_id, " ", p.anchor_step, " ", p.interval_steps, " ",
                       p.effective_from_step, "\n");
     }
-    if (entry->plans.figures()) {
-      const CheckpointPlan& f = *entry->plans.figures();
+    if (entry->plans().figures()) {
+      const CheckpointPlan& f = *entry->plans().figures();
       absl::StrAppend(&out, "figures ", f.young_interval_seconds, " ", f.daly_interval_seconds,
                       " ", f.interval_seconds, " ", f.at_interval.total_waste_fraction, " ",
                       f.verdict_text, " ", absl::StrJoin(f.warnings, "; "), "\n");
     }
-    absl::StrAppend(&out, "ledger ", absl::StrJoin(entry->ledger.totals().seconds, "/"), "\n");
+    absl::StrAppend(&out, "ledger ", absl::StrJoin(entry->ledger().totals().seconds, "/"), "\n");
     for (int k = 0; k < kEventKindCount; ++k) {
       const EventKind kind = static_cast<EventKind>(k);
       absl::StrAppend(&out, EventKindName(kind), "=", entry->event_count(kind), " ");
@@ -278,7 +278,7 @@ TEST_F(EndedJobTest, TheNodesLastWordAfterTheEndIsWhatComesBack) {
   const absl::Time end = RunToTheEnd();
   // A node that said more after the end (its final report) and left: the
   // picture journaled at the end is not its last word.
-  ASSERT_GT(Node("node-a").last_report, sup_->FindEntry("job")->lifecycle.since);
+  ASSERT_GT(Node("node-a").last_report, sup_->FindEntry("job")->lifecycle().since);
   const std::string before = Shown(end);
   Restart(end);
   EXPECT_EQ(Shown(end), before);
@@ -339,7 +339,7 @@ TEST_F(EndedJobTest, TheMtbfCountsTheJobKillingFailuresKeptWithTheJobNotTheFailu
   sup_->Restore(AtS(60), s);
   EXPECT_EQ(sup_->ViewOf("job", AtS(60))->mtbf.failures, 2);
   EXPECT_EQ(sup_->ClusterMtbf(AtS(60)).failures, 2);
-  EXPECT_EQ(entry().lifecycle.restarts, 3u);
+  EXPECT_EQ(entry().lifecycle().restarts, 3u);
 }
 
 }  // namespace

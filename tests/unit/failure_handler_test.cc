@@ -71,11 +71,11 @@ TEST_F(FailureHandlerTest, JobFailureIsRecordedStopsTheJobAndChargesItsNode) {
   EXPECT_EQ(row.rank, std::optional<uint32_t>(2));
   EXPECT_TRUE(row.charged);
   EXPECT_EQ(row.time, now() - absl::Seconds(1));
-  EXPECT_EQ(job().costs.failures(), 1);  // counts in the MTBF
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
-  EXPECT_EQ(job().lifecycle.reason, "crash on node-b: crash of rank 2");
-  EXPECT_EQ(job().lifecycle.stop_deadline, now() + absl::Seconds(30));
-  EXPECT_TRUE(job().recovery.active());
+  EXPECT_EQ(job().costs().failures(), 1);  // counts in the MTBF
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().reason, "crash on node-b: crash of rank 2");
+  EXPECT_EQ(job().lifecycle().stop_deadline, now() + absl::Seconds(30));
+  EXPECT_TRUE(job().recovery().active());
   // One charge of three: no quarantine yet.
   EXPECT_FALSE(quarantine_.IsQuarantined("node-b"));
   EXPECT_TRUE(OfKind(out.events, EventKind::kQuarantine).empty());
@@ -87,7 +87,7 @@ TEST_F(FailureHandlerTest, ThirdChargeQuarantinesFencesAndRestartsTheJobWithoutT
     failures_.OnNodeFailure(now(), job(), FailureOn("straggler", "node-b", true));
     clock_.Advance(absl::Minutes(1));
   }
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);  // a straggler restarts nothing
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);  // a straggler restarts nothing
   EXPECT_TRUE(decisions_.Take().fences.empty());
 
   failures_.OnNodeFailure(now(), job(), FailureOn("straggler", "node-b", true));
@@ -104,8 +104,8 @@ TEST_F(FailureHandlerTest, ThirdChargeQuarantinesFencesAndRestartsTheJobWithoutT
   ASSERT_EQ(out.journal.nodes.size(), 1u);
   EXPECT_TRUE(out.journal.nodes[0].quarantined);
   EXPECT_EQ(out.journal.nodes[0].changed_by, "policy");
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
-  EXPECT_EQ(job().lifecycle.reason, "node node-b quarantined");
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().reason, "node node-b quarantined");
 }
 
 TEST_F(FailureHandlerTest, UnchargedFailureRestartsButCountsAgainstNoNode) {
@@ -136,8 +136,8 @@ TEST_F(ObserveOnlyTest, FailuresAreRecordedAndNothingIsDone) {
   }
   const SupervisorOutput out = decisions_.Take();
   EXPECT_EQ(out.journal.failures.size(), 3u);
-  EXPECT_EQ(job().costs.failures(), 3);
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().costs().failures(), 3);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
   EXPECT_FALSE(quarantine_.IsQuarantined("node-b"));
   EXPECT_TRUE(out.fences.empty());
 }
@@ -155,8 +155,8 @@ TEST_F(FailureHandlerTest, TransientVerdictRestartsAsItIsAndChargesNoNode) {
               Optional(static_cast<double>(VerdictAction::kTransient)));
   EXPECT_THAT(Figure(verdicts[0], "acted"), Optional(1.0));
   EXPECT_THAT(Figure(verdicts[0], "exit_code"), Optional(16.0));
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
-  EXPECT_FALSE(job().lifecycle.hold_after_stop.has_value());
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
+  EXPECT_FALSE(job().lifecycle().hold_after_stop.has_value());
   EXPECT_EQ(failures_.verdicts().Get(VerdictAction::kTransient, Verdict::Source::kExitCode), 1u);
 }
 
@@ -164,9 +164,9 @@ TEST_F(FailureHandlerTest, StopVerdictHoldsTheJobOnceStopped) {
   RunJob();
   failures_.OnJobFailure(now(), job(), WithVerdict(VerdictAction::kStop));
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
-  EXPECT_TRUE(job().lifecycle.hold_after_stop.has_value());
-  EXPECT_FALSE(job().recovery.active());  // no recovery to time: it is not restarted
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
+  EXPECT_TRUE(job().lifecycle().hold_after_stop.has_value());
+  EXPECT_FALSE(job().recovery().active());  // no recovery to time: it is not restarted
 }
 
 TEST_F(FailureHandlerTest, RestartElsewhereLeavesTheNodeOutThenQuarantinesItTheSecondTime) {
@@ -176,7 +176,7 @@ TEST_F(FailureHandlerTest, RestartElsewhereLeavesTheNodeOutThenQuarantinesItTheS
   SupervisorOutput out = decisions_.Take();
   ASSERT_EQ(OfKind(out.events, EventKind::kVerdict).size(), 1u);
   EXPECT_THAT(Figure(OfKind(out.events, EventKind::kVerdict)[0], "on_node"), Optional(1.0));
-  EXPECT_EQ(job().lifecycle.leave_out_next, "node-b");
+  EXPECT_EQ(job().lifecycle().leave_out_next, "node-b");
   EXPECT_FALSE(quarantine_.IsQuarantined("node-b"));
 
   clock_.Advance(absl::Minutes(5));
@@ -203,7 +203,7 @@ TEST_F(FailureHandlerTest, OperatorQuarantineIsIdempotentAndSaysWhy) {
   EXPECT_EQ(out.journal.nodes[0].changed_by, "operator");
   EXPECT_EQ(out.journal.nodes[0].reason, "bad disk");
   ASSERT_EQ(out.fences.size(), 1u);
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);  // its job goes on without it
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);  // its job goes on without it
 
   EXPECT_THAT(failures_.Quarantine(now(), "node-a", "again", false).value(),
               HasSubstr("already quarantined: bad disk"));

@@ -38,7 +38,7 @@ class JobPlannerTest : public CorePartsTest {
   }
   void Replan() { planner_.Replan(now(), job(), job().StepStats()); }
   void CheckAcks() { planner_.CheckAcks(now(), job(), job().StepStats()); }
-  const std::vector<CheckpointPlanSpec>& plans() { return job().plans.plans(); }
+  const std::vector<CheckpointPlanSpec>& plans() { return job().plans().plans(); }
 };
 
 TEST_F(JobPlannerTest, PlanIsPublishedOnceTheStepTimeIsKnownAndAnnounced) {
@@ -89,11 +89,11 @@ TEST_F(JobPlannerTest, PlanIsConfirmedOnceEveryAgentHoldsIt) {
 
   Node("node-a").plans_held_through = id;
   CheckAcks();
-  EXPECT_LT(job().plans.confirmed_through(), id);  // node-b does not hold it yet
+  EXPECT_LT(job().plans().confirmed_through(), id);  // node-b does not hold it yet
 
   Node("node-b").plans_held_through = id;
   CheckAcks();
-  EXPECT_EQ(job().plans.confirmed_through(), id);
+  EXPECT_EQ(job().plans().confirmed_through(), id);
 }
 
 TEST_F(JobPlannerTest, PlanNotHeldInTimeIsRevokedAndTheScheduleBeforeItStays) {
@@ -121,7 +121,7 @@ TEST_F(JobPlannerTest, PlanNotHeldInTimeIsRevokedAndTheScheduleBeforeItStays) {
   ASSERT_EQ(plans().size(), 2u);
   EXPECT_GT(plans()[1].plan_id, plan.plan_id);
   EXPECT_EQ(plans()[1].interval_steps, 0);
-  EXPECT_EQ(job().plans.confirmed_through(), plans()[1].plan_id);
+  EXPECT_EQ(job().plans().confirmed_through(), plans()[1].plan_id);
 }
 
 TEST_F(JobPlannerTest, OneOffCheckpointOnlyWhenEveryRankCanLearnOfIt) {

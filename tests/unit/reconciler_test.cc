@@ -42,15 +42,15 @@ class ReconcilerTest : public CorePartsTest {
     return "?";
   }
   void MoveTo(JobState state, const std::string& reason = "test") {
-    job().lifecycle.state = state;
-    job().lifecycle.reason = reason;
+    job().mutable_lifecycle().state = state;
+    job().mutable_lifecycle().reason = reason;
   }
 };
 
 TEST_F(ReconcilerTest, StoppingJobStopsEveryRunningAgentOnceAskingForStacks) {
   RunJob();
   MoveTo(JobState::kStopping, "hang at rank 2");
-  job().lifecycle.collect_stacks = true;
+  job().mutable_lifecycle().collect_stacks = true;
 
   reconciler_.Reconcile(job());
   const std::vector<AgentCommand> commands = decisions_.Take().commands;
@@ -115,7 +115,7 @@ TEST_F(ReconcilerTest, QuarantinedNodeIsToldThatAndNothingElse) {
 
 TEST_F(ReconcilerTest, PlansGoToEveryAgentInOrderAndOnlyOnce) {
   RunJob();
-  CheckpointPublisher& plans = job().plans;
+  CheckpointPublisher& plans = job().mutable_plans();
   const uint64_t first = plans.Publish(now(), plans.Periodic(10, 1.0, 50)).plan_id;
   const uint64_t second = plans.Publish(now(), plans.OneOff(10, 1.0)).plan_id;
 

@@ -57,7 +57,7 @@ TEST_F(RestartCoordinatorTest, TransitionOutsideTheTableIsRefusedAndCounted) {
 
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.message(), HasSubstr("pending -> restarting"));
-  EXPECT_EQ(job().lifecycle.state, JobState::kPending);
+  EXPECT_EQ(job().lifecycle().state, JobState::kPending);
   EXPECT_EQ(restarts_.refused_transitions(), 1u);
   EXPECT_TRUE(decisions_.Take().events.empty());
 }
@@ -73,30 +73,30 @@ TEST_F(RestartCoordinatorTest, TransitionIsAnEventAndAJournaledRecord) {
   EXPECT_EQ(out.journal.jobs[0].state, "running");
   EXPECT_EQ(out.journal.jobs[0].reason, "ranks report");
   EXPECT_EQ(out.journal.jobs[0].generation, 1u);
-  EXPECT_EQ(job().lifecycle.since, now());
+  EXPECT_EQ(job().lifecycle().since, now());
 }
 
 TEST_F(RestartCoordinatorTest, FailureStopsEverywhereThenRestartsAfterTheBackoff) {
   RunJob();
   decisions_.Take();
   restarts_.BeginRestart(now(), job(), now() - absl::Seconds(1), "crash on node-b");
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
 
   // node-a stopped, node-b still runs: wait for it.
   clock_.Advance(absl::Seconds(1));
   Exited("node-a");
   Node("node-b").last_report = now();
   restarts_.SweepStopping(now(), job());
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
 
   Exited("node-b");
   restarts_.SweepStopping(now(), job());
-  EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
-  EXPECT_EQ(job().lifecycle.restart_at, now() + absl::Seconds(5));  // the first backoff
+  EXPECT_EQ(job().lifecycle().state, JobState::kRestarting);
+  EXPECT_EQ(job().lifecycle().restart_at, now() + absl::Seconds(5));  // the first backoff
 
   clock_.Advance(absl::Seconds(4));
   restarts_.SweepRestarting(now(), job());
-  EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRestarting);
   EXPECT_EQ(job().job().generation(), 1u);
 
   clock_.Advance(absl::Seconds(1));
@@ -104,9 +104,9 @@ TEST_F(RestartCoordinatorTest, FailureStopsEverywhereThenRestartsAfterTheBackoff
   Exited("node-b");
   restarts_.SweepRestarting(now(), job());
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
   EXPECT_EQ(job().job().generation(), 2u);
-  EXPECT_EQ(job().lifecycle.restarts, 1u);
+  EXPECT_EQ(job().lifecycle().restarts, 1u);
   EXPECT_EQ(Node("node-a").member_generation, 2u);
   EXPECT_EQ(Node("node-b").member_generation, 2u);
   const SupervisorOutput out = decisions_.Take();
@@ -129,14 +129,14 @@ TEST_F(RestartCoordinatorTest, StopTimeoutGoesOnWithoutTheAgentThatDidNotStop) {
     Exited("node-a");
     Node("node-b").last_report = now();  // heard, never stopping
     restarts_.SweepStopping(now(), job());
-    ASSERT_EQ(job().lifecycle.state, JobState::kStopping) << s << "s";
+    ASSERT_EQ(job().lifecycle().state, JobState::kStopping) << s << "s";
   }
   clock_.Advance(absl::Seconds(1));
   Node("node-b").last_report = now();
   restarts_.SweepStopping(now(), job());
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
-  EXPECT_THAT(job().lifecycle.reason, HasSubstr("1 node did not stop within 30.0s"));
+  EXPECT_EQ(job().lifecycle().state, JobState::kRestarting);
+  EXPECT_THAT(job().lifecycle().reason, HasSubstr("1 node did not stop within 30.0s"));
 }
 
 TEST_F(RestartCoordinatorTest, QuarantinedNodeIsLeftOutOfTheNextGeneration) {
@@ -164,7 +164,7 @@ TEST_F(RestartCoordinatorTest, NoNodeToRunOnFailsTheJob) {
   clock_.Advance(absl::Seconds(5));
   restarts_.SweepRestarting(now(), job());
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kFailed);
+  EXPECT_EQ(job().lifecycle().state, JobState::kFailed);
   EXPECT_EQ(job().job().generation(), 1u);
 }
 
@@ -182,31 +182,31 @@ class RestartCapTest : public RestartCoordinatorTest {
 TEST_F(RestartCapTest, FailurePastTheCapHoldsTheJobAndResumeForgivesIt) {
   RunJob();
   FailAndStop();
-  ASSERT_EQ(job().lifecycle.state, JobState::kRestarting);
+  ASSERT_EQ(job().lifecycle().state, JobState::kRestarting);
   clock_.Advance(absl::Seconds(5));
   Exited("node-a");
   Exited("node-b");
   restarts_.SweepRestarting(now(), job());
-  ASSERT_EQ(job().lifecycle.state, JobState::kRunning);
+  ASSERT_EQ(job().lifecycle().state, JobState::kRunning);
   decisions_.Take();
 
   FailAndStop();  // the second failure within the hour
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kHeld);
+  EXPECT_EQ(job().lifecycle().state, JobState::kHeld);
   EXPECT_EQ(OfKind(decisions_.Take().events, EventKind::kHold).size(), 1u);
 
   absl::StatusOr<std::string> resumed = restarts_.Resume(now(), job());
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(*resumed, "job job resumed: generation 3 starts now");
-  EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
-  EXPECT_EQ(job().lifecycle.restart_at, now());
+  EXPECT_EQ(job().lifecycle().state, JobState::kRestarting);
+  EXPECT_EQ(job().lifecycle().restart_at, now());
   EXPECT_EQ(OfKind(decisions_.Take().events, EventKind::kResume).size(), 1u);
   // Generation 3 starts at the next sweep.
   clock_.Advance(absl::Seconds(1));
   Exited("node-a");
   Exited("node-b");
   restarts_.SweepRestarting(now(), job());
-  ASSERT_EQ(job().lifecycle.state, JobState::kRunning);
+  ASSERT_EQ(job().lifecycle().state, JobState::kRunning);
   EXPECT_THAT(*restarts_.Resume(now(), job()), HasSubstr("is not held"));
 }
 
@@ -218,7 +218,7 @@ TEST_F(RestartCapTest, ResumeIsRefusedWhileNoAgentWaitsToRunTheJob) {
   Exited("node-a");
   Exited("node-b");
   restarts_.SweepStopping(now(), job());
-  ASSERT_EQ(job().lifecycle.state, JobState::kHeld);
+  ASSERT_EQ(job().lifecycle().state, JobState::kHeld);
   decisions_.Take();
   // Both agents gave up waiting (--hold-timeout) and left.
   agents_.Disconnect(Node("node-a").session);
@@ -228,14 +228,14 @@ TEST_F(RestartCapTest, ResumeIsRefusedWhileNoAgentWaitsToRunTheJob) {
   absl::StatusOr<std::string> refused = restarts_.Resume(now(), job());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("no agent waits to run it"));
-  EXPECT_EQ(job().lifecycle.state, JobState::kHeld);
+  EXPECT_EQ(job().lifecycle().state, JobState::kHeld);
   EXPECT_TRUE(decisions_.Take().events.empty());
 
   // One agent is back: the job can restart on it.
   agents_.Connect(now(), ::trainsup::testing::MakeHello("node-a"));
   EXPECT_EQ(agents_.AgentsWaiting("job"), 1u);
   ASSERT_TRUE(restarts_.Resume(now(), job()).ok());
-  EXPECT_EQ(job().lifecycle.state, JobState::kRestarting);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRestarting);
 }
 
 TEST_F(RestartCoordinatorTest, AFinishedJobHasNothingToResume) {
@@ -243,25 +243,25 @@ TEST_F(RestartCoordinatorTest, AFinishedJobHasNothingToResume) {
   Exited("node-a", 0);
   Exited("node-b", 0);
   restarts_.CheckFinished(now(), job());
-  ASSERT_EQ(job().lifecycle.state, JobState::kFinished);
+  ASSERT_EQ(job().lifecycle().state, JobState::kFinished);
 
   absl::StatusOr<std::string> refused = restarts_.Resume(now(), job());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("has finished"));
-  EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
+  EXPECT_EQ(job().lifecycle().state, JobState::kFinished);
 }
 
 TEST_F(RestartCoordinatorTest, JobFinishesWhenEveryNodeOfItsGenerationExitedZero) {
   RunJob();
   Exited("node-a", 0);
   restarts_.CheckFinished(now(), job());
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);  // node-b still runs
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);  // node-b still runs
 
   Exited("node-b", 0);
   restarts_.CheckFinished(now(), job());
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
-  EXPECT_EQ(job().lifecycle.reason, "the command exited 0 on all 2 nodes");
+  EXPECT_EQ(job().lifecycle().state, JobState::kFinished);
+  EXPECT_EQ(job().lifecycle().reason, "the command exited 0 on all 2 nodes");
   // An ended job's picture is journaled as it ends.
   EXPECT_EQ(decisions_.Take().journal.ended_jobs.size(), 1u);
 }
@@ -280,8 +280,8 @@ TEST_F(RestartCoordinatorTest, JobFinishesFromItsOwnNodesWhenTheirNamesServeTheN
 
   restarts_.CheckFinished(now(), job());
 
-  EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
-  EXPECT_EQ(job().lifecycle.reason, "the command exited 0 on all 2 nodes");
+  EXPECT_EQ(job().lifecycle().state, JobState::kFinished);
+  EXPECT_EQ(job().lifecycle().reason, "the command exited 0 on all 2 nodes");
 }
 
 }  // namespace

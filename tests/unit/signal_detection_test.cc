@@ -102,7 +102,7 @@ TEST_F(SignalDetectionTest, AHealthyRunIsNeitherStoppedNorReported) {
   EXPECT_FALSE(Steps(0, 80));
   EXPECT_THAT(SignalEvents(), IsEmpty());
   EXPECT_THAT(failures_recorded_, IsEmpty());
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
 }
 
 TEST_F(SignalDetectionTest, ANonFiniteLossStopsTheJobNamingItsRankAndNode) {
@@ -117,7 +117,7 @@ TEST_F(SignalDetectionTest, ANonFiniteLossStopsTheJobNamingItsRankAndNode) {
   ASSERT_EQ(failures_recorded_.size(), 1u);
   EXPECT_EQ(failures_recorded_[0].kind, "not_finite");
   EXPECT_EQ(failures_recorded_[0].rank, std::optional<uint32_t>(2));
-  EXPECT_EQ(job().lifecycle.state, JobState::kStopping);
+  EXPECT_EQ(job().lifecycle().state, JobState::kStopping);
 }
 
 class ObserveOnlySignalDetectionTest : public SignalDetectionTest {
@@ -136,7 +136,7 @@ TEST_F(ObserveOnlySignalDetectionTest, ANonFiniteLossIsReportedAndTheJobGoesOn) 
   const std::vector<Event> found = Events(EventKind::kNotFinite);
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].rank, std::optional<uint32_t>(2));
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
 }
 
 TEST_F(ObserveOnlySignalDetectionTest, AReplicaMismatchIsReportedAndNotCharged) {
@@ -145,7 +145,7 @@ TEST_F(ObserveOnlySignalDetectionTest, AReplicaMismatchIsReportedAndNotCharged) 
   const std::vector<Event> found = Events(EventKind::kReplicaMismatch);
   ASSERT_FALSE(found.empty());
   EXPECT_THAT(Figure(found[0], "charged"), Optional(0.0));
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
 }
 
 class ReportOnlyNonFiniteTest : public SignalDetectionTest {
@@ -164,7 +164,7 @@ TEST_F(ReportOnlyNonFiniteTest, ANonFiniteLossIsAnEventOnlyAndNoFailure) {
   EXPECT_FALSE(Steps(0, 40, NaNOnRank2From20));
   EXPECT_EQ(Events(EventKind::kNotFinite).size(), 1u);
   EXPECT_THAT(failures_recorded_, IsEmpty());
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
 }
 
 // Silent data corruption is the node's: charged toward its quarantine, the
@@ -180,7 +180,7 @@ TEST_F(SignalDetectionTest, AReplicaMismatchIsChargedToItsNodeAndTheJobGoesOn) {
   ASSERT_FALSE(failures_recorded_.empty());
   EXPECT_EQ(failures_recorded_[0].kind, "replica_mismatch");
   EXPECT_EQ(failures_recorded_[0].node, "node-b");
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
 }
 
 }  // namespace

@@ -86,23 +86,23 @@ TEST_F(StateRestoreTest, RunningJobIsBackAtItsGenerationAndKeepsItsExposure) {
 
   ASSERT_NE(jobs_.Find("job"), nullptr);
   EXPECT_EQ(job().job().generation(), 3u);
-  EXPECT_EQ(job().lifecycle.state, JobState::kRunning);
-  EXPECT_EQ(job().lifecycle.reason, "was running");
-  EXPECT_EQ(job().lifecycle.since, now() - absl::Minutes(5));
-  EXPECT_EQ(job().lifecycle.restarts, 4u);
-  EXPECT_EQ(job().costs.failures(), 2);
-  EXPECT_EQ(job().last_heard, now());  // waits --job-retention for its agents
+  EXPECT_EQ(job().lifecycle().state, JobState::kRunning);
+  EXPECT_EQ(job().lifecycle().reason, "was running");
+  EXPECT_EQ(job().lifecycle().since, now() - absl::Minutes(5));
+  EXPECT_EQ(job().lifecycle().restarts, 4u);
+  EXPECT_EQ(job().costs().failures(), 2);
+  EXPECT_EQ(job().last_heard(), now());  // waits --job-retention for its agents
   // Exposure goes on from now: the time the supervisor was down is nobody's.
-  EXPECT_DOUBLE_EQ(job().costs.ExposureSeconds(now()), 100);
-  EXPECT_DOUBLE_EQ(job().costs.ExposureSeconds(now() + absl::Seconds(10)), 110);
+  EXPECT_DOUBLE_EQ(job().costs().ExposureSeconds(now()), 100);
+  EXPECT_DOUBLE_EQ(job().costs().ExposureSeconds(now() + absl::Seconds(10)), 110);
 }
 
 TEST_F(StateRestoreTest, EndedJobLeavesAtTheFirstSweepAndAStoppedOneGoesOn) {
   PersistedState ended;
   ended.jobs.push_back(Row("finished"));
   Restore(ended);
-  EXPECT_EQ(job().lifecycle.state, JobState::kFinished);
-  EXPECT_EQ(job().last_heard, now() - absl::Minutes(5));  // when it ended, not now
+  EXPECT_EQ(job().lifecycle().state, JobState::kFinished);
+  EXPECT_EQ(job().last_heard(), now() - absl::Minutes(5));  // when it ended, not now
 
   PersistedState stopping;
   JobRow row = Row("stopping");
@@ -111,9 +111,9 @@ TEST_F(StateRestoreTest, EndedJobLeavesAtTheFirstSweepAndAStoppedOneGoesOn) {
   Restore(stopping);
   const JobEntry* other = jobs_.Find("other");
   ASSERT_NE(other, nullptr);
-  EXPECT_EQ(other->lifecycle.state, JobState::kStopping);
-  EXPECT_EQ(other->lifecycle.stop_deadline, now() + options_.stop_timeout);
-  EXPECT_EQ(other->lifecycle.restart_at, now());
+  EXPECT_EQ(other->lifecycle().state, JobState::kStopping);
+  EXPECT_EQ(other->lifecycle().stop_deadline, now() + options_.stop_timeout);
+  EXPECT_EQ(other->lifecycle().restart_at, now());
 }
 
 TEST_F(StateRestoreTest, RestartsCountTowardTheCapUntilAnOperatorResumed) {
@@ -123,7 +123,7 @@ TEST_F(StateRestoreTest, RestartsCountTowardTheCapUntilAnOperatorResumed) {
     s.restarts.push_back({now() - absl::Minutes(i), "job", 0, 1, "crash"});
   }
   Restore(s);
-  EXPECT_FALSE(job().lifecycle.governor.Decide(now()).allowed);
+  EXPECT_FALSE(job().lifecycle().governor.Decide(now()).allowed);
 
   // A store written before resumes were kept with the job has the event only.
   Event resumed;
@@ -134,7 +134,7 @@ TEST_F(StateRestoreTest, RestartsCountTowardTheCapUntilAnOperatorResumed) {
   s.events.push_back(resumed);
   jobs_.Erase("job");
   Restore(s);
-  EXPECT_TRUE(job().lifecycle.governor.Decide(now()).allowed);
+  EXPECT_TRUE(job().lifecycle().governor.Decide(now()).allowed);
 }
 
 TEST_F(StateRestoreTest, PendingFenceRunsAgainOnlyWhileTheNodeNeedsIt) {

@@ -564,7 +564,7 @@ TEST_F(VerdictsTest, LossSpikeErrorHoldsTheJobWithTheReasonAndNoRetry) {
   const std::vector<Event> hold = Events(EventKind::kHold);
   ASSERT_EQ(hold.size(), 1u);
   EXPECT_EQ(Figure(hold[0], "verdict"), 4.0);
-  EXPECT_THAT(entry().lifecycle.reason,
+  EXPECT_THAT(entry().lifecycle().reason,
               HasSubstr("crash of rank 0 (LossSpikeError: loss spiked 5 steps in a row) on "
                         "node-a: the job's own verdict is stop (trainsupd's rule "
                         "exception:LossSpikeError=stop), not restarted"));
@@ -583,7 +583,7 @@ TEST_F(VerdictsTest, TheScriptsOwnVerdictComesBeforeTheTable) {
   Sweep(AtS(6));
 
   EXPECT_EQ(state(), "held");
-  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("(hb.verdict: shard 7 is corrupt)"));
+  EXPECT_THAT(entry().lifecycle().reason, HasSubstr("(hb.verdict: shard 7 is corrupt)"));
   EXPECT_EQ(sup_->verdicts_acted().Get(VerdictAction::kStop, Verdict::Source::kScript), 1u);
 }
 
@@ -684,7 +684,7 @@ TEST_F(EarlyFailuresTest, TheSameEarlyFailureOnEveryNodeHoldsTheJobWithItsLastLi
   const std::vector<Event> hold = Events(EventKind::kHold);
   ASSERT_EQ(hold.size(), 1u);
   EXPECT_EQ(Figure(hold[0], "early_failure"), 1.0);
-  EXPECT_THAT(entry().lifecycle.reason,
+  EXPECT_THAT(entry().lifecycle().reason,
               HasSubstr("the same way on all 2 nodes (node-a, node-b): the workload's failure, "
                         "not a node's; its last stderr lines: Traceback (most recent call last): "
                         "| File \"/job/train.py\", line 23, in <module> | import trainsup | "
@@ -715,7 +715,7 @@ TEST_F(EarlyFailuresTest, AFirstEarlyFailureOnOneNodeIsRestartedAndHeldWhenItCom
   Sweep(t + absl::Seconds(1));
 
   EXPECT_EQ(state(), "held");
-  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("the same way in generations 1 and 2"));
+  EXPECT_THAT(entry().lifecycle().reason, HasSubstr("the same way in generations 1 and 2"));
   EXPECT_EQ(sup_->quarantine().quarantined_count(), 0u);
 }
 

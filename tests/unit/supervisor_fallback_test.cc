@@ -214,8 +214,8 @@ TEST_F(FallbackTest, ACheckpointThatFailsAfterEveryLoadIsFallenBackFromAndTheJob
   // Behind the last complete checkpoint (39), as it was told: not a finding,
   // neither an event nor a count for the alert.
   EXPECT_TRUE(Events(EventKind::kResumedBehind).empty());
-  EXPECT_EQ(entry().signals.resume_counts().behind, 0u);
-  EXPECT_TRUE(entry().fallback.advice().empty());
+  EXPECT_EQ(entry().signals().resume_counts().behind, 0u);
+  EXPECT_TRUE(entry().fallback().advice().empty());
   EXPECT_EQ(job().max_step(), 79);
 }
 
@@ -287,8 +287,8 @@ TEST_F(FallbackTest, ACheckpointCommittedAfterTheFirstNaNIsNeverLoaded) {
   EXPECT_EQ(job().max_step(), 99);
   EXPECT_TRUE(Events(EventKind::kHold).empty());
   EXPECT_TRUE(Events(EventKind::kResumedBehind).empty());  // behind 59 as told
-  EXPECT_TRUE(entry().fallback.advice().empty());          // 59 saved anew: lifted
-  EXPECT_EQ(entry().fallback.state().rollbacks, 0);        // not counted against the cap
+  EXPECT_TRUE(entry().fallback().advice().empty());        // 59 saved anew: lifted
+  EXPECT_EQ(entry().fallback().state().rollbacks, 0);      // not counted against the cap
 }
 
 TEST_F(FallbackTest, UnderReportOnlyNothingIsCut) {
@@ -297,7 +297,7 @@ TEST_F(FallbackTest, UnderReportOnlyNothingIsCut) {
   ConnectAgents(AtS(0));
   Steps(AtS(0), 0, 80, NaNFrom58);
   EXPECT_EQ(state(), "running");
-  EXPECT_TRUE(entry().fallback.advice().empty());
+  EXPECT_TRUE(entry().fallback().advice().empty());
   EXPECT_TRUE(Events(EventKind::kCheckpointSuspect).empty());
 }
 
@@ -343,8 +343,8 @@ TEST_F(FallbackTest, ANativeCrashAfterEveryLoadFallsBackAndStillChargesItsNode) 
       Send(now, b_, {}, {Alive(2), Died(3, 0.0, 0, /*signal=*/11)});
     });
     ASSERT_EQ(state(), "stopping");
-    ASSERT_TRUE(entry().lifecycle.last_recorded_failure.has_value());
-    EXPECT_TRUE(entry().lifecycle.last_recorded_failure->charged) << generation;
+    ASSERT_TRUE(entry().lifecycle().last_recorded_failure.has_value());
+    EXPECT_TRUE(entry().lifecycle().last_recorded_failure->charged) << generation;
   }
   ExpectFallback(3, 39, 38, 29);
 }
@@ -397,7 +397,7 @@ TEST_F(FallbackTest, ReportOnlyByDefault) {
 
 TEST_F(FallbackTest, ATrainsupdRestartKeepsTheLimitInForce) {
   absl::Time t = LoadThePoisonedCheckpointTwice();
-  ASSERT_EQ(entry().fallback.advice().limit, 38);
+  ASSERT_EQ(entry().fallback().advice().limit, 38);
   // What the store holds is the last journaled row of the job.
   PersistedState stored;
   std::optional<FallbackRow> last;
@@ -411,9 +411,9 @@ TEST_F(FallbackTest, ATrainsupdRestartKeepsTheLimitInForce) {
   stored.jobs.push_back(job_row);
   Create();
   sup_->Restore(t, stored);
-  EXPECT_EQ(entry().fallback.advice().limit, 38);
-  EXPECT_EQ(entry().fallback.state().suspects, std::vector<int64_t>{39});
-  EXPECT_EQ(entry().fallback.state().rollbacks, 1);
+  EXPECT_EQ(entry().fallback().advice().limit, 38);
+  EXPECT_EQ(entry().fallback().state().suspects, std::vector<int64_t>{39});
+  EXPECT_EQ(entry().fallback().state().rollbacks, 1);
 }
 
 }  // namespace

@@ -102,13 +102,13 @@ TEST_F(KillTest, ACriterionMetStopsTheJobEverywhereAndItStaysKilled) {
   for (int i = 0; i < 30; ++i) Sweep(t + absl::Seconds(2 + i));
   EXPECT_EQ(state(), "killed");
   EXPECT_EQ(job().generation(), 1u);  // not restarted
-  EXPECT_EQ(entry().lifecycle.reason, "kill criterion loss_above met at step 110");
+  EXPECT_EQ(entry().lifecycle().reason, "kill criterion loss_above met at step 110");
 
   // An operator's resume undoes it: the next generation starts.
   ASSERT_TRUE(sup_->Resume(t + absl::Seconds(40), "job").ok());
   Sweep(t + absl::Seconds(40));
   EXPECT_EQ(job().generation(), 2u);
-  EXPECT_FALSE(entry().kill.fired());
+  EXPECT_FALSE(entry().kill().fired());
 }
 
 TEST_F(KillTest, ObserveOnlyReportsAndTheJobGoesOn) {
@@ -173,7 +173,7 @@ TEST_F(KillTest, BadScriptCriteriaAreRefused) {
   KillCriteriaSpec spec;
   spec.band = 0;
   SendCriteria(AtS(0.1), spec);
-  EXPECT_EQ(entry().kill.spec(), nullptr);
+  EXPECT_EQ(entry().kill().spec(), nullptr);
 }
 
 }  // namespace

@@ -237,7 +237,7 @@ TEST_F(LifecycleTest, AllStoppedMeansRestartingWithThePolicysBackoff) {
   Sweep(AtS(15));
 
   EXPECT_EQ(state(), "restarting");
-  const JobLifecycle* control = &sup_->FindEntry("job")->lifecycle;
+  const JobLifecycle* control = &sup_->FindEntry("job")->lifecycle();
   EXPECT_EQ(control->restart_at, AtS(20));
   EXPECT_THAT(control->reason, HasSubstr("every node stopped"));
   SupervisorOutput out = Take();
@@ -283,7 +283,7 @@ TEST_F(LifecycleTest, AfterTheBackoffGenerationTwoStartsOnEveryAgent) {
   ASSERT_EQ(out.journal.jobs.size(), 1u);
   EXPECT_EQ(out.journal.jobs[0].state, "running");
   EXPECT_EQ(out.journal.jobs[0].generation, 2u);
-  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restarts, 1u);
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle().restarts, 1u);
 
   // Sent once.
   Sweep(AtS(21));
@@ -346,7 +346,7 @@ TEST_F(LifecycleTest, AgentThatNeverStopsDoesNotBlockTheRestartPastTheStopTimeou
   Sweep(AtS(71));
 
   EXPECT_EQ(state(), "restarting");
-  EXPECT_THAT(sup_->FindEntry("job")->lifecycle.reason,
+  EXPECT_THAT(sup_->FindEntry("job")->lifecycle().reason,
               HasSubstr("1 node did not stop within 60.0s"));
   Sweep(AtS(76));
   EXPECT_EQ(state(), "running");
@@ -467,7 +467,7 @@ TEST_F(HoldTest, ResumedJobGetsAFreshRestartBudget) {
   CrashOnNodeA(now + absl::Seconds(3));
   BothStop(now + absl::Seconds(5));
   EXPECT_EQ(state(), "restarting");
-  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restart_at, now + absl::Seconds(15));
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle().restart_at, now + absl::Seconds(15));
 }
 
 // The restart right at a resume counts towards the cap: with
@@ -482,7 +482,7 @@ TEST_F(HoldTest, RestartRightAtResumeCountsTowardsTheCap) {
   SendStarted(now + absl::Seconds(1), b_);
   absl::Time t = now + absl::Seconds(2);
   t = CrashAndRestart(t, absl::Seconds(10));  // restart #2: backoff 5s x 2^1
-  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restarts, 4u);
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle().restarts, 4u);
 
   CrashOnNodeA(t);
   BothStop(t + absl::Seconds(2));
@@ -911,11 +911,11 @@ TEST_F(LifecycleTest, AJobWhoseNodesPassToTheNextJobBeforeItsSweepStillFinishes)
   Sweep(AtS(11));
 
   EXPECT_EQ(state(), "finished");
-  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("exited 0 on all 2 nodes"));
+  EXPECT_THAT(entry().lifecycle().reason, HasSubstr("exited 0 on all 2 nodes"));
   const JobView view = *sup_->ViewOf("job", AtS(11));
   EXPECT_EQ(view.nodes, 2u);  // the nodes its generation ran on
   EXPECT_EQ(sup_->Diagnose("job", AtS(11))->verdict, DiagnosisVerdict::kFinished);
-  EXPECT_EQ(JobStateName(sup_->FindEntry("next")->lifecycle.state), "pending");
+  EXPECT_EQ(JobStateName(sup_->FindEntry("next")->lifecycle().state), "pending");
 }
 
 // Its first node already serves the next job while its second still runs:
@@ -940,7 +940,7 @@ TEST_F(LifecycleTest, AJobWaitsForItsOwnNodesNotForTheNamesItsNodesServeNext) {
   Sweep(AtS(12));
 
   EXPECT_EQ(state(), "finished");
-  EXPECT_THAT(entry().lifecycle.reason, HasSubstr("exited 0 on all 2 nodes"));
+  EXPECT_THAT(entry().lifecycle().reason, HasSubstr("exited 0 on all 2 nodes"));
 }
 
 // The negative control: a node whose agent left with its command running
@@ -1154,7 +1154,7 @@ TEST_F(RestoreTest, JobIsBackAtItsGenerationAndRunning) {
   ASSERT_NE(sup_->FindJob("job"), nullptr);
   EXPECT_EQ(job().generation(), 3u);
   EXPECT_EQ(state(), "running");
-  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.reason, "generation 3 started");
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle().reason, "generation 3 started");
 }
 
 TEST_F(RestoreTest, ReconnectingAgentsOfTheCurrentGenerationGetNoCommand) {
@@ -1294,7 +1294,8 @@ TEST_F(RestoreTest, RestoredResumeAfterTheRestartsForgivesThem) {
   BothStop(now_ + absl::Seconds(12));
 
   EXPECT_EQ(state(), "restarting");
-  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restart_at, now_ + absl::Seconds(17));  // initial backoff
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle().restart_at,
+            now_ + absl::Seconds(17));  // initial backoff
 }
 
 TEST_F(RestoreTest, ResumeKeptWithTheJobForgivesRestartsWithoutItsEvent) {
@@ -1310,7 +1311,7 @@ TEST_F(RestoreTest, ResumeKeptWithTheJobForgivesRestartsWithoutItsEvent) {
   BothStop(now_ + absl::Seconds(12));
 
   EXPECT_EQ(state(), "restarting");
-  EXPECT_EQ(sup_->FindEntry("job")->lifecycle.restart_at, now_ + absl::Seconds(17));
+  EXPECT_EQ(sup_->FindEntry("job")->lifecycle().restart_at, now_ + absl::Seconds(17));
 }
 
 TEST_F(RestoreTest, ResumeIsJournaledWithTheJob) {
@@ -1394,8 +1395,8 @@ TEST_F(RestoreTest, LedgerAndMeasuredCostsSurviveARestart) {
   sup_->Restore(now_, s);
 
   const JobEntry& e = entry();
-  EXPECT_EQ(e.ledger.totals().seconds[static_cast<int>(Bucket::kUseful)], 3000);
-  EXPECT_EQ(e.ledger.totals().wall_seconds(), 3400);
+  EXPECT_EQ(e.ledger().totals().seconds[static_cast<int>(Bucket::kUseful)], 3000);
+  EXPECT_EQ(e.ledger().totals().wall_seconds(), 3400);
   const JobView view = *sup_->ViewOf("job", now_);
   EXPECT_TRUE(view.checkpoint_cost.measured);
   EXPECT_EQ(view.checkpoint_cost.seconds, 12);

@@ -160,8 +160,8 @@ TEST_F(SupervisorLimitsTest, HeldPlansMustBeTheOnesThisSupervisorPublished) {
   absl::StatusOr<Supervisor::HelloResult> refused = sup_->Hello(AtS(2), hello);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(refused.status().message(), HasSubstr("plan 100 was never published"));
-  ASSERT_EQ(entry().plans.plans().size(), 1u);
-  EXPECT_EQ(entry().plans.plans()[0].interval_steps, 50);
+  ASSERT_EQ(entry().plans().plans().size(), 1u);
+  EXPECT_EQ(entry().plans().plans()[0].interval_steps, 50);
 }
 
 TEST_F(SupervisorLimitsTest, AJobAndItsNodesLeaveMemoryAfterRetentionWithoutAgents) {

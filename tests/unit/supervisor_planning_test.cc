@@ -205,7 +205,7 @@ class PlanningTest : public FakeAgentsTest {
     return r.seconds;
   }
 
-  const LedgerTotals& ledger() const { return control().ledger.totals(); }
+  const LedgerTotals& ledger() const { return control().ledger().totals(); }
   double Seconds(Bucket b) const { return ledger().seconds[static_cast<int>(b)]; }
 };
 
@@ -243,8 +243,8 @@ TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
     EXPECT_EQ(Figure(plans[0], "plan_id"), static_cast<double>(c.plan.plan_id));
   }
   EXPECT_THAT(sessions, ::testing::UnorderedElementsAre(a_, b_));
-  ASSERT_EQ(control().plans.plans().size(), 1u);
-  EXPECT_EQ(control().plans.plans()[0].interval_steps, interval);
+  ASSERT_EQ(control().plans().plans().size(), 1u);
+  EXPECT_EQ(control().plans().plans()[0].interval_steps, interval);
   // A sanity anchor for the figures: ~22 200 s conservative MTBF, T* ~ 1633 s.
   EXPECT_NEAR(interval, 3265, 3);
 }
@@ -255,13 +255,13 @@ TEST_F(PlanningTest, RunningJobWithAStepTimeGetsAFirstPlanOnEveryAgent) {
 TEST_F(PlanningTest, PlanHeldByEveryAgentIsConfirmed) {
   RunningJob(10, 0.5);
   Sweep(AtS(7));
-  ASSERT_EQ(control().plans.plans().size(), 1u);
-  const uint64_t id = control().plans.plans()[0].plan_id;
-  EXPECT_LT(control().plans.confirmed_through(), id);  // not yet said
+  ASSERT_EQ(control().plans().plans().size(), 1u);
+  const uint64_t id = control().plans().plans()[0].plan_id;
+  EXPECT_LT(control().plans().confirmed_through(), id);  // not yet said
 
   Sweep(AtS(7.2));  // both agents now report holding it
 
-  EXPECT_EQ(control().plans.confirmed_through(), id);
+  EXPECT_EQ(control().plans().confirmed_through(), id);
 }
 
 TEST_F(PlanningTest, PlanAnAgentDoesNotHoldIsRevokedBeforeItsFirstStep) {
@@ -270,7 +270,7 @@ TEST_F(PlanningTest, PlanAnAgentDoesNotHoldIsRevokedBeforeItsFirstStep) {
   absl::Time t = RunningJob(10, 0.5);
   deaf_to_plans_.insert(b_);
   Sweep(AtS(7));
-  const CheckpointPlanSpec first = control().plans.plans()[0];
+  const CheckpointPlanSpec first = control().plans().plans()[0];
   ASSERT_EQ(first.effective_from_step, 30);
   Take();
   // Steps up to the guard (half the 20-step horizon) before step 30: kept.
@@ -286,7 +286,7 @@ TEST_F(PlanningTest, PlanAnAgentDoesNotHoldIsRevokedBeforeItsFirstStep) {
   EXPECT_EQ(plans[0].node, "node-b");  // it did not hold the plan
   EXPECT_EQ(Figure(plans[0], "revoked_plan_id"), static_cast<double>(first.plan_id));
   EXPECT_EQ(Figure(plans[0], "guard_steps"), 10.0);
-  const std::vector<CheckpointPlanSpec>& held = control().plans.plans();
+  const std::vector<CheckpointPlanSpec>& held = control().plans().plans();
   ASSERT_GE(held.size(), 2u);
   const CheckpointPlanSpec& restated = held[1];
   EXPECT_GT(restated.plan_id, first.plan_id);
@@ -306,7 +306,7 @@ TEST_F(PlanningTest, NoNewPlanWhileAnAgentCannotBeHeard) {
   Disconnect(AtS(6.8), b_);
   Sweep(AtS(7));
   EXPECT_THAT(OfKind(Take().events, EventKind::kCheckpointPlan), IsEmpty());
-  EXPECT_THAT(control().plans.plans(), IsEmpty());
+  EXPECT_THAT(control().plans().plans(), IsEmpty());
 }
 
 TEST_F(PlanningTest, OneOffCheckpointIsRefusedWhileAnAgentCannotBeHeard) {
@@ -363,7 +363,7 @@ TEST_F(PlanningTest, NoCheckpointPlanOptionPublishesNothing) {
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
-  EXPECT_THAT(control().plans.plans(), IsEmpty());
+  EXPECT_THAT(control().plans().plans(), IsEmpty());
 }
 
 // ---------------------------------------------------------------------------
@@ -379,21 +379,21 @@ TEST_F(PlanningTest, SweepWithNothingChangedPublishesNothingNew) {
   SupervisorOutput out = Take();
   EXPECT_THAT(OfKind(out.events, EventKind::kCheckpointPlan), IsEmpty());
   EXPECT_THAT(Plans(out.commands), IsEmpty());
-  EXPECT_EQ(control().plans.plans().size(), 1u);
+  EXPECT_EQ(control().plans().plans().size(), 1u);
 }
 
 TEST_F(PlanningTest, IntervalShrinksAsFailuresAccumulate) {
   absl::Time t = RunningJob(10, 0.5);
   Sweep(t + absl::Seconds(1));
   Take();
-  std::vector<int64_t> published = {control().plans.plans().back().interval_steps};
+  std::vector<int64_t> published = {control().plans().plans().back().interval_steps};
   std::vector<double> conservative;
   for (int failure = 1; failure <= 6; ++failure) {
     t = CrashAndRestart(t + absl::Seconds(2));
     StartedAll(t + absl::Seconds(1));
     t = Steps(t + absl::Seconds(2), 1, 4, 0.5);
     const absl::Time sweep = t + absl::Seconds(1);
-    const int64_t previous_from = control().plans.plans().back().effective_from_step;
+    const int64_t previous_from = control().plans().plans().back().effective_from_step;
     Sweep(sweep);
     const MtbfEstimate mtbf = sup_->JobMtbf(control(), sweep);
     EXPECT_EQ(mtbf.failures, failure);
@@ -561,7 +561,7 @@ TEST_F(PlanningTest, ClusterMtbfSumsTheJobs) {
   Sweep(AtS(51));  // "other" stops at 51s
   const JobEntry* other = sup_->FindEntry("other");
   ASSERT_NE(other, nullptr);
-  ASSERT_EQ(JobStateName(other->lifecycle.state), "stopping");
+  ASSERT_EQ(JobStateName(other->lifecycle().state), "stopping");
 
   const MtbfEstimate cluster = sup_->ClusterMtbf(AtS(100));
   EXPECT_NEAR(sup_->JobMtbf(control(), AtS(100)).exposure_seconds, 90, kEps);
@@ -587,10 +587,10 @@ TEST_F(PlanningTest, EveryAgentGetsEveryPlanOnceInOrder) {
   Sweep(t + absl::Seconds(4));
   SupervisorOutput third = Take();
 
-  ASSERT_EQ(control().plans.plans().size(), 3u);
-  const uint64_t p1 = control().plans.plans()[0].plan_id;
-  const uint64_t p2 = control().plans.plans()[1].plan_id;
-  const uint64_t p3 = control().plans.plans()[2].plan_id;
+  ASSERT_EQ(control().plans().plans().size(), 3u);
+  const uint64_t p1 = control().plans().plans()[0].plan_id;
+  const uint64_t p2 = control().plans().plans()[1].plan_id;
+  const uint64_t p3 = control().plans().plans()[2].plan_id;
   EXPECT_LT(p1, p2);
   EXPECT_LT(p2, p3);
   using Ids = std::vector<uint64_t>;
@@ -608,7 +608,7 @@ TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
   Sweep(t + absl::Seconds(2));
   Take();
-  ASSERT_EQ(control().plans.plans().size(), 2u);
+  ASSERT_EQ(control().plans().plans().size(), 2u);
 
   // node-a's agent reconnects (its stream broke; it still runs generation 1).
   Disconnect(t + absl::Seconds(3), a_);
@@ -618,9 +618,9 @@ TEST_F(PlanningTest, ReconnectingAgentGetsAllPlansAgainInOrder) {
   ASSERT_EQ(plans.size(), 2u);
   EXPECT_EQ(plans[0].session, a_);
   EXPECT_EQ(plans[1].session, a_);
-  EXPECT_EQ(plans[0].plan.plan_id, control().plans.plans()[0].plan_id);
-  EXPECT_EQ(plans[1].plan.plan_id, control().plans.plans()[1].plan_id);
-  EXPECT_EQ(plans[1].plan.one_off_steps, control().plans.plans()[1].one_off_steps);
+  EXPECT_EQ(plans[0].plan.plan_id, control().plans().plans()[0].plan_id);
+  EXPECT_EQ(plans[1].plan.plan_id, control().plans().plans()[1].plan_id);
+  EXPECT_EQ(plans[1].plan.one_off_steps, control().plans().plans()[1].one_off_steps);
   // ... once.
   Sweep(t + absl::Seconds(5));
   EXPECT_THAT(Plans(Take().commands), IsEmpty());
@@ -634,7 +634,7 @@ TEST_F(PlanningTest, AgentJoiningLaterGetsThePlansPublishedBefore) {
   std::vector<AgentCommand> plans = Plans(Take().commands);
   ASSERT_EQ(plans.size(), 1u);
   EXPECT_EQ(plans[0].session, c);
-  EXPECT_EQ(plans[0].plan.plan_id, control().plans.plans()[0].plan_id);
+  EXPECT_EQ(plans[0].plan.plan_id, control().plans().plans()[0].plan_id);
 }
 
 TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
@@ -643,8 +643,10 @@ TEST_F(PlanningTest, PlanIdsKeepIncreasingAcrossARestoreAtALaterTime) {
   ASSERT_TRUE(sup_->RequestCheckpoint(t + absl::Seconds(2), "job").ok());
   Take();
   uint64_t highest = 0;
-  for (const CheckpointPlanSpec& p : control().plans.plans()) highest = std::max(highest, p.plan_id);
-  ASSERT_EQ(control().plans.plans().size(), 2u);
+  for (const CheckpointPlanSpec& p : control().plans().plans()) {
+    highest = std::max(highest, p.plan_id);
+  }
+  ASSERT_EQ(control().plans().plans().size(), 2u);
 
   // The supervisor restarts 30s later: a new one, restored from its journal
   // (the job's latest row).
@@ -676,10 +678,10 @@ TEST_F(PlanningTest, PlanIdsIncreaseEvenWhenPublishedInTheSameMicrosecond) {
   Sweep(now);
   ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
   ASSERT_TRUE(sup_->RequestCheckpoint(now, "job").ok());
-  ASSERT_EQ(control().plans.plans().size(), 3u);
-  EXPECT_EQ(control().plans.plans()[0].plan_id, static_cast<uint64_t>(absl::ToUnixMicros(now)));
-  EXPECT_EQ(control().plans.plans()[1].plan_id, control().plans.plans()[0].plan_id + 1);
-  EXPECT_EQ(control().plans.plans()[2].plan_id, control().plans.plans()[1].plan_id + 1);
+  ASSERT_EQ(control().plans().plans().size(), 3u);
+  EXPECT_EQ(control().plans().plans()[0].plan_id, static_cast<uint64_t>(absl::ToUnixMicros(now)));
+  EXPECT_EQ(control().plans().plans()[1].plan_id, control().plans().plans()[0].plan_id + 1);
+  EXPECT_EQ(control().plans().plans()[2].plan_id, control().plans().plans()[1].plan_id + 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -708,32 +710,32 @@ TEST_F(PlanningTest, RequestCheckpointForAJobNotRunningIsAFailedPrecondition) {
   ASSERT_EQ(state(), "stopping");
   EXPECT_EQ(sup_->RequestCheckpoint(AtS(12), "job").status().code(),
             absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(control().plans.plans(), IsEmpty());
+  EXPECT_THAT(control().plans().plans(), IsEmpty());
 }
 
 TEST_F(PlanningTest, RequestCheckpointAddsAOneOffAtACommonFutureStep) {
   absl::Time t = RunningJob(10, 0.5);
   Sweep(t + absl::Seconds(1));
   Take();
-  const CheckpointPlanSpec before = control().plans.plans().back();
+  const CheckpointPlanSpec before = control().plans().plans().back();
   t = Steps(t + absl::Seconds(1), 11, 30, 0.5);  // max step 30
 
   absl::StatusOr<std::string> said = sup_->RequestCheckpoint(t, "job");
   ASSERT_TRUE(said.ok()) << said.status();
   EXPECT_THAT(*said, HasSubstr("step 50"));
-  ASSERT_EQ(control().plans.plans().size(), 2u);
-  const CheckpointPlanSpec& after = control().plans.plans().back();
+  ASSERT_EQ(control().plans().plans().size(), 2u);
+  const CheckpointPlanSpec& after = control().plans().plans().back();
   EXPECT_GT(after.plan_id, before.plan_id);
   // The same periodic schedule, plus the one-off 20 steps (10s) ahead.
   EXPECT_EQ(after.anchor_step, before.anchor_step);
   EXPECT_EQ(after.interval_steps, before.interval_steps);
   EXPECT_EQ(after.effective_from_step, before.effective_from_step);
   EXPECT_THAT(after.one_off_steps, ElementsAre(30 + 20));
-  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), 31), 50);
+  EXPECT_EQ(NextCheckpointStep(control().plans().plans(), 31), 50);
   // The periodic steps are unchanged around it.
   for (int64_t s = 0; s < 10'000; ++s) {
     if (s == 50) continue;
-    ASSERT_EQ(ShouldCheckpoint(control().plans.plans(), s), ShouldCheckpoint({before}, s)) << s;
+    ASSERT_EQ(ShouldCheckpoint(control().plans().plans(), s), ShouldCheckpoint({before}, s)) << s;
   }
 
   SupervisorOutput out = Take();
@@ -752,10 +754,10 @@ TEST_F(PlanningTest, RequestCheckpointWithoutAPlanYetIsAOneOffOnly) {
   options_.plan_checkpoints = false;
   absl::Time t = RunningJob(10, 0.5);
   ASSERT_TRUE(sup_->RequestCheckpoint(t, "job").ok());
-  ASSERT_EQ(control().plans.plans().size(), 1u);
-  EXPECT_EQ(control().plans.plans()[0].interval_steps, 0);
-  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), 11), 30);
-  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), 31), -1);
+  ASSERT_EQ(control().plans().plans().size(), 1u);
+  EXPECT_EQ(control().plans().plans()[0].interval_steps, 0);
+  EXPECT_EQ(NextCheckpointStep(control().plans().plans(), 11), 30);
+  EXPECT_EQ(NextCheckpointStep(control().plans().plans(), 31), -1);
 }
 
 // ---------------------------------------------------------------------------
@@ -771,8 +773,8 @@ TEST_F(PlanningTest, LedgerSplitsAStretchByTheReportedDataWait) {
   EXPECT_EQ(Seconds(Bucket::kLost), 0);
   EXPECT_NEAR(ledger().wall_seconds(), 2, kEps);
   EXPECT_NEAR(ledger().goodput(), 0.75, kEps);
-  EXPECT_EQ(control().ledger.first_step_time(), AtS(10));
-  EXPECT_EQ(control().ledger.last_step_time(), AtS(12));
+  EXPECT_EQ(control().ledger().first_step_time(), AtS(10));
+  EXPECT_EQ(control().ledger().last_step_time(), AtS(12));
 }
 
 TEST_F(PlanningTest, LedgerCountsBlockingCheckpointTime) {
@@ -810,7 +812,7 @@ TEST_F(PlanningTest, LedgerCountsTheRestartAndReDoneStepsAsLost) {
   EXPECT_NEAR(Seconds(Bucket::kUseful), 4 + 2, kEps);
   EXPECT_NEAR(ledger().wall_seconds(), 34 - 10, kEps);
   // By generation: 4s useful in 1; the failure and the re-done steps in 2.
-  const auto& by = control().ledger.by_generation();
+  const auto& by = control().ledger().by_generation();
   ASSERT_EQ(by.count(1), 1u);
   ASSERT_EQ(by.count(2), 1u);
   EXPECT_NEAR(by.at(1).wall_seconds(), 4, kEps);
@@ -831,8 +833,8 @@ TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestart
   absl::Time t = RunningJob(100, 0.5);  // step 100
   Sweep(t + absl::Seconds(1));     // plan 1: from step 120
   Take();
-  ASSERT_EQ(control().plans.plans().size(), 1u);
-  ASSERT_EQ(control().plans.plans()[0].effective_from_step, 120);
+  ASSERT_EQ(control().plans().plans().size(), 1u);
+  ASSERT_EQ(control().plans().plans()[0].effective_from_step, 120);
 
   // Crash at step 100; generation 2 resumes from its checkpoint at step 50.
   t = CrashAndRestart(t + absl::Seconds(2));
@@ -840,16 +842,16 @@ TEST_F(PlanningTest, NewestPlanDecidesEveryStepFromItsEffectiveFromAfterARestart
   t = Steps(t + absl::Seconds(2), 51, 52, 0.5);
   Sweep(t + absl::Seconds(1));  // plan 2: smaller interval, not before step 120
   Take();
-  ASSERT_EQ(control().plans.plans().size(), 2u);
-  const CheckpointPlanSpec newest = control().plans.plans().back();
+  ASSERT_EQ(control().plans().plans().size(), 2u);
+  const CheckpointPlanSpec newest = control().plans().plans().back();
   EXPECT_EQ(newest.effective_from_step, 120);
-  ASSERT_LT(newest.interval_steps, control().plans.plans()[0].interval_steps);
+  ASSERT_LT(newest.interval_steps, control().plans().plans()[0].interval_steps);
 
   // Every step from there on follows the newest plan.
-  EXPECT_EQ(NextCheckpointStep(control().plans.plans(), newest.effective_from_step + 1),
+  EXPECT_EQ(NextCheckpointStep(control().plans().plans(), newest.effective_from_step + 1),
             newest.effective_from_step + newest.interval_steps);
   for (int64_t s = newest.effective_from_step; s < newest.effective_from_step + 5000; ++s) {
-    EXPECT_EQ(ShouldCheckpoint(control().plans.plans(), s),
+    EXPECT_EQ(ShouldCheckpoint(control().plans().plans(), s),
               (s - newest.anchor_step) % newest.interval_steps == 0)
         << "step " << s;
   }

@@ -176,13 +176,13 @@ TEST_F(SignalsTest, AResumeBehindTheLastCompleteCheckpointIsReportedAndItsRepeat
   CheckpointAll(t, 29);
   t = Steps(t, 30, 60, NaNOnRank3At40);
   ASSERT_EQ(state(), "stopping");
-  EXPECT_EQ(entry().signals.last_checkpoint_step(), 29);
+  EXPECT_EQ(entry().signals().last_checkpoint_step(), 29);
   for (SessionId s : {a_, b_}) SendLauncherExit(t + absl::Seconds(1), s, 0, 15);
   for (int i = 0; i < 10 && job().generation() == 1; ++i) Sweep(t + absl::Seconds(2 + i));
   ASSERT_EQ(job().generation(), 2u);
   gen_ = 2;
   for (SessionId s : {a_, b_}) SendStarted(t + absl::Seconds(12), s);
-  const double lost_before = entry().ledger.totals().seconds[static_cast<int>(Bucket::kLost)];
+  const double lost_before = entry().ledger().totals().seconds[static_cast<int>(Bucket::kLost)];
   Steps(t + absl::Seconds(12), 20, 40, NaNOnRank3At40);  // the same losses, up to the NaN
   std::vector<Event> found = Events(EventKind::kResumedBehind);
   ASSERT_EQ(found.size(), 1u);
@@ -193,13 +193,14 @@ TEST_F(SignalsTest, AResumeBehindTheLastCompleteCheckpointIsReportedAndItsRepeat
   // The same loss, learning rate and data as before at the same steps.
   EXPECT_THAT(Events(EventKind::kLrMismatch), IsEmpty());
   EXPECT_THAT(Events(EventKind::kResumeSpike), IsEmpty());
-  EXPECT_EQ(entry().signals.resume_counts().repeated_steps, 10u);
+  EXPECT_EQ(entry().signals().resume_counts().repeated_steps, 10u);
   // Steps 20..39 were done before: lost, and the ledger's identity holds.
-  const LedgerTotals& totals = entry().ledger.totals();
+  const LedgerTotals& totals = entry().ledger().totals();
   EXPECT_GT(totals.seconds[static_cast<int>(Bucket::kLost)], lost_before);
-  EXPECT_NEAR(totals.wall_seconds(), absl::ToDoubleSeconds(entry().ledger.last_step_time() -
-                                                           entry().ledger.first_step_time()),
-              1e-9);
+  EXPECT_NEAR(
+      totals.wall_seconds(),
+      absl::ToDoubleSeconds(entry().ledger().last_step_time() - entry().ledger().first_step_time()),
+      1e-9);
 }
 
 TEST_F(SignalsTest, AHealthyRunRaisesNoSignal) {
@@ -249,8 +250,8 @@ TEST_F(SignalsTest, TheScriptsSettingsArriveInItsStartAndBadOnesAreRefused) {
   start.signal_settings = {{"non_finite", 1}, {"loss_flat", 0}};
   Send(AtS(1), a_, {start});
   const JobEntry& e = entry();
-  EXPECT_EQ(e.signals.options().non_finite.action, NonFiniteAction::kReport);
-  EXPECT_FALSE(e.signals.options().loss_flat.enabled);
+  EXPECT_EQ(e.signals().options().non_finite.action, NonFiniteAction::kReport);
+  EXPECT_FALSE(e.signals().options().loss_flat.enabled);
 
   Heartbeat bad = Hb(HeartbeatKind::kStart, 1, 0);
   bad.signal_settings = {{"loss_flat", 7}};
