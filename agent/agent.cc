@@ -14,10 +14,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "agent/heartbeat_decoder.h"
+#include "agent/xid_line.h"
+#include "common/bounded_run.h"
 #include "agent/rank_log.h"
 #include "common/free_port.h"
 #include "common/provenance.h"
@@ -74,6 +79,12 @@ absl::Duration DrainInterval(const AgentOptions& options) {
                     capacity, absl::FormatDuration(options.drain_interval), kDrainMinQueue - 1);
   return absl::ZeroDuration();
 }
+
+// nvidia-smi answers in well under a second on a healthy node; one that
+// hangs (a GPU off the bus) must not hold the agent's start.
+constexpr absl::Duration kNvidiaSmiTimeout = absl::Seconds(10);
+// An error the driver repeats (an Xid storm) goes up once in this long.
+constexpr absl::Duration kXidResendInterval = absl::Seconds(10);
 
 // How long an exiting agent waits for the supervisor to read its final
 // report (reconnecting if need be).
@@ -517,6 +528,97 @@ void Agent::ObserveStackFiles(absl::Duration now) {
   if (stacks_->Done(now)) Do(state_->OnStacksCollected(now));
 }
 
+void Agent::StartGpuWatch() {
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
+    cuda_visible_ = visible;
+  }
+  if (options_.kernel_log.empty() || options_.kernel_log == "none") return;
+  absl::StatusOr<std::unique_ptr<KernelLogFollower>> log =
+      KernelLogFollower::Open(options_.kernel_log);
+  if (!log.ok()) {
+    TRAINSUP_LOG_INFO("GPU errors are not heard: the kernel log %s",
+                      std::string(log.status().message()));
+    return;
+  }
+  kernel_log_ = std::move(*log);
+  if (options_.nvidia_smi.empty() || options_.nvidia_smi == "none") return;
+  BoundedRunOptions run;
+  run.timeout = kNvidiaSmiTimeout;
+  run.max_output = 64 * 1024;
+  run.merge_stderr = false;
+  std::vector<std::string> argv = {options_.nvidia_smi};
+  for (absl::string_view arg : absl::StrSplit(kGpuQueryArgs, ' ')) argv.emplace_back(arg);
+  const BoundedRunResult smi = RunBounded(argv, run);
+  absl::StatusOr<std::vector<GpuInfo>> gpus =
+      smi.succeeded() ? ParseGpuQuery(smi.output)
+                      : absl::UnavailableError(smi.spawn_error != 0 ? strerror(smi.spawn_error)
+                                                                    : "did not exit 0 in time");
+  if (!gpus.ok()) {
+    TRAINSUP_LOG_INFO("following %s; no GPU map from %s (%s): errors name the PCI address",
+                      kernel_log_->path(), options_.nvidia_smi, std::string(gpus.status().message()));
+    return;
+  }
+  TRAINSUP_LOG_INFO("following %s for GPU errors; %d GPUs from %s", kernel_log_->path(),
+                    gpus->size(), options_.nvidia_smi);
+  gpus_ = GpuInventory(*std::move(gpus));
+}
+
+void Agent::OnKernelLine(absl::string_view line) {
+  PciAddress pci;
+  std::string uuid;
+  if (ParseGpuAtLine(line, &pci, &uuid)) {
+    gpus_.NoteUuid(pci, uuid);
+    return;
+  }
+  XidRecord xid;
+  switch (ParseKernelLine(line, &xid)) {
+    case KernelLineKind::kOther:
+      return;
+    case KernelLineKind::kGarbled:
+    case KernelLineKind::kTooLong:
+      ++kernel_lines_refused_;
+      TRAINSUP_LOG_DEBUG("a kernel log line that is no Xid in the driver's form (%d so far)",
+                         kernel_lines_refused_);
+      return;
+    case KernelLineKind::kXid:
+      break;
+  }
+  const absl::Duration now = SteadyNow();
+  const std::string address = xid.pci ? xid.pci->ToString() : "";
+  auto [sent, fresh] = xid_sent_.try_emplace({xid.code, address}, now);
+  if (!fresh && now - sent->second < kXidResendInterval) {
+    ++xids_suppressed_;
+    return;
+  }
+  sent->second = now;
+  const GpuInfo gpu = xid.pci ? gpus_.At(*xid.pci) : GpuInfo();
+  // The ranks of the current generation on this node, by local rank.
+  const std::vector<ProcessObservation> processes = watcher_.Snapshot();
+  uint32_t local_ranks = 0;
+  for (const ProcessObservation& p : processes) {
+    local_ranks = std::max(local_ranks, p.process.local_rank() + 1);
+  }
+  v1::AgentMessage message;
+  v1::GpuError* e = message.mutable_gpu_error();
+  e->set_generation(state_->generation());
+  e->set_xid(xid.code);
+  e->set_pci_bus_id(address);
+  e->set_gpu_index(gpu.index);
+  e->set_gpu_uuid(gpu.uuid);
+  for (uint32_t local : LocalRanksOnGpu(gpu, cuda_visible_, local_ranks)) {
+    e->add_local_ranks(local);
+    for (const ProcessObservation& p : processes) {
+      if (p.process.local_rank() == local) e->add_ranks(p.process.rank());
+    }
+  }
+  e->set_pid(xid.pid.value_or(0));
+  e->set_process(xid.process);
+  e->set_message(xid.message);
+  TRAINSUP_LOG_WARN("Xid %d on GPU %d (%s): %s", xid.code, gpu.index,
+                    address.empty() ? "no address" : address, xid.message);
+  link_->Send(std::move(message));
+}
+
 void Agent::FinishStackCollection() {
   std::unique_ptr<StackCollection> stacks = std::move(stacks_);
   v1::AgentMessage message;
@@ -603,6 +705,7 @@ int Agent::Run() {
   batcher_.SetLauncher(waiting);
   link_->Start();
   state_ = std::make_unique<AgentStateMachine>(options_.timeouts, SteadyNow());
+  StartGpuWatch();
   TRAINSUP_LOG_INFO("job %s node %s: rank socket %s; waiting for the supervisor at %s",
                     options_.job, options_.node, socket_->path(), options_.supervisor);
 
@@ -638,6 +741,9 @@ int Agent::Run() {
     // written (--tee): look again for a while after a silent death.
     NoteRankStderr(now - kStderrDrainTime * 10);
     if (stacks_ != nullptr) ObserveStackFiles(now);
+    if (kernel_log_ != nullptr) {
+      kernel_log_->Poll([this](absl::string_view line) { OnKernelLine(line); });
+    }
     RetryPlanFile(now);
     Do(state_->Tick(now));
   }

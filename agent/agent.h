@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent_state.h"
+#include "agent/gpu_inventory.h"
+#include "agent/kernel_log.h"
 #include "agent/launcher.h"
 #include "agent/plan_file.h"
 #include "agent/provenance.h"
@@ -69,6 +72,13 @@ struct AgentOptions {
   // What each launch's provenance records beyond the defaults
   // (docs/provenance.md): --provenance-env patterns, git's time limit.
   ProvenanceOptions provenance;
+  // The kernel log followed for the GPU driver's Xid lines (docs/gpu.md):
+  // "" or "none" follows none. Default: /dev/kmsg, when readable.
+  std::string kernel_log = "/dev/kmsg";
+  // nvidia-smi, asked at start which GPU is at which PCI address: "" or
+  // "none" asks nothing (errors then name the address only). Default: the
+  // one on PATH, when there is one.
+  std::string nvidia_smi = "nvidia-smi";
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -130,6 +140,11 @@ class Agent {
   // The helper's start-up record (a PROVENANCE heartbeat): kept in the
   // generation's provenance, which goes up again.
   void OnRankProvenance(const v1::RankHeartbeat& hb);
+  // Opens the kernel log and asks nvidia-smi for the node's GPUs (both
+  // optional: a node without them runs as before).
+  void StartGpuWatch();
+  // One line of the kernel log: an Xid goes up as a GpuError.
+  void OnKernelLine(absl::string_view line);
 
   // What the link's threads hand the event loop: a supervisor's message, or
   // the status of a refused hello.
@@ -187,6 +202,16 @@ class Agent {
   // The stack collection under way (kCollecting), and when it began.
   std::unique_ptr<StackCollection> stacks_;
   absl::Duration stacks_began_;
+  // The GPU driver's record (docs/gpu.md): the kernel log followed, the
+  // node's GPUs, CUDA_VISIBLE_DEVICES as the ranks inherit it, and when
+  // each (Xid, address) was last sent up (a storm of one error is sent
+  // once every kXidResendInterval).
+  std::unique_ptr<KernelLogFollower> kernel_log_;
+  GpuInventory gpus_;
+  std::optional<std::string> cuda_visible_;
+  std::map<std::pair<uint32_t, std::string>, absl::Duration> xid_sent_;
+  uint64_t kernel_lines_refused_ = 0;
+  uint64_t xids_suppressed_ = 0;
   // The decisions, in steady time; created when Run starts.
   std::unique_ptr<AgentStateMachine> state_;
 };

@@ -126,6 +126,15 @@ int main(int argc, char** argv) {
                   "with --advertise-address: the port a rendezvous store on this node listens on "
                   "(default: a free port found at start)")
       ->check(CLI::Range(1, 65535));
+  run->add_option("--kernel-log", options.kernel_log,
+                  "follow this kernel log for the NVIDIA driver's Xid lines, from what is written "
+                  "after the start (docs/gpu.md): /dev/kmsg (read as it is readable), a file "
+                  "that grows, or none")
+      ->capture_default_str()->type_name("PATH");
+  run->add_option("--nvidia-smi", options.nvidia_smi,
+                  "asked once at start which GPU is at which PCI address, to name the GPU and "
+                  "ranks of an Xid: a path, a name on PATH, or none")
+      ->capture_default_str()->type_name("PATH");
   run->add_option("command", options.command, "the command to run, after --");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   // The command is what follows `--`, set aside before parsing: CLI11 would

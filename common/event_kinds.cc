@@ -93,6 +93,10 @@ constexpr EventKindInfo kTable[] = {
      "no checkpoint committed for more than twice the planned interval: a failure now loses "
      "the work the event counts; check that the script saves at should_checkpoint() and that "
      "its saves end (checkpoint_failed events say why they do not)"},
+    {EventKind::kGpuError, "gpu_error", F::kNode, "gpu.md", nullptr,
+     "a node's GPU driver reported an Xid: the event says what NVIDIA's catalog wants done "
+     "(a GPU that must be reset took its node out of the job); have the node checked before "
+     "lifting its quarantine (docs/gpu.md)"},
 };
 static_assert(sizeof(kTable) / sizeof(kTable[0]) == kEventKindCount, "one row for every event kind");
 

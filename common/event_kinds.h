@@ -66,6 +66,8 @@ enum class EventKind {
   // Checkpoint saves (docs/signals.md, "Checkpoint saves").
   kCheckpointFailed,   // the script reported a failed save
   kCheckpointOverdue,  // no checkpoint committed for more than twice the planned interval
+  // The hardware (docs/gpu.md).
+  kGpuError,           // the GPU's driver reported an Xid on a node
   kCount,              // number of kinds; not a kind
 };
 constexpr int kEventKindCount = static_cast<int>(EventKind::kCount);

@@ -34,6 +34,12 @@ grpc::Status ApplyAgentMessage(SupervisorHost& host, const v1::AgentMessage& mes
     }
     return ToGrpcStatus(host.Stacks(*session, FromProto(message.stacks())));
   }
+  if (message.has_gpu_error()) {
+    if (*session == 0) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "gpu error before hello");
+    }
+    return ToGrpcStatus(host.GpuError(*session, FromProto(message.gpu_error())));
+  }
   if (message.has_provenance()) {
     if (*session == 0) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "provenance before hello");

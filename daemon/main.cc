@@ -422,6 +422,13 @@ int main(int argc, char** argv) {
                  "Defaults: exit:16=restart-elsewhere, exit:17=transient (Megatron-LM), "
                  "exception:LossSpikeError=stop, exception:HighLossError=stop (llm-foundry)")
       ->type_name("RULE")->allow_extra_args(false);
+  std::vector<std::string> xid_actions;
+  app.add_option("--xid-action", xid_actions,
+                 "what to do on an Xid a node's GPU driver reports, against NVIDIA's catalog "
+                 "(docs/gpu.md): CODE=ACTION, ACTION one of leave (quarantine the node at once), "
+                 "drain (after its generation), workload (its next crash is not the node's), "
+                 "report; repeatable")
+      ->type_name("CODE=ACTION")->allow_extra_args(false);
   // Leader election through etcd (docs/ha.md).
   HaOptions ha;
   app.add_option("--etcd-endpoints", ha.etcd.endpoints,
@@ -455,6 +462,12 @@ int main(int argc, char** argv) {
   if (absl::Status table = AddVerdictRules(verdict_table, verdict_rules, &core.verdicts);
       !table.ok()) {
     std::fprintf(stderr, "error: %s\n", std::string(table.message()).c_str());
+    return kExitUsage;
+  }
+  if (absl::StatusOr<XidCatalog> catalog = XidCatalog::WithOverrides(xid_actions); catalog.ok()) {
+    core.xid_catalog = *std::move(catalog);
+  } else {
+    std::fprintf(stderr, "error: %s\n", std::string(catalog.status().message()).c_str());
     return kExitUsage;
   }
   if (ha.etcd.endpoints.empty() != ha.instance.empty()) {

@@ -305,6 +305,21 @@ StacksInfo FromProto(const v1::StacksReport& in) {
   return out;
 }
 
+GpuErrorInfo FromProto(const v1::GpuError& in) {
+  GpuErrorInfo out;
+  out.generation = in.generation();
+  out.xid = in.xid();
+  out.pci_bus_id = in.pci_bus_id();
+  out.gpu_index = in.gpu_index();
+  out.gpu_uuid = in.gpu_uuid();
+  out.local_ranks.assign(in.local_ranks().begin(), in.local_ranks().end());
+  out.ranks.assign(in.ranks().begin(), in.ranks().end());
+  out.pid = in.pid();
+  out.process = in.process();
+  out.message = in.message();
+  return out;
+}
+
 v1::Rendezvous ToProto(const RendezvousSpec& spec) {
   v1::Rendezvous out;
   out.set_host_node(spec.host_node);

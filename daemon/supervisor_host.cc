@@ -253,6 +253,11 @@ absl::Status SupervisorHost::Stacks(SessionId session, const StacksInfo& stacks)
   return Mutate([&](Supervisor& core, absl::Time now) { return core.Stacks(now, session, stacks); });
 }
 
+absl::Status SupervisorHost::GpuError(SessionId session, const GpuErrorInfo& error) {
+  return Mutate(
+      [&](Supervisor& core, absl::Time now) { return core.GpuError(now, session, error); });
+}
+
 absl::Status SupervisorHost::Provenance(SessionId session, v1::GenerationProvenance record) {
   std::string job;
   const bool known = Read([&](const Supervisor& core, absl::Time) {

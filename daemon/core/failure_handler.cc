@@ -92,9 +92,29 @@ void FailureHandler::OnJobFailure(absl::Time now, JobEntry& job, const Failure& 
   // Restart first, so that the restart is about this failure even when the
   // attribution below quarantines the node (which would restart it too).
   Restart(now, job, failure, failure.hold);
-  if (failure.charged && failure.node != kNoNode) {
+  // A crash that follows its GPU's report of the application's own error
+  // (docs/gpu.md: Xid 13, 31, 43, ...) is the workload's, not the node's.
+  if (failure.charged && failure.node != kNoNode &&
+      !job.verdicts().WorkloadGpuError(agents_.NameOf(failure.node))) {
     AttributeToNode(now, failure.node, failure.message);
   }
+}
+
+bool FailureHandler::QuarantineNow(absl::Time now, NodeIndex index, const std::string& reason,
+                                   absl::string_view by) {
+  if (options_.observe_only) return false;
+  const NodeRecord& node = agents_.node(index);
+  if (quarantine_.IsQuarantined(node.name)) return true;
+  if (quarantine_.AtCap(agents_.size())) {
+    JobEntry* job = jobs_.Find(node.job);
+    decisions_.Emit(job, QuarantineSkippedEvent(now, EventJobOf(job), node.name, reason,
+                                                {1, quarantine_.options().window},
+                                                quarantine_.quarantined_count(),
+                                                quarantine_.options().max_fraction, agents_.size()));
+    return false;
+  }
+  QuarantineNode(now, index, reason, by);
+  return true;
 }
 
 void FailureHandler::Restart(absl::Time now, JobEntry& job, const Failure& failure,

@@ -123,6 +123,13 @@ class FailureHandler {
                                          absl::string_view reason, bool force);
   absl::StatusOr<std::string> Unquarantine(absl::Time now, absl::string_view node);
 
+  // A quarantine decided by a rule at the first occurrence of what it saw
+  // (`by`: "gpu_error"), under --quarantine-max-fraction: true when the node
+  // was quarantined (or already was), false when the cap refused it (a
+  // quarantine_skipped event says so). Nothing under --observe-only.
+  bool QuarantineNow(absl::Time now, NodeIndex node, const std::string& reason,
+                     absl::string_view by);
+
   const VerdictCounts& verdicts() const { return verdicts_; }
 
  private:

@@ -157,6 +157,24 @@ struct StacksInfo {
   std::vector<RankStackInfo> stacks;
 };
 
+// An Xid the node's GPU driver reported (agent.proto's GpuError).
+struct GpuErrorInfo {
+  uint64_t generation = 0;
+  uint32_t xid = 0;
+  std::string pci_bus_id;  // "" when not known
+  int32_t gpu_index = -1;  // -1 when not known
+  std::string gpu_uuid;
+  std::vector<uint32_t> local_ranks;
+  std::vector<uint32_t> ranks;
+  uint32_t pid = 0;  // 0: none named
+  std::string process;
+  std::string message;
+};
+// The most an agent may say of one GPU error (what its parser keeps, and
+// no more than a node's GPUs and ranks).
+constexpr size_t kMaxGpuErrorMessageBytes = 512;
+constexpr size_t kMaxGpuErrorRanks = 64;
+
 struct NodeReportInfo {
   uint64_t sequence = 0;
   uint64_t generation = 0;

@@ -32,6 +32,13 @@ JobEntry::JobEntry(std::string id, const SupervisorOptions& options)
   job_.set_step_observer(&signals_);
 }
 
+bool GenerationVerdicts::WorkloadGpuError(absl::string_view node) const {
+  for (const GpuErrorSeen& e : gpu_errors) {
+    if (e.node == node && e.action == XidAction::kWorkload) return true;
+  }
+  return false;
+}
+
 void JobEntry::SyncGeneration() {
   if (verdicts_.generation == job_.generation()) return;
   verdicts_ = GenerationVerdicts(job_.generation(), straggler_options_);

@@ -32,6 +32,7 @@
 #include "daemon/core/stacks.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/supervisor_options.h"
+#include "daemon/core/xid_catalog.h"
 
 namespace trainsup {
 
@@ -96,6 +97,14 @@ struct GenerationNode {
   }
 };
 
+// An Xid a node's GPU driver reported while the generation ran, and what
+// the catalog said of it (docs/gpu.md).
+struct GpuErrorSeen {
+  std::string node;
+  uint32_t xid = 0;
+  XidAction action = XidAction::kReport;
+};
+
 // The rules' verdicts on the job's current generation. A new generation
 // starts with none.
 struct GenerationVerdicts {
@@ -132,6 +141,13 @@ struct GenerationVerdicts {
   JobStepStats step_stats;
   uint64_t step_stats_heartbeats = UINT64_MAX;  // Job::heartbeats_received() then
   std::optional<absl::Duration> stall_threshold;
+  // The GPU errors heard from its nodes (the first kMaxGpuErrorsKept): a
+  // crash on a node whose GPU reported the application's error is the
+  // workload's, not the node's.
+  static constexpr size_t kMaxGpuErrorsKept = 64;
+  std::vector<GpuErrorSeen> gpu_errors;
+  // Whether `node`'s GPU reported an error the catalog calls the workload's.
+  bool WorkloadGpuError(absl::string_view node) const;
 };
 
 // Everything the supervisor holds about one job: what it observed (Job), the

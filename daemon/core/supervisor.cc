@@ -20,6 +20,7 @@ Supervisor::Supervisor(SupervisorOptions options)
       restarts_(options_, agents_, quarantine_, decisions_),
       admission_(options_, agents_, quarantine_, jobs_, restarts_),
       failures_(options_, agents_, quarantine_, jobs_, restarts_, decisions_),
+      gpu_errors_(options_, agents_, quarantine_, jobs_, failures_, decisions_),
       detection_(options_, agents_, decisions_, failures_),
       signal_detection_(options_, agents_, decisions_, failures_, restarts_),
       planner_(options_, agents_, quarantine_, decisions_),
@@ -169,6 +170,24 @@ const NodeRecord* Supervisor::NodeOfSession(SessionId session) const {
   return index == kNoNode ? nullptr : &agents_.node(index);
 }
 
+absl::Status Supervisor::GpuError(absl::Time now, SessionId session, const GpuErrorInfo& error) {
+  const NodeIndex index = agents_.NodeOfSession(session);
+  if (index == kNoNode) {
+    return absl::FailedPreconditionError("unknown or superseded agent session; reconnect");
+  }
+  if (error.xid == 0) return absl::InvalidArgumentError("a GPU error without an Xid");
+  if (error.message.size() > kMaxGpuErrorMessageBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a GPU error's message longer than ", kMaxGpuErrorMessageBytes, " bytes"));
+  }
+  if (error.ranks.size() > kMaxGpuErrorRanks || error.local_ranks.size() > kMaxGpuErrorRanks ||
+      error.gpu_uuid.size() > 128 || error.pci_bus_id.size() > 32 || error.process.size() > 128) {
+    return absl::InvalidArgumentError("a GPU error naming more than one GPU can hold");
+  }
+  gpu_errors_.OnGpuError(now, index, error);
+  return absl::OkStatus();
+}
+
 absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksInfo& info) {
   const NodeIndex index = agents_.NodeOfSession(session);
   if (index == kNoNode) {
@@ -210,6 +229,7 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
 std::vector<Event> Supervisor::Sweep(absl::Time now) {
   const size_t first = decisions_.pending_events().size();
   jobs_.ForEach([&](JobEntry& job) { SweepJob(now, job); });
+  gpu_errors_.SweepDrains(now);
   ForgetIdle(now);
   UpdateCadence(now);  // a change the hysteresis held back at a hello
   const std::vector<Event>& events = decisions_.pending_events();

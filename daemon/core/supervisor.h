@@ -16,6 +16,7 @@
 #include "daemon/core/detection.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/failure_handler.h"
+#include "daemon/core/gpu_errors.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_entry.h"
@@ -85,6 +86,12 @@ class Supervisor {
   // explain. FailedPrecondition for an unknown session; InvalidArgument for
   // ranks outside the world or a stack beyond kMaxStackBytes.
   absl::Status Stacks(absl::Time now, SessionId session, const StacksInfo& stacks);
+  // An agent read an Xid in its node's kernel log (docs/gpu.md): a gpu_error
+  // event, and what NVIDIA's catalog says (the node leaves the job, is
+  // drained, or its next crash is the workload's). FailedPrecondition for
+  // an unknown session; InvalidArgument for an Xid of 0, a message beyond
+  // kMaxGpuErrorMessageBytes or more than kMaxGpuErrorRanks ranks.
+  absl::Status GpuError(absl::Time now, SessionId session, const GpuErrorInfo& error);
   // The node of a live session; null when it is unknown or superseded.
   const NodeRecord* NodeOfSession(SessionId session) const;
 
@@ -211,6 +218,7 @@ class Supervisor {
   RestartCoordinator restarts_;
   Admission admission_;
   FailureHandler failures_;
+  GpuErrorHandler gpu_errors_;
   Detection detection_;
   SignalDetection signal_detection_;
   JobPlanner planner_;

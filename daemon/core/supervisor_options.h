@@ -16,6 +16,7 @@
 #include "daemon/core/stall_detector.h"
 #include "daemon/core/straggler_detector.h"
 #include "daemon/core/verdicts.h"
+#include "daemon/core/xid_catalog.h"
 
 namespace trainsup {
 
@@ -88,6 +89,9 @@ struct SupervisorOptions {
   // trainsup out, or to watch a job's own failure handling). Agents then exit
   // with their command's code, as without a supervisor. Default: false.
   bool observe_only = false;
+  // What each Xid a node's GPU driver reports means and makes trainsupd do
+  // (NVIDIA's catalog, with --xid-action's overrides; docs/gpu.md).
+  XidCatalog xid_catalog;
   // The driver runs an unfence command (--unfence-command) when an operator
   // lifts a quarantine, journaled and retried like a fence; without one,
   // lifting a quarantine only forgets the node's pending fence. Default: false.

@@ -168,7 +168,7 @@ class Cluster:
 
     def start_job(self, job, nodes=2, nproc_per_node=2, train_args=(), agent_args=(),
                   master_port=None, elastic=False, first_node=0, supervisors=None, helper=True,
-                  advertise=False, script=TRAIN_SCRIPT, env=None):
+                  advertise=False, script=TRAIN_SCRIPT, env=None, node_args=None):
         """Starts one agent per node, each wrapping torchrun for its node rank.
 
         Static rendezvous by default (ranks 0-1 on node-a, 2-3 on node-b).
@@ -180,7 +180,8 @@ class Cluster:
         (127.0.0.1 for node-a, 127.0.0.2 for node-b, ...): trainsupd then
         decides where each generation meets, whatever the command says.
         `script` runs instead of the test training script (a copy of it);
-        `env` adds to the agents' environment.
+        `env` adds to the agents' environment; `node_args` maps a node to
+        agent arguments of its own (after `agent_args`).
         """
         master_port = master_port or free_port()
         for node_rank in range(nodes):
@@ -203,7 +204,7 @@ class Cluster:
                 "--redirects=2", "--tee=2",
                 script, "--log", self.train_log, *train_args,
             ], [*agent_args, *(["--advertise-address", f"127.0.0.{first_node + node_rank + 1}"]
-                               if advertise else [])],
+                               if advertise else []), *(node_args or {}).get(node, [])],
                 supervisor=(supervisors or {}).get(node), helper=helper, env=env)
         return list(self.agents)
 

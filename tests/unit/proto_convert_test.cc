@@ -147,7 +147,7 @@ TEST(ProtoConvertCompletenessTest, EveryFieldAnAgentSendsIsRead) {
   std::vector<const google::protobuf::Descriptor*> messages;
   for (const google::protobuf::Descriptor* m :
        {v1::AgentHello::descriptor(), v1::NodeReport::descriptor(), v1::StacksReport::descriptor(),
-        v1::KillCriteria::descriptor()}) {
+        v1::KillCriteria::descriptor(), v1::GpuError::descriptor()}) {
     CollectMessages(m, &messages);
   }
   int checked = 0;

@@ -276,6 +276,139 @@ TEST_F(FailuresTest, InfrastructureErrorsThatFollowTheNodeQuarantineIt) {
 }
 
 // ---------------------------------------------------------------------------
+// What the GPU's driver says (docs/gpu.md): an Xid as the agent reads it.
+
+GpuErrorInfo Xid(uint32_t code, const std::string& message, std::vector<uint32_t> ranks = {3}) {
+  GpuErrorInfo e;
+  e.generation = 1;
+  e.xid = code;
+  e.pci_bus_id = "0000:3b:00";
+  e.gpu_index = 1;
+  e.gpu_uuid = "GPU-15ea7bf9-1a0e-2d7f-9c62-c28e5ca1aaf1";
+  e.local_ranks = {1};
+  e.ranks = std::move(ranks);
+  e.message = message;
+  return e;
+}
+
+TEST_F(FailuresTest, AGpuOffTheBusTakesItsNodeOutAtTheFirstOccurrence) {
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  ASSERT_TRUE(sup_->GpuError(AtS(3.5), b_, Xid(79, "GPU has fallen off the bus.")).ok());
+
+  const std::vector<Event> gpu = Events(EventKind::kGpuError);
+  ASSERT_EQ(gpu.size(), 1u);
+  EXPECT_EQ(gpu[0].node, "node-b");
+  EXPECT_EQ(gpu[0].rank, 3u);
+  EXPECT_EQ(Figure(gpu[0], "xid"), 79);
+  EXPECT_EQ(Figure(gpu[0], "gpu_index"), 1);
+  EXPECT_THAT(gpu[0].message, HasSubstr("Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS on "
+                                        "node-b GPU 1 (GPU-15ea7bf9"));
+  EXPECT_THAT(gpu[0].message, HasSubstr("-> leave (catalog: RESTART_BM): node node-b leaves the "
+                                        "job at this first occurrence"));
+  // No second failure waited for: quarantined, fenced, the job stops to
+  // restart without it.
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_THAT(sup_->quarantine().ReasonOf("node-b"),
+              HasSubstr("Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS on GPU 1"));
+  const std::vector<Event> quarantine = Events(EventKind::kQuarantine);
+  ASSERT_EQ(quarantine.size(), 1u);
+  EXPECT_THAT(quarantine[0].message, HasSubstr("quarantined by gpu_error"));
+  EXPECT_EQ(state(), "stopping");
+  EXPECT_THAT(entry().lifecycle().reason, HasSubstr("node node-b quarantined"));
+  // The storm that follows (the agent sends a repeat after its interval)
+  // decides nothing more.
+  ASSERT_TRUE(sup_->GpuError(AtS(14), b_, Xid(79, "GPU has fallen off the bus.")).ok());
+  EXPECT_EQ(Events(EventKind::kQuarantine).size(), 1u);
+  EXPECT_THAT(Events(EventKind::kGpuError).back().message, HasSubstr("quarantined already"));
+}
+
+TEST_F(FailuresTest, TheApplicationsXidMakesTheCrashThatFollowsTheWorkloads) {
+  // As InfrastructureErrorsThatFollowTheNodeQuarantineIt, but the GPU said
+  // each time that the application faulted (Xid 13): three crashes, node-b
+  // charged with none.
+  absl::Time t = AtS(1);
+  for (int failure = 1; failure <= 3; ++failure) {
+    for (int s = 1; s <= 3; ++s, t += absl::Seconds(1)) StepAll(t, s);
+    const uint32_t rank = failure % 2 == 0 ? 2 : 3;
+    GpuErrorInfo xid = Xid(13, "Graphics SM Warp Exception on (GPC 1, TPC 3, SM 0): Out Of Range "
+                               "Address", {rank});
+    xid.generation = job().generation();
+    ASSERT_TRUE(sup_->GpuError(t, b_, xid).ok());
+    RaiseAt(t, b_, rank, 3, "RuntimeError", "CUDA error: unspecified launch failure");
+    Sweep(t + absl::Seconds(1.5));
+    if (failure < 3) t = Restart(t + absl::Seconds(2), {a_, b_}) + absl::Seconds(1);
+  }
+  EXPECT_EQ(Events(EventKind::kCrash).size(), 3u);
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_THAT(Events(EventKind::kGpuError)[0].message,
+              HasSubstr("-> workload (catalog: RESTART_APP): the application's error"));
+}
+
+TEST_F(FailuresTest, ARowRemapDrainsTheNodeOnceItsGenerationStops) {
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  ASSERT_TRUE(sup_->GpuError(AtS(3.5), b_,
+                             Xid(63, "Row Remapper: New row marked for remapping, reset gpu to "
+                                     "activate"))
+                  .ok());
+  EXPECT_THAT(Events(EventKind::kGpuError)[0].message, HasSubstr("-> drain"));
+  // The job goes on with node-b for as long as this generation runs.
+  Sweep(AtS(4));
+  StepAll(AtS(4), 4);
+  Sweep(AtS(5));
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_EQ(state(), "running");
+  // node-a's rank crashes: the generation stops, and node-b is drained.
+  RaiseAt(AtS(6), a_, 1, 4, "ValueError", "bad value in batch 7");
+  Sweep(AtS(7.5));
+  Sweep(AtS(8));
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_THAT(sup_->quarantine().ReasonOf("node-b"), HasSubstr("Xid 63"));
+}
+
+TEST_F(FailuresTest, UnderObserveOnlyAnXidIsReportedAndNothingDone) {
+  options_.observe_only = true;
+  Create();
+  ConnectAgents(AtS(0));
+  StepAll(AtS(1), 1);
+  ASSERT_TRUE(sup_->GpuError(AtS(2), b_, Xid(79, "GPU has fallen off the bus.")).ok());
+  EXPECT_THAT(Events(EventKind::kGpuError)[0].message, HasSubstr("--observe-only: nothing done"));
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+  EXPECT_EQ(state(), "running");
+}
+
+TEST_F(FailuresTest, AnXidPastTheQuarantineCapKeepsTheNode) {
+  StepAll(AtS(1), 1);
+  ASSERT_TRUE(sup_->GpuError(AtS(2), b_, Xid(79, "GPU has fallen off the bus.")).ok());
+  ASSERT_TRUE(sup_->quarantine().IsQuarantined("node-b"));
+  // One of two nodes is all --quarantine-max-fraction 0.25 allows.
+  ASSERT_TRUE(sup_->GpuError(AtS(3), a_, Xid(119, "Timeout after 6s of waiting for RPC "
+                                                  "response from GPU4 GSP!"))
+                  .ok());
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-a"));
+  EXPECT_THAT(Events(EventKind::kGpuError).back().message,
+              HasSubstr("--quarantine-max-fraction refuses another quarantine"));
+  EXPECT_EQ(Events(EventKind::kQuarantineSkipped).size(), 1u);
+}
+
+TEST_F(FailuresTest, AGpuErrorThatCannotBeIsRefusedAndChangesNothing) {
+  StepAll(AtS(1), 1);
+  EXPECT_EQ(sup_->GpuError(AtS(2), 9999, Xid(79, "x")).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sup_->GpuError(AtS(2), b_, Xid(0, "x")).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sup_->GpuError(AtS(2), b_, Xid(79, std::string(513, 'x'))).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sup_->GpuError(AtS(2), b_, Xid(79, "x", std::vector<uint32_t>(65, 3))).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Events(EventKind::kGpuError).empty());
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+  // An Xid the catalog does not know is reported, nothing more.
+  ASSERT_TRUE(sup_->GpuError(AtS(3), b_, Xid(4242, "new in a later driver")).ok());
+  EXPECT_THAT(Events(EventKind::kGpuError)[0].message,
+              HasSubstr("-> report (not in the catalog): reported only"));
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-b"));
+}
+
+// ---------------------------------------------------------------------------
 // One agent per node
 
 TEST_F(FailuresTest, SecondAgentForANodeWhoseAgentIsHeardIsRefused) {

@@ -1,0 +1,170 @@
+"""End to end: what the GPU's driver says, on real torchrun (gloo on CPU).
+
+There is no GPU here: each agent follows a kernel log of its own
+(`--kernel-log FILE`, where production follows /dev/kmsg), and the test
+appends to node-b's the driver's lines as they were recorded on real
+machines (tests/testdata/gpu/xid_lines.txt and kmsg_context.txt, each with
+its source), mid-job:
+
+- a GPU off the bus (the driver's "GPU at" line naming its UUID, then Xid 79,
+  both from one recording): node-b leaves the job at this first line,
+  quarantined with the Xid as its reason, and the next generation runs on
+  node-a alone;
+- the application's own fault (Xid 13), then the CUDA error that kills the
+  rank on that node, with every charge quarantining at once: the crash is
+  the workload's, node-b is charged nothing and stays; its twin, with Xid 13
+  reported only (--xid-action 13=report), quarantines node-b for the same
+  crash. A garbled line and a line that is no Xid, written first, change
+  nothing.
+
+Every test prints "measured: ..." lines.
+"""
+
+import datetime
+import os
+import sys
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster import REPO, Cluster, ClusterTestCase, train_steps, wait_for  # noqa: E402
+
+STARTUP = 60
+FAST = ["--sweep-interval", "250ms", "--stall-floor", "5s", "--restart-backoff", "1s",
+        "--stop-grace", "3s"]
+# Any failure charged to a node quarantines it at once (as in test_verdicts).
+CHARGE_QUARANTINES = ["--quarantine-after", "1", "--quarantine-max-fraction", "1"]
+QUARANTINED_EXIT = 75
+GPU_DATA = os.path.join(REPO, "tests", "testdata", "gpu")
+LEAVE, WORKLOAD = 3, 1  # the gpu_error event's "action" figure
+
+
+def recorded(name, contains):
+    """The first line of a recorded file of tests/testdata/gpu holding `contains`."""
+    with open(os.path.join(GPU_DATA, name)) as f:
+        return next(line.rstrip("\n") for line in f if contains in line and not line.startswith("#"))
+
+
+def event_time(e):
+    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
+
+
+class GpuEndToEnd(ClusterTestCase):
+    def make_cluster(self, *extra):
+        self.cluster = Cluster(workdir=self.scratch, supervisor_args=FAST + list(extra))
+        self.cluster.start_supervisor()
+        return self.cluster
+
+    def start(self, c, job, *train_args):
+        """A 2-node elastic job whose agents follow kernel logs of their own;
+        returns node-b's."""
+        logs = {}
+        for node in ("node-a", "node-b"):
+            logs[node] = os.path.join(self.scratch, f"kmsg-{node}")
+            open(logs[node], "w").close()
+        c.start_job(job, elastic=True, train_args=["--steps", "150", "--step-seconds", "0.1",
+                                                   *train_args],
+                    node_args={n: ["--kernel-log", path, "--nvidia-smi", "none"]
+                               for n, path in logs.items()})
+        wait_for(lambda: any(s["generation"] == 1 and s["step"] >= 5
+                             for s in train_steps(c.train_log)), STARTUP * 3,
+                 what="generation 1 training")
+        return logs["node-b"]
+
+    @staticmethod
+    def write(path, *lines):
+        with open(path, "a") as f:
+            for line in lines:
+                f.write(line + "\n")
+        return time.time()
+
+    def test_a_gpu_off_the_bus_takes_its_node_out_at_the_first_line(self):
+        c = self.make_cluster()
+        job = "e2e-xid79"
+        kmsg = self.start(c, job)
+        # One recording (gpud's sxid README): the driver names the GPU, then Xid 79.
+        gpu_at = recorded("kmsg_context.txt", "NVRM: GPU at PCI:0000:91:00")
+        xid = recorded("xid_lines.txt", "(PCI:0000:91:00): 79")
+        written = self.write(kmsg, gpu_at, xid)
+
+        quarantine = wait_for(lambda: c.events(job, "quarantine"), 30,
+                              what="node-b's quarantine")[0]
+        seen = time.time()
+        gpu = c.events(job, "gpu_error")
+        self.assertEqual(len(gpu), 1, gpu)
+        e = gpu[0]
+        self.assertEqual(e["node"], "node-b")
+        self.assertEqual(e["figures"]["xid"], 79)
+        self.assertEqual(e["figures"]["action"], LEAVE)
+        self.assertIn("Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS on node-b a GPU "
+                      "(GPU-b6c3b2be-c55b-d076-fa0e-d464e4c7e08b, 0000:91:00): GPU has fallen off "
+                      "the bus.", e["message"])
+        self.assertIn("leave (catalog: RESTART_BM)", e["message"])
+        self.assertEqual(quarantine["node"], "node-b")
+        self.assertIn("quarantined by gpu_error: Xid 79", quarantine["message"])
+        self.assertEqual(int(quarantine["generation"]), 1)  # the first occurrence, no crash waited for
+        self.assertEqual(c.events(job, "crash"), [])
+        nodes = {n["node"]: n for n in c.ctl_json("nodes")["nodes"]}
+        self.assertIn("Xid 79", nodes["node-b"]["quarantine_reason"])
+        self.assertEqual(c.agents["node-b"].wait(timeout=60), QUARANTINED_EXIT)
+
+        # The next generation runs on node-a alone.
+        first = wait_for(lambda: next((s for s in train_steps(c.train_log)
+                                       if s["generation"] == 2), None), STARTUP * 2,
+                         what="generation 2's first step")
+        g2_nodes = {s["node"] for s in train_steps(c.train_log) if s["generation"] == 2}
+        self.assertEqual(g2_nodes, {"node-a"})
+        print(f"\nmeasured (Xid 79 on node-b): line written -> gpu_error event "
+              f"{event_time(e) - written:.2f}s, -> quarantine {event_time(quarantine) - written:.2f}s "
+              f"(seen by the test {seen - written:.2f}s), -> generation 2's first step on node-a "
+              f"{first['time'] - written:.2f}s", file=sys.stderr)
+
+    def xid13_then_a_cuda_error(self, *supervisor_args):
+        """Node-b's GPU reports Xid 13 (after a cut Xid line and another
+        driver's line, which must change nothing), then its rank 3 dies of
+        the CUDA error test_verdicts' caught-infra run charges to its node.
+        Returns the cluster, the job, the gpu_error event and when the Xid
+        line was written."""
+        c = self.make_cluster(*CHARGE_QUARANTINES, *supervisor_args)
+        job = "e2e-xid13"
+        kmsg = self.start(c, job, "--crash-node", "node-b", "--crash-local-rank", "1",
+                          "--crash-step", "40", "--crash-generation", "1",
+                          "--crash-mode", "caught-infra")
+        xid = recorded("xid_lines.txt", "): 13, pid=2519562, name=python3")
+        self.write(kmsg, xid[:xid.index("): 13")], recorded("kmsg_context.txt", "nvidia-peermem"))
+        written = self.write(kmsg, xid)
+        gpu = wait_for(lambda: c.events(job, "gpu_error"), 30, what="the gpu_error event")
+        return c, job, gpu, written
+
+    def test_without_the_catalogs_word_the_same_crash_quarantines_the_node(self):
+        # The twin of the test below: Xid 13 reported only (--xid-action),
+        # the same crash charges node-b, quarantined at once.
+        c, job, gpu, _ = self.xid13_then_a_cuda_error("--xid-action", "13=report")
+        self.assertEqual(gpu[0]["figures"]["action"], 0)
+        quarantine = wait_for(lambda: c.events(job, "quarantine"), STARTUP * 2,
+                              what="node-b charged with the crash")[0]
+        self.assertEqual(quarantine["node"], "node-b")
+        self.assertIn("CUDA error", quarantine["message"])
+
+    def test_the_applications_xid_makes_the_crash_that_follows_the_workloads(self):
+        c, job, gpu, written = self.xid13_then_a_cuda_error()
+        self.assertEqual(gpu[0]["figures"]["action"], WORKLOAD)
+        self.assertIn("workload (catalog: RESTART_APP)", gpu[0]["message"])
+
+        restart = wait_for(lambda: c.events(job, "restart"), STARTUP * 2,
+                           what="the restart after the crash")[0]
+        crash = c.events(job, "crash")[0]
+        self.assertEqual(crash["node"], "node-b")  # its rank: by join order (elastic)
+        self.assertIn("CUDA error", crash["message"])
+        self.assertEqual(c.events(job, "quarantine"), [])
+        self.assertEqual(len(c.events(job, "gpu_error")), 1)
+        wait_for(lambda: {s["node"] for s in train_steps(c.train_log) if s["generation"] == 2}
+                 == {"node-a", "node-b"}, STARTUP * 2, what="generation 2 on both nodes")
+        self.assertIsNone(c.agents["node-b"].poll())
+        print(f"\nmeasured (Xid 13, then the rank's CUDA error on node-b): line written -> "
+              f"gpu_error {event_time(gpu[0]) - written:.2f}s; the crash restarted the job on both "
+              f"nodes, node-b charged with nothing (quarantines 0)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
