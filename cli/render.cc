@@ -343,12 +343,16 @@ std::string RenderRanksTable(const v1::ListRanksResponse& response) {
 
 std::string RenderNodesTable(const v1::ListNodesResponse& response) {
   Table table({"NODE", "JOB", "GEN", "CONNECTED", "COMMAND", "RANKS", "LAST_REPORT", "HEARTBEATS",
-               "QUARANTINE"});
+               "GPU_ERROR", "QUARANTINE"});
   for (const v1::Node& n : response.nodes()) {
     const std::string connected = n.unreachable() ? "UNREACHABLE" : (n.connected() ? "yes" : "no");
     table.AddRow({n.node(), n.job_id(), absl::StrCat(n.generation()), connected,
                   n.launcher_state(), absl::StrCat(n.ranks()),
                   FormatAge(n.last_report_age_seconds()), absl::StrCat(n.heartbeats_received()),
+                  n.last_gpu_error().empty()
+                      ? "-"
+                      : absl::StrCat(n.last_gpu_error(), " (",
+                                     FormatAge(n.last_gpu_error_age_seconds()), ")"),
                   n.quarantined() ? "QUARANTINED: " + n.quarantine_reason() : "-"});
   }
   return table.Render();

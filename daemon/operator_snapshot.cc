@@ -257,6 +257,10 @@ void RenderNode(const NodeView& row, absl::Time now, v1::Node* out) {
   out->set_quarantine_reason(row.quarantine_reason);
   out->set_generation(row.generation);
   out->set_unreachable(row.unreachable);
+  if (!row.last_gpu_error.empty()) {
+    out->set_last_gpu_error(row.last_gpu_error);
+    out->set_last_gpu_error_age_seconds(SecondsSince(row.last_gpu_error_at, now));
+  }
 }
 
 }  // namespace trainsup

@@ -47,6 +47,10 @@ struct NodeRecord {
   // the rendezvous to its command).
   std::optional<RendezvousOffer> rendezvous;
   LauncherInfo launcher;
+  // The last Xid its GPU driver reported (docs/gpu.md): "Xid 79 (leave)";
+  // "" when none since this trainsupd started.
+  std::string last_gpu_error;
+  absl::Time last_gpu_error_at = absl::InfinitePast();
   uint64_t heartbeats_received = 0;
   uint64_t reports_received = 0;
   // The agent's cumulative counters as last reported, to count only the new part.

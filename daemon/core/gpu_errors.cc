@@ -65,9 +65,13 @@ std::string GpuErrorHandler::LeaveText(const std::string& node) const {
 }
 
 void GpuErrorHandler::OnGpuError(absl::Time now, NodeIndex index, const GpuErrorInfo& error) {
-  const NodeRecord& node = agents_.node(index);
+  NodeRecord& node = agents_.mutable_node(index);
   JobEntry* job = jobs_.Find(node.job);
   const XidMeaning meaning = options_.xid_catalog.Meaning(error.xid, error.message);
+  node.last_gpu_error =
+      absl::StrCat("Xid ", error.xid, meaning.mnemonic.empty() ? "" : absl::StrCat(" ", meaning.mnemonic),
+                   ": ", XidActionName(meaning.action));
+  node.last_gpu_error_at = now;
   if (job != nullptr) {
     job->SyncGeneration();
     GenerationVerdicts& verdicts = job->verdicts();

@@ -32,7 +32,7 @@ Event GpuErrorEvent(absl::Time time, const EventJob& job, const std::string& nod
 
 class GpuErrorHandler {
  public:
-  GpuErrorHandler(const SupervisorOptions& options, const AgentRegistry& agents,
+  GpuErrorHandler(const SupervisorOptions& options, AgentRegistry& agents,
                   const QuarantinePolicy& quarantine, JobTable& jobs, FailureHandler& failures,
                   Decisions& decisions)
       : options_(options),
@@ -56,7 +56,7 @@ class GpuErrorHandler {
   std::string LeaveText(const std::string& node) const;
 
   const SupervisorOptions& options_;
-  const AgentRegistry& agents_;
+  AgentRegistry& agents_;  // a node's last GPU error is kept on its record
   const QuarantinePolicy& quarantine_;
   JobTable& jobs_;
   FailureHandler& failures_;

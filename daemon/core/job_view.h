@@ -203,6 +203,8 @@ struct NodeView {
   std::string name;
   std::string job;
   std::string quarantine_reason;
+  std::string last_gpu_error;  // "" when none (NodeRecord's)
+  absl::Time last_gpu_error_at = absl::InfinitePast();
   uint64_t incarnation = 0;
   uint64_t generation = 0;
   uint64_t heartbeats = 0;

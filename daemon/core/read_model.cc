@@ -192,6 +192,8 @@ std::vector<NodeView> ReadModel::NodeViews() const {
     view.name = node.name;
     view.job = node.job;
     view.quarantine_reason = quarantine_.ReasonOf(node.name);
+    view.last_gpu_error = node.last_gpu_error;
+    view.last_gpu_error_at = node.last_gpu_error_at;
     view.incarnation = node.incarnation;
     view.generation = node.generation;
     view.heartbeats = node.heartbeats_received;

@@ -37,6 +37,8 @@ CHARGE_QUARANTINES = ["--quarantine-after", "1", "--quarantine-max-fraction", "1
 QUARANTINED_EXIT = 75
 GPU_DATA = os.path.join(REPO, "tests", "testdata", "gpu")
 LEAVE, WORKLOAD = 3, 1  # the gpu_error event's "action" figure
+# A stand-in nvidia-smi that prints a recorded listing (tests/testdata/gpu).
+NVIDIA_SMI = os.path.join(REPO, "tests", "e2e", "nvidia_smi_recorded.sh")
 
 
 def recorded(name, contains):
@@ -64,7 +66,8 @@ class GpuEndToEnd(ClusterTestCase):
             open(logs[node], "w").close()
         c.start_job(job, elastic=True, train_args=["--steps", "150", "--step-seconds", "0.1",
                                                    *train_args],
-                    node_args={n: ["--kernel-log", path, "--nvidia-smi", "none"]
+                    node_args={n: ["--kernel-log", path, "--nvidia-smi",
+                                   NVIDIA_SMI if n == "node-b" else "none"]
                                for n, path in logs.items()})
         wait_for(lambda: any(s["generation"] == 1 and s["step"] >= 5
                              for s in train_steps(c.train_log)), STARTUP * 3,
@@ -106,6 +109,15 @@ class GpuEndToEnd(ClusterTestCase):
         self.assertEqual(c.events(job, "crash"), [])
         nodes = {n["node"]: n for n in c.ctl_json("nodes")["nodes"]}
         self.assertIn("Xid 79", nodes["node-b"]["quarantine_reason"])
+        self.assertEqual(nodes["node-b"]["last_gpu_error"],
+                         "Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS: leave")
+        self.assertEqual(nodes["node-a"].get("last_gpu_error", ""), "")
+        self.assertIn("Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS: leave", c.ctl("nodes")[1])
+        # node-b's agent read the recorded nvidia-smi listing (5 GPUs, none at
+        # the Xid's address): the error named the address and the UUID the
+        # driver printed, no GPU index.
+        self.assertIn("5 GPUs from", c.agents["node-b"].output())
+        self.assertNotIn("gpu_index", e["figures"])
         self.assertEqual(c.agents["node-b"].wait(timeout=60), QUARANTINED_EXIT)
 
         # The next generation runs on node-a alone.

@@ -315,6 +315,10 @@ TEST_F(FailuresTest, AGpuOffTheBusTakesItsNodeOutAtTheFirstOccurrence) {
   EXPECT_THAT(quarantine[0].message, HasSubstr("quarantined by gpu_error"));
   EXPECT_EQ(state(), "stopping");
   EXPECT_THAT(entry().lifecycle().reason, HasSubstr("node node-b quarantined"));
+  // trainsupctl nodes shows it.
+  EXPECT_EQ(sup_->node(1).last_gpu_error, "Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS: leave");
+  EXPECT_EQ(sup_->node(1).last_gpu_error_at, AtS(3.5));
+  EXPECT_EQ(sup_->node(0).last_gpu_error, "");
   // The storm that follows (the agent sends a repeat after its interval)
   // decides nothing more.
   ASSERT_TRUE(sup_->GpuError(AtS(14), b_, Xid(79, "GPU has fallen off the bus.")).ok());
