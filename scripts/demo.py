@@ -12,11 +12,15 @@ and does:
    the stall within seconds, naming the rank and node, takes every rank's Python
    stack (the hung rank's stands alone), stops the job on both nodes and starts
    generation 2, which resumes from the last checkpoint;
-3. node-b's GPU fails (a CUDA error): with the hang it was blamed for, its
-   second failure quarantines it (an error of the training code would not); the fence
-   command runs (here it only prints what a scheduler would be told), node-b's
-   agent exits with code 75, and generation 3 goes on with node-a alone, at
-   half the world size (an event says what that does to the global batch);
+3. node-b's GPU falls off the bus: the NVIDIA driver writes Xid 79 to the
+   kernel log (here the agents follow a file each, and the demo appends the
+   driver's line as it was recorded on a real machine; in production the
+   agent follows /dev/kmsg). NVIDIA's catalog says the machine must be
+   restarted: trainsupd quarantines node-b at this first line, without
+   waiting for a crash; the fence command runs (here it only prints what a
+   scheduler would be told), node-b's agent exits with code 75, and
+   generation 3 goes on with node-a alone, at half the world size (an event
+   says what that does to the global batch);
 4. the checkpoint plan (shorter as failures accumulate) and the goodput ledger:
    where every second of the job's wall time went.
 
@@ -32,6 +36,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from cluster import REPO, Cluster, wait_for  # noqa: E402
 
 JOB = "demo"
+# The driver's lines as recorded before and at an Xid 79 (tests/testdata/gpu,
+# where their source is named).
+GPU_DATA = os.path.join(REPO, "tests", "testdata", "gpu")
+
+
+def recorded(name, contains):
+    with open(os.path.join(GPU_DATA, name)) as f:
+        return next(line.rstrip("\n") for line in f if contains in line and not line.startswith("#"))
 
 
 def banner(text):
@@ -82,14 +94,17 @@ def main():
               f"logs in {cluster.workdir}")
 
         banner("starting 2 agents, each wrapping torchrun --nnodes=1:2 --nproc_per_node=2")
-        cluster.start_job(JOB, elastic=True, train_args=[
+        kernel_logs = {n: os.path.join(cluster.workdir, f"kmsg-{n}") for n in ("node-a", "node-b")}
+        for path in kernel_logs.values():
+            open(path, "w").close()
+        cluster.start_job(JOB, elastic=True, node_args={
+            n: ["--kernel-log", path, "--nvidia-smi", "none"] for n, path in kernel_logs.items()},
+            train_args=[
             "--steps", str(args.steps), "--step-seconds", str(args.step_seconds),
             "--planned-checkpoints",
             "--checkpoint-dir", os.path.join(cluster.workdir, "checkpoints"),
             "--hang-node", "node-b", "--hang-local-rank", "0", "--hang-step", "80",
-            "--hang-generation", "1",
-            "--crash-node", "node-b", "--crash-local-rank", "0", "--crash-step", "120",
-            "--crash-generation", "2", "--crash-mode", "infra"])
+            "--hang-generation", "1"])
         wait_for(lambda: len(cluster.ranks(JOB)) == 4, 120,
                  what="the 4 ranks to report (torch start-up takes a few seconds)")
 
@@ -112,9 +127,27 @@ def main():
             return 1
         print(cluster.events(JOB, "recovered")[0]["message"])
 
-        banner("generation 2 trains; at step 120 node-b's GPU fails (CUDA error)")
-        if not live_ranks_until(cluster, lambda: cluster.events(JOB, "world_size_changed"), 180):
+        banner("generation 2 trains; at step 120 node-b's GPU falls off the bus (Xid 79)")
+        written = []
+
+        def gpu_gone():
+            if not written and any(r["step"] >= 120 for r in cluster.ranks(JOB)):
+                lines = [recorded("kmsg_context.txt", "NVRM: GPU at PCI:0000:91:00"),
+                         recorded("xid_lines.txt", "(PCI:0000:91:00): 79")]
+                with open(kernel_logs["node-b"], "a") as f:
+                    f.write("".join(line + "\n" for line in lines))
+                written.append(time.monotonic())
+                print("node-b's kernel log:\n  " + "\n  ".join(lines), flush=True)
+            return cluster.events(JOB, "quarantine")
+
+        if not live_ranks_until(cluster, gpu_gone, 180):
             print("no quarantine seen:\n" + cluster.diagnostics())
+            return 1
+        banner(f"trainsupd read the Xid {time.monotonic() - written[0]:.1f}s after the driver "
+               "wrote it; what NVIDIA's catalog says, and what was done:")
+        print(cluster.events(JOB, "gpu_error")[0]["message"])
+        if not live_ranks_until(cluster, lambda: cluster.events(JOB, "world_size_changed"), 180):
+            print("no generation without node-b seen:\n" + cluster.diagnostics())
             return 1
         node_b = cluster.agents["node-b"].wait(timeout=30)
         banner(f"node-b quarantined; its agent exited with code {node_b}; generation 3 runs "
