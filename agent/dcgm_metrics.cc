@@ -7,7 +7,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace trainsup {
@@ -78,11 +77,11 @@ bool ParseSample(absl::string_view line, Sample* out) {
   return !rest.empty() && absl::SimpleAtod(rest[0], &out->value) && std::isfinite(out->value);
 }
 
-DcgmGpu& GpuOf(DcgmScrape& scrape, int index, const std::string& uuid) {
-  for (DcgmGpu& gpu : scrape.gpus) {
+GpuHealth& GpuOf(DcgmScrape& scrape, int index, const std::string& uuid) {
+  for (GpuHealth& gpu : scrape.gpus) {
     if (gpu.index == index && gpu.uuid == uuid) return gpu;
   }
-  DcgmGpu gpu;
+  GpuHealth gpu;
   gpu.index = index;
   gpu.uuid = uuid;
   scrape.gpus.push_back(std::move(gpu));
@@ -90,16 +89,6 @@ DcgmGpu& GpuOf(DcgmScrape& scrape, int index, const std::string& uuid) {
 }
 
 }  // namespace
-
-std::string SlowingReasonsText(uint64_t reasons) {
-  std::vector<absl::string_view> names;
-  if (reasons & kClockHwThermalSlowdown) names.push_back("hardware thermal slowdown");
-  if (reasons & kClockSwThermalSlowdown) names.push_back("software thermal slowdown");
-  if (reasons & kClockHwPowerBrakeSlowdown) names.push_back("power brake slowdown");
-  if (reasons & kClockHwSlowdown) names.push_back("hardware slowdown");
-  if (reasons & kClockSwPowerCap) names.push_back("power cap");
-  return absl::StrJoin(names, ", ");
-}
 
 absl::StatusOr<DcgmScrape> ParseDcgmExposition(absl::string_view text) {
   if (text.size() > kMaxDcgmTextBytes) {
@@ -129,7 +118,7 @@ absl::StatusOr<DcgmScrape> ParseDcgmExposition(absl::string_view text) {
       ++scrape.lines_refused;
       continue;
     }
-    DcgmGpu& gpu = GpuOf(scrape, index, s.uuid);
+    GpuHealth& gpu = GpuOf(scrape, index, s.uuid);
     switch (series) {
       case Series::kClockReasons:
         if (s.value >= 0 && s.value < 1.8e19) gpu.clock_event_reasons = static_cast<uint64_t>(s.value);

@@ -26,7 +26,7 @@ TEST(DcgmMetricsTest, ARecordedExpositionGivesEachGpuItsSeries) {
   absl::StatusOr<DcgmScrape> scrape = ParseDcgmExposition(RecordedFile("dcgm_exporter.txt"));
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   ASSERT_FALSE(scrape->gpus.empty());
-  const DcgmGpu& first = scrape->gpus[0];
+  const GpuHealth& first = scrape->gpus[0];
   EXPECT_EQ(first.index, 0);
   EXPECT_EQ(first.uuid, "GPU-20c56d28-0da5-6d26-a36a-e7af1ce2586e");
   EXPECT_EQ(first.temperature_c, 25);
@@ -34,8 +34,8 @@ TEST(DcgmMetricsTest, ARecordedExpositionGivesEachGpuItsSeries) {
   EXPECT_EQ(first.last_xid, 0);
   // The second host's T4 reports its clock reasons under the older name:
   // 1, the GPU idle, which slows nothing.
-  const DcgmGpu* second = nullptr;
-  for (const DcgmGpu& gpu : scrape->gpus) {
+  const GpuHealth* second = nullptr;
+  for (const GpuHealth& gpu : scrape->gpus) {
     if (gpu.uuid == "GPU-9ef1b6d0-3643-5dd7-b823-c0ec20dcf2d5") second = &gpu;
   }
   ASSERT_NE(second, nullptr);
@@ -44,7 +44,7 @@ TEST(DcgmMetricsTest, ARecordedExpositionGivesEachGpuItsSeries) {
   EXPECT_EQ(*second->clock_event_reasons & kClockSlowingReasons, 0u);
   // The dummy rows name no GPU: refused, never a GPU of their own.
   EXPECT_GE(scrape->lines_refused, 2u);
-  for (const DcgmGpu& gpu : scrape->gpus) EXPECT_GE(gpu.index, 0);
+  for (const GpuHealth& gpu : scrape->gpus) EXPECT_GE(gpu.index, 0);
 }
 
 TEST(DcgmMetricsTest, ATodaysExporterScrapeIsRead) {
@@ -55,7 +55,7 @@ TEST(DcgmMetricsTest, ATodaysExporterScrapeIsRead) {
       ParseDcgmExposition(RecordedFile("throttling/dcgm_exporter_l4_labels.txt"));
   ASSERT_TRUE(scrape.ok()) << scrape.status();
   ASSERT_EQ(scrape->gpus.size(), 1u);
-  const DcgmGpu& gpu = scrape->gpus[0];
+  const GpuHealth& gpu = scrape->gpus[0];
   EXPECT_EQ(gpu.uuid, "GPU-c2f76b33-7953-256e-8f33-1343419b1a1c");
   EXPECT_EQ(gpu.temperature_c, 31);
   EXPECT_EQ(gpu.uncorrectable_remapped_rows, 0);
