@@ -85,6 +85,9 @@ absl::Duration DrainInterval(const AgentOptions& options) {
 constexpr absl::Duration kNvidiaSmiTimeout = absl::Seconds(10);
 // An error the driver repeats (an Xid storm) goes up once in this long.
 constexpr absl::Duration kXidResendInterval = absl::Seconds(10);
+// The (Xid, GPU) pairs remembered for that: a node has at most a few dozen
+// GPUs and the driver a few hundred codes; past this, the memory starts over.
+constexpr size_t kMaxXidsRemembered = 1024;
 
 // How long an exiting agent waits for the supervisor to read its final
 // report (reconnecting if need be).
@@ -585,6 +588,9 @@ void Agent::OnKernelLine(absl::string_view line) {
   }
   const absl::Duration now = SteadyNow();
   const std::string address = xid.pci ? xid.pci->ToString() : "";
+  if (xid_sent_.size() >= kMaxXidsRemembered) {  // a storm of distinct codes: start over
+    xid_sent_.clear();
+  }
   auto [sent, fresh] = xid_sent_.try_emplace({xid.code, address}, now);
   if (!fresh && now - sent->second < kXidResendInterval) {
     ++xids_suppressed_;
