@@ -231,6 +231,18 @@ absl::Duration Detection::ReportIntervalOf(const JobEntry& job) const {
   return longest;
 }
 
+bool Detection::CheckpointCredible(const JobEntry& job) const {
+  const Job& observed = job.job();
+  if (!observed.any_in_checkpoint()) return true;
+  bool unreachable = false;
+  for (NodeIndex n : agents_.NodesOf(job.id())) unreachable |= agents_.node(n).unreachable;
+  if (!unreachable) return true;  // the common case: no pass over the ranks
+  for (const auto& [index, r] : observed.ranks()) {
+    if (r.in_checkpoint && r.node != kNoNode && !agents_.node(r.node).unreachable) return true;
+  }
+  return false;
+}
+
 bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& stats) {
   GenerationVerdicts& v = job.verdicts();
   // A stall is acted on at once (the job is stopped and restarted), so it
@@ -244,7 +256,8 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
       now - job.restored_at() < kRejoinGrace) {
     return false;
   }
-  const StallVerdict verdict = stall_.Check(observed, now, stats, ReportIntervalOf(job));
+  const StallVerdict verdict =
+      stall_.Check(observed, now, stats, ReportIntervalOf(job), CheckpointCredible(job));
   if (!verdict.stalled) return false;
   // A node silent for half the stall's own silence did not just miss a
   // report: what it last said is no evidence.

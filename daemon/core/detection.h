@@ -79,6 +79,11 @@ class Detection {
   absl::Duration ReportIntervalOf(const JobEntry& job) const;
 
  private:
+  // Whether a rank inside a checkpoint is on a node still heard: a rank
+  // that began a save on a host that froze or lost power is not saving, and
+  // its silence must not buy the job the checkpoint grace (15 minutes by
+  // default) while the node-loss rule already says the node is gone.
+  bool CheckpointCredible(const JobEntry& job) const;
   // The first node of `job` whose command failed in the job's current
   // generation, if any.
   std::optional<FailedLauncher> FailedLauncherOf(const JobEntry& job) const;

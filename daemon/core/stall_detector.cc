@@ -64,7 +64,7 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now,
 }
 
 StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepStats& stats,
-                                  absl::Duration report_interval) const {
+                                  absl::Duration report_interval, bool checkpoint_credible) const {
   StallVerdict verdict;
   if (job.ranks_reporting() == 0) return verdict;
   // A rank seen to end is a crash (or a finishing job), not a stall. Ranks
@@ -81,7 +81,7 @@ StallVerdict StallDetector::Check(const Job& job, absl::Time now, const JobStepS
     verdict.threshold = options_.startup_grace;
     verdict.silent = now - job.generation_start();
   }
-  if (job.any_in_checkpoint()) {
+  if (job.any_in_checkpoint() && checkpoint_credible) {
     verdict.threshold = std::max(verdict.threshold, options_.checkpoint_grace);
   }
   if (job.any_exiting()) verdict.threshold = std::max(verdict.threshold, options_.exit_grace);

@@ -81,8 +81,12 @@ class StallDetector {
                      absl::Duration report_interval = absl::ZeroDuration()) const;
   // The same with the job's step statistics already computed (they cost a
   // pass over every rank's window; a sweep computes them once).
+  // `checkpoint_credible`: false when every rank inside a checkpoint is on a
+  // node no longer heard (a host frozen or powered off mid-save saves
+  // nothing), so that the checkpoint grace is not granted for it.
   StallVerdict Check(const Job& job, absl::Time now, const JobStepStats& stats,
-                     absl::Duration report_interval = absl::ZeroDuration()) const;
+                     absl::Duration report_interval = absl::ZeroDuration(),
+                     bool checkpoint_credible = true) const;
 
   const StallOptions& options() const { return options_; }
 

@@ -206,6 +206,48 @@ TEST_F(FailuresTest, StallWhoseOnlyPossibleCulpritCannotBeSeenIsThatNodeLost) {
   EXPECT_EQ(state(), "restarting");
 }
 
+TEST_F(FailuresTest, AHostFrozenInsideACheckpointIsLostWithoutTheCheckpointGrace) {
+  // As above, but node-b froze inside a checkpoint's save: its ranks said
+  // CHECKPOINT_BEGIN and nothing more (e2e_lost_nodes' frozen host in CI
+  // run 11, 2026-12-07, stopped at a checkpoint step and the job waited out
+  // the 15-minute checkpoint grace). Once node-b is unreachable its save is
+  // no reason to wait: node-b is lost within the same seconds.
+  for (int s = 1; s <= 10; ++s) StepAll(AtS(s), s);
+  Send(AtS(10.2), b_,
+       {Hb(HeartbeatKind::kCheckpointBegin, 2, 10), Hb(HeartbeatKind::kCheckpointBegin, 3, 10)},
+       {Alive(2), Alive(3)});
+  last_word_.erase(b_);
+  Send(AtS(10.5), a_,
+       {Hb(HeartbeatKind::kComputeBegin, 0, 11), Hb(HeartbeatKind::kComputeEnd, 0, 11),
+        Hb(HeartbeatKind::kComputeBegin, 1, 11), Hb(HeartbeatKind::kComputeEnd, 1, 11)},
+       {Alive(0), Alive(1)});
+  ASSERT_TRUE(job().any_in_checkpoint());
+
+  std::vector<Event> lost;
+  for (absl::Time t = AtS(11); t <= AtS(60) && lost.empty(); t += absl::Seconds(1)) {
+    lost = OfKind(Sweep(t), EventKind::kNodeLost);
+  }
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].node, "node-b");
+  EXPECT_LE(lost[0].time, AtS(40));  // the node-loss and stall rules' own seconds
+}
+
+TEST_F(FailuresTest, ACheckpointOnANodeStillHeardKeepsItsGrace) {
+  // The negative control: node-b is heard (its agent reports, its ranks save
+  // a long checkpoint) and node-a's ranks wait for it: no stall for the
+  // checkpoint grace.
+  for (int s = 1; s <= 10; ++s) StepAll(AtS(s), s);
+  Send(AtS(10.2), b_,
+       {Hb(HeartbeatKind::kCheckpointBegin, 2, 10), Hb(HeartbeatKind::kCheckpointBegin, 3, 10)},
+       {Alive(2), Alive(3)});
+  for (absl::Time t = AtS(11); t <= AtS(120); t += absl::Seconds(1)) {
+    Send(t, b_, {}, {Alive(2), Alive(3)});  // heard, still saving
+    EXPECT_TRUE(OfKind(Sweep(t), EventKind::kStall).empty()) << t;
+    EXPECT_TRUE(OfKind(sup_->events().Since(0, "job"), EventKind::kNodeLost).empty());
+  }
+  EXPECT_EQ(state(), "running");
+}
+
 TEST_F(FailuresTest, HostThatDiesWithItsAgentIsNamedNotTheVictimsNode) {
   for (int s = 1; s <= 5; ++s) StepAll(AtS(s), s);
   // node-b: agent, torchrun and ranks SIGKILLed at once; its stream resets.
