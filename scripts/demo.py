@@ -33,17 +33,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "e2e"))
-from cluster import REPO, Cluster, wait_for  # noqa: E402
+from cluster import REPO, Cluster, recorded_gpu_line as recorded, wait_for  # noqa: E402
 
 JOB = "demo"
-# The driver's lines as recorded before and at an Xid 79 (tests/testdata/gpu,
-# where their source is named).
-GPU_DATA = os.path.join(REPO, "tests", "testdata", "gpu")
-
-
-def recorded(name, contains):
-    with open(os.path.join(GPU_DATA, name)) as f:
-        return next(line.rstrip("\n") for line in f if contains in line and not line.startswith("#"))
 
 
 def banner(text):

@@ -23,10 +23,16 @@ std::string GpuText(const GpuErrorInfo& e) {
   return text;
 }
 
+// "Xid 79 ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS" ("Xid 4242" for a code
+// the catalog does not have): how the event, the quarantine's reason and the
+// node's record name it.
+std::string XidName(const XidMeaning& m) {
+  return absl::StrCat("Xid ", m.code, m.mnemonic.empty() ? "" : " ", m.mnemonic);
+}
+
 // The quarantine's reason: short, as a node's record shows it.
 std::string QuarantineReason(const GpuErrorInfo& e, const XidMeaning& m) {
-  return absl::StrCat("Xid ", e.xid, m.mnemonic.empty() ? "" : absl::StrCat(" ", m.mnemonic),
-                      " on ", GpuText(e));
+  return absl::StrCat(XidName(m), " on ", GpuText(e));
 }
 
 }  // namespace
@@ -42,8 +48,7 @@ Event GpuErrorEvent(absl::Time time, const EventJob& job, const std::string& nod
   e.node = node;
   if (!error.ranks.empty()) e.rank = error.ranks.front();
   e.message = absl::StrCat(
-      "Xid ", error.xid, meaning.mnemonic.empty() ? "" : absl::StrCat(" ", meaning.mnemonic),
-      " on ", node, " ", GpuText(error), error.message.empty() ? "" : ": ", error.message,
+      XidName(meaning), " on ", node, " ", GpuText(error), error.message.empty() ? "" : ": ", error.message,
       error.process.empty() ? "" : absl::StrCat(" [", error.process, "]"), " -> ",
       XidActionName(meaning.action), " (", meaning.why, "): ", taken);
   e.figures = {{"xid", static_cast<double>(error.xid)},
@@ -68,9 +73,7 @@ void GpuErrorHandler::OnGpuError(absl::Time now, NodeIndex index, const GpuError
   NodeRecord& node = agents_.mutable_node(index);
   JobEntry* job = jobs_.Find(node.job);
   const XidMeaning meaning = options_.xid_catalog.Meaning(error.xid, error.message);
-  node.last_gpu_error =
-      absl::StrCat("Xid ", error.xid, meaning.mnemonic.empty() ? "" : absl::StrCat(" ", meaning.mnemonic),
-                   ": ", XidActionName(meaning.action));
+  node.last_gpu_error = absl::StrCat(XidName(meaning), ": ", XidActionName(meaning.action));
   node.last_gpu_error_at = now;
   if (job != nullptr) {
     job->SyncGeneration();

@@ -8,6 +8,7 @@ Binaries come from the environment (CTest sets them), else from build/:
 TRAINSUPD, TRAINSUP_AGENT, TRAINSUPCTL.
 """
 
+import datetime
 import json
 import os
 import re
@@ -476,6 +477,18 @@ def has_failed(testcase):
     if result is None:
         return False
     return any(test is testcase for test, _ in result.errors + result.failures)
+
+
+def event_time(e):
+    """An event's time as seconds since the epoch (RFC 3339 in the JSON)."""
+    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
+
+
+def recorded_gpu_line(name, contains):
+    """The first line of a recorded file of tests/testdata/gpu holding
+    `contains` (README.md there says where each recording came from)."""
+    with open(os.path.join(REPO, "tests", "testdata", "gpu", name)) as f:
+        return next(line.rstrip("\n") for line in f if contains in line and not line.startswith("#"))
 
 
 def train_log(path):

@@ -20,14 +20,14 @@ its source), mid-job:
 Every test prints "measured: ..." lines.
 """
 
-import datetime
 import os
 import sys
 import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, ClusterTestCase, train_steps, wait_for  # noqa: E402
+from cluster import (REPO, Cluster, ClusterTestCase, event_time,  # noqa: E402
+                     recorded_gpu_line as recorded, train_steps, wait_for)
 
 STARTUP = 60
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "5s", "--restart-backoff", "1s",
@@ -35,20 +35,9 @@ FAST = ["--sweep-interval", "250ms", "--stall-floor", "5s", "--restart-backoff",
 # Any failure charged to a node quarantines it at once (as in test_verdicts).
 CHARGE_QUARANTINES = ["--quarantine-after", "1", "--quarantine-max-fraction", "1"]
 QUARANTINED_EXIT = 75
-GPU_DATA = os.path.join(REPO, "tests", "testdata", "gpu")
 LEAVE, WORKLOAD = 3, 1  # the gpu_error event's "action" figure
 # A stand-in nvidia-smi that prints a recorded listing (tests/testdata/gpu).
 NVIDIA_SMI = os.path.join(REPO, "tests", "e2e", "nvidia_smi_recorded.sh")
-
-
-def recorded(name, contains):
-    """The first line of a recorded file of tests/testdata/gpu holding `contains`."""
-    with open(os.path.join(GPU_DATA, name)) as f:
-        return next(line.rstrip("\n") for line in f if contains in line and not line.startswith("#"))
-
-
-def event_time(e):
-    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
 class GpuEndToEnd(ClusterTestCase):
