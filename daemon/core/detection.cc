@@ -264,12 +264,22 @@ bool Detection::SweepStall(absl::Time now, JobEntry& job, const JobStepStats& st
   const absl::flat_hash_set<NodeIndex> silent = SilentNodes(job, now, verdict.silent / 2);
   const Culprit culprit = FindCulprit(observed, silent);
   v.stalled = true;
-  v.stall_culprit = culprit.rank;
   job.mutable_lifecycle().collect_stacks = true;
-  if (!culprit.rank && culprit.unseen_ranks > 0) {
-    NodeLostInStall(now, job, verdict, silent);
+  // A node that fell silent as the job stopped is why, before any rank still
+  // heard: a host frozen or powered off mid-collective leaves its peers
+  // waiting at uneven places (a ring all-reduce lets some finish their part),
+  // so the rank furthest behind among those heard is a victim (e2e_lost_nodes'
+  // frozen host, in the CI run of stop 40). Failing that, when every rank
+  // heard waits at one place, ranks unheard are the only possible culprits.
+  NodeIndex lost = FirstSilent(job, silent, /*with_the_job=*/true);
+  if (lost == kNoNode && !culprit.rank && culprit.unseen_ranks > 0) {
+    lost = FirstSilent(job, silent, /*with_the_job=*/false);
+  }
+  if (lost != kNoNode) {
+    NodeLostInStall(now, job, verdict, lost);
     return true;
   }
+  v.stall_culprit = culprit.rank;
   Failure failure;
   failure.kind = "stall";
   if (culprit.rank) {
@@ -319,17 +329,31 @@ bool Detection::SweepStart(absl::Time now, JobEntry& job) {
   return true;
 }
 
-void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdict& verdict,
-                                const absl::flat_hash_set<NodeIndex>& silent) {
+NodeIndex Detection::FirstSilent(const JobEntry& job, const absl::flat_hash_set<NodeIndex>& silent,
+                                 bool with_the_job) const {
   const Job& observed = job.job();
-  // The node the supervisor lost sight of first.
-  NodeIndex lost = kNoNode;
+  NodeIndex first = kNoNode;
   for (const auto& [i, r] : observed.ranks()) {
     if (!r.seen || r.node == kNoNode || !silent.contains(r.node)) continue;
-    if (lost == kNoNode || agents_.node(r.node).last_report < agents_.node(lost).last_report) {
-      lost = r.node;
+    const NodeRecord& node = agents_.node(r.node);
+    if (with_the_job) {
+      // Its last word may precede the job's last step by what its peers
+      // could still finish without it: a collective's part it had sent, and
+      // their agents' report interval. A node silent for longer than that
+      // before the last step was not why: the job stepped without it being
+      // heard (a partition), so its ranks took part.
+      if (observed.last_progress() == absl::InfinitePast()) continue;
+      const absl::Duration slack = std::max(absl::Seconds(1), 2 * ReportIntervalOf(job));
+      if (node.last_report < observed.last_progress() - slack) continue;
     }
+    if (first == kNoNode || node.last_report < agents_.node(first).last_report) first = r.node;
   }
+  return first;
+}
+
+void Detection::NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdict& verdict,
+                                NodeIndex lost) {
+  const Job& observed = job.job();
   const NodeRecord& node = agents_.node(lost);
   const std::vector<uint32_t> ranks = RanksOn(observed, lost);
   job.verdicts().stall_event_id =

@@ -102,10 +102,14 @@ class Detection {
   // `early`, the command of `job` on its node that failed before any rank
   // reported, against the job's other nodes and its last early failure.
   JudgedEarlyFailure JudgeEarly(JobEntry& job, EarlyFailure early);
-  // The job stalled and only ranks it cannot see can be why: the node silent
-  // the longest is lost.
+  // Of `silent`, the node the supervisor lost sight of first; with
+  // `with_the_job`, only among those that fell silent when the job stopped
+  // stepping (kNoNode if none did).
+  NodeIndex FirstSilent(const JobEntry& job, const absl::flat_hash_set<NodeIndex>& silent,
+                        bool with_the_job) const;
+  // The job stalled and node `lost`, which cannot be heard, is why: it is lost.
   void NodeLostInStall(absl::Time now, JobEntry& job, const StallVerdict& verdict,
-                       const absl::flat_hash_set<NodeIndex>& silent);
+                       NodeIndex lost);
 
   const CrashDetector crash_;
   const StallDetector stall_;

@@ -206,6 +206,37 @@ TEST_F(FailuresTest, StallWhoseOnlyPossibleCulpritCannotBeSeenIsThatNodeLost) {
   EXPECT_EQ(state(), "restarting");
 }
 
+TEST_F(FailuresTest, AHostFrozenMidAllReduceIsLostNotTheRankItLeftBehind) {
+  // A frozen host whose peers wait at uneven places (e2e_lost_nodes in the
+  // CI run of stop 40 named node-a's rank 1, a victim): node-b's ranks
+  // completed step 11 and froze; in the ring all-reduce rank 0 finished its
+  // part of step 11 too, and rank 1 waits for a chunk node-b never sent.
+  for (int s = 1; s <= 10; ++s) StepAll(AtS(s), s);
+  Step(AtS(10.8), 11, {b_});
+  last_word_.erase(b_);
+  Send(AtS(11), a_,
+       {Hb(HeartbeatKind::kComputeBegin, 0, 11), Hb(HeartbeatKind::kComputeEnd, 0, 11),
+        Hb(HeartbeatKind::kStep, 0, 11), Hb(HeartbeatKind::kComputeBegin, 1, 11),
+        Hb(HeartbeatKind::kComputeEnd, 1, 11)},
+       {Alive(0), Alive(1)});
+
+  std::vector<Event> found;
+  for (absl::Time t = AtS(11.5); t <= AtS(40) && found.empty(); t += absl::Milliseconds(500)) {
+    for (const Event& e : Sweep(t)) {
+      if (e.kind == EventKind::kStall || e.kind == EventKind::kNodeLost) found.push_back(e);
+    }
+    Send(t, a_, {}, {Alive(0), Alive(1)});  // node-a's agent is heard, its ranks wait
+  }
+
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].kind, EventKind::kNodeLost);
+  EXPECT_EQ(found[0].node, "node-b");
+  EXPECT_EQ(found[0].rank, std::nullopt);
+  const SupervisorOutput out = sup_->TakeOutput();
+  ASSERT_FALSE(out.journal.failures.empty());
+  EXPECT_EQ(out.journal.failures.back().node, "node-b");
+}
+
 TEST_F(FailuresTest, AHostFrozenInsideACheckpointIsLostWithoutTheCheckpointGrace) {
   // As above, but node-b froze inside a checkpoint's save: its ranks said
   // CHECKPOINT_BEGIN and nothing more (e2e_lost_nodes' frozen host in CI
