@@ -83,6 +83,11 @@ absl::Duration DrainInterval(const AgentOptions& options) {
 // nvidia-smi answers in well under a second on a healthy node; one that
 // hangs (a GPU off the bus) must not hold the agent's start.
 constexpr absl::Duration kNvidiaSmiTimeout = absl::Seconds(10);
+// How often the loop looks for a new GPU health reading (the poller reads
+// every --gpu-health-interval; this only bounds how late a change goes up).
+constexpr absl::Duration kGpuHealthCheckInterval = absl::Seconds(1);
+// A node's GPUs, at most (what trainsupd accepts of one report).
+constexpr size_t kMaxGpusReported = 64;
 // An error the driver repeats (an Xid storm) goes up once in this long.
 constexpr absl::Duration kXidResendInterval = absl::Seconds(10);
 // The (Xid, GPU) pairs remembered for that: a node has at most a few dozen
@@ -535,6 +540,14 @@ void Agent::StartGpuWatch() {
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"); visible != nullptr) {
     cuda_visible_ = visible;
   }
+  if (options_.gpu_health_interval > absl::ZeroDuration()) {
+    GpuHealthPollerOptions health;
+    health.nvidia_smi = options_.nvidia_smi;
+    health.dcgm_url = options_.dcgm_exporter;
+    health.interval = options_.gpu_health_interval;
+    health_ = std::make_unique<GpuHealthPoller>(health);
+    health_->Start();
+  }
   if (options_.kernel_log.empty() || options_.kernel_log == "none") return;
   absl::StatusOr<std::unique_ptr<KernelLogFollower>> log =
       KernelLogFollower::Open(options_.kernel_log);
@@ -600,10 +613,7 @@ void Agent::OnKernelLine(absl::string_view line) {
   const GpuInfo gpu = xid.pci ? gpus_.At(*xid.pci) : GpuInfo();
   // The ranks of the current generation on this node, by local rank.
   const std::vector<ProcessObservation> processes = watcher_.Snapshot();
-  uint32_t local_ranks = 0;
-  for (const ProcessObservation& p : processes) {
-    local_ranks = std::max(local_ranks, p.process.local_rank() + 1);
-  }
+  const uint32_t local_ranks = LocalRankCount(processes);
   v1::AgentMessage message;
   v1::GpuError* e = message.mutable_gpu_error();
   e->set_generation(state_->generation());
@@ -622,6 +632,60 @@ void Agent::OnKernelLine(absl::string_view line) {
   e->set_message(xid.message);
   TRAINSUP_LOG_WARN("Xid %d on GPU %d (%s): %s", xid.code, gpu.index,
                     address.empty() ? "no address" : address, xid.message);
+  link_->Send(std::move(message));
+}
+
+uint32_t Agent::LocalRankCount(const std::vector<ProcessObservation>& processes) const {
+  uint32_t local_ranks = 0;
+  for (const ProcessObservation& p : processes) {
+    local_ranks = std::max(local_ranks, p.process.local_rank() + 1);
+  }
+  return local_ranks;
+}
+
+void Agent::SendGpuHealth(absl::Duration now) {
+  if (health_ == nullptr || now - health_checked_ < kGpuHealthCheckInterval) return;
+  health_checked_ = now;
+  const std::vector<ProcessObservation> processes = watcher_.Snapshot();
+  const std::pair<uint64_t, size_t> ranks = {state_->generation(), processes.size()};
+  std::optional<GpuHealthReading> reading = health_->TakeChanged(ranks != health_ranks_sent_);
+  if (!reading) return;
+  health_ranks_sent_ = ranks;
+  const uint32_t local_ranks = LocalRankCount(processes);
+  v1::AgentMessage message;
+  v1::GpuHealthReport* report = message.mutable_gpu_health();
+  report->set_generation(state_->generation());
+  report->set_source(reading->source);
+  for (const GpuHealth& g : reading->gpus) {
+    if (report->gpus_size() >= static_cast<int>(kMaxGpusReported)) break;
+    v1::GpuHealthSample* out = report->add_gpus();
+    out->set_index(g.index);
+    out->set_uuid(g.uuid);
+    out->set_pci_bus_id(g.pci_bus_id);
+    if (g.clock_event_reasons) out->set_clock_event_reasons(*g.clock_event_reasons);
+    if (g.temperature_c) out->set_temperature_c(*g.temperature_c);
+    if (g.pcie_replays) out->set_pcie_replays(*g.pcie_replays);
+    if (g.ecc_uncorrectable) out->set_ecc_uncorrectable(*g.ecc_uncorrectable);
+    if (g.uncorrectable_remapped_rows) {
+      out->set_uncorrectable_remapped_rows(*g.uncorrectable_remapped_rows);
+    }
+    if (g.row_remap_failure) out->set_row_remap_failure(*g.row_remap_failure);
+    if (g.row_remap_pending) out->set_row_remap_pending(*g.row_remap_pending);
+    if (g.last_xid) out->set_last_xid(*g.last_xid);
+    GpuInfo gpu;
+    gpu.index = g.index;
+    gpu.uuid = g.uuid;
+    for (uint32_t local : LocalRanksOnGpu(gpu, cuda_visible_, local_ranks)) {
+      out->add_local_ranks(local);
+      for (const ProcessObservation& p : processes) {
+        if (p.process.local_rank() == local) out->add_ranks(p.process.rank());
+      }
+    }
+    if (const std::string slowing = SlowingReasonsText(g.clock_event_reasons.value_or(0));
+        !slowing.empty()) {
+      TRAINSUP_LOG_INFO("GPU %d (%s): %s", g.index, g.pci_bus_id, slowing);
+    }
+  }
   link_->Send(std::move(message));
 }
 
@@ -750,6 +814,7 @@ int Agent::Run() {
     if (kernel_log_ != nullptr) {
       kernel_log_->Poll([this](absl::string_view line) { OnKernelLine(line); });
     }
+    SendGpuHealth(now);
     RetryPlanFile(now);
     Do(state_->Tick(now));
   }

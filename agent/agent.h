@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent_state.h"
+#include "agent/gpu_health_poller.h"
 #include "agent/gpu_inventory.h"
 #include "agent/kernel_log.h"
 #include "agent/launcher.h"
@@ -79,6 +80,11 @@ struct AgentOptions {
   // "none" asks nothing (errors then name the address only). Default: the
   // one on PATH, when there is one.
   std::string nvidia_smi = "nvidia-smi";
+  // dcgm-exporter's /metrics, read for the GPUs' health beside nvidia-smi
+  // (docs/gpu.md, "GPU health"): "" or "none" reads none. Default: none.
+  std::string dcgm_exporter;
+  // How often the GPU health sources are read; zero reads none. Default: 10s.
+  absl::Duration gpu_health_interval = absl::Seconds(10);
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -145,6 +151,12 @@ class Agent {
   void StartGpuWatch();
   // One line of the kernel log: an Xid goes up as a GpuError.
   void OnKernelLine(absl::string_view line);
+  // The GPU health poller's last reading goes up when it changed, or when
+  // the ranks on the node did (a new generation's ranks, on the same GPUs).
+  void SendGpuHealth(absl::Duration now);
+  // The local ranks of the current generation (one more than the highest
+  // seen), and the processes they run as.
+  uint32_t LocalRankCount(const std::vector<ProcessObservation>& processes) const;
 
   // What the link's threads hand the event loop: a supervisor's message, or
   // the status of a refused hello.
@@ -212,6 +224,11 @@ class Agent {
   std::map<std::pair<uint32_t, std::string>, absl::Duration> xid_sent_;
   uint64_t kernel_lines_refused_ = 0;
   uint64_t xids_suppressed_ = 0;
+  // The GPUs' health (docs/gpu.md, "GPU health"), read in the poller's
+  // thread; what was last sent of it, and for which ranks.
+  std::unique_ptr<GpuHealthPoller> health_;
+  absl::Duration health_checked_ = -absl::InfiniteDuration();
+  std::pair<uint64_t, size_t> health_ranks_sent_{0, 0};  // (generation, rank processes)
   // The decisions, in steady time; created when Run starts.
   std::unique_ptr<AgentStateMachine> state_;
 };

@@ -7,29 +7,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "common/gpu_clock_reasons.h"
 
 namespace trainsup {
-
-// NVML's clock event reasons (nvml.h, nvmlClocksEventReason*; the bits
-// recorded in tests/testdata/gpu/clock_reasons.md).
-enum ClockEventReason : uint64_t {
-  kClockGpuIdle = 0x1,
-  kClockApplicationsSetting = 0x2,
-  kClockSwPowerCap = 0x4,
-  kClockHwSlowdown = 0x8,
-  kClockSyncBoost = 0x10,
-  kClockSwThermalSlowdown = 0x20,
-  kClockHwThermalSlowdown = 0x40,
-  kClockHwPowerBrakeSlowdown = 0x80,
-  kClockDisplaySetting = 0x100,
-};
-// The reasons that make a busy GPU slower than its peers: power cap,
-// hardware slowdown, thermal slowdown (software or hardware), power brake.
-constexpr uint64_t kClockSlowingReasons = kClockSwPowerCap | kClockHwSlowdown |
-                                          kClockSwThermalSlowdown | kClockHwThermalSlowdown |
-                                          kClockHwPowerBrakeSlowdown;
-// "hardware thermal slowdown, power brake"; "" when none of the slowing reasons.
-std::string SlowingReasonsText(uint64_t reasons);
 
 struct GpuHealth {
   int index = -1;    // nvidia-smi's index (dcgm-exporter's `gpu` label); -1: not known
@@ -45,6 +27,17 @@ struct GpuHealth {
   std::optional<double> last_xid;               // DCGM_FI_DEV_XID_ERRORS (the last Xid's code)
   std::optional<bool> row_remap_pending;        // nvidia-smi -q only: a remap waits for a reset
 };
+
+// One reading of a node's GPUs from both sources: `smi` (nvidia-smi -q, in
+// its index order) with what `dcgm` says of the same GPU laid over it (the
+// same UUID, else bus id, else index). A GPU only one source names is kept.
+std::vector<GpuHealth> MergeGpuHealth(std::vector<GpuHealth> smi,
+                                      const std::vector<GpuHealth>& dcgm);
+
+// Whether two readings differ in what the supervisor acts on: the slowing
+// clock reasons and the error counters, not a temperature's drift or an
+// idle GPU's bit.
+bool HealthChanged(const std::vector<GpuHealth>& before, const std::vector<GpuHealth>& now);
 
 }  // namespace trainsup
 

@@ -135,6 +135,14 @@ int main(int argc, char** argv) {
                   "asked once at start which GPU is at which PCI address, to name the GPU and "
                   "ranks of an Xid: a path, a name on PATH, or none")
       ->capture_default_str()->type_name("PATH");
+  run->add_option("--dcgm-exporter", options.dcgm_exporter,
+                  "read the GPUs' health (clock event reasons, uncorrectable ECC errors, "
+                  "remapped rows) from this dcgm-exporter /metrics URL as well as from "
+                  "nvidia-smi -q (docs/gpu.md), e.g. http://127.0.0.1:9400/metrics; default: none")
+      ->type_name("URL");
+  AddDurationOption(*run, "--gpu-health-interval", &options.gpu_health_interval,
+                    "how often the GPUs' health is read (nvidia-smi -q, --dcgm-exporter); 0 "
+                    "reads none");
   run->add_option("command", options.command, "the command to run, after --");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   // The command is what follows `--`, set aside before parsing: CLI11 would

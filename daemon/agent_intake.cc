@@ -40,6 +40,12 @@ grpc::Status ApplyAgentMessage(SupervisorHost& host, const v1::AgentMessage& mes
     }
     return ToGrpcStatus(host.GpuError(*session, FromProto(message.gpu_error())));
   }
+  if (message.has_gpu_health()) {
+    if (*session == 0) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "gpu health before hello");
+    }
+    return ToGrpcStatus(host.GpuHealth(*session, FromProto(message.gpu_health())));
+  }
   if (message.has_provenance()) {
     if (*session == 0) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "provenance before hello");

@@ -320,6 +320,37 @@ GpuErrorInfo FromProto(const v1::GpuError& in) {
   return out;
 }
 
+GpuHealthInfo FromProto(const v1::GpuHealthReport& in) {
+  // Absent stays absent: a counter no source reported is not a zero.
+  auto optional = [](bool has, auto value) {
+    return has ? std::optional<decltype(value)>(value) : std::nullopt;
+  };
+  GpuHealthInfo out;
+  out.generation = in.generation();
+  out.source = in.source();
+  out.gpus.reserve(std::min<size_t>(in.gpus_size(), kMaxGpusPerNode + 1));
+  for (const v1::GpuHealthSample& g : in.gpus()) {
+    if (out.gpus.size() > kMaxGpusPerNode) break;  // one past the bound: refused whole
+    GpuHealthSampleInfo s;
+    s.index = g.index();
+    s.uuid = g.uuid();
+    s.pci_bus_id = g.pci_bus_id();
+    s.clock_event_reasons = optional(g.has_clock_event_reasons(), g.clock_event_reasons());
+    s.temperature_c = optional(g.has_temperature_c(), g.temperature_c());
+    s.pcie_replays = optional(g.has_pcie_replays(), g.pcie_replays());
+    s.ecc_uncorrectable = optional(g.has_ecc_uncorrectable(), g.ecc_uncorrectable());
+    s.uncorrectable_remapped_rows =
+        optional(g.has_uncorrectable_remapped_rows(), g.uncorrectable_remapped_rows());
+    s.row_remap_failure = optional(g.has_row_remap_failure(), g.row_remap_failure());
+    s.row_remap_pending = optional(g.has_row_remap_pending(), g.row_remap_pending());
+    s.last_xid = optional(g.has_last_xid(), g.last_xid());
+    s.local_ranks.assign(g.local_ranks().begin(), g.local_ranks().end());
+    s.ranks.assign(g.ranks().begin(), g.ranks().end());
+    out.gpus.push_back(std::move(s));
+  }
+  return out;
+}
+
 v1::Rendezvous ToProto(const RendezvousSpec& spec) {
   v1::Rendezvous out;
   out.set_host_node(spec.host_node);

@@ -24,6 +24,7 @@ NodeReportInfo FromProto(const v1::NodeReport& in);
 void FromProto(const v1::NodeReport& in, NodeReportInfo* out);
 StacksInfo FromProto(const v1::StacksReport& in);
 GpuErrorInfo FromProto(const v1::GpuError& in);
+GpuHealthInfo FromProto(const v1::GpuHealthReport& in);
 // The core's reason of the same name; a value this supervisor does not know
 // (from a newer agent), and UNSPECIFIED, are kOther.
 RejectReason FromProto(v1::RejectReason in);

@@ -258,6 +258,11 @@ absl::Status SupervisorHost::GpuError(SessionId session, const GpuErrorInfo& err
       [&](Supervisor& core, absl::Time now) { return core.GpuError(now, session, error); });
 }
 
+absl::Status SupervisorHost::GpuHealth(SessionId session, const GpuHealthInfo& report) {
+  return Mutate(
+      [&](Supervisor& core, absl::Time now) { return core.GpuHealth(now, session, report); });
+}
+
 absl::Status SupervisorHost::Provenance(SessionId session, v1::GenerationProvenance record) {
   std::string job;
   const bool known = Read([&](const Supervisor& core, absl::Time) {

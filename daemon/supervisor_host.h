@@ -87,6 +87,7 @@ class SupervisorHost {
   absl::Status Report(SessionId session, const NodeReportInfo& report);
   absl::Status Stacks(SessionId session, const StacksInfo& stacks);
   absl::Status GpuError(SessionId session, const GpuErrorInfo& error);
+  absl::Status GpuHealth(SessionId session, const GpuHealthInfo& report);
   // Stores what the session's node launched for a generation
   // (docs/provenance.md), named by the session's job and node whatever the
   // record says, with secret-looking variables dropped and bounded to

@@ -15,7 +15,7 @@ DEMO_PACKAGES=(
   # libraries (GoogleTest: the build is configured with its tests, even
   # where only the binaries are built)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libsqlite3-dev libcli11-dev
+  libabsl-dev prometheus-cpp-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libsqlite3-dev libcli11-dev
   # the demo's job: torchrun (gloo on CPU)
   python3 python3-torch
 )

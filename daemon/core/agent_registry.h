@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "daemon/core/gpu_health.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job.h"
 #include "daemon/core/verdicts.h"
@@ -51,6 +52,9 @@ struct NodeRecord {
   // "" when none since this trainsupd started.
   std::string last_gpu_error;
   absl::Time last_gpu_error_at = absl::InfinitePast();
+  // What its GPU health sources last said of each GPU (docs/gpu.md, "GPU
+  // health"); empty when its agent reads none.
+  std::vector<GpuHealthState> gpu_health;
   uint64_t heartbeats_received = 0;
   uint64_t reports_received = 0;
   // The agent's cumulative counters as last reported, to count only the new part.

@@ -374,8 +374,12 @@ void Detection::SweepStragglers(absl::Time now, JobEntry& job) {
   GenerationVerdicts& v = job.verdicts();
   for (const StragglerChange& change : v.stragglers.Evaluate(job.job(), &v.straggler_ranks)) {
     const NodeIndex node = job.job().rank(change.rank).node;
+    // Whether its GPU runs slowed (thermal, power): the straggler's cause,
+    // not its input pipeline's.
+    const GpuHealthState* slowed =
+        node != kNoNode ? SlowedGpuOf(agents_.node(node).gpu_health, change.rank) : nullptr;
     decisions_.Emit(&job, StragglerEvent(now, EventJobOf(job), change, agents_.NameOf(node),
-                                         job.verdicts().stragglers.options()));
+                                         job.verdicts().stragglers.options(), slowed));
     if (change.flagged && node != kNoNode) {
       // A persistent straggler counts against its node, like a failure, but
       // does not restart the job by itself.
@@ -386,6 +390,7 @@ void Detection::SweepStragglers(absl::Time now, JobEntry& job) {
       failure.rank = change.rank;
       failure.failed_at = now;
       failure.message = absl::StrFormat("straggling rank %d (%.1fx)", change.rank, change.ratio);
+      if (slowed != nullptr) absl::StrAppend(&failure.message, ", its ", SlowedGpuNote(*slowed, now));
       failures_.OnNodeFailure(now, job, failure);
     }
   }

@@ -287,7 +287,8 @@ Event VerdictEvent(absl::Time time, const EventJob& job, std::optional<uint32_t>
 }
 
 Event StragglerEvent(absl::Time time, const EventJob& job, const StragglerChange& change,
-                     const std::string& node, const StragglerOptions& options) {
+                     const std::string& node, const StragglerOptions& options,
+                     const GpuHealthState* slowed_gpu) {
   Event e = Make(time, job, change.flagged ? EventKind::kStraggler : EventKind::kStragglerCleared);
   e.rank = change.rank;
   e.node = node;
@@ -303,6 +304,12 @@ Event StragglerEvent(absl::Time time, const EventJob& job, const StragglerChange
   if (change.flagged) {
     e.figures.emplace_back("windows", options.persistence);
     e.figures.emplace_back("window_steps", static_cast<double>(options.window));
+  }
+  if (change.flagged && slowed_gpu != nullptr) {
+    absl::StrAppend(&e.message, "; its ", SlowedGpuNote(*slowed_gpu, time));
+    e.figures.emplace_back("gpu_index", slowed_gpu->index);
+    e.figures.emplace_back("gpu_slowing_reasons", static_cast<double>(slowed_gpu->slowing));
+    e.figures.emplace_back("gpu_slowed_seconds", FigureSeconds(time - slowed_gpu->slowed_since));
   }
   return e;
 }

@@ -27,6 +27,7 @@
 #include "daemon/core/crash_detector.h"
 #include "daemon/core/early_failure.h"
 #include "daemon/core/event_log.h"
+#include "daemon/core/gpu_health.h"
 #include "daemon/core/job.h"
 #include "daemon/core/job_state.h"
 #include "daemon/core/journal.h"
@@ -102,9 +103,10 @@ Event VerdictEvent(absl::Time time, const EventJob& job, std::optional<uint32_t>
                    std::optional<int32_t> exit_code, const VerdictTaken& taken);
 
 // kStraggler, or kStragglerCleared: `change` of a rank on `node`, judged
-// with `options`.
+// with `options`; a straggler whose GPU runs slowed (`slowed_gpu`) says so.
 Event StragglerEvent(absl::Time time, const EventJob& job, const StragglerChange& change,
-                     const std::string& node, const StragglerOptions& options);
+                     const std::string& node, const StragglerOptions& options,
+                     const GpuHealthState* slowed_gpu = nullptr);
 
 // kStartTimeout: the generation started `waited` ago made no first step
 // within `timeout`, and no rank of it reported, on `nodes_running` nodes

@@ -22,7 +22,7 @@ namespace trainsup {
 
 // A failure a rule found, as the handler records and acts on it.
 struct Failure {
-  // "crash", "stall", "node_lost", "start_timeout", "straggler", or
+  // "crash", "stall", "node_lost", "start_timeout", "straggler", "gpu_uncorrectable", or
   // kRestartElsewhereFailure (verdicts.h).
   std::string kind;
   NodeIndex node = kNoNode;  // where it happened; kNoNode: nowhere known

@@ -116,6 +116,25 @@ void GpuErrorHandler::OnGpuError(absl::Time now, NodeIndex index, const GpuError
   }
 }
 
+void GpuErrorHandler::OnGpuHealth(absl::Time now, NodeIndex index, const GpuHealthInfo& report) {
+  NodeRecord& node = agents_.mutable_node(index);
+  const std::vector<GpuErrorRise> rises = NoteGpuHealth(now, report, &node.gpu_health);
+  if (rises.empty()) return;
+  JobEntry* job = jobs_.Find(node.job);
+  for (const GpuErrorRise& rise : rises) {
+    node.last_gpu_error = GpuErrorRiseText(rise);
+    node.last_gpu_error_at = now;
+    if (job == nullptr) continue;
+    Failure failure;
+    failure.kind = "gpu_uncorrectable";
+    failure.node = index;
+    failure.charged = true;
+    failure.failed_at = now;
+    failure.message = node.last_gpu_error;
+    failures_.OnNodeFailure(now, *job, failure);
+  }
+}
+
 void GpuErrorHandler::SweepDrains(absl::Time now) {
   for (auto it = drains_.begin(); it != drains_.end();) {
     const NodeIndex index = agents_.Find(it->first);

@@ -16,6 +16,7 @@
 #include "daemon/core/decisions.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/failure_handler.h"
+#include "daemon/core/gpu_health.h"
 #include "daemon/core/heartbeat.h"
 #include "daemon/core/job_entry.h"
 #include "daemon/core/quarantine_policy.h"
@@ -46,6 +47,10 @@ class GpuErrorHandler {
 
   // The agent of `node` read `error` in its kernel log.
   void OnGpuError(absl::Time now, NodeIndex node, const GpuErrorInfo& error);
+  // The agent of `node` read its GPUs' health: kept on the node's record
+  // (a straggler's event names a slowed GPU); an uncorrectable error counter
+  // that rose counts against the node, toward its quarantine.
+  void OnGpuHealth(absl::Time now, NodeIndex node, const GpuHealthInfo& report);
   // Quarantines each node to drain once its job no longer runs on it (it
   // stopped, restarts without it, or ended). Call at every sweep.
   void SweepDrains(absl::Time now);

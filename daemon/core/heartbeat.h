@@ -175,6 +175,33 @@ struct GpuErrorInfo {
 constexpr size_t kMaxGpuErrorMessageBytes = 512;
 constexpr size_t kMaxGpuErrorRanks = 64;
 
+// One GPU as its node's health sources describe it (agent.proto's
+// GpuHealthSample).
+struct GpuHealthSampleInfo {
+  int32_t index = -1;  // -1 when not known
+  std::string uuid;
+  std::string pci_bus_id;
+  std::optional<uint64_t> clock_event_reasons;  // NVML's bits (common/gpu_clock_reasons.h)
+  std::optional<double> temperature_c;
+  std::optional<double> pcie_replays;
+  std::optional<double> ecc_uncorrectable;
+  std::optional<double> uncorrectable_remapped_rows;
+  std::optional<double> row_remap_failure;
+  std::optional<bool> row_remap_pending;
+  std::optional<double> last_xid;
+  std::vector<uint32_t> local_ranks;
+  std::vector<uint32_t> ranks;
+};
+
+// What a node's GPU health sources said (agent.proto's GpuHealthReport).
+struct GpuHealthInfo {
+  uint64_t generation = 0;
+  std::string source;
+  std::vector<GpuHealthSampleInfo> gpus;
+};
+// The most GPUs one report may describe.
+constexpr size_t kMaxGpusPerNode = 64;
+
 struct NodeReportInfo {
   uint64_t sequence = 0;
   uint64_t generation = 0;

@@ -37,7 +37,7 @@ struct FailureRow {
   absl::Time time = absl::InfinitePast();
   std::string job;
   uint64_t generation = 0;
-  // "crash", "stall", "node_lost", "straggler", or "restart_elsewhere" (a
+  // "crash", "stall", "node_lost", "straggler", "gpu_uncorrectable", or "restart_elsewhere" (a
   // crash the job's own verdict said to restart elsewhere).
   std::string kind;
   std::string node;  // where it happened; empty: nowhere known

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "daemon/core/events.h"
 #include "daemon/core/failure_classifier.h"
 
@@ -160,9 +161,32 @@ bool SignalDetection::OnResumeSpike(absl::Time now, JobEntry& job, int64_t step)
   return true;
 }
 
+void SignalDetection::NoteSlowedGpus(absl::Time now, const JobEntry& job, Event& e) const {
+  constexpr size_t kNamed = 3;
+  std::vector<std::string> named;
+  size_t slowed = 0;
+  for (NodeIndex i : agents_.NodesOf(job.id())) {
+    const NodeRecord& node = agents_.node(i);
+    if (!e.node.empty() && node.name != e.node) continue;  // the node that moved, when named
+    for (const GpuHealthState& gpu : node.gpu_health) {
+      // A GPU no rank of the job uses does not slow it.
+      if (gpu.slowing == 0 || gpu.ranks.empty()) continue;
+      if (++slowed <= kNamed) named.push_back(absl::StrCat(node.name, "'s ", SlowedGpuNote(gpu, now)));
+    }
+  }
+  if (slowed == 0) return;
+  absl::StrAppend(&e.message, "; slowed GPUs: ", absl::StrJoin(named, "; "),
+                  slowed > kNamed ? absl::StrCat(" and ", slowed - kNamed, " more") : "");
+  e.figures.emplace_back("slowed_gpus", static_cast<double>(slowed));
+}
+
 void SignalDetection::Act(absl::Time now, JobEntry& job, SignalFinding& f) {
   const std::string kind(EventKindName(f.event.kind));
   const std::optional<uint32_t> rank = f.event.rank;
+  // A slowdown while a GPU of the job runs slowed (heat, power): said with it.
+  if (f.event.kind == EventKind::kThroughputChange || f.event.kind == EventKind::kThroughputDecay) {
+    NoteSlowedGpus(now, job, f.event);
+  }
   decisions_.Emit(&job, std::move(f.event));
   if (f.action != SignalAction::kChargeNode || f.node == kNoNode) return;
   // Counted toward the node's quarantine like any failure attributed to a

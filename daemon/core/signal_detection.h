@@ -57,6 +57,9 @@ class SignalDetection {
   bool SweepKill(absl::Time now, JobEntry& job, const std::optional<LossShiftFinding>& shift);
   // Emits a registry rule's finding and does what its action says.
   void Act(absl::Time now, JobEntry& job, SignalFinding& f);
+  // Adds to a throughput event the GPUs of the job (of its node, when it
+  // names one) that run slowed now, with why and since when.
+  void NoteSlowedGpus(absl::Time now, const JobEntry& job, Event& e) const;
   // The name of the node `rank` reports from ("" when none).
   const std::string& NodeOfRank(const JobEntry& job, uint32_t rank) const;
 

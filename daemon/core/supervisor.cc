@@ -188,6 +188,35 @@ absl::Status Supervisor::GpuError(absl::Time now, SessionId session, const GpuEr
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::GpuHealth(absl::Time now, SessionId session,
+                                   const GpuHealthInfo& report) {
+  const NodeIndex index = agents_.NodeOfSession(session);
+  if (index == kNoNode) {
+    return absl::FailedPreconditionError("unknown or superseded agent session; reconnect");
+  }
+  if (report.gpus.size() > kMaxGpusPerNode) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a GPU health report of ", report.gpus.size(), " GPUs (at most ",
+                     kMaxGpusPerNode, ")"));
+  }
+  const JobEntry* job = jobs_.Find(agents_.node(index).job);
+  for (const GpuHealthSampleInfo& gpu : report.gpus) {
+    if (gpu.ranks.size() > kMaxGpuErrorRanks || gpu.local_ranks.size() > kMaxGpuErrorRanks ||
+        gpu.uuid.size() > 128 || gpu.pci_bus_id.size() > 32) {
+      return absl::InvalidArgumentError("a GPU health report naming more than one GPU can hold");
+    }
+    for (uint32_t rank : gpu.ranks) {
+      // Before the generation's ranks report, the world size is not known.
+      if (job != nullptr && job->job().world_size() > 0 && rank >= job->job().world_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "GPU ", gpu.index, "'s rank ", rank, " outside world size ", job->job().world_size()));
+      }
+    }
+  }
+  gpu_errors_.OnGpuHealth(now, index, report);
+  return absl::OkStatus();
+}
+
 absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksInfo& info) {
   const NodeIndex index = agents_.NodeOfSession(session);
   if (index == kNoNode) {

@@ -92,6 +92,11 @@ class Supervisor {
   // an unknown session; InvalidArgument for an Xid of 0, a message beyond
   // kMaxGpuErrorMessageBytes or more than kMaxGpuErrorRanks ranks.
   absl::Status GpuError(absl::Time now, SessionId session, const GpuErrorInfo& error);
+  // An agent read its GPUs' health (docs/gpu.md, "GPU health"): kept for the
+  // node; a rise of an uncorrectable error counter counts against it.
+  // InvalidArgument for more than kMaxGpusPerNode GPUs, a GPU with more than
+  // kMaxGpuErrorRanks ranks, or a rank outside the job's world.
+  absl::Status GpuHealth(absl::Time now, SessionId session, const GpuHealthInfo& report);
   // The node of a live session; null when it is unknown or superseded.
   const NodeRecord* NodeOfSession(SessionId session) const;
 

@@ -15,7 +15,11 @@ its source), mid-job:
   the workload's, node-b is charged nothing and stays; its twin, with Xid 13
   reported only (--xid-action 13=report), quarantines node-b for the same
   crash. A garbled line and a line that is no Xid, written first, change
-  nothing.
+  nothing;
+- a GPU in thermal and power slowdown (a recorded `nvidia-smi -q` of eight
+  H100s whose GPU 2 is in software thermal slowdown, power brake and power
+  cap, printed by the stand-in nvidia-smi that node-b's agent polls) under a
+  rank that computes 3x slower: the straggler event names the GPU and why.
 
 Every test prints "measured: ..." lines.
 """
@@ -165,6 +169,41 @@ class GpuEndToEnd(ClusterTestCase):
         print(f"\nmeasured (Xid 13, then the rank's CUDA error on node-b): line written -> "
               f"gpu_error {event_time(gpu[0]) - written:.2f}s; the crash restarted the job on both "
               f"nodes, node-b charged with nothing (quarantines 0)", file=sys.stderr)
+
+
+    def test_a_straggler_on_a_throttled_gpu_names_the_throttle(self):
+        c = self.make_cluster("--straggler-window", "20", "--straggler-windows", "3")
+        job = "e2e-throttled"
+        # node-b runs on GPUs 2 and 3 of its machine (as Slurm sets
+        # CUDA_VISIBLE_DEVICES): local rank 0, global rank 2, is on GPU 2.
+        env = {"CUDA_VISIBLE_DEVICES": "2,3",
+               "TRAINSUP_TEST_NVIDIA_SMI_Q":
+                   "throttling/nvidia_smi_q_h100_power_cap_power_brake_sw_thermal.txt"}
+        started = time.time()
+        c.start_job(job, env=env,
+                    train_args=["--steps", "240", "--step-seconds", "0.03", "--slow-rank", "2",
+                                "--slow-factor", "3"],
+                    node_args={"node-a": ["--kernel-log", "none", "--nvidia-smi", "none"],
+                               "node-b": ["--kernel-log", "none", "--nvidia-smi", NVIDIA_SMI,
+                                          "--gpu-health-interval", "2s"]})
+        straggler = wait_for(lambda: c.events(job, "straggler"), STARTUP * 4,
+                             what="the straggler event")[0]
+        self.assertEqual(straggler["rank"], 2, straggler["message"])
+        self.assertEqual(straggler["node"], "node-b")
+        self.assertIn("its GPU 2 in software thermal slowdown, power brake slowdown, power cap "
+                      "since ", straggler["message"])
+        figures = straggler["figures"]
+        self.assertEqual(figures["gpu_index"], 2)
+        self.assertEqual(figures["gpu_slowing_reasons"], 0x4 | 0x20 | 0x80)
+        self.assertGreater(figures["gpu_slowed_seconds"], 0)
+        self.assertIn("GPU 2 (00000000:75:00.0): software thermal slowdown", c.agents["node-b"].output())
+        self.assertEqual(c.wait_agents(timeout=STARTUP * 3), {"node-a": 0, "node-b": 0})
+        # The other ranks' GPUs were not slowed, and no other rank straggled.
+        self.assertEqual(len(c.events(job, "straggler")), 1)
+        print(f"\nmeasured (rank 2 on node-b's GPU 2, recorded in power cap, power brake and "
+              f"thermal slowdown): straggler event {event_time(straggler) - started:.1f}s after the "
+              f"start, naming the GPU and its reasons (slowed for "
+              f"{figures['gpu_slowed_seconds']:.0f}s by then)", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "daemon/core/event_log.h"
 #include "daemon/core/heartbeat.h"
@@ -25,6 +27,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::Figure;
@@ -383,6 +386,117 @@ TEST_F(SweepTest, StragglerIsOneEventAndLaterOneCleared) {
   EXPECT_EQ(entry().event_count(EventKind::kStraggler), 1u);
   EXPECT_EQ(entry().event_count(EventKind::kStragglerCleared), 1u);
   EXPECT_EQ(entry().event_count(EventKind::kStall), 0u);
+}
+
+// node-b's GPUs as its agent's health sources read them: GPU 0 runs ranks
+// 2 and GPU 1 rank 3; `slowing` are GPU 1's clock event reasons.
+GpuHealthInfo NodeBGpus(uint64_t slowing) {
+  GpuHealthInfo report;
+  report.generation = 1;
+  report.source = "nvidia-smi";
+  for (int32_t i = 0; i < 2; ++i) {
+    GpuHealthSampleInfo g;
+    g.index = i;
+    g.uuid = absl::StrCat("GPU-", i);
+    g.clock_event_reasons = i == 1 ? slowing : 0x1;  // GPU 0 idle between steps: no slowing
+    g.local_ranks = {static_cast<uint32_t>(i)};
+    g.ranks = {static_cast<uint32_t>(2 + i)};
+    report.gpus.push_back(g);
+  }
+  return report;
+}
+
+TEST_F(SweepTest, AStragglerOnAThrottledGpuSaysSo) {
+  // node-b's GPU 1 is in power brake and hardware slowdown (the recorded
+  // H100s' mask 136) from 5 s on; rank 3 on it computes 3x longer.
+  ASSERT_TRUE(sup_->GpuHealth(AtS(5), b_, NodeBGpus(0x88)).ok());
+  ComputeFn compute = [](uint32_t rank, int64_t) -> std::optional<double> {
+    return rank == 3 ? 0.3 : 0.1;
+  };
+  std::vector<Event> flagged;
+  for (int64_t step = 0; step <= 40 && flagged.empty(); ++step) {
+    StepAll(AtS(step), step, compute);
+    if (step == 20) {  // a later reading, still slowed: the time it began stays
+      ASSERT_TRUE(sup_->GpuHealth(AtS(20), b_, NodeBGpus(0x88)).ok());
+    }
+    flagged = OfKind(Sweep(AtS(step)), EventKind::kStraggler);
+  }
+
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].rank, 3u);
+  EXPECT_THAT(flagged[0].message,
+              HasSubstr("its GPU 1 in power brake slowdown, hardware slowdown since "
+                        "00:16:45 UTC (25.0s)"));
+  EXPECT_EQ(Figure(flagged[0], "gpu_index"), 1.0);
+  EXPECT_EQ(Figure(flagged[0], "gpu_slowing_reasons"), 136.0);
+  EXPECT_EQ(Figure(flagged[0], "gpu_slowed_seconds"), 25.0);
+}
+
+TEST_F(SweepTest, AStragglerWhoseGpuIsNotSlowedNamesNoGpu) {
+  // The negative controls: the slowed GPU is another rank's (GPU 1, rank 3)
+  // while rank 2 straggles; and a GPU only idle (bit 0x1) is no slowing.
+  ASSERT_TRUE(sup_->GpuHealth(AtS(5), b_, NodeBGpus(0x88)).ok());
+  ComputeFn compute = [](uint32_t rank, int64_t) -> std::optional<double> {
+    return rank == 2 ? 0.3 : 0.1;
+  };
+  std::vector<Event> flagged;
+  for (int64_t step = 0; step <= 40 && flagged.empty(); ++step) {
+    StepAll(AtS(step), step, compute);
+    flagged = OfKind(Sweep(AtS(step)), EventKind::kStraggler);
+  }
+  ASSERT_EQ(flagged.size(), 1u);
+  EXPECT_EQ(flagged[0].rank, 2u);
+  EXPECT_THAT(flagged[0].message, Not(HasSubstr("GPU")));
+  EXPECT_EQ(Figure(flagged[0], "gpu_index"), std::nullopt);
+}
+
+TEST_F(SweepTest, ANodesSlowdownWhileItsGpuRunsSlowedNamesTheGpu) {
+  // node-b's ranks compute 1.5x longer from step 300 on, while its GPU 1
+  // (rank 3's) is in power brake and hardware slowdown.
+  ASSERT_TRUE(sup_->GpuHealth(AtS(250), b_, NodeBGpus(0x88)).ok());
+  ComputeFn compute = [](uint32_t rank, int64_t step) -> std::optional<double> {
+    return rank >= 2 && step >= 300 ? 0.15 : 0.1;
+  };
+  std::vector<Event> slowed;
+  for (int64_t step = 0; step <= 700 && slowed.empty(); ++step) {
+    StepAll(AtS(step), step, compute);
+    slowed = OfKind(Sweep(AtS(step)), EventKind::kThroughputChange);
+  }
+  ASSERT_FALSE(slowed.empty());
+  EXPECT_EQ(slowed[0].node, "node-b");
+  EXPECT_THAT(slowed[0].message,
+              HasSubstr("; slowed GPUs: node-b's GPU 1 in power brake slowdown, hardware "
+                        "slowdown since 00:20:50 UTC"));
+  EXPECT_EQ(Figure(slowed[0], "slowed_gpus"), 1.0);
+}
+
+TEST_F(SweepTest, AnUncorrectableErrorThatRisesCountsAgainstTheNode) {
+  GpuHealthInfo report = NodeBGpus(0);
+  report.gpus[1].ecc_uncorrectable = 2;  // the baseline: before this job
+  ASSERT_TRUE(sup_->GpuHealth(AtS(1), b_, report).ok());
+  EXPECT_EQ(sup_->node(1).last_gpu_error, "");
+  report.gpus[1].ecc_uncorrectable = 5;
+  ASSERT_TRUE(sup_->GpuHealth(AtS(2), b_, report).ok());
+
+  EXPECT_EQ(sup_->node(1).last_gpu_error, "uncorrectable ECC errors 2 -> 5 on GPU 1");
+  const SupervisorOutput out = sup_->TakeOutput();
+  ASSERT_FALSE(out.journal.failures.empty());
+  EXPECT_EQ(out.journal.failures.back().kind, "gpu_uncorrectable");
+  EXPECT_EQ(out.journal.failures.back().node, "node-b");
+  EXPECT_TRUE(out.journal.failures.back().charged);
+}
+
+TEST_F(SweepTest, AGpuHealthReportThatCannotBeIsRefused) {
+  StepAll(AtS(0), 0);
+  GpuHealthInfo report = NodeBGpus(0);
+  report.gpus[0].ranks = {4};  // world size 4
+  EXPECT_EQ(sup_->GpuHealth(AtS(1), b_, report).code(), absl::StatusCode::kInvalidArgument);
+  GpuHealthInfo many;
+  many.gpus.resize(kMaxGpusPerNode + 1);
+  EXPECT_EQ(sup_->GpuHealth(AtS(1), b_, many).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(sup_->GpuHealth(AtS(1), 999, NodeBGpus(0)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(sup_->node(1).gpu_health.empty());
 }
 
 TEST_F(SweepTest, WallStepTimeAloneNamesNoStraggler) {
