@@ -7,14 +7,15 @@
 #                                        when absent) for SECONDS (default 60)
 #   scripts/fuzz.sh --seeds TARGET       build, then run TARGET once over each
 #                                        seed of its corpus (no mutation)
-# Targets: heartbeat_decoder, kernel_line, agent_intake, state_restore (docs/fuzzing.md).
+# Targets: heartbeat_decoder, kernel_line, agent_intake, state_restore, flight_recorder
+# (docs/fuzzing.md).
 # Environment: TRAINSUP_FUZZ_BUILD_DIR (default: build-fuzz), TRAINSUP_BUILD_JOBS
 # (default: 2). Exits 1 on any finding (crash, leak, undefined behaviour,
 # timeout); the input that caused it is kept in the run's artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${TRAINSUP_FUZZ_BUILD_DIR:-build-fuzz}
-TARGETS=(heartbeat_decoder kernel_line agent_intake state_restore)
+TARGETS=(heartbeat_decoder kernel_line agent_intake state_restore flight_recorder)
 
 build() {
   if ! command -v clang++-14 >/dev/null; then
