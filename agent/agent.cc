@@ -20,7 +20,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/flight_record_proto.h"
+#include "agent/flight_recorder.h"
 #include "agent/heartbeat_decoder.h"
+#include "agent/nccl_dumps.h"
 #include "agent/xid_line.h"
 #include "common/bounded_run.h"
 #include "agent/rank_log.h"
@@ -86,6 +89,9 @@ constexpr absl::Duration kNvidiaSmiTimeout = absl::Seconds(10);
 // How often the loop looks for a new GPU health reading (the poller reads
 // every --gpu-health-interval; this only bounds how late a change goes up).
 constexpr absl::Duration kGpuHealthCheckInterval = absl::Seconds(1);
+// What trainsupd accepts of one rank's flight record.
+constexpr size_t kMaxFlightRecordGroupsSent = 64;
+constexpr size_t kMaxFlightRecordOpsSent = 8;
 // A node's GPUs, at most (what trainsupd accepts of one report).
 constexpr size_t kMaxGpusReported = 64;
 // An error the driver repeats (an Xid storm) goes up once in this long.
@@ -318,6 +324,13 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
     TRAINSUP_LOG_INFO("generation %d skips the batches of steps %d to %d", generation,
                       resume_.skip_first(), resume_.skip_last());
   }
+  // NCCL's flight recorder on, its dumps and pipes beside the stacks,
+  // unless the user set them (docs/gpu.md).
+  for (auto& [name, value] : FlightRecorderEnv(socket_->directory(), [](const char* name) {
+         return std::getenv(name) != nullptr;
+       })) {
+    env.emplace_back(std::move(name), std::move(value));
+  }
   absl::Status started = launcher_.Start(argv, env);
   if (!started.ok()) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
@@ -517,10 +530,16 @@ void Agent::BeginStackCollection(absl::Duration now, uint64_t generation) {
   OnDatagrams();
   stacks_began_ = now;
   stacks_ = std::make_unique<StackCollection>(generation, watcher_.Snapshot());
+  const NcclDumpPaths dumps = NcclDumpPathsFor(socket_->directory());
   for (const StackCollection::Target& t : stacks_->targets()) {
     // The size first: what the rank appends after the signal is its answer.
     const int64_t size = FileSize(StackPath(t.rank));
     stacks_->Asked(t.rank, size, watcher_.Signal(t.rank, t.signal));
+    // Its flight recorder's dump, when it has an NCCL group to record: the
+    // collective each rank reached, written by torch's watchdog thread,
+    // which runs when the rank's Python does not.
+    const int64_t stamp = ModifiedNanos(dumps.DumpOf(t.rank));
+    stacks_->AskedDump(t.rank, stamp, AskForNcclDump(dumps, t.rank));
   }
   ObserveStackFiles(now);
 }
@@ -532,6 +551,10 @@ void Agent::ObserveStackFiles(absl::Duration now) {
   }
   for (uint32_t rank : stacks_->Pending(now)) {
     stacks_->Observe(rank, FileSize(StackPath(rank)), now);
+  }
+  if (std::vector<uint32_t> dumps = stacks_->PendingDumps(now); !dumps.empty()) {
+    const NcclDumpPaths paths = NcclDumpPathsFor(socket_->directory());
+    for (uint32_t rank : dumps) stacks_->ObserveDump(rank, ModifiedNanos(paths.DumpOf(rank)), now);
   }
   if (stacks_->Done(now)) Do(state_->OnStacksCollected(now));
 }
@@ -689,14 +712,34 @@ void Agent::SendGpuHealth(absl::Duration now) {
   link_->Send(std::move(message));
 }
 
+void Agent::AddFlightRecord(const std::string& path, v1::RankStack* stack) {
+  // Past the reader's bound it is refused unread: one byte more says so.
+  const int64_t size = std::min<int64_t>(FileSize(path), kMaxFlightRecordBytes + 1);
+  absl::StatusOr<FlightRecord> record = ReadFlightRecord(ReadRange(path, 0, size));
+  if (!record.ok()) {
+    stack->set_flight_record_error(std::string(record.status().message()).substr(0, 512));
+    TRAINSUP_LOG_WARN("the flight recorder's dump %s is not read: %s", path,
+                      std::string(record.status().message()));
+    return;
+  }
+  ToProto(*record, kMaxFlightRecordGroupsSent, kMaxFlightRecordOpsSent,
+          stack->mutable_flight_record());
+}
+
 void Agent::FinishStackCollection() {
   std::unique_ptr<StackCollection> stacks = std::move(stacks_);
   v1::AgentMessage message;
   v1::StacksReport* report = message.mutable_stacks();
   report->set_generation(stacks->generation());
   int answered = 0;
+  int dumps = 0;
+  const NcclDumpPaths paths = NcclDumpPathsFor(socket_->directory());
   for (const StackCollection::Result& r : stacks->Results()) {
     v1::RankStack* stack = report->add_stacks();
+    if (r.dumped) {
+      ++dumps;
+      AddFlightRecord(paths.DumpOf(r.rank), stack);
+    }
     stack->set_rank(r.rank);
     stack->set_local_rank(r.local_rank);
     stack->set_pid(r.pid);
@@ -709,9 +752,10 @@ void Agent::FinishStackCollection() {
   // Until the last stack read.
   const absl::Duration took = SteadyNow() - stacks_began_;
   report->set_collect_seconds(absl::ToDoubleSeconds(took));
-  TRAINSUP_LOG_INFO("stacks of generation %d: %d of %d ranks answered in %s",
+  TRAINSUP_LOG_INFO("stacks of generation %d: %d of %d ranks answered in %s%s",
                     stacks->generation(), answered, report->stacks_size(),
-                    absl::FormatDuration(took));
+                    absl::FormatDuration(took),
+                    dumps > 0 ? absl::StrCat("; ", dumps, " NCCL flight recorder dumps") : "");
   link_->Send(std::move(message));
 }
 

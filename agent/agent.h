@@ -149,6 +149,8 @@ class Agent {
   // Opens the kernel log and asks nvidia-smi for the node's GPUs (both
   // optional: a node without them runs as before).
   void StartGpuWatch();
+  // Reads the flight recorder's dump at `path` into `stack` (or says why not).
+  void AddFlightRecord(const std::string& path, v1::RankStack* stack);
   // One line of the kernel log: an Xid goes up as a GpuError.
   void OnKernelLine(absl::string_view line);
   // The GPU health poller's last reading goes up when it changed, or when

@@ -40,6 +40,35 @@ void StackCollection::Observe(uint32_t rank, int64_t size, absl::Duration now) {
   }
 }
 
+void StackCollection::AskedDump(uint32_t rank, int64_t stamp_before, bool asked) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end()) return;
+  Rank& r = it->second;
+  r.dump_asked = asked;
+  r.dump_before = stamp_before;
+  r.dump_stamp = stamp_before;
+}
+
+void StackCollection::ObserveDump(uint32_t rank, int64_t stamp, absl::Duration now) {
+  auto it = ranks_.find(rank);
+  if (it == ranks_.end() || !it->second.dump_asked) return;
+  Rank& r = it->second;
+  if (stamp != r.dump_stamp) {
+    r.dump_stamp = stamp;
+    r.dump_changed_at = now;
+  }
+}
+
+std::vector<uint32_t> StackCollection::PendingDumps(absl::Duration now) const {
+  std::vector<uint32_t> pending;
+  for (const auto& [rank, r] : ranks_) {
+    if (!r.dump_asked) continue;
+    if (Dumped(r) && now - r.dump_changed_at >= kStackQuietTime) continue;
+    pending.push_back(rank);
+  }
+  return pending;
+}
+
 std::vector<uint32_t> StackCollection::Pending(absl::Duration now) const {
   std::vector<uint32_t> pending;
   for (const auto& [rank, r] : ranks_) {
@@ -63,6 +92,7 @@ std::vector<StackCollection::Result> StackCollection::Results() const {
       result.offset = r.size_before;
       result.length = std::min(r.size - r.size_before, kMaxStackBytes);
     }
+    result.dumped = Dumped(r);
     results.push_back(result);
   }
   return results;

@@ -51,11 +51,25 @@ class StackCollection {
   // `rank`'s file holds `size` bytes at `now` (0 when missing).
   void Observe(uint32_t rank, int64_t size, absl::Duration now);
 
+  // NCCL's flight recorder (docs/gpu.md): `rank` was asked for a dump
+  // through its pipe (`asked`: false when no process reads the pipe: the
+  // rank has no NCCL group, or did not set one up), its dump file's
+  // modification time (ns; 0 when missing) noted before. A dump is written
+  // whole, anew: a new modification time is its answer.
+  void AskedDump(uint32_t rank, int64_t stamp_before, bool asked);
+  // `rank`'s dump file has modification time `stamp` at `now`.
+  void ObserveDump(uint32_t rank, int64_t stamp, absl::Duration now);
+  // The ranks asked for a dump that may still write it.
+  std::vector<uint32_t> PendingDumps(absl::Duration now) const;
+
   // The asked ranks that may still answer: whose files to Observe.
   std::vector<uint32_t> Pending(absl::Duration now) const;
   // True once no asked rank may answer any more: each one answered (its file
-  // grew and then stayed the same for kStackQuietTime) or cannot.
-  bool Done(absl::Duration now) const { return Pending(now).empty(); }
+  // grew and then stayed the same for kStackQuietTime) or cannot, and so
+  // for the dumps asked for.
+  bool Done(absl::Duration now) const {
+    return Pending(now).empty() && PendingDumps(now).empty();
+  }
 
   // What to report of one rank: answered when its file grew since it was
   // asked (an answer still being written counts: the collection may end
@@ -68,6 +82,7 @@ class StackCollection {
     bool answered = false;
     int64_t offset = 0;
     int64_t length = 0;
+    bool dumped = false;  // its flight recorder wrote a dump since it was asked
   };
   // Every rank of the generation, by rank.
   std::vector<Result> Results() const;
@@ -83,8 +98,15 @@ class StackCollection {
     int64_t size_before = 0;
     int64_t size = 0;
     absl::Duration changed_at;  // when `size` was last seen to change
+    // The flight recorder's dump: asked through the pipe, its file's
+    // modification time before and now, when it last changed.
+    bool dump_asked = false;
+    int64_t dump_before = 0;
+    int64_t dump_stamp = 0;
+    absl::Duration dump_changed_at;
   };
   bool Answered(const Rank& r) const { return r.size > r.size_before; }
+  bool Dumped(const Rank& r) const { return r.dump_asked && r.dump_stamp != r.dump_before; }
 
   const uint64_t generation_;
   std::vector<Target> targets_;

@@ -437,6 +437,10 @@ std::string RenderStacks(const v1::StacksResponse& s) {
                     absl::StrJoin(s.unanswered_ranks(), ", "),
                     " (no stack signal registered, or stuck where Python cannot run)\n");
   }
+  if (s.has_collective()) {
+    absl::StrAppend(&out, "\nNCCL flight recorder (", Counted(s.collective().dumps(), "dump", "dumps"),
+                    "): ", s.collective().text(), "\n");
+  }
   return out;
 }
 

@@ -216,6 +216,21 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
       out->set_culprit(group.culprit);
     }
     for (uint32_t rank : stacks.unanswered) response->add_unanswered_ranks(rank);
+    if (stacks.flight_records > 0) {
+      const CollectiveCulprit& c = stacks.collective;
+      v1::CollectiveFinding* out = response->mutable_collective();
+      out->set_evidence(CulpritEvidenceName(c.evidence));
+      out->set_pg(c.pg);
+      out->set_pg_desc(c.pg_desc);
+      out->set_p2p(c.p2p);
+      out->set_seq(c.seq);
+      out->set_op(c.op);
+      for (uint32_t rank : c.not_entered) out->add_not_entered(rank);
+      for (uint32_t rank : c.waiting) out->add_waiting(rank);
+      for (uint32_t rank : c.without_dump) out->add_without_dump(rank);
+      out->set_text(c.text);
+      out->set_dumps(static_cast<uint32_t>(stacks.flight_records));
+    }
     return grpc::Status::OK;
   });
 }

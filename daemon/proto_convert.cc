@@ -293,6 +293,65 @@ void FromProto(const v1::NodeReport& in, NodeReportInfo* report) {
   out.plans_held_through = in.plans_held_through();
 }
 
+namespace {
+
+CollectiveState FromProto(v1::CollectiveOp::State state) {
+  switch (state) {
+    case v1::CollectiveOp::STATE_SCHEDULED:
+      return CollectiveState::kScheduled;
+    case v1::CollectiveOp::STATE_STARTED:
+      return CollectiveState::kStarted;
+    case v1::CollectiveOp::STATE_COMPLETED:
+      return CollectiveState::kCompleted;
+    default:
+      return CollectiveState::kUnknown;
+  }
+}
+
+CollectiveProgress FromProto(const v1::CollectiveProgress& in) {
+  return {in.last_enqueued(), in.last_started(), in.last_completed()};
+}
+
+std::vector<CollectiveOp> FromProto(
+    const google::protobuf::RepeatedPtrField<v1::CollectiveOp>& in) {
+  std::vector<CollectiveOp> out;
+  out.reserve(in.size());
+  for (const v1::CollectiveOp& o : in) {
+    CollectiveOp op;
+    op.seq = o.seq();
+    op.p2p = o.p2p();
+    op.op = o.op();
+    op.peer = o.peer();
+    op.state = FromProto(o.state());
+    op.retired = o.retired();
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+FlightRecord FromProto(const v1::FlightRecordSummary& in) {
+  FlightRecord out;
+  out.version = in.version();
+  out.entries = in.entries();
+  out.groups.reserve(in.groups_size());
+  for (const v1::CollectiveGroup& g : in.groups()) {
+    GroupRecord group;
+    group.pg_id = g.pg_id();
+    group.name = g.name();
+    group.desc = g.desc();
+    group.ranks.assign(g.ranks().begin(), g.ranks().end());
+    group.collectives = FromProto(g.collectives());
+    group.p2p = FromProto(g.p2p());
+    group.from_pg_status = g.from_pg_status();
+    group.last_collectives = FromProto(g.last_collectives());
+    group.last_p2p = FromProto(g.last_p2p());
+    out.groups.push_back(std::move(group));
+  }
+  return out;
+}
+
+}  // namespace
+
 StacksInfo FromProto(const v1::StacksReport& in) {
   StacksInfo out;
   out.generation = in.generation();
@@ -300,7 +359,9 @@ StacksInfo FromProto(const v1::StacksReport& in) {
   out.collect_seconds = std::isfinite(seconds) && seconds > 0 ? seconds : 0;
   out.stacks.reserve(in.stacks_size());
   for (const v1::RankStack& s : in.stacks()) {
-    out.stacks.push_back({s.rank(), s.local_rank(), s.pid(), s.answered(), s.text()});
+    RankStackInfo stack{s.rank(), s.local_rank(), s.pid(), s.answered(), s.text(), std::nullopt};
+    if (s.has_flight_record()) stack.flight_record = FromProto(s.flight_record());
+    out.stacks.push_back(std::move(stack));
   }
   return out;
 }

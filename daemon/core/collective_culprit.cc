@@ -303,6 +303,20 @@ bool Explains(const Candidate& a, const Candidate& b) {
 }  // namespace
 }  // namespace collective_culprit_internal
 
+const char* CulpritEvidenceName(CulpritEvidence evidence) {
+  switch (evidence) {
+    case CulpritEvidence::kNoDumps:
+      return "no_dumps";
+    case CulpritEvidence::kUndetermined:
+      return "undetermined";
+    case CulpritEvidence::kDump:
+      return "dump";
+    case CulpritEvidence::kAbsence:
+      return "absence";
+  }
+  return "no_dumps";
+}
+
 std::string RankRanges(const std::vector<uint32_t>& ranks) {
   if (ranks.empty()) return "no rank";
   std::string out = ranks.size() == 1 ? "rank " : "ranks ";

@@ -57,6 +57,9 @@ struct CollectiveCulprit {
   std::string text;
 };
 
+// "no_dumps", "undetermined", "dump", "absence": the wire's name (operator.proto).
+const char* CulpritEvidenceName(CulpritEvidence evidence);
+
 // `dumps`: each rank's record, by global rank. `world_size`: the job's ranks
 // (0 when unknown), to tell which ranks of the default group gave no dump
 // when no dump lists the group's ranks.

@@ -10,6 +10,7 @@
 #include "daemon/core/kill_criteria_spec.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/collective_record.h"
 #include "common/verdict_rule.h"
 #include "daemon/core/checkpoint_schedule.h"
 #include "daemon/core/reject_reason.h"
@@ -148,7 +149,12 @@ struct RankStackInfo {
   uint32_t pid = 0;
   bool answered = false;  // false: it wrote nothing in time
   std::string text;       // faulthandler's dump of every thread
+  // What its NCCL flight recorder's dump said, when it wrote one.
+  std::optional<FlightRecord> flight_record;
 };
+// The most groups, and operations a group, a rank's flight record may bring.
+constexpr size_t kMaxFlightRecordGroupsReported = 64;
+constexpr size_t kMaxFlightRecordOpsReported = 8;
 
 // One agent's stacks of its ranks.
 struct StacksInfo {

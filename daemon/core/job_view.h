@@ -250,6 +250,10 @@ struct StacksView {
   double collect_seconds = 0;
   std::vector<StackGroup> groups;    // the smallest group first
   std::vector<uint32_t> unanswered;  // ranks that wrote no stack in time
+  // The ranks' NCCL flight records: how many, and what they say (kNoDumps
+  // when none).
+  size_t flight_records = 0;
+  CollectiveCulprit collective;
 };
 
 }  // namespace trainsup

@@ -252,6 +252,8 @@ std::optional<StacksView> ReadModel::StacksOf(const JobEntry& job, uint64_t gene
   view.collect_seconds = stacks->collect_seconds;
   view.groups = GroupStacks(*stacks);
   view.unanswered = UnansweredRanks(*stacks);
+  view.flight_records = stacks->flight_records.size();
+  view.collective = stacks->collective;
   return view;
 }
 

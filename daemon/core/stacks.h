@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "common/collective_record.h"
+#include "daemon/core/collective_culprit.h"
 #include "absl/time/time.h"
 
 namespace trainsup {
@@ -32,6 +34,10 @@ struct JobStacks {
   double collect_seconds = 0;              // the slowest agent's
   std::optional<uint32_t> culprit;         // the rank the event named
   std::map<uint32_t, RankStack> by_rank;
+  // The ranks' NCCL flight records, and what they say together (judged
+  // again as each agent's stacks arrive).
+  std::map<uint32_t, FlightRecord> flight_records;
+  CollectiveCulprit collective;
 };
 
 // Ranks whose stacks show the same thing.

@@ -217,6 +217,22 @@ absl::Status Supervisor::GpuHealth(absl::Time now, SessionId session,
   return absl::OkStatus();
 }
 
+namespace {
+
+// Within what an agent may send of one rank's flight record.
+bool FlightRecordFits(const FlightRecord& record) {
+  if (record.groups.size() > kMaxFlightRecordGroupsReported) return false;
+  for (const GroupRecord& g : record.groups) {
+    if (g.last_collectives.size() > kMaxFlightRecordOpsReported ||
+        g.last_p2p.size() > kMaxFlightRecordOpsReported || g.ranks.size() > (1u << 20)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksInfo& info) {
   const NodeIndex index = agents_.NodeOfSession(session);
   if (index == kNoNode) {
@@ -236,6 +252,11 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
       return absl::InvalidArgumentError(
           absl::StrCat("stack of rank ", r.rank, " longer than ", kMaxStackBytes, " bytes"));
     }
+    if (r.flight_record && !FlightRecordFits(*r.flight_record)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "flight record of rank ", r.rank, " with more than ", kMaxFlightRecordGroupsReported,
+          " groups or ", kMaxFlightRecordOpsReported, " operations a group"));
+    }
   }
   JobStacks& set = job->mutable_stacks().For(info.generation, now, job->verdicts().stall_event_id,
                                              job->verdicts().stall_culprit);
@@ -244,11 +265,15 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
   int answered = 0;
   for (const RankStackInfo& r : info.stacks) {
     set.by_rank[r.rank] = {node.name, r.answered, r.text};
+    if (r.flight_record) set.flight_records[r.rank] = *r.flight_record;
     ranks.push_back(r.rank);
     answered += r.answered ? 1 : 0;
     decisions_.journal().stacks.push_back({job->id(), set.generation, set.event_id, set.time,
                                            set.collect_seconds, set.culprit, r.rank, node.name,
                                            r.answered, r.text});
+  }
+  if (!set.flight_records.empty()) {
+    set.collective = FindCollectiveCulprit(set.flight_records, job->job().world_size());
   }
   decisions_.Emit(job, StacksEvent(now, EventJobOf(job), node.name, static_cast<int>(ranks.size()),
                                    answered, info.collect_seconds));

@@ -19,7 +19,14 @@ its source), mid-job:
 - a GPU in thermal and power slowdown (a recorded `nvidia-smi -q` of eight
   H100s whose GPU 2 is in software thermal slowdown, power brake and power
   cap, printed by the stand-in nvidia-smi that node-b's agent polls) under a
-  rank that computes 3x slower: the straggler event names the GPU and why.
+  rank that computes 3x slower: the straggler event names the GPU and why;
+- a hang with NCCL's flight recorder: gloo has none and Debian's torch 1.13
+  writes no dumps, so each rank plays torch's watchdog (train.py
+  --emulate-flight-recorder: the pipe torch makes, and on a byte written to
+  it the dump in the documented format, tests/testdata/flight_recorder); the
+  agent asks every rank through its pipe before the stop, reads the dumps,
+  and `trainsupctl stacks` names the rank that never entered the all-reduce
+  the others wait in, beside the stall's own culprit.
 
 Every test prints "measured: ..." lines.
 """
@@ -204,6 +211,42 @@ class GpuEndToEnd(ClusterTestCase):
               f"thermal slowdown): straggler event {event_time(straggler) - started:.1f}s after the "
               f"start, naming the GPU and its reasons (slowed for "
               f"{figures['gpu_slowed_seconds']:.0f}s by then)", file=sys.stderr)
+
+
+    def test_a_hang_is_named_from_nccls_flight_recorder(self):
+        c = self.make_cluster()
+        job = "e2e-nccl-hang"
+        dumps = os.path.join(REPO, "tests", "testdata", "flight_recorder")
+        # Rank 2 (node-b's local rank 0, static ranks) hangs before its
+        # all-reduce; the recorded dumps say the same of all_reduce #7.
+        c.start_job(job, train_args=["--steps", "200", "--step-seconds", "0.05",
+                                     "--emulate-flight-recorder", dumps,
+                                     "--hang-node", "node-b", "--hang-local-rank", "0",
+                                     "--hang-step", "20", "--hang-generation", "1"],
+                    node_args={n: ["--kernel-log", "none", "--nvidia-smi", "none"]
+                               for n in ("node-a", "node-b")})
+        stall = wait_for(lambda: c.events(job, "stall"), STARTUP * 3, what="the stall")[0]
+        self.assertEqual(stall["rank"], 2, stall["message"])
+
+        def named():
+            code, out, _ = c.ctl("stacks", job, check=False)
+            return out if code == 0 and "NCCL flight recorder" in out else None
+        text = wait_for(named, 60, what="the stacks with the flight recorder's finding")
+        self.assertIn("NCCL flight recorder (4 dumps): rank 2 never entered all_reduce #7 of pg 0 "
+                      "(default_pg)", text)
+        finding = c.ctl_json("stacks", job)["collective"]
+        self.assertEqual(finding["evidence"], "dump")
+        self.assertEqual(finding["not_entered"], [2])
+        self.assertEqual(finding["waiting"], [0, 1, 3])
+        seen = time.time()
+        for node in ("node-a", "node-b"):  # each asked its two ranks
+            self.assertIn("; 2 NCCL flight recorder dumps", c.agents[node].output())
+        # The job is restarted and runs to its end without the hang.
+        self.assertEqual(c.wait_agents(timeout=STARTUP * 4), {"node-a": 0, "node-b": 0})
+        print(f"\nmeasured (rank 2 hung before all_reduce #7, its dumps played by the ranks): "
+              f"trainsupctl stacks named rank 2 from {finding['dumps']} dumps "
+              f"{seen - event_time(stall):.1f}s after the stall event (as seen by the test)",
+              file=sys.stderr)
 
 
 if __name__ == "__main__":

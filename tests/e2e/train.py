@@ -65,6 +65,14 @@ def parse_args():
                         "state on a loaded host)")
     # Failure injection. A failure happens at the first step >= its step, in
     # every generation unless a generation is given.
+    p.add_argument("--emulate-flight-recorder", default="",
+                   help="a directory of NCCL flight recorder dumps (RANK in each name, as "
+                        "tests/testdata/flight_recorder's hang_rankRANK.pkl): play torch's "
+                        "watchdog, which gloo has not: make the pipe "
+                        "$TORCH_NCCL_DEBUG_INFO_PIPE_FILE + rank + .pipe and, when a byte is "
+                        "written to it, write this rank's dump to "
+                        "$TORCH_NCCL_DEBUG_INFO_TEMP_FILE + rank (a thread of its own: it "
+                        "answers while the rank hangs)")
     p.add_argument("--hang-rank", type=int, default=-1,
                    help="this rank stops before its all-reduce at --hang-step and never returns")
     p.add_argument("--hang-node", default="",
@@ -331,6 +339,39 @@ class Checkpointer:
         return state.get("poison")
 
 
+def emulate_flight_recorder(dumps, rank):
+    """torch's ProcessGroupNCCL DumpPipe and DebugInfoWriter, for a gloo job
+    (torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp): only when the buffer
+    size is above 0 and the pipe's name is set, as torch does."""
+    import shutil
+    import threading
+    pipe_prefix = os.environ.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "")
+    if not pipe_prefix or int(os.environ.get("TORCH_NCCL_TRACE_BUFFER_SIZE", "0")) <= 0:
+        return
+    pipe = f"{pipe_prefix}{rank}.pipe"
+    try:
+        os.unlink(pipe)
+    except FileNotFoundError:
+        pass
+    os.mkfifo(pipe, 0o666)
+    fd = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    target = os.environ.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "/tmp/nccl_trace_rank_") + str(rank)
+    source = os.path.join(dumps, f"hang_rank{rank}.pkl")
+
+    def watchdog():
+        while True:
+            try:
+                poked = os.read(fd, 128)
+            except BlockingIOError:
+                poked = b""
+            if poked and os.path.exists(source):
+                shutil.copyfile(source, target + ".tmp")
+                os.replace(target + ".tmp", target)
+            time.sleep(0.1)  # torch's monitor thread polls its pipe on a timer too
+
+    threading.Thread(target=watchdog, daemon=True).start()
+
+
 def reached(spec, local_rank, step):
     """Whether this rank is at or past a NODE:LOCAL_RANK:GEN:STEP point of
     `spec` (comma-separated) in this generation."""
@@ -358,6 +399,8 @@ def main():
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.pg_timeout))
     rank = dist.get_rank()
     world = dist.get_world_size()
+    if args.emulate_flight_recorder:
+        emulate_flight_recorder(args.emulate_flight_recorder, rank)
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     torch.manual_seed(1234)  # the same initial model on every rank
     model = torch.nn.Linear(32, 1)

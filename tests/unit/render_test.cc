@@ -289,6 +289,14 @@ TEST(RenderStacksTest, GroupsSmallestFirstWithTheCulpritMarked) {
   EXPECT_THAT(text, HasSubstr("== 3 ranks: 0 (node-a), 1 (node-a), 3 (node-b)"));
   EXPECT_LT(text.find("line 9 in hang"), text.find("in all_reduce"));
   EXPECT_THAT(text, HasSubstr("no stack from rank 5"));
+  EXPECT_THAT(text, Not(HasSubstr("NCCL")));  // no dump: nothing said of one
+
+  s.mutable_collective()->set_dumps(4);
+  s.mutable_collective()->set_text(
+      "rank 2 never entered all_reduce #7 of pg 0 (default_pg) that ranks 0-1, 3 wait in");
+  EXPECT_THAT(RenderStacks(s), HasSubstr("\nNCCL flight recorder (4 dumps): rank 2 never entered "
+                                         "all_reduce #7 of pg 0 (default_pg) that ranks 0-1, 3 "
+                                         "wait in\n"));
 }
 
 TEST(RenderRanksTableTest, KeepsTheOrderTheSupervisorSorted) {

@@ -135,5 +135,28 @@ TEST(StackTextTest, KeepsAsciiLinesAndReplacesOtherBytes) {
   EXPECT_EQ(StackText(std::string("a\xc3\xa9\0b\x7f", 6)), "a???b?");
 }
 
+// NCCL's flight recorder (docs/gpu.md): a rank asked through its pipe has
+// answered once its dump file was written anew and stayed so; a rank whose
+// pipe nobody reads (no NCCL group) is not waited for.
+TEST(StackCollectionTest, AFlightRecorderDumpIsWaitedForOnlyFromARankThatReadsItsPipe) {
+  StackCollection c(1, {Rank(0, 1, true, kSignal), Rank(1, 1, true, kSignal)});
+  c.Asked(0, 0, true);
+  c.Asked(1, 0, true);
+  c.AskedDump(0, 111, true);
+  c.AskedDump(1, 0, false);
+  c.Observe(0, 10, T(0));
+  c.Observe(1, 10, T(0));
+  EXPECT_FALSE(c.Done(T(0.5)));  // stacks answered and quiet; rank 0's dump not yet written
+  EXPECT_THAT(c.PendingDumps(T(0.5)), ElementsAre(0u));
+  c.ObserveDump(0, 111, T(0.6));  // the old dump, unchanged: no answer
+  EXPECT_FALSE(c.Done(T(0.7)));
+  c.ObserveDump(0, 222, T(0.8));  // written anew
+  EXPECT_FALSE(c.Done(T(0.85)));
+  EXPECT_TRUE(c.Done(T(0.8) + kStackQuietTime));
+  const std::vector<StackCollection::Result> results = c.Results();
+  EXPECT_TRUE(results[0].dumped);
+  EXPECT_FALSE(results[1].dumped);
+}
+
 }  // namespace
 }  // namespace trainsup

@@ -5,6 +5,7 @@
 // restart is the point.
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -143,6 +144,87 @@ TEST_F(SweepTest, HangIsOneStallEventNamingTheCulpritRankAndNode) {
   EXPECT_TRUE(entry().verdicts().stalled);
   EXPECT_EQ(entry().verdicts().stall_culprit, 2u);
   EXPECT_EQ(entry().event_count(EventKind::kStall), 1u);
+}
+
+// One rank's flight record (common/collective_record.h): it enqueued the
+// default group's all-reduces up to `enqueued` and completed `completed`.
+FlightRecord AllReducesUpTo(int64_t enqueued, int64_t completed) {
+  FlightRecord record;
+  record.version = "2.10";
+  GroupRecord group;
+  group.pg_id = 0;
+  group.name = "0";
+  group.desc = "default_pg";
+  group.ranks = {0, 1, 2, 3};
+  group.collectives = {enqueued, -1, completed};
+  CollectiveOp op;
+  op.seq = enqueued;
+  op.op = "all_reduce";
+  op.state = enqueued > completed ? CollectiveState::kScheduled : CollectiveState::kCompleted;
+  group.last_collectives = {op};
+  record.groups = {group};
+  return record;
+}
+
+StacksInfo StacksWithRecords(uint64_t generation, std::vector<uint32_t> ranks,
+                             const std::map<uint32_t, FlightRecord>& records) {
+  StacksInfo info;
+  info.generation = generation;
+  for (uint32_t rank : ranks) {
+    RankStackInfo stack;
+    stack.rank = rank;
+    stack.answered = true;
+    stack.text = "Thread 0x1 (most recent call first):\n  File \"train.py\", line 1 in main\n";
+    if (auto it = records.find(rank); it != records.end()) stack.flight_record = it->second;
+    info.stacks.push_back(stack);
+  }
+  return info;
+}
+
+TEST_F(SweepTest, AHangsStacksCarryTheRankNcclsFlightRecorderNames) {
+  RunSteps(10);
+  HangOnRank2(AtMs(10500), 11);
+  ASSERT_FALSE(Detections(Sweep(AtMs(30500))).empty());
+  // Ranks 0, 1 and 3 enqueued all-reduce #7 and wait in it; rank 2 never
+  // called it (its dump stops at #6).
+  const std::map<uint32_t, FlightRecord> records = {{0, AllReducesUpTo(7, 6)},
+                                                     {1, AllReducesUpTo(7, 6)},
+                                                     {2, AllReducesUpTo(6, 6)},
+                                                     {3, AllReducesUpTo(7, 6)}};
+  ASSERT_TRUE(sup_->Stacks(AtS(31), a_, StacksWithRecords(gen_, {0, 1}, records)).ok());
+  ASSERT_TRUE(sup_->Stacks(AtS(31), b_, StacksWithRecords(gen_, {2, 3}, records)).ok());
+
+  const absl::StatusOr<std::optional<StacksView>> view = sup_->StacksOf("job", 0);
+  ASSERT_TRUE(view.ok() && view->has_value());
+  const StacksView& stacks = **view;
+  EXPECT_EQ(stacks.flight_records, 4u);
+  EXPECT_EQ(stacks.collective.evidence, CulpritEvidence::kDump);
+  EXPECT_THAT(stacks.collective.not_entered, ElementsAre(2u));
+  EXPECT_EQ(stacks.collective.seq, 7);
+  EXPECT_THAT(stacks.collective.text, HasSubstr("rank 2 never entered all_reduce #7 of pg 0"));
+}
+
+TEST_F(SweepTest, StacksWithoutFlightRecordsNameNoCollective) {
+  // The negative control: gloo jobs (and torch without a recorder) send
+  // stacks only.
+  RunSteps(10);
+  HangOnRank2(AtMs(10500), 11);
+  ASSERT_FALSE(Detections(Sweep(AtMs(30500))).empty());
+  ASSERT_TRUE(sup_->Stacks(AtS(31), a_, StacksWithRecords(gen_, {0, 1}, {})).ok());
+  const absl::StatusOr<std::optional<StacksView>> view = sup_->StacksOf("job", 0);
+  ASSERT_TRUE(view.ok() && view->has_value());
+  EXPECT_EQ((*view)->flight_records, 0u);
+  EXPECT_EQ((*view)->collective.evidence, CulpritEvidence::kNoDumps);
+}
+
+TEST_F(SweepTest, AFlightRecordPastItsBoundsIsRefused) {
+  RunSteps(10);
+  HangOnRank2(AtMs(10500), 11);
+  ASSERT_FALSE(Detections(Sweep(AtMs(30500))).empty());
+  FlightRecord huge = AllReducesUpTo(7, 6);
+  huge.groups.resize(kMaxFlightRecordGroupsReported + 1, huge.groups[0]);
+  EXPECT_EQ(sup_->Stacks(AtS(31), a_, StacksWithRecords(gen_, {0}, {{0, huge}})).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SweepTest, StallIsReportedOnceWhileItLasts) {
