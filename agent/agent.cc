@@ -89,6 +89,8 @@ constexpr absl::Duration kNvidiaSmiTimeout = absl::Seconds(10);
 // How often the loop looks for a new GPU health reading (the poller reads
 // every --gpu-health-interval; this only bounds how late a change goes up).
 constexpr absl::Duration kGpuHealthCheckInterval = absl::Seconds(1);
+// What goes up of the preflight's output: its end.
+constexpr size_t kPreflightOutputBytes = 4096;
 // What trainsupd accepts of one rank's flight record.
 constexpr size_t kMaxFlightRecordGroupsSent = 64;
 constexpr size_t kMaxFlightRecordOpsSent = 8;
@@ -203,6 +205,7 @@ v1::AgentHello Agent::Hello() const {
   hello.set_min_nodes(min_nodes_);
   for (const std::string& rule : options_.verdict_rules) hello.add_verdict_rules(rule);
   if (rendezvous_kind_ != CommandRendezvous::kNone) *hello.mutable_rendezvous() = rendezvous_offer_;
+  if (preflight_) *hello.mutable_preflight() = *preflight_;
   return hello;
 }
 
@@ -712,6 +715,35 @@ void Agent::SendGpuHealth(absl::Duration now) {
   link_->Send(std::move(message));
 }
 
+void Agent::RunPreflight() {
+  if (options_.preflight.empty()) return;
+  TRAINSUP_LOG_INFO("preflight: running %s (at most %s)", options_.preflight,
+                    absl::FormatDuration(options_.preflight_timeout));
+  BoundedRunOptions run;
+  run.timeout = options_.preflight_timeout;
+  run.max_output = 1 << 20;  // the tail is what goes up: a check says why at its end
+  run.merge_stderr = true;
+  const absl::Duration start = SteadyNow();
+  const BoundedRunResult ran = RunBounded({"/bin/sh", "-c", options_.preflight}, run);
+  v1::PreflightResult result;
+  result.set_passed(ran.succeeded());
+  result.set_exit_code(ran.reaped && WIFEXITED(ran.status) ? WEXITSTATUS(ran.status) : -1);
+  result.set_timed_out(ran.timed_out);
+  result.set_seconds(absl::ToDoubleSeconds(SteadyNow() - start));
+  const size_t tail = std::min<size_t>(ran.output.size(), kPreflightOutputBytes);
+  result.set_output(StackText(absl::string_view(ran.output).substr(ran.output.size() - tail)));
+  if (result.passed()) {
+    TRAINSUP_LOG_INFO("preflight passed in %.1fs", result.seconds());
+  } else {
+    TRAINSUP_LOG_ERROR("preflight failed (%s after %.1fs): this node will not join; its output:\n%s",
+                       ran.timed_out ? "its time limit"
+                       : ran.spawn_error != 0 ? strerror(ran.spawn_error)
+                                              : absl::StrCat("exit code ", result.exit_code()),
+                       result.seconds(), result.output());
+  }
+  preflight_ = std::move(result);
+}
+
 void Agent::AddFlightRecord(const std::string& path, v1::RankStack* stack) {
   // Past the reader's bound it is refused unread: one byte more says so.
   const int64_t size = std::min<int64_t>(FileSize(path), kMaxFlightRecordBytes + 1);
@@ -805,6 +837,8 @@ int Agent::Run() {
   socket_ = std::move(*socket);
   plans_ = std::make_unique<PlanFile>(socket_->directory() + "/plans.json");
 
+  // Before the first hello: a node whose check fails says so in it.
+  RunPreflight();
   LinkOptions link_options;
   link_options.address = options_.supervisor;
   link_options.tls = options_.tls;

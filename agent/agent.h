@@ -85,6 +85,11 @@ struct AgentOptions {
   std::string dcgm_exporter;
   // How often the GPU health sources are read; zero reads none. Default: 10s.
   absl::Duration gpu_health_interval = absl::Seconds(10);
+  // The node's health check, run with /bin/sh -c before the agent first
+  // says hello (docs/gpu.md): "" runs none. A node whose check fails (or
+  // outlasts its time limit) never joins, and is quarantined with its output.
+  std::string preflight;
+  absl::Duration preflight_timeout = absl::Minutes(10);
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -149,6 +154,8 @@ class Agent {
   // Opens the kernel log and asks nvidia-smi for the node's GPUs (both
   // optional: a node without them runs as before).
   void StartGpuWatch();
+  // Runs --preflight, when given, and keeps its result for the hello.
+  void RunPreflight();
   // Reads the flight recorder's dump at `path` into `stack` (or says why not).
   void AddFlightRecord(const std::string& path, v1::RankStack* stack);
   // One line of the kernel log: an Xid goes up as a GpuError.
@@ -229,6 +236,8 @@ class Agent {
   // The GPUs' health (docs/gpu.md, "GPU health"), read in the poller's
   // thread; what was last sent of it, and for which ranks.
   std::unique_ptr<GpuHealthPoller> health_;
+  // What --preflight said, sent with every hello (set before the first).
+  std::optional<v1::PreflightResult> preflight_;
   absl::Duration health_checked_ = -absl::InfiniteDuration();
   std::pair<uint64_t, size_t> health_ranks_sent_{0, 0};  // (generation, rank processes)
   // The decisions, in steady time; created when Run starts.

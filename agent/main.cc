@@ -143,6 +143,14 @@ int main(int argc, char** argv) {
   AddDurationOption(*run, "--gpu-health-interval", &options.gpu_health_interval,
                     "how often the GPUs' health is read (nvidia-smi -q, --dcgm-exporter); 0 "
                     "reads none");
+  run->add_option("--preflight", options.preflight,
+                  "a health check run with /bin/sh -c before the node joins (docs/gpu.md), e.g. "
+                  "'dcgmi diag -r 1': a node whose check fails never joins and is quarantined "
+                  "with its output; default: none")
+      ->type_name("CMD");
+  AddDurationOption(*run, "--preflight-timeout", &options.preflight_timeout,
+                    "the preflight's time limit: past it the check is killed and failed",
+                    DurationBound::kPositive);
   run->add_option("command", options.command, "the command to run, after --");
   app.add_flag("-v,--verbose", verbose, "log debug lines");
   // The command is what follows `--`, set aside before parsing: CLI11 would

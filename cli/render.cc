@@ -440,6 +440,9 @@ std::string RenderStacks(const v1::StacksResponse& s) {
   if (s.has_collective()) {
     absl::StrAppend(&out, "\nNCCL flight recorder (", Counted(s.collective().dumps(), "dump", "dumps"),
                     "): ", s.collective().text(), "\n");
+    for (const std::string& unread : s.collective().unread_dumps()) {
+      absl::StrAppend(&out, "   a dump not read: ", unread, "\n");
+    }
   }
   return out;
 }

@@ -216,7 +216,7 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
       out->set_culprit(group.culprit);
     }
     for (uint32_t rank : stacks.unanswered) response->add_unanswered_ranks(rank);
-    if (stacks.flight_records > 0) {
+    if (stacks.flight_records > 0 || !stacks.unread_dumps.empty()) {
       const CollectiveCulprit& c = stacks.collective;
       v1::CollectiveFinding* out = response->mutable_collective();
       out->set_evidence(CulpritEvidenceName(c.evidence));
@@ -228,8 +228,11 @@ grpc::Status OperatorServiceImpl::GetStacks(grpc::ServerContext* context,
       for (uint32_t rank : c.not_entered) out->add_not_entered(rank);
       for (uint32_t rank : c.waiting) out->add_waiting(rank);
       for (uint32_t rank : c.without_dump) out->add_without_dump(rank);
-      out->set_text(c.text);
+      out->set_text(stacks.flight_records > 0 ? c.text : "no dump could be read");
       out->set_dumps(static_cast<uint32_t>(stacks.flight_records));
+      for (const auto& [rank, why] : stacks.unread_dumps) {
+        out->add_unread_dumps(absl::StrCat("rank ", rank, ": ", why));
+      }
     }
     return grpc::Status::OK;
   });

@@ -246,6 +246,12 @@ AgentHelloInfo FromProto(const v1::AgentHello& in) {
     offer.node_rank = r.node_rank();
     out.rendezvous = std::move(offer);
   }
+  if (in.has_preflight()) {
+    const v1::PreflightResult& p = in.preflight();
+    const double seconds = p.seconds();
+    out.preflight = PreflightInfo{p.passed(), p.exit_code(), p.timed_out(),
+                                  std::isfinite(seconds) && seconds > 0 ? seconds : 0, p.output()};
+  }
   for (const v1::CheckpointPlan& p : in.plans()) {
     CheckpointPlanSpec spec;
     spec.plan_id = p.plan_id();
@@ -359,7 +365,8 @@ StacksInfo FromProto(const v1::StacksReport& in) {
   out.collect_seconds = std::isfinite(seconds) && seconds > 0 ? seconds : 0;
   out.stacks.reserve(in.stacks_size());
   for (const v1::RankStack& s : in.stacks()) {
-    RankStackInfo stack{s.rank(), s.local_rank(), s.pid(), s.answered(), s.text(), std::nullopt};
+    RankStackInfo stack{s.rank(),   s.local_rank(), s.pid(), s.answered(),
+                        s.text(),   std::nullopt,   s.flight_record_error()};
     if (s.has_flight_record()) stack.flight_record = FromProto(s.flight_record());
     out.stacks.push_back(std::move(stack));
   }

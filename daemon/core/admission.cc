@@ -4,6 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "common/format.h"
 #include "common/limits.h"
 #include "common/verdict_rule.h"
@@ -11,6 +13,23 @@
 #include "daemon/core/node_loss_detector.h"
 
 namespace trainsup {
+
+std::string PreflightReason(const PreflightInfo& preflight) {
+  absl::string_view last;
+  for (absl::string_view line : absl::StrSplit(preflight.output, '\n')) {
+    line = absl::StripAsciiWhitespace(line);
+    if (!line.empty()) last = line;
+  }
+  std::string said(ClipText(last, 300));
+  for (char& c : said) {
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';  // one line, whatever the check wrote
+  }
+  return absl::StrCat("preflight failed (",
+                      preflight.timed_out ? "at its time limit"
+                                          : absl::StrCat("exit code ", preflight.exit_code),
+                      absl::StrFormat(" after %.1fs)", preflight.seconds),
+                      said.empty() ? "" : ": ", said);
+}
 
 absl::Status Admission::CheckNodeFree(absl::Time now, const AgentHelloInfo& hello) const {
   const NodeIndex index = agents_.Find(hello.node);
@@ -73,6 +92,10 @@ absl::Status Admission::Check(absl::Time now, const AgentHelloInfo& hello) {
   if (hello.rendezvous) {
     if (absl::Status bad = CheckRendezvousOffer(*hello.rendezvous); !bad.ok()) return bad;
   }
+  if (hello.preflight && hello.preflight->output.size() > kMaxPreflightOutputBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("a preflight's output longer than ",
+                                                   kMaxPreflightOutputBytes, " bytes"));
+  }
   if (absl::Status taken = CheckNodeFree(now, hello); !taken.ok()) return taken;
   if (absl::Status refused = CheckLimits(hello); !refused.ok()) return refused;
   return CheckJob(hello);
@@ -113,7 +136,7 @@ Admission::Admitted Admission::Admit(absl::Time now, const AgentHelloInfo& hello
   const uint64_t generation = observed.generation();
   // A fresh agent joins the generation that runs; one that ran an older
   // generation was cut from this one and waits for the next.
-  admitted.launch = !quarantine_.IsQuarantined(node.name) &&
+  admitted.launch = !quarantine_.IsQuarantined(node.name) && !node.preflight_failed &&
                     (job.lifecycle().state == JobState::kPending ||
                      job.lifecycle().state == JobState::kRunning) &&
                     (fresh_agent || hello.generation == generation);

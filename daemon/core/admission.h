@@ -15,6 +15,10 @@
 
 namespace trainsup {
 
+// A failed health check as a quarantine's reason, on one line: "preflight
+// failed (exit code 1 after 2.3s): <the last line it wrote>".
+std::string PreflightReason(const PreflightInfo& preflight);
+
 // Lets agents in, and their jobs into the lifecycle: whether a hello may be
 // served (one agent per node, the limits, generations and plans only as this
 // supervisor gave them), and what it means for the job: a new job (pending,

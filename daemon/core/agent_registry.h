@@ -52,6 +52,11 @@ struct NodeRecord {
   // "" when none since this trainsupd started.
   std::string last_gpu_error;
   absl::Time last_gpu_error_at = absl::InfinitePast();
+  // Its agent's health check (--preflight) failed at its last hello: it does
+  // not join the job (quarantined with the check's output, or, past the
+  // quarantine cap, left out of every generation) until an agent whose check
+  // passes says hello.
+  bool preflight_failed = false;
   // What its GPU health sources last said of each GPU (docs/gpu.md, "GPU
   // health"); empty when its agent reads none.
   std::vector<GpuHealthState> gpu_health;

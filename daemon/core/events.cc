@@ -109,7 +109,8 @@ std::string LeftOut(LeftOutNodes& left_out) {
   for (auto [names, why] : {std::make_pair(&left_out.quarantined, "quarantined"),
                             std::make_pair(&left_out.unreachable, "unreachable"),
                             std::make_pair(&left_out.unheard, "not heard"),
-                            std::make_pair(&left_out.elsewhere, "left out: restart elsewhere")}) {
+                            std::make_pair(&left_out.elsewhere, "left out: restart elsewhere"),
+                            std::make_pair(&left_out.failed_preflight, "failed its preflight")}) {
     if (names->empty()) continue;
     std::sort(names->begin(), names->end());
     groups.push_back(absl::StrCat(ListSome(*names), " (", why, ")"));
@@ -689,7 +690,7 @@ Event RestartEvent(absl::Time time, const EventJob& job, const std::vector<std::
   Event e = Make(time, job, EventKind::kRestart);
   const size_t elsewhere = left_out.elsewhere.size();
   const size_t count = left_out.quarantined.size() + left_out.unreachable.size() +
-                       left_out.unheard.size() + elsewhere;
+                       left_out.unheard.size() + elsewhere + left_out.failed_preflight.size();
   e.message = absl::StrCat("generation ", job.generation, " started on ", NodesStarted(nodes),
                            LeftOut(left_out),
                            left_out.kept.empty() ? "" : absl::StrCat("; ", left_out.kept),

@@ -198,6 +198,8 @@ struct LeftOutNodes {
   std::vector<std::string> elsewhere;
   // A node such a verdict named but the job could not run without, and why.
   std::string kept;
+  // Its health check (--preflight) failed and the quarantine cap kept it.
+  std::vector<std::string> failed_preflight;
 };
 // kRestart: generation `job.generation` started on `nodes` (their names),
 // without the nodes `left_out`; after `cause`.

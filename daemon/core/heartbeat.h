@@ -123,6 +123,16 @@ struct RankProcessInfo {
   std::string stderr_line;
 };
 
+// A node's health check, run by its agent before it says hello.
+struct PreflightInfo {
+  bool passed = false;
+  int32_t exit_code = -1;  // -1: killed, or at its time limit
+  bool timed_out = false;
+  double seconds = 0;
+  std::string output;  // its end, at most kMaxPreflightOutputBytes
+};
+constexpr size_t kMaxPreflightOutputBytes = 4096;
+
 struct AgentHelloInfo {
   std::string node;
   std::string job;
@@ -140,6 +150,8 @@ struct AgentHelloInfo {
   // How the node can host its job's rendezvous; unset: its agent leaves the
   // rendezvous to the command.
   std::optional<RendezvousOffer> rendezvous;
+  // Its --preflight check, when it ran one before this hello.
+  std::optional<PreflightInfo> preflight;
 };
 
 // A rank's Python stack, as its agent collected it before a stop.
@@ -149,12 +161,15 @@ struct RankStackInfo {
   uint32_t pid = 0;
   bool answered = false;  // false: it wrote nothing in time
   std::string text;       // faulthandler's dump of every thread
-  // What its NCCL flight recorder's dump said, when it wrote one.
+  // What its NCCL flight recorder's dump said, when it wrote one; or why a
+  // dump it wrote was not read (at most 512 bytes).
   std::optional<FlightRecord> flight_record;
+  std::string flight_record_error;
 };
 // The most groups, and operations a group, a rank's flight record may bring.
 constexpr size_t kMaxFlightRecordGroupsReported = 64;
 constexpr size_t kMaxFlightRecordOpsReported = 8;
+constexpr size_t kMaxFlightRecordErrorBytes = 512;
 
 // One agent's stacks of its ranks.
 struct StacksInfo {

@@ -254,6 +254,7 @@ struct StacksView {
   // when none).
   size_t flight_records = 0;
   CollectiveCulprit collective;
+  std::map<uint32_t, std::string> unread_dumps;  // rank -> why its dump was not read
 };
 
 }  // namespace trainsup

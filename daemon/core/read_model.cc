@@ -254,6 +254,7 @@ std::optional<StacksView> ReadModel::StacksOf(const JobEntry& job, uint64_t gene
   view.unanswered = UnansweredRanks(*stacks);
   view.flight_records = stacks->flight_records.size();
   view.collective = stacks->collective;
+  view.unread_dumps = stacks->unread_dumps;
   return view;
 }
 

@@ -156,6 +156,8 @@ void RestartCoordinator::StartNextGeneration(absl::Time now, JobEntry& job) {
     const NodeRecord& node = agents_.node(i);
     if (quarantine_.IsQuarantined(node.name)) {
       left_out.quarantined.push_back(node.name);
+    } else if (node.preflight_failed) {
+      left_out.failed_preflight.push_back(node.name);
     } else if (node.unreachable) {
       left_out.unreachable.push_back(node.name);
     } else if (!NodeLossDetector::RecentlyHeard(node, now)) {

@@ -38,6 +38,8 @@ struct JobStacks {
   // again as each agent's stacks arrive).
   std::map<uint32_t, FlightRecord> flight_records;
   CollectiveCulprit collective;
+  // The ranks whose dump was written but not read, and why.
+  std::map<uint32_t, std::string> unread_dumps;
 };
 
 // Ranks whose stacks show the same thing.

@@ -55,6 +55,12 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   // The welcome tells it the interval in force (zero: its own stays).
   NodeRecord& node = agents_.mutable_node(connection.node);
   if (cadence_.enabled()) node.report_interval = cadence_.current();
+  // Its health check failed: it does not join (observe-only: said, not acted on).
+  node.preflight_failed =
+      hello.preflight && !hello.preflight->passed && !options_.observe_only;
+  if (node.preflight_failed) {
+    failures_.QuarantineNow(now, connection.node, PreflightReason(*hello.preflight), "preflight");
+  }
   const Admission::Admitted admitted = admission_.Admit(now, hello, connection.node);
   // An agent that comes back says how its command stands.
   admitted.job->NoteLauncher(node.name, hello.generation, node.launcher);
@@ -266,6 +272,9 @@ absl::Status Supervisor::Stacks(absl::Time now, SessionId session, const StacksI
   for (const RankStackInfo& r : info.stacks) {
     set.by_rank[r.rank] = {node.name, r.answered, r.text};
     if (r.flight_record) set.flight_records[r.rank] = *r.flight_record;
+    if (!r.flight_record_error.empty()) {
+      set.unread_dumps[r.rank] = ClipText(r.flight_record_error, kMaxFlightRecordErrorBytes);
+    }
     ranks.push_back(r.rank);
     answered += r.answered ? 1 : 0;
     decisions_.journal().stacks.push_back({job->id(), set.generation, set.event_id, set.time,

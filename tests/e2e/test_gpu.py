@@ -26,7 +26,10 @@ its source), mid-job:
   it the dump in the documented format, tests/testdata/flight_recorder); the
   agent asks every rank through its pipe before the stop, reads the dumps,
   and `trainsupctl stacks` names the rank that never entered the all-reduce
-  the others wait in, beside the stall's own culprit.
+  the others wait in, beside the stall's own culprit;
+- a health check before a node joins (--preflight): node-b's fails, so it
+  never joins: quarantined with the check's last line, its agent exits, and
+  the job runs on node-a, whose check passed.
 
 Every test prints "measured: ..." lines.
 """
@@ -247,6 +250,34 @@ class GpuEndToEnd(ClusterTestCase):
               f"trainsupctl stacks named rank 2 from {finding['dumps']} dumps "
               f"{seen - event_time(stall):.1f}s after the stall event (as seen by the test)",
               file=sys.stderr)
+
+
+    def test_a_node_whose_preflight_fails_never_joins(self):
+        c = self.make_cluster()
+        job = "e2e-preflight"
+        failing = ("echo 'Running dcgmi diag -r 1'; "
+                   "echo '| Memory | Fail - GPU 3: an uncorrectable ECC error |' >&2; exit 1")
+        started = time.time()
+        c.start_job(job, elastic=True, train_args=["--steps", "40", "--step-seconds", "0.05"],
+                    node_args={"node-a": ["--kernel-log", "none", "--nvidia-smi", "none",
+                                          "--preflight", "true"],
+                               "node-b": ["--kernel-log", "none", "--nvidia-smi", "none",
+                                          "--preflight", failing]})
+        quarantine = wait_for(lambda: c.events(job, "quarantine"), STARTUP,
+                              what="node-b's quarantine")[0]
+        self.assertEqual(quarantine["node"], "node-b")
+        self.assertIn("quarantined by preflight: preflight failed (exit code 1 after ",
+                      quarantine["message"])
+        self.assertIn("| Memory | Fail - GPU 3: an uncorrectable ECC error |", quarantine["message"])
+        self.assertEqual(c.agents["node-b"].wait(timeout=60), QUARANTINED_EXIT)
+        self.assertIn("preflight failed", c.agents["node-b"].output())
+        self.assertEqual(c.agents["node-a"].wait(timeout=STARTUP * 3), 0)
+        steps = train_steps(c.train_log)
+        self.assertEqual({s["node"] for s in steps}, {"node-a"})  # node-b never trained
+        self.assertIn("preflight passed", c.agents["node-a"].output())
+        print(f"\nmeasured (node-b's preflight exits 1): quarantined "
+              f"{event_time(quarantine) - started:.1f}s after the agents started, never joined; "
+              f"node-a trained {len({s['step'] for s in steps})} steps alone", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -488,6 +488,52 @@ TEST_F(FailuresTest, AGpuErrorThatCannotBeIsRefusedAndChangesNothing) {
 // ---------------------------------------------------------------------------
 // One agent per node
 
+// ---------------------------------------------------------------------------
+// A health check before a node joins (--preflight)
+
+TEST_F(FailuresTest, ANodeWhoseHealthCheckFailsNeverJoinsAndIsQuarantinedWithItsOutput) {
+  AgentHelloInfo hello = HelloOf("node-c");
+  hello.preflight = PreflightInfo{
+      false, 1, false, 2.34,
+      "Running dcgmi diag -r 1\n| Memory  | Fail - GPU 3: an uncorrectable ECC error |\n\n"};
+  Supervisor::HelloResult result;
+  Connect(AtS(1), hello, &result);
+
+  EXPECT_FALSE(result.launch);
+  EXPECT_TRUE(sup_->quarantine().IsQuarantined("node-c"));
+  EXPECT_EQ(sup_->quarantine().ReasonOf("node-c"),
+            "preflight failed (exit code 1 after 2.3s): | Memory  | Fail - GPU 3: an "
+            "uncorrectable ECC error |");
+  const std::vector<Event> quarantine = Events(EventKind::kQuarantine);
+  ASSERT_EQ(quarantine.size(), 1u);
+  EXPECT_EQ(quarantine[0].node, "node-c");
+  EXPECT_THAT(quarantine[0].message, HasSubstr("quarantined by preflight"));
+}
+
+TEST_F(FailuresTest, ANodeWhoseHealthCheckPassesJoins) {
+  // The negative control, and a check past its time limit beside it.
+  AgentHelloInfo hello = HelloOf("node-c");
+  hello.preflight = PreflightInfo{true, 0, false, 61.0, "all checks passed\n"};
+  Supervisor::HelloResult result;
+  Connect(AtS(1), hello, &result);
+  EXPECT_TRUE(result.launch);
+  EXPECT_FALSE(sup_->quarantine().IsQuarantined("node-c"));
+  EXPECT_THAT(Events(EventKind::kQuarantine), IsEmpty());
+
+  AgentHelloInfo slow = HelloOf("node-d");
+  slow.preflight = PreflightInfo{false, -1, true, 600.0, ""};
+  Connect(AtS(2), slow, &result);
+  EXPECT_FALSE(result.launch);
+  EXPECT_EQ(sup_->quarantine().ReasonOf("node-d"),
+            "preflight failed (at its time limit after 600.0s)");
+}
+
+TEST_F(FailuresTest, APreflightsOutputPastItsBoundRefusesTheHello) {
+  AgentHelloInfo hello = HelloOf("node-c");
+  hello.preflight = PreflightInfo{false, 1, false, 1.0, std::string(kMaxPreflightOutputBytes + 1, 'x')};
+  EXPECT_EQ(sup_->Hello(AtS(1), hello).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(FailuresTest, SecondAgentForANodeWhoseAgentIsHeardIsRefused) {
   StepAll(AtS(1), 1);
   AgentHelloInfo second = HelloOf("node-b");

@@ -210,11 +210,15 @@ TEST_F(SweepTest, StacksWithoutFlightRecordsNameNoCollective) {
   RunSteps(10);
   HangOnRank2(AtMs(10500), 11);
   ASSERT_FALSE(Detections(Sweep(AtMs(30500))).empty());
-  ASSERT_TRUE(sup_->Stacks(AtS(31), a_, StacksWithRecords(gen_, {0, 1}, {})).ok());
+  StacksInfo info = StacksWithRecords(gen_, {0, 1}, {});
+  info.stacks[1].flight_record_error = "a pickle that calls GLOBAL is not read";
+  ASSERT_TRUE(sup_->Stacks(AtS(31), a_, info).ok());
   const absl::StatusOr<std::optional<StacksView>> view = sup_->StacksOf("job", 0);
   ASSERT_TRUE(view.ok() && view->has_value());
   EXPECT_EQ((*view)->flight_records, 0u);
   EXPECT_EQ((*view)->collective.evidence, CulpritEvidence::kNoDumps);
+  EXPECT_THAT((*view)->unread_dumps,
+              ElementsAre(std::make_pair(1u, "a pickle that calls GLOBAL is not read")));
 }
 
 TEST_F(SweepTest, AFlightRecordPastItsBoundsIsRefused) {
