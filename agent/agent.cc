@@ -19,7 +19,9 @@
 #include <variant>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "agent/dcgm_job_mapping.h"
 #include "agent/flight_record_proto.h"
 #include "agent/flight_recorder.h"
 #include "agent/heartbeat_decoder.h"
@@ -334,6 +336,7 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
        })) {
     env.emplace_back(std::move(name), std::move(value));
   }
+  WriteDcgmJobMapping(generation);
   absl::Status started = launcher_.Start(argv, env);
   if (!started.ok()) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
@@ -574,15 +577,19 @@ void Agent::StartGpuWatch() {
     health_ = std::make_unique<GpuHealthPoller>(health);
     health_->Start();
   }
-  if (options_.kernel_log.empty() || options_.kernel_log == "none") return;
-  absl::StatusOr<std::unique_ptr<KernelLogFollower>> log =
-      KernelLogFollower::Open(options_.kernel_log);
-  if (!log.ok()) {
-    TRAINSUP_LOG_INFO("GPU errors are not heard: the kernel log %s",
-                      std::string(log.status().message()));
-    return;
+  const bool follow = !options_.kernel_log.empty() && options_.kernel_log != "none";
+  if (follow) {
+    absl::StatusOr<std::unique_ptr<KernelLogFollower>> log =
+        KernelLogFollower::Open(options_.kernel_log);
+    if (log.ok()) {
+      kernel_log_ = std::move(*log);
+    } else {
+      TRAINSUP_LOG_INFO("GPU errors are not heard: the kernel log %s",
+                        std::string(log.status().message()));
+    }
   }
-  kernel_log_ = std::move(*log);
+  // The GPU map names an Xid's GPU, and the GPUs of the job-mapping files.
+  if (kernel_log_ == nullptr && options_.dcgm_job_mapping_dir.empty()) return;
   if (options_.nvidia_smi.empty() || options_.nvidia_smi == "none") return;
   BoundedRunOptions run;
   run.timeout = kNvidiaSmiTimeout;
@@ -595,13 +602,15 @@ void Agent::StartGpuWatch() {
       smi.succeeded() ? ParseGpuQuery(smi.output)
                       : absl::UnavailableError(smi.spawn_error != 0 ? strerror(smi.spawn_error)
                                                                     : "did not exit 0 in time");
+  const std::string following =
+      kernel_log_ != nullptr ? kernel_log_->path() : std::string("no kernel log");
   if (!gpus.ok()) {
     TRAINSUP_LOG_INFO("following %s; no GPU map from %s (%s): errors name the PCI address",
-                      kernel_log_->path(), options_.nvidia_smi, std::string(gpus.status().message()));
+                      following, options_.nvidia_smi, std::string(gpus.status().message()));
     return;
   }
-  TRAINSUP_LOG_INFO("following %s for GPU errors; %d GPUs from %s", kernel_log_->path(),
-                    gpus->size(), options_.nvidia_smi);
+  TRAINSUP_LOG_INFO("following %s for GPU errors; %d GPUs from %s", following, gpus->size(),
+                    options_.nvidia_smi);
   gpus_ = GpuInventory(*std::move(gpus));
 }
 
@@ -713,6 +722,25 @@ void Agent::SendGpuHealth(absl::Duration now) {
     }
   }
   link_->Send(std::move(message));
+}
+
+void Agent::WriteDcgmJobMapping(uint64_t generation) {
+  if (options_.dcgm_job_mapping_dir.empty()) return;
+  job_mapping_gpus_ = JobGpuIndices(cuda_visible_, gpus_.gpus());
+  if (job_mapping_gpus_.empty()) {
+    TRAINSUP_LOG_WARN("dcgm job mapping: no GPU known (no nvidia-smi map, no "
+                      "CUDA_VISIBLE_DEVICES): nothing written");
+    return;
+  }
+  absl::Status written =
+      WriteJobMapping(options_.dcgm_job_mapping_dir, job_mapping_gpus_, options_.job);
+  if (!written.ok()) {
+    TRAINSUP_LOG_WARN("dcgm job mapping: %s", std::string(written.message()));
+    return;
+  }
+  TRAINSUP_LOG_INFO("dcgm job mapping: GPUs %s run job %s (generation %d) in %s",
+                    absl::StrJoin(job_mapping_gpus_, ","), options_.job, generation,
+                    options_.dcgm_job_mapping_dir);
 }
 
 void Agent::RunPreflight() {
@@ -913,6 +941,9 @@ int Agent::Run() {
                       absl::FormatDuration(kFinalReportTimeout));
   }
   close(signal_fd);
+  if (!job_mapping_gpus_.empty()) {  // the GPUs no longer run this job
+    RemoveJobMapping(options_.dcgm_job_mapping_dir, job_mapping_gpus_, options_.job);
+  }
   const int exit_code = *state_->exit_code();
   TRAINSUP_LOG_INFO("exiting with code %d", exit_code);
   return exit_code;

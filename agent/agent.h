@@ -90,6 +90,8 @@ struct AgentOptions {
   // outlasts its time limit) never joins, and is quarantined with its output.
   std::string preflight;
   absl::Duration preflight_timeout = absl::Minutes(10);
+  // dcgm-exporter's HPC job-mapping directory (docs/gpu.md): "" writes none.
+  std::string dcgm_job_mapping_dir;
 };
 
 // trainsup-agent's event loop: receives rank heartbeats, watches rank
@@ -154,6 +156,8 @@ class Agent {
   // Opens the kernel log and asks nvidia-smi for the node's GPUs (both
   // optional: a node without them runs as before).
   void StartGpuWatch();
+  // Writes the job into dcgm-exporter's mapping files of its GPUs.
+  void WriteDcgmJobMapping(uint64_t generation);
   // Runs --preflight, when given, and keeps its result for the hello.
   void RunPreflight();
   // Reads the flight recorder's dump at `path` into `stack` (or says why not).
@@ -238,6 +242,8 @@ class Agent {
   std::unique_ptr<GpuHealthPoller> health_;
   // What --preflight said, sent with every hello (set before the first).
   std::optional<v1::PreflightResult> preflight_;
+  // The GPUs whose dcgm-exporter job-mapping files name this job.
+  std::vector<int> job_mapping_gpus_;
   absl::Duration health_checked_ = -absl::InfiniteDuration();
   std::pair<uint64_t, size_t> health_ranks_sent_{0, 0};  // (generation, rank processes)
   // The decisions, in steady time; created when Run starts.

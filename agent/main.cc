@@ -143,6 +143,11 @@ int main(int argc, char** argv) {
   AddDurationOption(*run, "--gpu-health-interval", &options.gpu_health_interval,
                     "how often the GPUs' health is read (nvidia-smi -q, --dcgm-exporter); 0 "
                     "reads none");
+  run->add_option("--dcgm-job-mapping-dir", options.dcgm_job_mapping_dir,
+                  "write dcgm-exporter's HPC job-mapping files here (one a GPU, named by its "
+                  "index, holding the job id) at each generation, so the exporter labels the "
+                  "GPUs' series with the job (docs/gpu.md); default: none")
+      ->type_name("DIR");
   run->add_option("--preflight", options.preflight,
                   "a health check run with /bin/sh -c before the node joins (docs/gpu.md), e.g. "
                   "'dcgmi diag -r 1': a node whose check fails never joins and is quarantined "

@@ -189,13 +189,16 @@ class GpuEndToEnd(ClusterTestCase):
         env = {"CUDA_VISIBLE_DEVICES": "2,3",
                "TRAINSUP_TEST_NVIDIA_SMI_Q":
                    "throttling/nvidia_smi_q_h100_power_cap_power_brake_sw_thermal.txt"}
+        mapping = os.path.join(self.scratch, "dcgm-job-mapping")
+        os.mkdir(mapping)
         started = time.time()
         c.start_job(job, env=env,
                     train_args=["--steps", "240", "--step-seconds", "0.03", "--slow-rank", "2",
                                 "--slow-factor", "3"],
                     node_args={"node-a": ["--kernel-log", "none", "--nvidia-smi", "none"],
                                "node-b": ["--kernel-log", "none", "--nvidia-smi", NVIDIA_SMI,
-                                          "--gpu-health-interval", "2s"]})
+                                          "--gpu-health-interval", "2s",
+                                          "--dcgm-job-mapping-dir", mapping]})
         straggler = wait_for(lambda: c.events(job, "straggler"), STARTUP * 4,
                              what="the straggler event")[0]
         self.assertEqual(straggler["rank"], 2, straggler["message"])
@@ -207,7 +210,14 @@ class GpuEndToEnd(ClusterTestCase):
         self.assertEqual(figures["gpu_slowing_reasons"], 0x4 | 0x20 | 0x80)
         self.assertGreater(figures["gpu_slowed_seconds"], 0)
         self.assertIn("GPU 2 (00000000:75:00.0): software thermal slowdown", c.agents["node-b"].output())
+        # dcgm-exporter's job-mapping files name the job on node-b's two GPUs
+        # while it runs, and are gone when its agent is.
+        for gpu in ("2", "3"):
+            with open(os.path.join(mapping, gpu)) as f:
+                self.assertEqual(f.read(), f"{job}\n")
+        self.assertEqual(sorted(os.listdir(mapping)), ["2", "3"])
         self.assertEqual(c.wait_agents(timeout=STARTUP * 3), {"node-a": 0, "node-b": 0})
+        self.assertEqual(os.listdir(mapping), [])
         # The other ranks' GPUs were not slowed, and no other rank straggled.
         self.assertEqual(len(c.events(job, "straggler")), 1)
         print(f"\nmeasured (rank 2 on node-b's GPU 2, recorded in power cap, power brake and "
