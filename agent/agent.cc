@@ -330,14 +330,18 @@ void Agent::Launch(uint64_t generation, const std::string& why) {
                       resume_.skip_first(), resume_.skip_last());
   }
   // NCCL's flight recorder on, its dumps and pipes beside the stacks,
-  // unless the user set them (docs/gpu.md).
+  // unless the user set them (docs/gpu.md). The paths are this agent's own
+  // directory, another at each agent's start: not the job's provenance,
+  // which would show them changed at every requeue.
+  Launcher::EnvVars launch_env = env;
   for (auto& [name, value] : FlightRecorderEnv(socket_->directory(), [](const char* name) {
          return std::getenv(name) != nullptr;
        })) {
-    env.emplace_back(std::move(name), std::move(value));
+    if (!IsFlightRecorderPath(name)) env.emplace_back(name, value);
+    launch_env.emplace_back(std::move(name), std::move(value));
   }
   WriteDcgmJobMapping(generation);
-  absl::Status started = launcher_.Start(argv, env);
+  absl::Status started = launcher_.Start(argv, launch_env);
   if (!started.ok()) {
     Do(state_->OnLaunchFailed(started.message()));  // said as the agent's error line
     return;

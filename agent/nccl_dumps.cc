@@ -44,6 +44,11 @@ std::vector<std::pair<std::string, std::string>> FlightRecorderEnv(const std::st
   return env;
 }
 
+bool IsFlightRecorderPath(const std::string& name) {
+  return name == "TORCH_NCCL_DEBUG_INFO_TEMP_FILE" || name == "TORCH_FR_DUMP_TEMP_FILE" ||
+         name == "TORCH_NCCL_DEBUG_INFO_PIPE_FILE" || name == "TORCH_FR_DEBUG_INFO_PIPE_FILE";
+}
+
 std::string NcclDumpPaths::DumpOf(uint32_t rank) const { return absl::StrCat(dump_prefix, rank); }
 
 std::string NcclDumpPaths::PipeOf(uint32_t rank) const {

@@ -27,6 +27,10 @@ using IsSetFn = bool (*)(const char* name);
 std::vector<std::pair<std::string, std::string>> FlightRecorderEnv(const std::string& directory,
                                                                    IsSetFn is_set);
 
+// Whether `name` is one of the recorder's path variables (the dump's or the
+// pipe's prefix): the agent's plumbing rather than the job's setting.
+bool IsFlightRecorderPath(const std::string& name);
+
 // Where the ranks' dumps and pipes are: the user's prefixes when set, else
 // under `directory`.
 struct NcclDumpPaths {

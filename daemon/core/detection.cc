@@ -88,6 +88,15 @@ Failure Detection::CrashFailure(JobEntry& job, const CrashVerdict& verdict,
       f.message = absl::StrCat("crash of rank ", *verdict.rank, " (",
                                FailureText(job.job().rank(*verdict.rank)), ")");
       JudgeRankFailure(job, verdict, f);
+      if (const GpuErrorSeen* gpu = job.verdicts().HardwareGpuError(agents_.NameOf(verdict.node));
+          gpu != nullptr && !f.verdict) {
+        // Its GPU said it failed (an Xid the GPU must be reset for): the
+        // node's failure, whatever the rank's death looked like, and no
+        // bug in the code to hold the job for.
+        absl::StrAppend(&f.message, "; after Xid ", gpu->xid, " on its node's GPU");
+        f.charged = true;
+        f.hold.reset();
+      }
       break;
     case CrashVerdict::Kind::kNoCulprit:
       f.message = absl::StrCat("crash with no rank failing on its own (rank ", *verdict.rank,
@@ -157,7 +166,10 @@ void Detection::JudgeCrashForCheckpoints(JobEntry& job, const CrashVerdict& verd
   if (verdict.kind == CrashVerdict::Kind::kRank && verdict.rank) {
     const RankState& r = job.job().rank(*verdict.rank);
     step = r.step;
-    if (!failure.verdict && ClassifyRankFailure(r) != FailureClass::kInfrastructure) {
+    // A rank whose GPU reported it must be reset died of the GPU, not of
+    // what it loaded.
+    const bool gpu_failed = job.verdicts().HardwareGpuError(agents_.NameOf(verdict.node)) != nullptr;
+    if (!failure.verdict && !gpu_failed && ClassifyRankFailure(r) != FailureClass::kInfrastructure) {
       kind = LoadFailureKind::kCrash;
     }
   }
@@ -216,8 +228,15 @@ bool Detection::SweepCrash(absl::Time now, JobEntry& job) {
   JudgeCrashForCheckpoints(job, *verdict, failure);
   std::optional<std::string> repeat;
   if (failure.hold && !early) repeat = failure.hold->reason;
-  decisions_.Emit(&job, early ? EarlyCrashEvent(now, EventJobOf(job), node, verdict->death, *early)
-                              : CrashEvent(now, EventJobOf(job), *verdict, node, job.job(), repeat));
+  Event event = early ? EarlyCrashEvent(now, EventJobOf(job), node, verdict->death, *early)
+                      : CrashEvent(now, EventJobOf(job), *verdict, node, job.job(), repeat);
+  if (const GpuErrorSeen* gpu = job.verdicts().HardwareGpuError(node);
+      gpu != nullptr && verdict->kind == CrashVerdict::Kind::kRank && !failure.verdict) {
+    absl::StrAppend(&event.message, "; its node's GPU reported Xid ", gpu->xid,
+                    " before: the rank died of its GPU (docs/gpu.md)");
+    event.figures.emplace_back("xid", gpu->xid);
+  }
+  decisions_.Emit(&job, std::move(event));
   failures_.OnJobFailure(now, job, failure);
   return true;
 }

@@ -39,6 +39,15 @@ bool GenerationVerdicts::WorkloadGpuError(absl::string_view node) const {
   return false;
 }
 
+const GpuErrorSeen* GenerationVerdicts::HardwareGpuError(absl::string_view node) const {
+  for (const GpuErrorSeen& e : gpu_errors) {
+    if (e.node == node && (e.action == XidAction::kLeave || e.action == XidAction::kDrain)) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
 void JobEntry::SyncGeneration() {
   if (verdicts_.generation == job_.generation()) return;
   verdicts_ = GenerationVerdicts(job_.generation(), straggler_options_);

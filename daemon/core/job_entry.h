@@ -148,6 +148,10 @@ struct GenerationVerdicts {
   std::vector<GpuErrorSeen> gpu_errors;
   // Whether `node`'s GPU reported an error the catalog calls the workload's.
   bool WorkloadGpuError(absl::string_view node) const;
+  // The first error `node`'s GPU reported this generation that the catalog
+  // says the GPU or the machine must be reset for (leave or drain): a rank
+  // of that node that died died of its GPU. Null when none.
+  const GpuErrorSeen* HardwareGpuError(absl::string_view node) const;
 };
 
 // Everything the supervisor holds about one job: what it observed (Job), the

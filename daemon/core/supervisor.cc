@@ -58,10 +58,12 @@ absl::StatusOr<Supervisor::HelloResult> Supervisor::Hello(absl::Time now,
   // Its health check failed: it does not join (observe-only: said, not acted on).
   node.preflight_failed =
       hello.preflight && !hello.preflight->passed && !options_.observe_only;
+  const Admission::Admitted admitted = admission_.Admit(now, hello, connection.node);
+  // Quarantined once its job exists (this may be the job's first hello):
+  // the event is the job's.
   if (node.preflight_failed) {
     failures_.QuarantineNow(now, connection.node, PreflightReason(*hello.preflight), "preflight");
   }
-  const Admission::Admitted admitted = admission_.Admit(now, hello, connection.node);
   // An agent that comes back says how its command stands.
   admitted.job->NoteLauncher(node.name, hello.generation, node.launcher);
   HelloResult result;

@@ -25,19 +25,14 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import ClusterTestCase, Cluster, train_log, train_steps, wait_for  # noqa: E402
+from cluster import (ClusterTestCase, Cluster, event_time, train_log,  # noqa: E402
+                     train_steps, wait_for)
 from proxy import PartitionProxy  # noqa: E402
 
 STARTUP = 120
 NODE_TAKEN_EXIT = 76
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "3s", "--restart-backoff", "1s",
         "--stop-grace", "3s", "--node-lost-after", "5s"]
-
-
-def event_time(e):
-    """An event's time as seconds since the epoch (RFC 3339 in the JSON)."""
-    from datetime import datetime
-    return datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
 class LostNodesEndToEnd(ClusterTestCase):

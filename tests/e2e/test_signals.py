@@ -20,14 +20,14 @@ in one test) so that each test takes well under a minute. Every test prints
 the step and seconds after which it was reported.
 """
 
-import datetime
 import json
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import Cluster, ClusterTestCase, train_log, train_steps, wait_for  # noqa: E402
+from cluster import (Cluster, ClusterTestCase, event_time, train_log,  # noqa: E402
+                     train_steps, wait_for)
 
 STARTUP = 60
 FAST = ["--sweep-interval", "250ms", "--stall-floor", "5s", "--restart-backoff", "1s",
@@ -54,11 +54,6 @@ SIGNAL_KINDS = ("not_finite", "loss_shift", "loss_flat", "grad_spike", "grad_col
 # A checkpoint plan of a few hundred 20 ms steps: an MTBF of a minute and a
 # save of a second (Young: sqrt(2 x 1 x 60) = 11 s).
 SHORT_PLAN = ["--mtbf-prior", "1m", "--checkpoint-cost-prior", "1s", "--restart-cost-prior", "5s"]
-
-
-def event_time(e):
-    """An event's time as seconds since the epoch (RFC 3339 in the JSON)."""
-    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
 def injected(path, what):

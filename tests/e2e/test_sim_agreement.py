@@ -28,7 +28,8 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import ClusterTestCase, Cluster, binary, train_log, train_steps, wait_for  # noqa: E402
+from cluster import (ClusterTestCase, Cluster, binary, event_time, train_log,  # noqa: E402
+                     train_steps, wait_for)
 
 STARTUP = 120
 STEP_SECONDS = 0.05
@@ -49,10 +50,6 @@ HANG_STOP_SECONDS = 2 + 3
 CRASH_AFTER_STEP = 5 * CHECKPOINT_EVERY + CHECKPOINT_EVERY // 2 - 1
 HANG_AT = 40
 HANG_INTO_GENERATION = 10
-
-
-def event_time(e):
-    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
 def log_time(line):

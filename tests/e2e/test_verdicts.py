@@ -24,7 +24,8 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster import REPO, Cluster, ClusterTestCase, train_log, train_steps, wait_for  # noqa: E402
+from cluster import (REPO, Cluster, ClusterTestCase, event_time, train_log,  # noqa: E402
+                     train_steps, wait_for)
 
 STARTUP = 120
 QUARANTINED_EXIT = 75
@@ -35,11 +36,6 @@ FAST = ["--sweep-interval", "250ms", "--stall-floor", "5s", "--restart-backoff",
 CHARGE_QUARANTINES = ["--quarantine-after", "1", "--quarantine-max-fraction", "1"]
 # Verdict actions as the events' "action" figure gives them (heartbeat.proto).
 RESTART_ELSEWHERE, TRANSIENT, STOP = 2, 3, 4
-
-
-def event_time(e):
-    """An event's time as seconds since the epoch (RFC 3339 in the JSON)."""
-    return datetime.datetime.fromisoformat(e["time"].replace("Z", "+00:00")).timestamp()
 
 
 def injections(path):

@@ -45,6 +45,11 @@ TEST_F(NcclDumpsTest, TheRecorderIsTurnedOnWithItsFilesBesideTheStacks) {
   EXPECT_THAT(env, Contains(Pair("TORCH_NCCL_DEBUG_INFO_TEMP_FILE", prefix)));
   EXPECT_THAT(env, Contains(Pair("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", prefix)));
   EXPECT_EQ(NcclDumpPathsFor(dir_).DumpOf(3), prefix + "3");
+  // The paths are the agent's plumbing (not in the provenance); the ring's
+  // size is the job's setting.
+  EXPECT_TRUE(IsFlightRecorderPath("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"));
+  EXPECT_TRUE(IsFlightRecorderPath("TORCH_FR_DUMP_TEMP_FILE"));
+  EXPECT_FALSE(IsFlightRecorderPath("TORCH_NCCL_TRACE_BUFFER_SIZE"));
   EXPECT_EQ(NcclDumpPathsFor(dir_).PipeOf(3), prefix + "3.pipe");
 }
 

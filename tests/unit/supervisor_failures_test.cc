@@ -25,6 +25,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using ::trainsup::testing::FakeAgentsOptions;
 using ::trainsup::testing::FakeAgentsTest;
 using ::trainsup::testing::Figure;
@@ -442,6 +443,46 @@ TEST_F(FailuresTest, ARowRemapDrainsTheNodeOnceItsGenerationStops) {
   EXPECT_THAT(sup_->quarantine().ReasonOf("node-b"), HasSubstr("Xid 63"));
 }
 
+TEST_F(FailuresTest, ARankThatDiesAfterItsGpusXidDiedOfTheGpu) {
+  // node-b's GPU reports a row remap it must be reset for (Xid 63: drain);
+  // then its rank 3 dies with an error that alone would be the code's (a
+  // ValueError charges no node). It died of its GPU: charged to node-b,
+  // said in the crash event.
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  ASSERT_TRUE(sup_->GpuError(AtS(3.5), b_,
+                             Xid(63, "Row Remapper: New row marked for remapping, reset gpu to "
+                                     "activate"))
+                  .ok());
+  RaiseAt(AtS(4), b_, 3, 3, "ValueError", "bad value in batch 7");
+  std::vector<Event> crash;
+  for (double t = 5; t < 10 && crash.empty(); t += 0.5) crash = OfKind(Sweep(AtS(t)), EventKind::kCrash);
+
+  ASSERT_EQ(crash.size(), 1u);
+  EXPECT_EQ(crash[0].rank, 3u);
+  EXPECT_THAT(crash[0].message, HasSubstr("its node's GPU reported Xid 63 before: the rank died "
+                                          "of its GPU"));
+  EXPECT_EQ(Figure(crash[0], "xid"), 63.0);
+  const SupervisorOutput out = sup_->TakeOutput();
+  ASSERT_FALSE(out.journal.failures.empty());
+  EXPECT_EQ(out.journal.failures.back().kind, "crash");
+  EXPECT_EQ(out.journal.failures.back().node, "node-b");
+  EXPECT_TRUE(out.journal.failures.back().charged);
+  EXPECT_THAT(out.journal.failures.back().message, HasSubstr("after Xid 63 on its node's GPU"));
+}
+
+TEST_F(FailuresTest, TheSameErrorOnANodeWhoseGpuSaidNothingIsTheCodes) {
+  // The negative control: no Xid, the ValueError charges no node.
+  for (int s = 1; s <= 3; ++s) StepAll(AtS(s), s);
+  RaiseAt(AtS(4), b_, 3, 3, "ValueError", "bad value in batch 7");
+  std::vector<Event> crash;
+  for (double t = 5; t < 10 && crash.empty(); t += 0.5) crash = OfKind(Sweep(AtS(t)), EventKind::kCrash);
+  ASSERT_EQ(crash.size(), 1u);
+  EXPECT_THAT(crash[0].message, Not(HasSubstr("Xid")));
+  const SupervisorOutput out = sup_->TakeOutput();
+  ASSERT_FALSE(out.journal.failures.empty());
+  EXPECT_FALSE(out.journal.failures.back().charged);
+}
+
 TEST_F(FailuresTest, UnderObserveOnlyAnXidIsReportedAndNothingDone) {
   options_.observe_only = true;
   Create();
@@ -508,6 +549,22 @@ TEST_F(FailuresTest, ANodeWhoseHealthCheckFailsNeverJoinsAndIsQuarantinedWithIts
   ASSERT_EQ(quarantine.size(), 1u);
   EXPECT_EQ(quarantine[0].node, "node-c");
   EXPECT_THAT(quarantine[0].message, HasSubstr("quarantined by preflight"));
+}
+
+TEST_F(FailuresTest, AFailedCheckInAJobsFirstHelloIsThatJobsQuarantine) {
+  // The impolite order (e2e_gpu in the CI run of this session): the node
+  // whose check failed is the first of its job to say hello; its quarantine
+  // event must still be the job's.
+  AgentHelloInfo hello = HelloOf("node-c");
+  hello.job = "fresh-job";
+  hello.preflight = PreflightInfo{false, 1, false, 0.5, "FAIL\n"};
+  Supervisor::HelloResult result;
+  Connect(AtS(1), hello, &result);
+  EXPECT_FALSE(result.launch);
+  const std::vector<Event> quarantine =
+      OfKind(sup_->events().Since(0, "fresh-job"), EventKind::kQuarantine);
+  ASSERT_EQ(quarantine.size(), 1u);
+  EXPECT_EQ(quarantine[0].node, "node-c");
 }
 
 TEST_F(FailuresTest, ANodeWhoseHealthCheckPassesJoins) {
