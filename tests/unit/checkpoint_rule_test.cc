@@ -230,6 +230,24 @@ TEST(CheckpointSignalTest, AFailedSaveIsReportedOnceWithTheLastCommittedCheckpoi
   EXPECT_THAT(Figure(failed[0], "age_steps"), Optional(49.0));
 }
 
+TEST(CheckpointSignalTest, TwoStepsFailedSavesReportedInterleavedAreOneEventEach) {
+  // Ranks that took the plan a step apart save at 466 and 467 and report
+  // their failures interleaved (e2e_signals in CI run 13 saw 466 and 467
+  // reported twice each).
+  CheckpointRun run;
+  run.Plan(PeriodicPlan(1, 100, 0));
+  run.Steps(1, 468, {100});
+  run.Fail(466, 1, 0, "OSError: [Errno 28] No space left on device");
+  run.Fail(467, 0, 0, "OSError: [Errno 28] No space left on device");
+  run.Fail(466, 3, 1, "OSError: [Errno 28] No space left on device");
+  run.Fail(467, 3, 1, "OSError: [Errno 28] No space left on device");
+  run.Sweep();
+  const std::vector<Event> failed = run.Found(EventKind::kCheckpointFailed);
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_THAT(Figure(failed[0], "step"), Optional(466.0));
+  EXPECT_THAT(Figure(failed[1], "step"), Optional(467.0));
+}
+
 TEST(CheckpointSignalTest, ABackgroundWriteThatFailsLaterTakesItsCheckpointBack) {
   CheckpointRun run;
   run.Plan(PeriodicPlan(1, 100, 0));

@@ -40,8 +40,12 @@ void CheckpointSignal::ObserveCheckpoint(const CheckpointOutcome& c) {
     committed_ = committed_before_;
     committed_before_.reset();
   }
-  if (failed_reported_ == c.step) return;  // another rank's report of the same save
-  failed_reported_ = c.step;
+  // Another rank's report of the same save.
+  if (std::find(failed_reported_.begin(), failed_reported_.end(), c.step) != failed_reported_.end()) {
+    return;
+  }
+  failed_reported_.push_back(c.step);
+  if (failed_reported_.size() > kFailedStepsKept) failed_reported_.pop_front();
   failed_.push_back(c);
 }
 

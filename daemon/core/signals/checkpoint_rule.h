@@ -2,6 +2,7 @@
 #define TRAINSUP_DAEMON_CORE_SIGNALS_CHECKPOINT_RULE_H_
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -54,9 +55,12 @@ class CheckpointSignal : public SignalRule {
   double step_s_ = 0;                  // the last step time measured
   std::optional<int64_t> committed_;   // this generation's last committed
   std::optional<int64_t> committed_before_;  // the one before it
-  // Failed saves not yet reported, and the last step one was reported for.
+  // Failed saves not yet reported, and the last steps one was reported for:
+  // more than one, as ranks that took a plan a step apart fail the saves of
+  // two steps and report them interleaved (466, 467, 466, 467).
+  static constexpr size_t kFailedStepsKept = 16;
   std::vector<CheckpointOutcome> failed_;
-  std::optional<int64_t> failed_reported_;
+  std::deque<int64_t> failed_reported_;
   // The plan in force at the last sweep: its interval (0: none in force)
   // and ScheduleStart(); the stretch an overdue event was made for.
   int64_t interval_ = 0;
