@@ -540,7 +540,7 @@ void Agent::BeginStackCollection(absl::Duration now, uint64_t generation) {
   OnDatagrams();
   stacks_began_ = now;
   stacks_ = std::make_unique<StackCollection>(generation, watcher_.Snapshot());
-  const NcclDumpPaths dumps = NcclDumpPathsFor(socket_->directory());
+  const NcclDumpPaths& dumps = nccl_dumps_;
   for (const StackCollection::Target& t : stacks_->targets()) {
     // The size first: what the rank appends after the signal is its answer.
     const int64_t size = FileSize(StackPath(t.rank));
@@ -563,8 +563,9 @@ void Agent::ObserveStackFiles(absl::Duration now) {
     stacks_->Observe(rank, FileSize(StackPath(rank)), now);
   }
   if (std::vector<uint32_t> dumps = stacks_->PendingDumps(now); !dumps.empty()) {
-    const NcclDumpPaths paths = NcclDumpPathsFor(socket_->directory());
-    for (uint32_t rank : dumps) stacks_->ObserveDump(rank, ModifiedNanos(paths.DumpOf(rank)), now);
+    for (uint32_t rank : dumps) {
+      stacks_->ObserveDump(rank, ModifiedNanos(nccl_dumps_.DumpOf(rank)), now);
+    }
   }
   if (stacks_->Done(now)) Do(state_->OnStacksCollected(now));
 }
@@ -797,12 +798,11 @@ void Agent::FinishStackCollection() {
   report->set_generation(stacks->generation());
   int answered = 0;
   int dumps = 0;
-  const NcclDumpPaths paths = NcclDumpPathsFor(socket_->directory());
   for (const StackCollection::Result& r : stacks->Results()) {
     v1::RankStack* stack = report->add_stacks();
     if (r.dumped) {
       ++dumps;
-      AddFlightRecord(paths.DumpOf(r.rank), stack);
+      AddFlightRecord(nccl_dumps_.DumpOf(r.rank), stack);
     }
     stack->set_rank(r.rank);
     stack->set_local_rank(r.local_rank);
@@ -868,6 +868,7 @@ int Agent::Run() {
   }
   socket_ = std::move(*socket);
   plans_ = std::make_unique<PlanFile>(socket_->directory() + "/plans.json");
+  nccl_dumps_ = NcclDumpPathsFor(socket_->directory());
 
   // Before the first hello: a node whose check fails says so in it.
   RunPreflight();

@@ -20,6 +20,7 @@
 #include "agent/gpu_inventory.h"
 #include "agent/kernel_log.h"
 #include "agent/launcher.h"
+#include "agent/nccl_dumps.h"
 #include "agent/plan_file.h"
 #include "agent/provenance.h"
 #include "agent/rank_socket.h"
@@ -242,6 +243,8 @@ class Agent {
   std::unique_ptr<GpuHealthPoller> health_;
   // What --preflight said, sent with every hello (set before the first).
   std::optional<v1::PreflightResult> preflight_;
+  // Where the ranks' flight recorders write and are asked (set with the socket).
+  NcclDumpPaths nccl_dumps_;
   // The GPUs whose dcgm-exporter job-mapping files name this job.
   std::vector<int> job_mapping_gpus_;
   absl::Duration health_checked_ = -absl::InfiniteDuration();
